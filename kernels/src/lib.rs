@@ -1,0 +1,11 @@
+//! Pure compute for cnnbench: no knowledge of layers, models or the CLI.
+//!
+//! Every kernel has a naive reference next to it, and the SIMD flavour is
+//! chosen once at run time ([`isa::Isa::detect`]) over a scalar fallback.
+
+pub mod conv;
+pub mod isa;
+pub mod peak;
+pub mod rng;
+
+pub use isa::Isa;

@@ -1,0 +1,1 @@
+//! cnnbench layers.
