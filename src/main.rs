@@ -1,1 +1,24 @@
-fn main() {}
+//! cnnbench: how fast convolutional networks train, layer by layer.
+
+mod bench;
+mod cli;
+mod plan;
+mod problem;
+mod report;
+mod results;
+
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    // A bug should still end in one line, not a backtrace.
+    std::panic::set_hook(Box::new(|info| {
+        eprintln!("cnnbench: internal error: {info}");
+    }));
+    match cli::run() {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("cnnbench: error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}

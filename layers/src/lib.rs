@@ -1,1 +1,11 @@
-//! cnnbench layers.
+//! cnnbench layers: tensors, dtypes and layouts, and each op's backends.
+//!
+//! One folder per op, with its CPU side (and, later, its CUDA side) next to
+//! each other and tests shared between them.
+
+pub mod conv;
+pub mod dtype;
+pub mod layout;
+
+pub use dtype::DType;
+pub use layout::Layout;

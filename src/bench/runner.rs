@@ -1,0 +1,130 @@
+//! The runner: warm-up, then timed runs until both the minimum run count and
+//! the time budget are met (or exactly N runs when only `--iters` is given).
+
+use super::timer::Timer;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// How many times to run, decided from `--warmup`, `--iters`, `--min-time`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RunPolicy {
+    pub warmup: usize,
+    /// At least this many timed runs.
+    pub min_runs: usize,
+    /// And keep going until this much time was spent in timed runs.
+    pub min_time: Duration,
+    /// Never more than this many timed runs.
+    pub max_runs: usize,
+}
+
+impl RunPolicy {
+    pub const DEFAULT_WARMUP: usize = 3;
+    pub const DEFAULT_RUNS: usize = 10;
+    pub const DEFAULT_MIN_TIME: f64 = 1.0;
+    const MAX_RUNS: usize = 100_000;
+
+    /// Defaults: at least 10 runs and at least 1 s. An explicit `iters` alone
+    /// means exactly that many runs; with `min_time` too, both must be met.
+    pub fn from_options(warmup: Option<usize>, iters: Option<usize>, min_time: Option<f64>) -> RunPolicy {
+        let warmup = warmup.unwrap_or(Self::DEFAULT_WARMUP);
+        match (iters, min_time) {
+            (Some(n), None) => RunPolicy { warmup, min_runs: n, min_time: Duration::ZERO, max_runs: n },
+            (n, t) => RunPolicy {
+                warmup,
+                min_runs: n.unwrap_or(Self::DEFAULT_RUNS),
+                min_time: Duration::from_secs_f64(t.unwrap_or(Self::DEFAULT_MIN_TIME)),
+                max_runs: Self::MAX_RUNS.max(n.unwrap_or(0)),
+            },
+        }
+    }
+
+    /// A short policy for `--algo auto`'s trial of each candidate.
+    pub fn trial() -> RunPolicy {
+        RunPolicy { warmup: 1, min_runs: 3, min_time: Duration::from_millis(100), max_runs: 50 }
+    }
+}
+
+/// Runs closures under a policy, stopping early when interrupted.
+pub struct Runner<'a> {
+    pub policy: RunPolicy,
+    pub interrupted: &'a AtomicBool,
+}
+
+/// Timed samples in milliseconds; `interrupted` when Ctrl-C cut it short.
+pub struct Samples {
+    pub ms: Vec<f64>,
+    pub interrupted: bool,
+}
+
+impl Runner<'_> {
+    pub fn run(&self, timer: &mut dyn Timer, f: &mut dyn FnMut()) -> Samples {
+        let stop = || self.interrupted.load(Ordering::Relaxed);
+        for _ in 0..self.policy.warmup {
+            if stop() {
+                return Samples { ms: vec![], interrupted: true };
+            }
+            f();
+        }
+        let mut ms = Vec::with_capacity(self.policy.min_runs.min(4096));
+        let start = Instant::now();
+        while ms.len() < self.policy.max_runs
+            && (ms.len() < self.policy.min_runs || start.elapsed() < self.policy.min_time)
+        {
+            if stop() {
+                return Samples { ms, interrupted: true };
+            }
+            ms.push(timer.time_ms(f));
+        }
+        Samples { ms, interrupted: false }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::timer::WallClock;
+
+    #[test]
+    fn policy_from_options() {
+        let d = RunPolicy::from_options(None, None, None);
+        assert_eq!((d.warmup, d.min_runs, d.min_time), (3, 10, Duration::from_secs(1)));
+        let exact = RunPolicy::from_options(Some(0), Some(5), None);
+        assert_eq!((exact.warmup, exact.min_runs, exact.max_runs, exact.min_time), (0, 5, 5, Duration::ZERO));
+        let both = RunPolicy::from_options(None, Some(5), Some(0.5));
+        assert_eq!((both.min_runs, both.min_time), (5, Duration::from_millis(500)));
+        assert!(both.max_runs > 5);
+    }
+
+    #[test]
+    fn exact_runs_and_warmup_are_counted() {
+        let flag = AtomicBool::new(false);
+        let runner = Runner { policy: RunPolicy::from_options(Some(2), Some(7), None), interrupted: &flag };
+        let mut calls = 0;
+        let s = runner.run(&mut WallClock, &mut || calls += 1);
+        assert_eq!((s.ms.len(), calls, s.interrupted), (7, 9, false));
+    }
+
+    #[test]
+    fn time_budget_extends_the_run() {
+        let flag = AtomicBool::new(false);
+        let runner = Runner { policy: RunPolicy::from_options(Some(0), Some(2), Some(0.03)), interrupted: &flag };
+        let s = runner.run(&mut WallClock, &mut || std::thread::sleep(Duration::from_millis(5)));
+        assert!(s.ms.len() >= 5, "{}", s.ms.len());
+        assert!(s.ms.iter().all(|&m| m >= 4.0));
+    }
+
+    #[test]
+    fn interruption_keeps_what_was_timed() {
+        let flag = AtomicBool::new(false);
+        let runner = Runner { policy: RunPolicy::from_options(Some(0), Some(100), None), interrupted: &flag };
+        let mut n = 0;
+        let s = runner.run(&mut WallClock, &mut || {
+            n += 1;
+            if n == 4 {
+                flag.store(true, Ordering::Relaxed);
+            }
+        });
+        assert!(s.interrupted);
+        assert_eq!(s.ms.len(), 4);
+    }
+}

@@ -1,0 +1,329 @@
+//! `cnnbench conv`: time convolution problems, direction by direction.
+
+use super::{init_threads, Device, Format};
+use crate::bench::timer::{Timer, WallClock};
+use crate::bench::{RunPolicy, Runner, Stats};
+use crate::plan::{self, AlgoChoice, DirSpec};
+use crate::problem::{self, ConvProblem};
+use crate::report::table;
+use crate::results::dump::{self, DumpInfo};
+use crate::results::environment::{self, BuildInfo};
+use crate::results::{writers, Check, Environment, Record};
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use cnnbench_kernels::conv::{ConvAlgo, Direction};
+use cnnbench_kernels::{peak, Isa};
+use cnnbench_layers::conv::{cpu::CpuConv, reference_outputs, worst_rel_err, ConvTensors};
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+#[derive(Args)]
+#[command(after_help = "Examples:\n  \
+    cnnbench conv mb16ic64ih56oc64oh56kh3ph1 --check\n  \
+    cnnbench conv --from builtin:resnet50 --dir fwd --format csv --out r50.csv\n  \
+    cnnbench conv g2mb2ic96ih27oc256kh5ph2 --algo all --iters 20")]
+pub struct ConvArgs {
+    /// Problems in benchdnn syntax, e.g. mb16ic64ih56oc64oh56kh3ph1
+    #[arg(value_name = "DESC")]
+    problems: Vec<String>,
+    /// Read problems from a batch file (one per line, # comments) or builtin:resnet50
+    #[arg(long, value_name = "FILE")]
+    from: Option<String>,
+    /// Directions: fwd, bwd-data, bwd-filter, all (or FWD_B, FWD_D, BWD_D, BWD_W, BWD_WB)
+    #[arg(long, default_value = "all", value_name = "LIST")]
+    dir: String,
+    /// auto (try each briefly, time the fastest), all (one row each), or a name: direct, im2col_gemm, ref
+    #[arg(long, default_value = "auto", value_name = "ALGO")]
+    algo: String,
+    /// Worker threads [default: all logical CPUs]
+    #[arg(long, value_name = "N")]
+    threads: Option<usize>,
+    /// Instruction set for the kernels: auto, avx512, avx2, scalar
+    #[arg(long, default_value = "auto", value_name = "ISA")]
+    isa: String,
+    /// Untimed runs before timing [default: 3]
+    #[arg(long, value_name = "N")]
+    warmup: Option<usize>,
+    /// Timed runs; alone it means exactly N [default: at least 10, and at least --min-time]
+    #[arg(long, value_name = "N")]
+    iters: Option<usize>,
+    /// Keep timing until this many seconds were spent [default: 1]
+    #[arg(long, value_name = "SECS")]
+    min_time: Option<f64>,
+    /// Seed of the random input data
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Compare every output with the naive reference; exit 1 on a mismatch
+    #[arg(long)]
+    check: bool,
+    /// Write inputs and outputs as float32 .npy (logical N,C,H,W / K,C/g,R,S) plus problem.json
+    #[arg(long, value_name = "DIR")]
+    dump: Option<PathBuf>,
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    format: Format,
+    /// Write the output here (rewritten atomically after every finished record)
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
+    #[arg(long, value_enum, default_value_t = Device::Auto)]
+    device: Device,
+    /// No progress lines on stderr
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+/// Set by Ctrl-C; the runner stops and what finished is written out.
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+/// Everything decided before the first run.
+struct Setup {
+    problems: Vec<ConvProblem>,
+    dirs: Vec<DirSpec>,
+    algo: AlgoChoice,
+    isa: Isa,
+    policy: RunPolicy,
+}
+
+fn setup(args: &ConvArgs) -> Result<Setup> {
+    if let Some(t) = args.min_time {
+        if !(t.is_finite() && t >= 0.0) {
+            bail!("--min-time must be a non-negative number of seconds, got {t}");
+        }
+    }
+    if args.iters == Some(0) {
+        bail!("--iters must be at least 1");
+    }
+    let mut problems = Vec::new();
+    for d in &args.problems {
+        problems.push(ConvProblem::parse(d)?);
+    }
+    if let Some(src) = &args.from {
+        problems.extend(problem::load_batch(src)?);
+    }
+    if problems.is_empty() {
+        bail!("no problem given: pass a descriptor such as mb16ic64ih56oc64oh56kh3ph1, or --from FILE");
+    }
+    match args.device {
+        Device::Gpu => bail!("--device gpu: the GPU path is not built yet; use --device cpu"),
+        Device::Cpu | Device::Auto => {}
+    }
+    let dirs = plan::parse_dirs(&args.dir)?;
+    let algo = plan::parse_algo(&args.algo)?;
+    let isa = plan::resolve_isa(&args.isa)?;
+    // Fail before running anything: unsupported algorithms and problems that
+    // cannot fit in memory.
+    let avail = environment::available_memory_bytes();
+    for p in &problems {
+        plan::check_fits(&p.shape, args.check, avail).with_context(|| format!("problem {p}"))?;
+        for d in &dirs {
+            plan::candidates(algo, &p.shape, d.dir, isa).with_context(|| format!("problem {p}"))?;
+        }
+    }
+    let policy = RunPolicy::from_options(args.warmup, args.iters, args.min_time);
+    Ok(Setup { problems, dirs, algo, isa, policy })
+}
+
+pub fn run(args: ConvArgs) -> Result<ExitCode> {
+    let s = setup(&args)?;
+    let threads = init_threads(args.threads)?;
+    ctrlc::set_handler(|| INTERRUPTED.store(true, Ordering::Relaxed)).context("installing the Ctrl-C handler")?;
+    let progress = !args.quiet && std::io::stderr().is_terminal();
+    if args.device == Device::Auto && progress {
+        eprintln!("cnnbench: device auto: using the CPU ({threads} threads, {})", s.isa);
+    }
+
+    // The peak of the best ISA at this thread count: what "% of peak" means.
+    let peak_gflops = Some(peak::measure_gflops(Isa::detect(), threads, 5));
+    let env = Environment {
+        host: environment::host_name(),
+        os: format!("{} {}", std::env::consts::OS, std::env::consts::ARCH),
+        cpu: environment::cpu_model(),
+        cores: environment::logical_cores(),
+        threads,
+        isa: s.isa.name().into(),
+        isa_detected: Isa::detect().name().into(),
+        peak_gflops,
+        timer: WallClock.describe().into(),
+        cnnbench: BuildInfo::current(),
+        command: environment::command_line(),
+        timestamp: environment::timestamp(),
+    };
+
+    let mut out = Output { env, records: Vec::new(), format: args.format, path: args.out.clone() };
+    let runner = Runner { policy: s.policy, interrupted: &INTERRUPTED };
+    let total = s.problems.len() * s.dirs.len();
+    let mut done = 0;
+    let mut failed_checks = 0;
+
+    'problems: for (pi, prob) in s.problems.iter().enumerate() {
+        let mut t = ConvTensors::random(&prob.shape, args.seed);
+        let mut algo_per_dir = Vec::new();
+        for d in &s.dirs {
+            done += 1;
+            let want = args.check.then(|| reference_outputs(&t, d.dir, d.bias));
+            let candidates = plan::candidates(s.algo, &prob.shape, d.dir, s.isa)?;
+            let chosen: Vec<&dyn ConvAlgo> = match s.algo {
+                AlgoChoice::Auto => vec![pick_fastest(&candidates, &mut t, *d, s.isa)],
+                AlgoChoice::All | AlgoChoice::Named(_) => candidates,
+            };
+            for algo in chosen {
+                let mut conv = CpuConv::new(algo, &t, d.dir, s.isa, d.bias);
+                // Poisoned before the first run: whatever the timed runs
+                // leave unwritten fails the check below.
+                t.poison(d.dir);
+                let samples = runner.run(&mut WallClock, &mut || conv.run(&mut t));
+                if samples.interrupted {
+                    break 'problems;
+                }
+                let stats = Stats::of(&samples.ms).context("no timed runs")?;
+                let check = want.as_ref().map(|w| {
+                    let rel_err = worst_rel_err(&t, d.dir, d.bias, w);
+                    Check { rel_err, passed: rel_err <= algo.tolerance() }
+                });
+                failed_checks += check.is_some_and(|c| !c.passed) as usize;
+                let gflops = prob.shape.flops() as f64 / (stats.median * 1e-3) / 1e9;
+                let rec = Record {
+                    problem: prob.canonical(),
+                    dir: d.dir.name().into(),
+                    device: "cpu".into(),
+                    dtype: "f32".into(),
+                    layout: "nhwc".into(),
+                    algo: algo.name().into(),
+                    ms: stats,
+                    runs: samples.ms.len(),
+                    gflops,
+                    peak_fraction: peak_gflops.map(|p| gflops / p),
+                    check,
+                    kernel: conv.kernel_name(),
+                    bias: d.bias,
+                    workspace_bytes: conv.workspace_bytes(),
+                };
+                if progress {
+                    eprintln!(
+                        "[{done}/{total}] {} {} {}: {:.3} ms median, {:.1} GFLOP/s{}",
+                        rec.problem,
+                        rec.dir,
+                        rec.algo,
+                        stats.median,
+                        gflops,
+                        check.map_or(String::new(), |c| format!(", check {}", if c.passed { "ok" } else { "FAILED" }))
+                    );
+                }
+                out.push(rec)?;
+                algo_per_dir.push((d.dir, algo.name().to_string()));
+            }
+        }
+        if let Some(root) = &args.dump {
+            let folder = if s.problems.len() == 1 { root.clone() } else { root.join(dump_folder_name(pi, prob)) };
+            let dirs: Vec<(Direction, bool)> = s.dirs.iter().map(|d| (d.dir, d.bias)).collect();
+            let canonical = prob.canonical();
+            let info = DumpInfo {
+                problem: &canonical,
+                name: prob.name.as_deref(),
+                seed: args.seed,
+                dirs: &dirs,
+                algo_per_dir: &algo_per_dir,
+            };
+            dump::dump(&folder, &t, &info)?;
+        }
+    }
+
+    out.finish()?;
+    if INTERRUPTED.load(Ordering::Relaxed) {
+        eprintln!("cnnbench: interrupted; kept the {} finished records", out.records.len());
+        return Ok(ExitCode::from(130));
+    }
+    if failed_checks > 0 {
+        eprintln!("cnnbench: {failed_checks} record(s) failed --check");
+        return Ok(ExitCode::from(1));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `--algo auto`: a short timed trial of each candidate; the fastest median wins.
+fn pick_fastest(
+    candidates: &[&'static dyn ConvAlgo],
+    t: &mut ConvTensors,
+    d: DirSpec,
+    isa: Isa,
+) -> &'static dyn ConvAlgo {
+    if candidates.len() == 1 {
+        return candidates[0];
+    }
+    let trial = Runner { policy: RunPolicy::trial(), interrupted: &INTERRUPTED };
+    let mut best = (f64::INFINITY, candidates[0]);
+    for &algo in candidates {
+        let mut conv = CpuConv::new(algo, t, d.dir, isa, d.bias);
+        let samples = trial.run(&mut WallClock, &mut || conv.run(t));
+        if let Some(st) = Stats::of(&samples.ms) {
+            if st.median < best.0 {
+                best = (st.median, algo);
+            }
+        }
+    }
+    best.1
+}
+
+/// `003_resnet50-layer1.0.conv2` or `003_mb16ic64...` for unnamed problems.
+fn dump_folder_name(index: usize, p: &ConvProblem) -> String {
+    let base = p.name.clone().unwrap_or_else(|| p.canonical());
+    let clean: String = base
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '.' || c == '-' || c == '_' { c } else { '-' })
+        .collect();
+    format!("{index:03}_{clean}")
+}
+
+/// Collects records and writes them: to `--out` after every record (so an
+/// interrupted run keeps what finished), else to stdout at the end.
+struct Output {
+    env: Environment,
+    records: Vec<Record>,
+    format: Format,
+    path: Option<PathBuf>,
+}
+
+impl Output {
+    fn render(&self) -> Result<String> {
+        Ok(match self.format {
+            Format::Table => self.preamble() + &table::text(&self.records),
+            Format::Md => self.preamble() + "\n" + &table::markdown(&self.records),
+            Format::Csv => writers::csv(&self.records)?,
+            Format::Json => writers::json(&self.env, &self.records)?,
+        })
+    }
+
+    /// One line saying where and how the numbers were measured.
+    fn preamble(&self) -> String {
+        let e = &self.env;
+        format!(
+            "# cnnbench {} ({}) | {} | {} threads | isa {} | FP32 peak {} GFLOP/s (measured) | median of timed runs\n",
+            e.cnnbench.version,
+            e.cnnbench.git,
+            e.cpu,
+            e.threads,
+            e.isa,
+            e.peak_gflops.map_or("?".into(), |p| format!("{p:.0}")),
+        )
+    }
+
+    fn push(&mut self, r: Record) -> Result<()> {
+        self.records.push(r);
+        if let Some(path) = &self.path {
+            writers::write_atomic(path, &self.render()?)?;
+        }
+        Ok(())
+    }
+
+    fn finish(&self) -> Result<()> {
+        match &self.path {
+            Some(path) => {
+                writers::write_atomic(path, &self.render()?)?;
+                eprintln!("cnnbench: wrote {} records to {}", self.records.len(), path.display());
+            }
+            None => print!("{}", self.render()?),
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,75 @@
+//! Command-line interface: one file per subcommand.
+
+mod conv;
+mod info;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand, ValueEnum};
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "cnnbench",
+    version = concat!(env!("CARGO_PKG_VERSION"), " (", env!("CNNBENCH_GIT"), ", ", env!("CNNBENCH_PROFILE"), ")"),
+    about = "Honest, fast benchmarks of convolutional networks, layer by layer",
+    long_about = "Honest, fast benchmarks of convolutional networks, layer by layer.\n\n\
+        Every timed kernel can be checked against a naive reference (--check); \
+        times are medians with their spread, over seeded random (never zero) data."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Time convolution problems (benchdnn descriptors) in all three directions
+    Conv(conv::ConvArgs),
+    /// Describe this machine: CPU, ISA, measured FP32 peak, build
+    Info(info::InfoArgs),
+}
+
+/// Output formats shared by the subcommands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// Aligned text for people
+    Table,
+    /// One row per record, fixed header
+    Csv,
+    /// {"environment": ..., "records": [...]}
+    Json,
+    /// A markdown table
+    Md,
+}
+
+/// Where to run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Device {
+    Cpu,
+    Gpu,
+    /// The GPU when one is usable, else the CPU
+    Auto,
+}
+
+pub fn run() -> Result<ExitCode> {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Conv(args) => conv::run(args),
+        Command::Info(args) => info::run(args),
+    }
+}
+
+/// Builds rayon's one global pool with `threads` threads (all cores when
+/// `None`) and returns the count.
+pub fn init_threads(threads: Option<usize>) -> Result<usize> {
+    let n = match threads {
+        Some(0) => anyhow::bail!("--threads must be at least 1"),
+        Some(n) => n,
+        None => crate::results::environment::logical_cores(),
+    };
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(n)
+        .build_global()
+        .map_err(|e| anyhow::anyhow!("cannot start {n} threads: {e}"))?;
+    Ok(n)
+}

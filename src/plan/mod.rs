@@ -1,0 +1,208 @@
+//! Step two: from options to a plan. Which directions, which algorithms,
+//! which ISA and device, and whether it all fits in memory.
+
+use anyhow::{bail, Result};
+use cnnbench_kernels::conv::{algorithms, find_algorithm, ConvAlgo, ConvShape, Direction};
+use cnnbench_kernels::Isa;
+use cnnbench_layers::conv::ConvTensors;
+
+/// A direction to run and whether it includes bias.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DirSpec {
+    pub dir: Direction,
+    pub bias: bool,
+}
+
+/// `fwd,bwd-data,bwd-filter`, `all`, or benchdnn's FWD_B (forward with
+/// bias), FWD_D (without), BWD_D, BWD_W (without bias), BWD_WB (with).
+pub fn parse_dirs(list: &str) -> Result<Vec<DirSpec>> {
+    let mut out: Vec<DirSpec> = Vec::new();
+    for item in list.split(',').map(str::trim) {
+        let specs: Vec<DirSpec> = match item {
+            "all" => Direction::ALL
+                .iter()
+                .map(|&dir| DirSpec { dir, bias: dir != Direction::BwdData })
+                .collect(),
+            "fwd" | "FWD_B" => vec![DirSpec { dir: Direction::Fwd, bias: true }],
+            "FWD_D" | "FWD_I" => vec![DirSpec { dir: Direction::Fwd, bias: false }],
+            "bwd-data" | "BWD_D" => vec![DirSpec { dir: Direction::BwdData, bias: false }],
+            "bwd-filter" | "BWD_WB" => vec![DirSpec { dir: Direction::BwdFilter, bias: true }],
+            "BWD_W" => vec![DirSpec { dir: Direction::BwdFilter, bias: false }],
+            "" => bail!("empty item in --dir '{list}'"),
+            other => bail!(
+                "unknown direction '{other}' (expected fwd, bwd-data, bwd-filter, all, FWD_B, FWD_D, BWD_D, BWD_W or BWD_WB)"
+            ),
+        };
+        for s in specs {
+            if out.iter().any(|o| o.dir == s.dir) {
+                bail!("direction '{}' given twice in --dir '{list}'", s.dir);
+            }
+            out.push(s);
+        }
+    }
+    Ok(out)
+}
+
+/// What `--algo` asks for.
+#[derive(Clone, Copy)]
+pub enum AlgoChoice {
+    /// Try every supporting algorithm briefly, time the fastest.
+    Auto,
+    /// One row per supporting algorithm.
+    All,
+    Named(&'static dyn ConvAlgo),
+}
+
+impl std::fmt::Debug for AlgoChoice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AlgoChoice::Auto => f.write_str("auto"),
+            AlgoChoice::All => f.write_str("all"),
+            AlgoChoice::Named(a) => f.write_str(a.name()),
+        }
+    }
+}
+
+pub fn parse_algo(name: &str) -> Result<AlgoChoice> {
+    match name {
+        "auto" => Ok(AlgoChoice::Auto),
+        "all" => Ok(AlgoChoice::All),
+        _ => match find_algorithm(name) {
+            Some(a) => Ok(AlgoChoice::Named(a)),
+            None => {
+                let names: Vec<_> = algorithms().iter().map(|a| a.name()).collect();
+                bail!("unknown algorithm '{name}' (expected auto, all, {}, or ref)", names.join(", "))
+            }
+        },
+    }
+}
+
+/// `auto` is the best ISA here; a named one must be supported.
+pub fn resolve_isa(name: &str) -> Result<Isa> {
+    if name == "auto" {
+        return Ok(Isa::detect());
+    }
+    let Some(isa) = Isa::parse(name) else {
+        bail!("unknown ISA '{name}' (expected auto, avx512, avx2 or scalar)");
+    };
+    if !isa.is_supported() {
+        bail!("--isa {isa} is not supported by this CPU (best here: {})", Isa::detect());
+    }
+    Ok(isa)
+}
+
+/// The algorithms that will run `dir` of `p`, or why none can.
+pub fn candidates(
+    choice: AlgoChoice,
+    p: &ConvShape,
+    dir: Direction,
+    isa: Isa,
+) -> Result<Vec<&'static dyn ConvAlgo>> {
+    match choice {
+        AlgoChoice::Named(a) => match a.supports(p, dir, isa) {
+            Ok(()) => Ok(vec![a]),
+            Err(why) => bail!("algorithm '{}' cannot run {dir}: {why}", a.name()),
+        },
+        AlgoChoice::Auto | AlgoChoice::All => {
+            let ok: Vec<_> = algorithms()
+                .iter()
+                .copied()
+                .filter(|a| a.supports(p, dir, isa).is_ok())
+                .collect();
+            if ok.is_empty() {
+                bail!("no algorithm supports {dir} with --isa {isa}");
+            }
+            Ok(ok)
+        }
+    }
+}
+
+/// Bytes a problem needs: every tensor, plus the reference outputs (and the
+/// reference's f64 accumulators) when checking.
+pub fn bytes_needed(p: &ConvShape, check: bool) -> Option<u128> {
+    let tensors = ConvTensors::elements_needed(p)? * 4;
+    let biggest = [
+        p.mb as u128 * p.ih as u128 * p.iw as u128 * p.ic as u128,
+        p.mb as u128 * p.oh as u128 * p.ow as u128 * p.oc as u128,
+        (p.kh * p.kw) as u128 * p.ic as u128 * (p.oc / p.g) as u128,
+    ]
+    .into_iter()
+    .max()?;
+    Some(tensors + if check { biggest * 12 } else { 0 })
+}
+
+/// Refuses problems that cannot fit in `available` bytes, before allocating.
+pub fn check_fits(p: &ConvShape, check: bool, available: Option<u128>) -> Result<()> {
+    let Some(need) = bytes_needed(p, check) else {
+        bail!("tensor sizes overflow");
+    };
+    if let Some(avail) = available {
+        if need > avail {
+            bail!(
+                "needs {:.1} GiB of memory for its tensors, but only {:.1} GiB is available",
+                need as f64 / (1u64 << 30) as f64,
+                avail as f64 / (1u64 << 30) as f64
+            );
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn directions_in_both_spellings() {
+        let all = parse_dirs("all").unwrap();
+        assert_eq!(all.len(), 3);
+        assert!(all.iter().all(|d| d.bias || d.dir == Direction::BwdData));
+        assert_eq!(parse_dirs("FWD_D").unwrap(), vec![DirSpec { dir: Direction::Fwd, bias: false }]);
+        assert_eq!(
+            parse_dirs("fwd,BWD_W").unwrap()[1],
+            DirSpec { dir: Direction::BwdFilter, bias: false }
+        );
+        assert!(parse_dirs("fwd,FWD_D").unwrap_err().to_string().contains("twice"));
+        assert!(parse_dirs("sideways").unwrap_err().to_string().contains("unknown direction 'sideways'"));
+    }
+
+    #[test]
+    fn algorithms_by_name() {
+        assert!(matches!(parse_algo("auto"), Ok(AlgoChoice::Auto)));
+        assert!(matches!(parse_algo("ref"), Ok(AlgoChoice::Named(_))));
+        assert!(parse_algo("winograd9000").unwrap_err().to_string().contains("unknown algorithm"));
+    }
+
+    #[test]
+    fn isa_names() {
+        assert_eq!(resolve_isa("scalar").unwrap(), Isa::Scalar);
+        assert_eq!(resolve_isa("auto").unwrap(), Isa::detect());
+        assert!(resolve_isa("neon").is_err());
+    }
+
+    #[test]
+    fn memory_is_checked_before_allocating() {
+        let huge = ConvShape {
+            mb: 1 << 20,
+            g: 1,
+            ic: 1024,
+            ih: 1024,
+            iw: 1024,
+            oc: 1024,
+            oh: 1024,
+            ow: 1024,
+            kh: 1,
+            kw: 1,
+            sh: 1,
+            sw: 1,
+            ph: 0,
+            pw: 0,
+            dh: 0,
+            dw: 0,
+        };
+        let e = check_fits(&huge, false, Some(24 << 30)).unwrap_err().to_string();
+        assert!(e.contains("GiB of memory"), "{e}");
+        let small = ConvShape { mb: 1, ic: 1, oc: 1, ih: 8, iw: 8, oh: 8, ow: 8, ..huge };
+        assert!(check_fits(&small, true, Some(24 << 30)).is_ok());
+    }
+}

@@ -1,0 +1,73 @@
+//! Step one of the pipeline: what to run. Convolution descriptors, batch
+//! files and the built-in problem lists.
+
+mod builtin;
+mod desc;
+
+pub use desc::ConvProblem;
+
+use anyhow::{bail, Context, Result};
+
+/// Reads problems from `builtin:NAME` or a benchdnn-style batch file: one
+/// descriptor per line, `#` starts a comment, blank lines are skipped.
+pub fn load_batch(source: &str) -> Result<Vec<ConvProblem>> {
+    if let Some(name) = source.strip_prefix("builtin:") {
+        let Some(list) = builtin::lookup(name) else {
+            bail!("unknown built-in list '{name}' (known: {})", builtin::names().join(", "));
+        };
+        return parse_lines(list, &format!("builtin:{name}"));
+    }
+    let text = std::fs::read_to_string(source).with_context(|| format!("cannot read '{source}'"))?;
+    parse_lines(&text, source)
+}
+
+fn parse_lines(text: &str, origin: &str) -> Result<Vec<ConvProblem>> {
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        let p = ConvProblem::parse(line).with_context(|| format!("{origin}:{}", i + 1))?;
+        out.push(p);
+    }
+    if out.is_empty() {
+        bail!("{origin} holds no problems");
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resnet50_has_23_distinct_convolutions() {
+        let list = load_batch("builtin:resnet50").unwrap();
+        assert_eq!(list.len(), 23);
+        let mut shapes: Vec<_> = list.iter().map(|p| p.shape).collect();
+        shapes.sort_by_key(|s| format!("{s:?}"));
+        shapes.dedup();
+        assert_eq!(shapes.len(), 23, "duplicates in the list");
+        assert!(list.iter().all(|p| p.shape.mb == 16 && p.name.is_some()));
+        // 7 of them are 3x3, one is the 7x7 stem, the rest 1x1.
+        assert_eq!(list.iter().filter(|p| p.shape.kh == 3).count(), 7);
+        assert_eq!(list.iter().filter(|p| p.shape.kh == 7).count(), 1);
+        // Forward work of the distinct layers: 62.97 GFLOP at batch 16
+        // (the whole network, with its repeated blocks, is ~8.2 GFLOP/image).
+        let gflop: f64 = list.iter().map(|p| p.shape.flops() as f64).sum::<f64>() / 1e9;
+        assert!((gflop - 62.966).abs() < 0.01, "{gflop}");
+    }
+
+    #[test]
+    fn batch_file_comments_and_errors_carry_line_numbers() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("convs.txt");
+        std::fs::write(&f, "# a comment\n\nmb1ic4ih8oc4kh3 # trailing\nic4ih8oc4kh3xx\n").unwrap();
+        let e = format!("{:#}", load_batch(f.to_str().unwrap()).unwrap_err());
+        assert!(e.contains("convs.txt:4"), "{e}");
+        std::fs::write(&f, "# only comments\n").unwrap();
+        assert!(format!("{:#}", load_batch(f.to_str().unwrap()).unwrap_err()).contains("no problems"));
+        assert!(format!("{:#}", load_batch("builtin:nope").unwrap_err()).contains("unknown built-in"));
+    }
+}

@@ -1,0 +1,3 @@
+//! Human-readable reports: aligned tables and markdown.
+
+pub mod table;

@@ -1,0 +1,78 @@
+//! One row per problem x direction x algorithm, for people.
+
+use crate::results::Record;
+
+const HEADER: [&str; 11] =
+    ["problem", "dir", "algo", "kernel", "runs", "min ms", "median ms", "max ms", "stddev", "GFLOP/s", "% peak"];
+
+fn cells(r: &Record) -> Vec<String> {
+    let mut row = vec![
+        r.problem.clone(),
+        r.dir.clone(),
+        r.algo.clone(),
+        r.kernel.clone(),
+        r.runs.to_string(),
+        format!("{:.3}", r.ms.min),
+        format!("{:.3}", r.ms.median),
+        format!("{:.3}", r.ms.max),
+        format!("{:.3}", r.ms.stddev),
+        format!("{:.1}", r.gflops),
+        r.peak_fraction.map_or("-".into(), |f| format!("{:.1}", f * 100.0)),
+    ];
+    if let Some(c) = r.check {
+        row.push(format!("{} ({:.1e})", if c.passed { "ok" } else { "FAIL" }, c.rel_err));
+    }
+    row
+}
+
+fn header(records: &[Record]) -> Vec<String> {
+    let mut h: Vec<String> = HEADER.iter().map(|s| s.to_string()).collect();
+    if records.iter().any(|r| r.check.is_some()) {
+        h.push("check (rel err)".into());
+    }
+    h
+}
+
+/// Is the column numeric (right-aligned)?
+fn numeric(col: usize) -> bool {
+    (4..=10).contains(&col)
+}
+
+/// An aligned text table.
+pub fn text(records: &[Record]) -> String {
+    let head = header(records);
+    let rows: Vec<Vec<String>> = records.iter().map(cells).collect();
+    let mut width: Vec<usize> = head.iter().map(|h| h.len()).collect();
+    for row in &rows {
+        for (w, c) in width.iter_mut().zip(row) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let line = |row: &[String]| {
+        let parts: Vec<String> = row
+            .iter()
+            .enumerate()
+            .map(|(i, c)| if numeric(i) { format!("{c:>w$}", w = width[i]) } else { format!("{c:<w$}", w = width[i]) })
+            .collect();
+        parts.join("  ").trim_end().to_string() + "\n"
+    };
+    let mut out = line(&head);
+    out += &line(&width.iter().map(|w| "-".repeat(*w)).collect::<Vec<_>>());
+    for row in &rows {
+        out += &line(row);
+    }
+    out
+}
+
+/// A GitHub-flavoured markdown table.
+pub fn markdown(records: &[Record]) -> String {
+    let head = header(records);
+    let mut out = format!("| {} |\n", head.join(" | "));
+    let align: Vec<&str> = (0..head.len()).map(|i| if numeric(i) { "---:" } else { "---" }).collect();
+    out += &format!("|{}|\n", align.join("|"));
+    for r in records {
+        let row: Vec<String> = cells(r).into_iter().map(|c| c.replace('|', "\\|")).collect();
+        out += &format!("| {} |\n", row.join(" | "));
+    }
+    out
+}

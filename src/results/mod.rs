@@ -1,0 +1,10 @@
+//! Records of what was measured, the environment they were measured in, and
+//! the writers that turn them into JSON, CSV, tables or markdown.
+
+pub mod dump;
+pub mod environment;
+pub mod record;
+pub mod writers;
+
+pub use environment::Environment;
+pub use record::{Check, Record};

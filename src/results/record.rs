@@ -1,0 +1,90 @@
+//! One measured row: problem x direction x algorithm. The JSON and CSV
+//! contract (README, "Output contract") is these fields.
+
+use crate::bench::Stats;
+use serde::{Deserialize, Serialize};
+
+/// The result of comparing an output with the reference.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Check {
+    /// Worst relative L2 error over the direction's outputs (NaN when an
+    /// output was not written; serialised as null).
+    pub rel_err: f64,
+    pub passed: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    /// The canonical benchdnn descriptor, pasteable as a reproducer.
+    pub problem: String,
+    /// `fwd`, `bwd-data` or `bwd-filter`.
+    pub dir: String,
+    pub device: String,
+    pub dtype: String,
+    pub layout: String,
+    /// The algorithm that ran (for `--algo auto`, the one it chose).
+    pub algo: String,
+    pub ms: Stats,
+    pub runs: usize,
+    /// FLOPs of the direction (2·N·OH·OW·K·(C/g)·R·S) over the median time.
+    pub gflops: f64,
+    /// `gflops` over the machine's measured FP32 peak for the threads used.
+    pub peak_fraction: Option<f64>,
+    pub check: Option<Check>,
+    /// The kernel that did the work, e.g. `avx512_conv_fwd_f32_6x64`.
+    pub kernel: String,
+    /// Whether the direction included bias (fwd) or its gradient (bwd-filter).
+    pub bias: bool,
+    pub workspace_bytes: usize,
+}
+
+/// CSV columns, in order: the record flattened.
+pub const CSV_HEADER: [&str; 19] = [
+    "problem",
+    "dir",
+    "device",
+    "dtype",
+    "layout",
+    "algo",
+    "ms_min",
+    "ms_median",
+    "ms_max",
+    "ms_mean",
+    "ms_stddev",
+    "runs",
+    "gflops",
+    "peak_fraction",
+    "check_rel_err",
+    "check_passed",
+    "kernel",
+    "bias",
+    "workspace_bytes",
+];
+
+impl Record {
+    /// The CSV row matching [`CSV_HEADER`].
+    pub fn csv_row(&self) -> Vec<String> {
+        let opt = |x: Option<f64>| x.map_or(String::new(), |v| format!("{v}"));
+        vec![
+            self.problem.clone(),
+            self.dir.clone(),
+            self.device.clone(),
+            self.dtype.clone(),
+            self.layout.clone(),
+            self.algo.clone(),
+            format!("{}", self.ms.min),
+            format!("{}", self.ms.median),
+            format!("{}", self.ms.max),
+            format!("{}", self.ms.mean),
+            format!("{}", self.ms.stddev),
+            self.runs.to_string(),
+            format!("{}", self.gflops),
+            opt(self.peak_fraction),
+            opt(self.check.map(|c| c.rel_err)),
+            self.check.map_or(String::new(), |c| c.passed.to_string()),
+            self.kernel.clone(),
+            self.bias.to_string(),
+            self.workspace_bytes.to_string(),
+        ]
+    }
+}
