@@ -5,15 +5,21 @@ use std::process::Command;
 
 fn git(args: &[&str]) -> Option<String> {
     let out = Command::new("git").args(args).output().ok()?;
-    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
 fn main() {
     let rev = git(&["rev-parse", "--short=12", "HEAD"]).unwrap_or_else(|| "unknown".into());
-    let dirty = git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
+    let dirty =
+        git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
     let rev = if dirty { format!("{rev}-dirty") } else { rev };
     println!("cargo:rustc-env=CNNBENCH_GIT={rev}");
-    println!("cargo:rustc-env=CNNBENCH_PROFILE={}", std::env::var("PROFILE").unwrap_or_default());
+    println!(
+        "cargo:rustc-env=CNNBENCH_PROFILE={}",
+        std::env::var("PROFILE").unwrap_or_default()
+    );
     println!(
         "cargo:rustc-env=CNNBENCH_TARGET_FEATURES={}",
         std::env::var("CARGO_CFG_TARGET_FEATURE").unwrap_or_default()

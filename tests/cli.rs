@@ -5,7 +5,10 @@ use serde_json::Value;
 use std::process::{Command, Output};
 
 fn cnnbench(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_cnnbench")).args(args).output().expect("running cnnbench")
+    Command::new(env!("CARGO_BIN_EXE_cnnbench"))
+        .args(args)
+        .output()
+        .expect("running cnnbench")
 }
 
 fn stdout(o: &Output) -> String {
@@ -21,7 +24,13 @@ const QUICK: [&str; 4] = ["--iters", "2", "--warmup", "0"];
 
 #[test]
 fn resnet_layer_checks_and_honours_the_json_contract() {
-    let mut args = vec!["conv", "mb16ic64ih56oc64oh56kh3ph1", "--check", "--format", "json"];
+    let mut args = vec![
+        "conv",
+        "mb16ic64ih56oc64oh56kh3ph1",
+        "--check",
+        "--format",
+        "json",
+    ];
     args.extend(QUICK);
     let o = cnnbench(&args);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
@@ -35,10 +44,21 @@ fn resnet_layer_checks_and_honours_the_json_contract() {
     assert_eq!(dirs, ["fwd", "bwd-data", "bwd-filter"]);
     for r in records {
         assert_eq!(r["problem"], "mb16ic64ih56oc64oh56kh3ph1");
-        assert_eq!((r["device"].as_str(), r["dtype"].as_str(), r["layout"].as_str()), (Some("cpu"), Some("f32"), Some("nhwc")));
+        assert_eq!(
+            (
+                r["device"].as_str(),
+                r["dtype"].as_str(),
+                r["layout"].as_str()
+            ),
+            (Some("cpu"), Some("f32"), Some("nhwc"))
+        );
         assert!(r["algo"].is_string());
         let ms = &r["ms"];
-        let (min, med, max) = (ms["min"].as_f64().unwrap(), ms["median"].as_f64().unwrap(), ms["max"].as_f64().unwrap());
+        let (min, med, max) = (
+            ms["min"].as_f64().unwrap(),
+            ms["median"].as_f64().unwrap(),
+            ms["max"].as_f64().unwrap(),
+        );
         assert!(0.0 < min && min <= med && med <= max);
         assert!(ms["mean"].is_f64() && ms["stddev"].is_f64());
         assert_eq!(r["runs"], 2);
@@ -53,7 +73,16 @@ fn resnet_layer_checks_and_honours_the_json_contract() {
 
 #[test]
 fn csv_has_a_fixed_header_and_one_row_per_algorithm() {
-    let mut args = vec!["conv", "mb2ic8ih9oc16kh3ph1", "--algo", "all", "--dir", "fwd", "--format", "csv"];
+    let mut args = vec![
+        "conv",
+        "mb2ic8ih9oc16kh3ph1",
+        "--algo",
+        "all",
+        "--dir",
+        "fwd",
+        "--format",
+        "csv",
+    ];
     args.extend(QUICK);
     let o = cnnbench(&args);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
@@ -65,16 +94,32 @@ fn csv_has_a_fixed_header_and_one_row_per_algorithm() {
     );
     let rows: Vec<&str> = lines.collect();
     assert_eq!(rows.len(), cnnbench_kernels::conv::algorithms().len());
-    assert!(rows.iter().all(|r| r.starts_with("mb2ic8ih9oc16oh9kh3ph1,fwd,cpu,f32,nhwc,")));
+    assert!(rows
+        .iter()
+        .all(|r| r.starts_with("mb2ic8ih9oc16oh9kh3ph1,fwd,cpu,f32,nhwc,")));
 }
 
 #[test]
 fn exact_iterations_and_named_algorithms() {
-    let o = cnnbench(&["conv", "mb1ic4ih6oc4kh3", "--algo", "ref", "--iters", "7", "--dir", "BWD_D", "--format", "json"]);
+    let o = cnnbench(&[
+        "conv",
+        "mb1ic4ih6oc4kh3",
+        "--algo",
+        "ref",
+        "--iters",
+        "7",
+        "--dir",
+        "BWD_D",
+        "--format",
+        "json",
+    ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let doc: Value = serde_json::from_str(&stdout(&o)).unwrap();
     let r = &doc["records"][0];
-    assert_eq!((r["runs"].as_u64(), r["algo"].as_str(), r["dir"].as_str()), (Some(7), Some("ref"), Some("bwd-data")));
+    assert_eq!(
+        (r["runs"].as_u64(), r["algo"].as_str(), r["dir"].as_str()),
+        (Some(7), Some("ref"), Some("bwd-data"))
+    );
     assert!(r["check"].is_null());
 }
 
@@ -87,12 +132,27 @@ fn bad_input_is_one_line_and_exit_2() {
         (&["conv", "g3mb2ic8ih9oc18kh3"], "not divisible by g3"),
         (&["conv", "mb2ic8ih2oc16kh5"], "would be empty"),
         (&["conv", "mb2ic8ih9oc16oh8kh3ph1"], "oh8 does not match"),
-        (&["conv", "mb100000ic4096ih4096oc4096kh3ph1"], "GiB of memory"),
-        (&["conv", "mb2ic8ih9oc16kh3", "--dir", "up"], "unknown direction"),
-        (&["conv", "mb2ic8ih9oc16kh3", "--algo", "fft"], "unknown algorithm"),
-        (&["conv", "mb2ic8ih9oc16kh3", "--isa", "neon"], "unknown ISA"),
+        (
+            &["conv", "mb100000ic4096ih4096oc4096kh3ph1"],
+            "GiB of memory",
+        ),
+        (
+            &["conv", "mb2ic8ih9oc16kh3", "--dir", "up"],
+            "unknown direction",
+        ),
+        (
+            &["conv", "mb2ic8ih9oc16kh3", "--algo", "fft"],
+            "unknown algorithm",
+        ),
+        (
+            &["conv", "mb2ic8ih9oc16kh3", "--isa", "neon"],
+            "unknown ISA",
+        ),
         (&["conv", "mb2ic8ih9oc16kh3", "--device", "gpu"], "GPU path"),
-        (&["conv", "mb2ic8ih9oc16kh3", "--threads", "0"], "at least 1"),
+        (
+            &["conv", "mb2ic8ih9oc16kh3", "--threads", "0"],
+            "at least 1",
+        ),
         (&["conv", "mb2ic8ih9oc16kh3", "--iters", "0"], "at least 1"),
         (&["conv", "--from", "/nonexistent/list.txt"], "cannot read"),
         (&["conv", "--from", "builtin:lenet"], "unknown built-in"),
@@ -102,8 +162,15 @@ fn bad_input_is_one_line_and_exit_2() {
         let o = cnnbench(args);
         let err = stderr(&o);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
-        assert_eq!(err.lines().count(), 1, "{args:?} printed more than one line: {err}");
-        assert!(err.starts_with("cnnbench: error: ") && err.contains(needle), "{args:?}: {err}");
+        assert_eq!(
+            err.lines().count(),
+            1,
+            "{args:?} printed more than one line: {err}"
+        );
+        assert!(
+            err.starts_with("cnnbench: error: ") && err.contains(needle),
+            "{args:?}: {err}"
+        );
         assert!(!err.contains("panicked"));
     }
 }
@@ -112,7 +179,12 @@ fn bad_input_is_one_line_and_exit_2() {
 fn dump_writes_logical_order_npy_that_recomputes() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("d");
-    let mut args = vec!["conv", "g2mb2ic4ih5iw6oc6kh3kw2sh2ph1", "--dump", out.to_str().unwrap()];
+    let mut args = vec![
+        "conv",
+        "g2mb2ic4ih5iw6oc6kh3kw2sh2ph1",
+        "--dump",
+        out.to_str().unwrap(),
+    ];
     args.extend(QUICK);
     let o = cnnbench(&args);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
@@ -121,13 +193,17 @@ fn dump_writes_logical_order_npy_that_recomputes() {
         let npy = npyz::NpyFile::new(&bytes[..]).unwrap();
         (npy.shape().to_vec(), npy.into_vec::<f32>().unwrap())
     };
-    let meta: Value = serde_json::from_str(&std::fs::read_to_string(out.join("problem.json")).unwrap()).unwrap();
+    let meta: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("problem.json")).unwrap()).unwrap();
     assert_eq!(meta["problem"], "g2mb2ic4ih5iw6oc6oh3ow4kh3kw2sh2ph1");
     let (ss, src) = read("src");
     let (ws, wei) = read("wei");
     let (_, bias) = read("bias");
     let (ds, dst) = read("dst");
-    assert_eq!((ss, ws, ds.clone()), (vec![2, 4, 5, 6], vec![6, 2, 3, 2], vec![2, 6, 3, 4]));
+    assert_eq!(
+        (ss, ws, ds.clone()),
+        (vec![2, 4, 5, 6], vec![6, 2, 3, 2], vec![2, 6, 3, 4])
+    );
     // Recompute dst from the dumped tensors, in NCHW / KCRS, as another
     // framework would.
     let (icg, ocg) = (2usize, 3usize);
@@ -140,17 +216,22 @@ fn dump_writes_logical_order_npy_that_recomputes() {
                     for c in 0..icg {
                         for r in 0..3usize {
                             for s in 0..2usize {
-                                let (ih, iw) = ((oh * 2 + r) as isize - 1, (ow * 2 + s) as isize - 1);
+                                let (ih, iw) =
+                                    ((oh * 2 + r) as isize - 1, (ow * 2 + s) as isize - 1);
                                 if ih < 0 || iw < 0 || ih >= 5 || iw >= 6 {
                                     continue;
                                 }
-                                let x = src[((n * 4 + gi * icg + c) * 5 + ih as usize) * 6 + iw as usize];
+                                let x = src
+                                    [((n * 4 + gi * icg + c) * 5 + ih as usize) * 6 + iw as usize];
                                 acc += x as f64 * wei[((k * icg + c) * 3 + r) * 2 + s] as f64;
                             }
                         }
                     }
                     let got = dst[((n * 6 + k) * 3 + oh) * 4 + ow];
-                    assert!((got as f64 - acc).abs() < 1e-4, "dst[{n},{k},{oh},{ow}] = {got}, want {acc}");
+                    assert!(
+                        (got as f64 - acc).abs() < 1e-4,
+                        "dst[{n},{k},{oh},{ow}] = {got}, want {acc}"
+                    );
                 }
             }
         }
@@ -169,7 +250,9 @@ fn info_reports_cpu_isa_peak_and_build() {
     assert!(i["cnnbench"]["version"].is_string() && i["cnnbench"]["git"].is_string());
     let peaks = i["peak"].as_array().unwrap();
     assert!(!peaks.is_empty());
-    assert!(peaks.iter().all(|p| p["gflops_1_thread"].as_f64().unwrap() > 0.0));
+    assert!(peaks
+        .iter()
+        .all(|p| p["gflops_1_thread"].as_f64().unwrap() > 0.0));
 }
 
 #[test]
@@ -177,32 +260,72 @@ fn an_interrupted_run_keeps_its_finished_records() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("partial.json");
     let child = Command::new(env!("CARGO_BIN_EXE_cnnbench"))
-        .args(["conv", "mb1ic4ih8oc4kh3", "mb1ic4ih9oc4kh3", "--min-time", "30", "--iters", "1"])
-        .args(["--algo", "ref", "--format", "json", "--out", out.to_str().unwrap()])
+        .args([
+            "conv",
+            "mb1ic4ih8oc4kh3",
+            "mb1ic4ih9oc4kh3",
+            "--min-time",
+            "30",
+            "--iters",
+            "1",
+        ])
+        .args([
+            "--algo",
+            "ref",
+            "--format",
+            "json",
+            "--out",
+            out.to_str().unwrap(),
+        ])
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
     // The first record needs 30 s; interrupt well before.
     std::thread::sleep(std::time::Duration::from_millis(1500));
     let pid = child.id().to_string();
-    assert!(Command::new("kill").args(["-INT", &pid]).status().unwrap().success());
+    assert!(Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .unwrap()
+        .success());
     let o = child.wait_with_output().unwrap();
     assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
     assert!(stderr(&o).contains("interrupted"));
     let doc: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
-    assert!(doc["records"].as_array().unwrap().is_empty(), "the unfinished record is not kept");
+    assert!(
+        doc["records"].as_array().unwrap().is_empty(),
+        "the unfinished record is not kept"
+    );
 
     // With a short budget per record, interrupting mid-run keeps the finished ones.
     let child = Command::new(env!("CARGO_BIN_EXE_cnnbench"))
-        .args(["conv", "mb1ic4ih8oc4kh3", "--dir", "fwd", "--min-time", "0.2", "--algo", "ref"])
-        .args(["mb1ic4ih9oc4kh3", "mb1ic4ih10oc4kh3", "mb1ic4ih11oc4kh3", "mb1ic4ih12oc4kh3"])
+        .args([
+            "conv",
+            "mb1ic4ih8oc4kh3",
+            "--dir",
+            "fwd",
+            "--min-time",
+            "0.2",
+            "--algo",
+            "ref",
+        ])
+        .args([
+            "mb1ic4ih9oc4kh3",
+            "mb1ic4ih10oc4kh3",
+            "mb1ic4ih11oc4kh3",
+            "mb1ic4ih12oc4kh3",
+        ])
         .args(["--format", "csv", "--out", out.to_str().unwrap()])
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(700));
     let pid = child.id().to_string();
-    assert!(Command::new("kill").args(["-INT", &pid]).status().unwrap().success());
+    assert!(Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .unwrap()
+        .success());
     let o = child.wait_with_output().unwrap();
     let kept = std::fs::read_to_string(&out).unwrap().lines().count() - 1;
     assert!(o.status.code() == Some(130) || kept == 5, "{}", stderr(&o));

@@ -70,19 +70,39 @@ mod tests {
     fn nhwc_to_nchw_moves_channels_out() {
         // n=1, h=1, w=2, c=3: [[a0 a1 a2] [b0 b1 b2]] -> [a0 b0 a1 b1 a2 b2]
         let x = [0., 1., 2., 10., 11., 12.];
-        assert_eq!(nhwc_to_nchw(&x, 1, 1, 2, 3), vec![0., 10., 1., 11., 2., 12.]);
+        assert_eq!(
+            nhwc_to_nchw(&x, 1, 1, 2, 3),
+            vec![0., 10., 1., 11., 2., 12.]
+        );
     }
 
     #[test]
     fn weights_to_kcrs_with_groups() {
-        let p = ConvShape { mb: 1, g: 2, ic: 2, ih: 3, iw: 3, oc: 4, oh: 2, ow: 3, kh: 2, kw: 1, sh: 1, sw: 1, ph: 0, pw: 0, dh: 0, dw: 0 };
+        let p = ConvShape {
+            mb: 1,
+            g: 2,
+            ic: 2,
+            ih: 3,
+            iw: 3,
+            oc: 4,
+            oh: 2,
+            ow: 3,
+            kh: 2,
+            kw: 1,
+            sh: 1,
+            sw: 1,
+            ph: 0,
+            pw: 0,
+            dh: 0,
+            dw: 0,
+        };
         let w: Vec<f32> = (0..p.wei_len()).map(|i| i as f32).collect();
         let kcrs = ghwio_to_kcrs(&w, &p);
         // Every element lands exactly once.
         let mut sorted = kcrs.clone();
         sorted.sort_by(f32::total_cmp);
         assert_eq!(sorted, w);
-        // oc 3 = group 1, k 1; c 0; r 1; s 0.
-        assert_eq!(kcrs[((3 * 1 + 0) * 2 + 1) * 1], w[p.wei_idx(1, 1, 0, 0, 1)]);
+        // oc 3 = group 1, k 1; c 0; r 1; s 0: ((oc·icg + c)·kh + r)·kw + s = 7.
+        assert_eq!(kcrs[7], w[p.wei_idx(1, 1, 0, 0, 1)]);
     }
 }

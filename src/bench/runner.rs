@@ -25,10 +25,19 @@ impl RunPolicy {
 
     /// Defaults: at least 10 runs and at least 1 s. An explicit `iters` alone
     /// means exactly that many runs; with `min_time` too, both must be met.
-    pub fn from_options(warmup: Option<usize>, iters: Option<usize>, min_time: Option<f64>) -> RunPolicy {
+    pub fn from_options(
+        warmup: Option<usize>,
+        iters: Option<usize>,
+        min_time: Option<f64>,
+    ) -> RunPolicy {
         let warmup = warmup.unwrap_or(Self::DEFAULT_WARMUP);
         match (iters, min_time) {
-            (Some(n), None) => RunPolicy { warmup, min_runs: n, min_time: Duration::ZERO, max_runs: n },
+            (Some(n), None) => RunPolicy {
+                warmup,
+                min_runs: n,
+                min_time: Duration::ZERO,
+                max_runs: n,
+            },
             (n, t) => RunPolicy {
                 warmup,
                 min_runs: n.unwrap_or(Self::DEFAULT_RUNS),
@@ -40,7 +49,12 @@ impl RunPolicy {
 
     /// A short policy for `--algo auto`'s trial of each candidate.
     pub fn trial() -> RunPolicy {
-        RunPolicy { warmup: 1, min_runs: 3, min_time: Duration::from_millis(100), max_runs: 50 }
+        RunPolicy {
+            warmup: 1,
+            min_runs: 3,
+            min_time: Duration::from_millis(100),
+            max_runs: 50,
+        }
     }
 }
 
@@ -61,7 +75,10 @@ impl Runner<'_> {
         let stop = || self.interrupted.load(Ordering::Relaxed);
         for _ in 0..self.policy.warmup {
             if stop() {
-                return Samples { ms: vec![], interrupted: true };
+                return Samples {
+                    ms: vec![],
+                    interrupted: true,
+                };
             }
             f();
         }
@@ -71,11 +88,17 @@ impl Runner<'_> {
             && (ms.len() < self.policy.min_runs || start.elapsed() < self.policy.min_time)
         {
             if stop() {
-                return Samples { ms, interrupted: true };
+                return Samples {
+                    ms,
+                    interrupted: true,
+                };
             }
             ms.push(timer.time_ms(f));
         }
-        Samples { ms, interrupted: false }
+        Samples {
+            ms,
+            interrupted: false,
+        }
     }
 }
 
@@ -87,18 +110,30 @@ mod tests {
     #[test]
     fn policy_from_options() {
         let d = RunPolicy::from_options(None, None, None);
-        assert_eq!((d.warmup, d.min_runs, d.min_time), (3, 10, Duration::from_secs(1)));
+        assert_eq!(
+            (d.warmup, d.min_runs, d.min_time),
+            (3, 10, Duration::from_secs(1))
+        );
         let exact = RunPolicy::from_options(Some(0), Some(5), None);
-        assert_eq!((exact.warmup, exact.min_runs, exact.max_runs, exact.min_time), (0, 5, 5, Duration::ZERO));
+        assert_eq!(
+            (exact.warmup, exact.min_runs, exact.max_runs, exact.min_time),
+            (0, 5, 5, Duration::ZERO)
+        );
         let both = RunPolicy::from_options(None, Some(5), Some(0.5));
-        assert_eq!((both.min_runs, both.min_time), (5, Duration::from_millis(500)));
+        assert_eq!(
+            (both.min_runs, both.min_time),
+            (5, Duration::from_millis(500))
+        );
         assert!(both.max_runs > 5);
     }
 
     #[test]
     fn exact_runs_and_warmup_are_counted() {
         let flag = AtomicBool::new(false);
-        let runner = Runner { policy: RunPolicy::from_options(Some(2), Some(7), None), interrupted: &flag };
+        let runner = Runner {
+            policy: RunPolicy::from_options(Some(2), Some(7), None),
+            interrupted: &flag,
+        };
         let mut calls = 0;
         let s = runner.run(&mut WallClock, &mut || calls += 1);
         assert_eq!((s.ms.len(), calls, s.interrupted), (7, 9, false));
@@ -107,8 +142,13 @@ mod tests {
     #[test]
     fn time_budget_extends_the_run() {
         let flag = AtomicBool::new(false);
-        let runner = Runner { policy: RunPolicy::from_options(Some(0), Some(2), Some(0.03)), interrupted: &flag };
-        let s = runner.run(&mut WallClock, &mut || std::thread::sleep(Duration::from_millis(5)));
+        let runner = Runner {
+            policy: RunPolicy::from_options(Some(0), Some(2), Some(0.03)),
+            interrupted: &flag,
+        };
+        let s = runner.run(&mut WallClock, &mut || {
+            std::thread::sleep(Duration::from_millis(5))
+        });
         assert!(s.ms.len() >= 5, "{}", s.ms.len());
         assert!(s.ms.iter().all(|&m| m >= 4.0));
     }
@@ -116,7 +156,10 @@ mod tests {
     #[test]
     fn interruption_keeps_what_was_timed() {
         let flag = AtomicBool::new(false);
-        let runner = Runner { policy: RunPolicy::from_options(Some(0), Some(100), None), interrupted: &flag };
+        let runner = Runner {
+            policy: RunPolicy::from_options(Some(0), Some(100), None),
+            interrupted: &flag,
+        };
         let mut n = 0;
         let s = runner.run(&mut WallClock, &mut || {
             n += 1;

@@ -21,10 +21,24 @@ impl Stats {
         let mut v = samples.to_vec();
         v.sort_by(f64::total_cmp);
         let n = v.len();
-        let median = if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 };
+        let median = if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            (v[n / 2 - 1] + v[n / 2]) / 2.0
+        };
         let mean = v.iter().sum::<f64>() / n as f64;
-        let var = if n > 1 { v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64 } else { 0.0 };
-        Some(Stats { min: v[0], median, max: v[n - 1], mean, stddev: var.sqrt() })
+        let var = if n > 1 {
+            v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64
+        } else {
+            0.0
+        };
+        Some(Stats {
+            min: v[0],
+            median,
+            max: v[n - 1],
+            mean,
+            stddev: var.sqrt(),
+        })
     }
 }
 

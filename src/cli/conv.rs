@@ -121,16 +121,26 @@ fn setup(args: &ConvArgs) -> Result<Setup> {
         }
     }
     let policy = RunPolicy::from_options(args.warmup, args.iters, args.min_time);
-    Ok(Setup { problems, dirs, algo, isa, policy })
+    Ok(Setup {
+        problems,
+        dirs,
+        algo,
+        isa,
+        policy,
+    })
 }
 
 pub fn run(args: ConvArgs) -> Result<ExitCode> {
     let s = setup(&args)?;
     let threads = init_threads(args.threads)?;
-    ctrlc::set_handler(|| INTERRUPTED.store(true, Ordering::Relaxed)).context("installing the Ctrl-C handler")?;
+    ctrlc::set_handler(|| INTERRUPTED.store(true, Ordering::Relaxed))
+        .context("installing the Ctrl-C handler")?;
     let progress = !args.quiet && std::io::stderr().is_terminal();
     if args.device == Device::Auto && progress {
-        eprintln!("cnnbench: device auto: using the CPU ({threads} threads, {})", s.isa);
+        eprintln!(
+            "cnnbench: device auto: using the CPU ({threads} threads, {})",
+            s.isa
+        );
     }
 
     // The peak of the best ISA at this thread count: what "% of peak" means.
@@ -150,8 +160,16 @@ pub fn run(args: ConvArgs) -> Result<ExitCode> {
         timestamp: environment::timestamp(),
     };
 
-    let mut out = Output { env, records: Vec::new(), format: args.format, path: args.out.clone() };
-    let runner = Runner { policy: s.policy, interrupted: &INTERRUPTED };
+    let mut out = Output {
+        env,
+        records: Vec::new(),
+        format: args.format,
+        path: args.out.clone(),
+    };
+    let runner = Runner {
+        policy: s.policy,
+        interrupted: &INTERRUPTED,
+    };
     let total = s.problems.len() * s.dirs.len();
     let mut done = 0;
     let mut failed_checks = 0;
@@ -179,7 +197,10 @@ pub fn run(args: ConvArgs) -> Result<ExitCode> {
                 let stats = Stats::of(&samples.ms).context("no timed runs")?;
                 let check = want.as_ref().map(|w| {
                     let rel_err = worst_rel_err(&t, d.dir, d.bias, w);
-                    Check { rel_err, passed: rel_err <= algo.tolerance() }
+                    Check {
+                        rel_err,
+                        passed: rel_err <= algo.tolerance(),
+                    }
                 });
                 failed_checks += check.is_some_and(|c| !c.passed) as usize;
                 let gflops = prob.shape.flops() as f64 / (stats.median * 1e-3) / 1e9;
@@ -207,7 +228,10 @@ pub fn run(args: ConvArgs) -> Result<ExitCode> {
                         rec.algo,
                         stats.median,
                         gflops,
-                        check.map_or(String::new(), |c| format!(", check {}", if c.passed { "ok" } else { "FAILED" }))
+                        check.map_or(String::new(), |c| format!(
+                            ", check {}",
+                            if c.passed { "ok" } else { "FAILED" }
+                        ))
                     );
                 }
                 out.push(rec)?;
@@ -215,7 +239,11 @@ pub fn run(args: ConvArgs) -> Result<ExitCode> {
             }
         }
         if let Some(root) = &args.dump {
-            let folder = if s.problems.len() == 1 { root.clone() } else { root.join(dump_folder_name(pi, prob)) };
+            let folder = if s.problems.len() == 1 {
+                root.clone()
+            } else {
+                root.join(dump_folder_name(pi, prob))
+            };
             let dirs: Vec<(Direction, bool)> = s.dirs.iter().map(|d| (d.dir, d.bias)).collect();
             let canonical = prob.canonical();
             let info = DumpInfo {
@@ -231,7 +259,10 @@ pub fn run(args: ConvArgs) -> Result<ExitCode> {
 
     out.finish()?;
     if INTERRUPTED.load(Ordering::Relaxed) {
-        eprintln!("cnnbench: interrupted; kept the {} finished records", out.records.len());
+        eprintln!(
+            "cnnbench: interrupted; kept the {} finished records",
+            out.records.len()
+        );
         return Ok(ExitCode::from(130));
     }
     if failed_checks > 0 {
@@ -251,7 +282,10 @@ fn pick_fastest(
     if candidates.len() == 1 {
         return candidates[0];
     }
-    let trial = Runner { policy: RunPolicy::trial(), interrupted: &INTERRUPTED };
+    let trial = Runner {
+        policy: RunPolicy::trial(),
+        interrupted: &INTERRUPTED,
+    };
     let mut best = (f64::INFINITY, candidates[0]);
     for &algo in candidates {
         let mut conv = CpuConv::new(algo, t, d.dir, isa, d.bias);
@@ -270,7 +304,13 @@ fn dump_folder_name(index: usize, p: &ConvProblem) -> String {
     let base = p.name.clone().unwrap_or_else(|| p.canonical());
     let clean: String = base
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '.' || c == '-' || c == '_' { c } else { '-' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' || c == '-' || c == '_' {
+                c
+            } else {
+                '-'
+            }
+        })
         .collect();
     format!("{index:03}_{clean}")
 }
@@ -320,7 +360,11 @@ impl Output {
         match &self.path {
             Some(path) => {
                 writers::write_atomic(path, &self.render()?)?;
-                eprintln!("cnnbench: wrote {} records to {}", self.records.len(), path.display());
+                eprintln!(
+                    "cnnbench: wrote {} records to {}",
+                    self.records.len(),
+                    path.display()
+                );
             }
             None => print!("{}", self.render()?),
         }

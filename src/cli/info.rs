@@ -79,16 +79,31 @@ pub fn run(args: InfoArgs) -> Result<ExitCode> {
 fn text(i: &Info) -> String {
     let mut s = String::new();
     let b = &i.cnnbench;
-    s += &format!("cnnbench      {} (git {}, {} build)\n", b.version, b.git, b.profile);
+    s += &format!(
+        "cnnbench      {} (git {}, {} build)\n",
+        b.version, b.git, b.profile
+    );
     s += &format!("cpu           {}\n", i.cpu);
     s += &format!("host          {} ({})\n", i.host, i.os);
     s += &format!("logical cpus  {}\n", i.cores);
-    s += &format!("isa           {} (supported: {})\n", i.isa_detected, i.isa_supported.join(", "));
+    s += &format!(
+        "isa           {} (supported: {})\n",
+        i.isa_detected,
+        i.isa_supported.join(", ")
+    );
     s += &format!("gpu           {}\n", i.gpu);
-    s += &format!("\nFP32 peak, measured (register-only FMA loop, FMA = 2 FLOPs, best of 5):\n");
-    s += &format!("{:<8} {:>16} {:>20}\n", "isa", "1 thread GFLOP/s", format!("{} threads GFLOP/s", i.threads));
+    s += "\nFP32 peak, measured (register-only FMA loop, FMA = 2 FLOPs, best of 5):\n";
+    s += &format!(
+        "{:<8} {:>16} {:>20}\n",
+        "isa",
+        "1 thread GFLOP/s",
+        format!("{} threads GFLOP/s", i.threads)
+    );
     for p in &i.peak {
-        s += &format!("{:<8} {:>16.1} {:>20.1}\n", p.isa, p.gflops_1_thread, p.gflops_all_threads);
+        s += &format!(
+            "{:<8} {:>16.1} {:>20.1}\n",
+            p.isa, p.gflops_1_thread, p.gflops_all_threads
+        );
     }
     s
 }

@@ -24,7 +24,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Time convolution problems (benchdnn descriptors) in all three directions
-    Conv(conv::ConvArgs),
+    Conv(Box<conv::ConvArgs>),
     /// Describe this machine: CPU, ISA, measured FP32 peak, build
     Info(info::InfoArgs),
 }
@@ -54,7 +54,7 @@ pub enum Device {
 pub fn run() -> Result<ExitCode> {
     let cli = Cli::parse();
     match cli.command {
-        Command::Conv(args) => conv::run(args),
+        Command::Conv(args) => conv::run(*args),
         Command::Info(args) => info::run(args),
     }
 }

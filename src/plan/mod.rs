@@ -71,7 +71,10 @@ pub fn parse_algo(name: &str) -> Result<AlgoChoice> {
             Some(a) => Ok(AlgoChoice::Named(a)),
             None => {
                 let names: Vec<_> = algorithms().iter().map(|a| a.name()).collect();
-                bail!("unknown algorithm '{name}' (expected auto, all, {}, or ref)", names.join(", "))
+                bail!(
+                    "unknown algorithm '{name}' (expected auto, all, {}, or ref)",
+                    names.join(", ")
+                )
             }
         },
     }
@@ -86,7 +89,10 @@ pub fn resolve_isa(name: &str) -> Result<Isa> {
         bail!("unknown ISA '{name}' (expected auto, avx512, avx2 or scalar)");
     };
     if !isa.is_supported() {
-        bail!("--isa {isa} is not supported by this CPU (best here: {})", Isa::detect());
+        bail!(
+            "--isa {isa} is not supported by this CPU (best here: {})",
+            Isa::detect()
+        );
     }
     Ok(isa)
 }
@@ -157,20 +163,38 @@ mod tests {
         let all = parse_dirs("all").unwrap();
         assert_eq!(all.len(), 3);
         assert!(all.iter().all(|d| d.bias || d.dir == Direction::BwdData));
-        assert_eq!(parse_dirs("FWD_D").unwrap(), vec![DirSpec { dir: Direction::Fwd, bias: false }]);
+        assert_eq!(
+            parse_dirs("FWD_D").unwrap(),
+            vec![DirSpec {
+                dir: Direction::Fwd,
+                bias: false
+            }]
+        );
         assert_eq!(
             parse_dirs("fwd,BWD_W").unwrap()[1],
-            DirSpec { dir: Direction::BwdFilter, bias: false }
+            DirSpec {
+                dir: Direction::BwdFilter,
+                bias: false
+            }
         );
-        assert!(parse_dirs("fwd,FWD_D").unwrap_err().to_string().contains("twice"));
-        assert!(parse_dirs("sideways").unwrap_err().to_string().contains("unknown direction 'sideways'"));
+        assert!(parse_dirs("fwd,FWD_D")
+            .unwrap_err()
+            .to_string()
+            .contains("twice"));
+        assert!(parse_dirs("sideways")
+            .unwrap_err()
+            .to_string()
+            .contains("unknown direction 'sideways'"));
     }
 
     #[test]
     fn algorithms_by_name() {
         assert!(matches!(parse_algo("auto"), Ok(AlgoChoice::Auto)));
         assert!(matches!(parse_algo("ref"), Ok(AlgoChoice::Named(_))));
-        assert!(parse_algo("winograd9000").unwrap_err().to_string().contains("unknown algorithm"));
+        assert!(parse_algo("winograd9000")
+            .unwrap_err()
+            .to_string()
+            .contains("unknown algorithm"));
     }
 
     #[test]
@@ -200,9 +224,20 @@ mod tests {
             dh: 0,
             dw: 0,
         };
-        let e = check_fits(&huge, false, Some(24 << 30)).unwrap_err().to_string();
+        let e = check_fits(&huge, false, Some(24 << 30))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("GiB of memory"), "{e}");
-        let small = ConvShape { mb: 1, ic: 1, oc: 1, ih: 8, iw: 8, oh: 8, ow: 8, ..huge };
+        let small = ConvShape {
+            mb: 1,
+            ic: 1,
+            oc: 1,
+            ih: 8,
+            iw: 8,
+            oh: 8,
+            ow: 8,
+            ..huge
+        };
         assert!(check_fits(&small, true, Some(24 << 30)).is_ok());
     }
 }

@@ -24,7 +24,8 @@ pub struct ConvProblem {
 /// The keys benchdnn knows for 2-D convolutions, longest first so that
 /// greedy matching is unambiguous.
 const KEYS: [&str; 17] = [
-    "mb", "ic", "ih", "iw", "oc", "oh", "ow", "kh", "kw", "sh", "sw", "ph", "pw", "dh", "dw", "g", "n",
+    "mb", "ic", "ih", "iw", "oc", "oh", "ow", "kh", "kw", "sh", "sw", "ph", "pw", "dh", "dw", "g",
+    "n",
 ];
 
 /// Keys of 3-D problems, recognised only to reject them clearly.
@@ -38,7 +39,9 @@ struct Fields {
 
 impl Fields {
     fn get(&self, key: &str) -> Option<usize> {
-        KEYS.iter().position(|k| *k == key).and_then(|i| self.vals[i])
+        KEYS.iter()
+            .position(|k| *k == key)
+            .and_then(|i| self.vals[i])
     }
 }
 
@@ -117,7 +120,10 @@ fn tokenize(desc: &str) -> Result<Fields> {
             bail!("'{k3}' in '{desc}': only 2-D convolutions are supported");
         }
         let Some(key) = KEYS.iter().find(|k| rest.starts_with(**k)) else {
-            let bad: String = rest.chars().take_while(|c| !c.is_ascii_digit() && *c != '_').collect();
+            let bad: String = rest
+                .chars()
+                .take_while(|c| !c.is_ascii_digit() && *c != '_')
+                .collect();
             bail!("unknown token '{bad}' in '{desc}' (expected one of g mb ic ih iw oc oh ow kh kw sh sw ph pw dh dw n\"...\")");
         };
         i += key.len();
@@ -136,9 +142,15 @@ fn tokenize(desc: &str) -> Result<Fields> {
             i += 1 + end + 1;
             continue;
         }
-        let digits: String = desc[i..].chars().take_while(|c| c.is_ascii_digit()).collect();
+        let digits: String = desc[i..]
+            .chars()
+            .take_while(|c| c.is_ascii_digit())
+            .collect();
         if digits.is_empty() {
-            let got = desc[i..].chars().next().map_or("end of input".to_string(), |c| format!("'{c}'"));
+            let got = desc[i..]
+                .chars()
+                .next()
+                .map_or("end of input".to_string(), |c| format!("'{c}'"));
             bail!("'{key}' in '{desc}' must be followed by a non-negative number, got {got}");
         }
         i += digits.len();
@@ -186,7 +198,14 @@ fn build(f: &Fields) -> Result<ConvProblem> {
     let (sh, sw) = pair("sh", "sw", 1);
     let (ph, pw) = pair("ph", "pw", 0);
     let (dh, dw) = pair("dh", "dw", 0);
-    for (key, v) in [("ih", ih), ("iw", iw), ("kh", kh), ("kw", kw), ("sh", sh), ("sw", sw)] {
+    for (key, v) in [
+        ("ih", ih),
+        ("iw", iw),
+        ("kh", kh),
+        ("kw", kw),
+        ("sh", sh),
+        ("sw", sw),
+    ] {
         positive(key, v)?;
     }
     if ic % g != 0 {
@@ -210,8 +229,28 @@ fn build(f: &Fields) -> Result<ConvProblem> {
             bail!("ow (copied from oh{v}) does not match the computed output width {ow}");
         }
     }
-    let shape = ConvShape { mb, g, ic, ih, iw, oc, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw };
-    Ok(ConvProblem { shape, name: f.name.clone() })
+    let shape = ConvShape {
+        mb,
+        g,
+        ic,
+        ih,
+        iw,
+        oc,
+        oh,
+        ow,
+        kh,
+        kw,
+        sh,
+        sw,
+        ph,
+        pw,
+        dh,
+        dw,
+    };
+    Ok(ConvProblem {
+        shape,
+        name: f.name.clone(),
+    })
 }
 
 /// (i + 2p - ((k-1)(d+1)+1)) / s + 1, or an error when the kernel does not
@@ -221,7 +260,9 @@ fn out_size(axis: &str, i: usize, k: usize, s: usize, p: usize, d: usize) -> Res
         .checked_mul(d + 1)
         .and_then(|e| e.checked_add(1))
         .context("kernel extent overflows")?;
-    let padded = i.checked_add(2 * p).context("padded input size overflows")?;
+    let padded = i
+        .checked_add(2 * p)
+        .context("padded input size overflows")?;
     if padded < extent {
         bail!(
             "output {axis} would be empty: kernel extent {extent} is larger than the padded input {padded}"
@@ -235,7 +276,9 @@ mod tests {
     use super::*;
 
     fn parse(s: &str) -> ConvShape {
-        ConvProblem::parse(s).unwrap_or_else(|e| panic!("{s}: {e:#}")).shape
+        ConvProblem::parse(s)
+            .unwrap_or_else(|e| panic!("{s}: {e:#}"))
+            .shape
     }
 
     fn err(s: &str) -> String {
@@ -245,8 +288,14 @@ mod tests {
     #[test]
     fn resnet_layer_with_h_copied_into_w() {
         let p = parse("mb16ic64ih56oc64oh56kh3ph1");
-        assert_eq!((p.mb, p.ic, p.ih, p.iw, p.oc, p.oh, p.ow), (16, 64, 56, 56, 64, 56, 56));
-        assert_eq!((p.kh, p.kw, p.sh, p.sw, p.ph, p.pw, p.dh, p.dw, p.g), (3, 3, 1, 1, 1, 1, 0, 0, 1));
+        assert_eq!(
+            (p.mb, p.ic, p.ih, p.iw, p.oc, p.oh, p.ow),
+            (16, 64, 56, 56, 64, 56, 56)
+        );
+        assert_eq!(
+            (p.kh, p.kw, p.sh, p.sw, p.ph, p.pw, p.dh, p.dw, p.g),
+            (3, 3, 1, 1, 1, 1, 0, 0, 1)
+        );
     }
 
     #[test]
@@ -258,10 +307,16 @@ mod tests {
 
     #[test]
     fn underscores_names_and_separate_w_values() {
-        let pr = ConvProblem::parse(r#"mb4_ic1ih161iw700_oc32_kh5kw20_sh2sw2_ph0pw0_n"deepspeech:conv1""#).unwrap();
+        let pr = ConvProblem::parse(
+            r#"mb4_ic1ih161iw700_oc32_kh5kw20_sh2sw2_ph0pw0_n"deepspeech:conv1""#,
+        )
+        .unwrap();
         let p = pr.shape;
         assert_eq!(pr.name.as_deref(), Some("deepspeech:conv1"));
-        assert_eq!((p.ih, p.iw, p.kh, p.kw, p.sh, p.sw), (161, 700, 5, 20, 2, 2));
+        assert_eq!(
+            (p.ih, p.iw, p.kh, p.kw, p.sh, p.sw),
+            (161, 700, 5, 20, 2, 2)
+        );
         assert_eq!((p.oh, p.ow), ((161 - 5) / 2 + 1, (700 - 20) / 2 + 1));
     }
 
@@ -300,7 +355,12 @@ mod tests {
             let again = ConvProblem::parse(&p.canonical()).unwrap();
             assert_eq!(p, again, "{s} -> {}", p.canonical());
         }
-        assert_eq!(ConvProblem::parse("mb16ic64ih56oc64kh3ph1").unwrap().canonical(), "mb16ic64ih56oc64oh56kh3ph1");
+        assert_eq!(
+            ConvProblem::parse("mb16ic64ih56oc64kh3ph1")
+                .unwrap()
+                .canonical(),
+            "mb16ic64ih56oc64oh56kh3ph1"
+        );
     }
 
     #[test]
@@ -311,7 +371,9 @@ mod tests {
         assert!(err("g3ic64ih56oc63kh3").contains("ic64 is not divisible by g3"));
         assert!(err("g2ic64ih56oc63kh3").contains("oc63 is not divisible by g2"));
         assert!(err("ic4ih3oc4kh5").contains("output h would be empty"));
-        assert!(err("ic4ih56oc4oh55kh3ph1").contains("oh55 does not match the computed output size 56"));
+        assert!(
+            err("ic4ih56oc4oh55kh3ph1").contains("oh55 does not match the computed output size 56")
+        );
         assert!(err("ic4ih56oc4kh3ic5").contains("'ic' given twice"));
         assert!(err("ic4id5ih56oc4kh3").contains("only 2-D"));
         assert!(err("ih56oc4kh3").contains("'ic' is missing"));

@@ -13,11 +13,15 @@ use anyhow::{bail, Context, Result};
 pub fn load_batch(source: &str) -> Result<Vec<ConvProblem>> {
     if let Some(name) = source.strip_prefix("builtin:") {
         let Some(list) = builtin::lookup(name) else {
-            bail!("unknown built-in list '{name}' (known: {})", builtin::names().join(", "));
+            bail!(
+                "unknown built-in list '{name}' (known: {})",
+                builtin::names().join(", ")
+            );
         };
         return parse_lines(list, &format!("builtin:{name}"));
     }
-    let text = std::fs::read_to_string(source).with_context(|| format!("cannot read '{source}'"))?;
+    let text =
+        std::fs::read_to_string(source).with_context(|| format!("cannot read '{source}'"))?;
     parse_lines(&text, source)
 }
 
@@ -63,11 +67,19 @@ mod tests {
     fn batch_file_comments_and_errors_carry_line_numbers() {
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("convs.txt");
-        std::fs::write(&f, "# a comment\n\nmb1ic4ih8oc4kh3 # trailing\nic4ih8oc4kh3xx\n").unwrap();
+        std::fs::write(
+            &f,
+            "# a comment\n\nmb1ic4ih8oc4kh3 # trailing\nic4ih8oc4kh3xx\n",
+        )
+        .unwrap();
         let e = format!("{:#}", load_batch(f.to_str().unwrap()).unwrap_err());
         assert!(e.contains("convs.txt:4"), "{e}");
         std::fs::write(&f, "# only comments\n").unwrap();
-        assert!(format!("{:#}", load_batch(f.to_str().unwrap()).unwrap_err()).contains("no problems"));
-        assert!(format!("{:#}", load_batch("builtin:nope").unwrap_err()).contains("unknown built-in"));
+        assert!(
+            format!("{:#}", load_batch(f.to_str().unwrap()).unwrap_err()).contains("no problems")
+        );
+        assert!(
+            format!("{:#}", load_batch("builtin:nope").unwrap_err()).contains("unknown built-in")
+        );
     }
 }

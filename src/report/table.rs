@@ -2,8 +2,19 @@
 
 use crate::results::Record;
 
-const HEADER: [&str; 11] =
-    ["problem", "dir", "algo", "kernel", "runs", "min ms", "median ms", "max ms", "stddev", "GFLOP/s", "% peak"];
+const HEADER: [&str; 11] = [
+    "problem",
+    "dir",
+    "algo",
+    "kernel",
+    "runs",
+    "min ms",
+    "median ms",
+    "max ms",
+    "stddev",
+    "GFLOP/s",
+    "% peak",
+];
 
 fn cells(r: &Record) -> Vec<String> {
     let mut row = vec![
@@ -17,10 +28,15 @@ fn cells(r: &Record) -> Vec<String> {
         format!("{:.3}", r.ms.max),
         format!("{:.3}", r.ms.stddev),
         format!("{:.1}", r.gflops),
-        r.peak_fraction.map_or("-".into(), |f| format!("{:.1}", f * 100.0)),
+        r.peak_fraction
+            .map_or("-".into(), |f| format!("{:.1}", f * 100.0)),
     ];
     if let Some(c) = r.check {
-        row.push(format!("{} ({:.1e})", if c.passed { "ok" } else { "FAIL" }, c.rel_err));
+        row.push(format!(
+            "{} ({:.1e})",
+            if c.passed { "ok" } else { "FAIL" },
+            c.rel_err
+        ));
     }
     row
 }
@@ -52,7 +68,13 @@ pub fn text(records: &[Record]) -> String {
         let parts: Vec<String> = row
             .iter()
             .enumerate()
-            .map(|(i, c)| if numeric(i) { format!("{c:>w$}", w = width[i]) } else { format!("{c:<w$}", w = width[i]) })
+            .map(|(i, c)| {
+                if numeric(i) {
+                    format!("{c:>w$}", w = width[i])
+                } else {
+                    format!("{c:<w$}", w = width[i])
+                }
+            })
             .collect();
         parts.join("  ").trim_end().to_string() + "\n"
     };
@@ -68,10 +90,15 @@ pub fn text(records: &[Record]) -> String {
 pub fn markdown(records: &[Record]) -> String {
     let head = header(records);
     let mut out = format!("| {} |\n", head.join(" | "));
-    let align: Vec<&str> = (0..head.len()).map(|i| if numeric(i) { "---:" } else { "---" }).collect();
+    let align: Vec<&str> = (0..head.len())
+        .map(|i| if numeric(i) { "---:" } else { "---" })
+        .collect();
     out += &format!("|{}|\n", align.join("|"));
     for r in records {
-        let row: Vec<String> = cells(r).into_iter().map(|c| c.replace('|', "\\|")).collect();
+        let row: Vec<String> = cells(r)
+            .into_iter()
+            .map(|c| c.replace('|', "\\|"))
+            .collect();
         out += &format!("| {} |\n", row.join(" | "));
     }
     out

@@ -12,7 +12,8 @@ use std::io::BufWriter;
 use std::path::Path;
 
 fn write_npy(path: &Path, shape: &[usize], data: &[f32]) -> Result<()> {
-    let file = std::fs::File::create(path).with_context(|| format!("cannot create '{}'", path.display()))?;
+    let file = std::fs::File::create(path)
+        .with_context(|| format!("cannot create '{}'", path.display()))?;
     let shape: Vec<u64> = shape.iter().map(|&d| d as u64).collect();
     let mut w = npyz::WriteOptions::<f32>::new()
         .default_dtype()
@@ -20,8 +21,10 @@ fn write_npy(path: &Path, shape: &[usize], data: &[f32]) -> Result<()> {
         .writer(BufWriter::new(file))
         .begin_nd()
         .with_context(|| format!("writing '{}'", path.display()))?;
-    w.extend(data.iter().copied()).with_context(|| format!("writing '{}'", path.display()))?;
-    w.finish().with_context(|| format!("writing '{}'", path.display()))
+    w.extend(data.iter().copied())
+        .with_context(|| format!("writing '{}'", path.display()))?;
+    w.finish()
+        .with_context(|| format!("writing '{}'", path.display()))
 }
 
 /// What produced the outputs being dumped.
@@ -81,5 +84,6 @@ pub fn dump(dir: &Path, t: &ConvTensors, info: &DumpInfo) -> Result<()> {
         "files": files,
     });
     let text = serde_json::to_string_pretty(&doc)? + "\n";
-    std::fs::write(dir.join("problem.json"), text).with_context(|| format!("cannot write '{}'", dir.display()))
+    std::fs::write(dir.join("problem.json"), text)
+        .with_context(|| format!("cannot write '{}'", dir.display()))
 }

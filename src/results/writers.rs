@@ -13,7 +13,10 @@ struct JsonDoc<'a> {
 }
 
 pub fn json(env: &Environment, records: &[Record]) -> Result<String> {
-    let mut s = serde_json::to_string_pretty(&JsonDoc { environment: env, records })?;
+    let mut s = serde_json::to_string_pretty(&JsonDoc {
+        environment: env,
+        records,
+    })?;
     s.push('\n');
     Ok(s)
 }
@@ -30,8 +33,14 @@ pub fn csv(records: &[Record]) -> Result<String> {
 /// Writes `contents` to `path` through a temporary file and a rename, so a
 /// reader (or a run killed half-way) never sees a half-written file.
 pub fn write_atomic(path: &Path, contents: &str) -> Result<()> {
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let name = path.file_name().context("output path has no file name")?.to_string_lossy();
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .context("output path has no file name")?
+        .to_string_lossy();
     let tmp = dir.join(format!(".{name}.tmp{}", std::process::id()));
     std::fs::write(&tmp, contents).with_context(|| format!("cannot write '{}'", tmp.display()))?;
     std::fs::rename(&tmp, path).with_context(|| format!("cannot write '{}'", path.display()))

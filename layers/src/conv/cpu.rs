@@ -15,8 +15,18 @@ pub struct CpuConv {
 impl CpuConv {
     /// Plans `dir` of `t.shape` with `algo`; the caller has checked
     /// `algo.supports(...)`.
-    pub fn new(algo: &dyn ConvAlgo, t: &ConvTensors, dir: Direction, isa: Isa, bias: bool) -> CpuConv {
-        CpuConv { plan: algo.plan(&t.shape, dir, isa), dir, bias }
+    pub fn new(
+        algo: &dyn ConvAlgo,
+        t: &ConvTensors,
+        dir: Direction,
+        isa: Isa,
+        bias: bool,
+    ) -> CpuConv {
+        CpuConv {
+            plan: algo.plan(&t.shape, dir, isa),
+            dir,
+            bias,
+        }
     }
 
     pub fn kernel_name(&self) -> String {
@@ -36,7 +46,11 @@ impl CpuConv {
                 bias: self.bias.then_some(&t.bias[..]),
                 dst: &mut t.dst,
             },
-            Direction::BwdData => ConvArgs::BwdData { diff_dst: &t.diff_dst, wei: &t.wei, diff_src: &mut t.diff_src },
+            Direction::BwdData => ConvArgs::BwdData {
+                diff_dst: &t.diff_dst,
+                wei: &t.wei,
+                diff_src: &mut t.diff_src,
+            },
             Direction::BwdFilter => ConvArgs::BwdFilter {
                 src: &t.src,
                 diff_dst: &t.diff_dst,

@@ -29,7 +29,9 @@ pub const POISON: f32 = f32::NAN;
 impl ConvTensors {
     /// Elements of all tensors together, or `None` on overflow.
     pub fn elements_needed(p: &ConvShape) -> Option<u128> {
-        let act = |a: usize, b: usize, c: usize, d: usize| (a as u128) * (b as u128) * (c as u128) * (d as u128);
+        let act = |a: usize, b: usize, c: usize, d: usize| {
+            (a as u128) * (b as u128) * (c as u128) * (d as u128)
+        };
         let src = act(p.mb, p.ih, p.iw, p.ic);
         let dst = act(p.mb, p.oh, p.ow, p.oc);
         let wei = act(p.g, p.kh * p.kw, p.ic / p.g, p.oc / p.g);
@@ -70,7 +72,9 @@ impl ConvTensors {
         match dir {
             Direction::Fwd => vec![("dst", &self.dst)],
             Direction::BwdData => vec![("diff_src", &self.diff_src)],
-            Direction::BwdFilter if bias => vec![("diff_wei", &self.diff_wei), ("diff_bias", &self.diff_bias)],
+            Direction::BwdFilter if bias => {
+                vec![("diff_wei", &self.diff_wei), ("diff_bias", &self.diff_bias)]
+            }
             Direction::BwdFilter => vec![("diff_wei", &self.diff_wei)],
         }
     }
@@ -79,13 +83,20 @@ impl ConvTensors {
         match dir {
             Direction::Fwd => vec![("dst", &mut self.dst)],
             Direction::BwdData => vec![("diff_src", &mut self.diff_src)],
-            Direction::BwdFilter => vec![("diff_wei", &mut self.diff_wei), ("diff_bias", &mut self.diff_bias)],
+            Direction::BwdFilter => vec![
+                ("diff_wei", &mut self.diff_wei),
+                ("diff_bias", &mut self.diff_bias),
+            ],
         }
     }
 }
 
 /// The reference outputs of `dir`, named as in [`ConvTensors::outputs`].
-pub fn reference_outputs(t: &ConvTensors, dir: Direction, bias: bool) -> Vec<(&'static str, Vec<f32>)> {
+pub fn reference_outputs(
+    t: &ConvTensors,
+    dir: Direction,
+    bias: bool,
+) -> Vec<(&'static str, Vec<f32>)> {
     let p = &t.shape;
     match dir {
         Direction::Fwd => {
@@ -112,12 +123,27 @@ pub fn reference_outputs(t: &ConvTensors, dir: Direction, bias: bool) -> Vec<(&'
 }
 
 /// The worst relative L2 error over the outputs of `dir`.
-pub fn worst_rel_err(t: &ConvTensors, dir: Direction, bias: bool, want: &[(&'static str, Vec<f32>)]) -> f64 {
+pub fn worst_rel_err(
+    t: &ConvTensors,
+    dir: Direction,
+    bias: bool,
+    want: &[(&'static str, Vec<f32>)],
+) -> f64 {
     let got = t.outputs(dir, bias);
     want.iter()
         .map(|(name, w)| {
-            let g = got.iter().find(|(n, _)| n == name).map(|(_, g)| *g).expect("same output names");
+            let g = got
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, g)| *g)
+                .expect("same output names");
             reference::rel_l2_error(g, w)
         })
-        .fold(0.0, |a: f64, e| if e.is_nan() || a.is_nan() { f64::NAN } else { a.max(e) })
+        .fold(0.0, |a: f64, e| {
+            if e.is_nan() || a.is_nan() {
+                f64::NAN
+            } else {
+                a.max(e)
+            }
+        })
 }

@@ -6,7 +6,24 @@ use cnnbench_kernels::conv::{algorithms, find_algorithm};
 use cnnbench_kernels::Isa;
 
 fn small() -> ConvShape {
-    ConvShape { mb: 2, g: 1, ic: 5, ih: 7, iw: 6, oc: 9, oh: 4, ow: 3, kh: 3, kw: 3, sh: 2, sw: 2, ph: 1, pw: 1, dh: 0, dw: 0 }
+    ConvShape {
+        mb: 2,
+        g: 1,
+        ic: 5,
+        ih: 7,
+        iw: 6,
+        oc: 9,
+        oh: 4,
+        ow: 3,
+        kh: 3,
+        kw: 3,
+        sh: 2,
+        sw: 2,
+        ph: 1,
+        pw: 1,
+        dh: 0,
+        dw: 0,
+    }
 }
 
 #[test]
@@ -14,7 +31,12 @@ fn random_inputs_are_seeded_and_never_zero() {
     let a = ConvTensors::random(&small(), 7);
     let b = ConvTensors::random(&small(), 7);
     assert_eq!(a.src, b.src);
-    assert!(a.src.iter().chain(&a.wei).chain(&a.diff_dst).all(|&x| x != 0.0 && x.abs() <= 1.0));
+    assert!(a
+        .src
+        .iter()
+        .chain(&a.wei)
+        .chain(&a.diff_dst)
+        .all(|&x| x != 0.0 && x.abs() <= 1.0));
     assert_ne!(a.src, ConvTensors::random(&small(), 8).src);
     assert!(a.dst.iter().all(|x| x.is_nan()), "outputs start poisoned");
 }
@@ -34,7 +56,11 @@ fn every_cpu_algorithm_matches_the_reference_in_every_direction() {
                 t.poison(dir);
                 CpuConv::new(algo, &t, dir, isa, bias).run(&mut t);
                 let err = worst_rel_err(&t, dir, bias, &want);
-                assert!(err <= algo.tolerance(), "{} {dir} bias={bias}: {err}", algo.name());
+                assert!(
+                    err <= algo.tolerance(),
+                    "{} {dir} bias={bias}: {err}",
+                    algo.name()
+                );
                 ran += 1;
             }
         }
