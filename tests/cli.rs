@@ -262,7 +262,7 @@ fn an_interrupted_run_keeps_its_finished_records() {
     let child = Command::new(env!("CARGO_BIN_EXE_cnnbench"))
         .args([
             "conv",
-            "mb1ic4ih8oc4kh3",
+            "mb1ic32ih32oc32kh3",
             "mb1ic4ih9oc4kh3",
             "--min-time",
             "30",

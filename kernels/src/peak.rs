@@ -34,7 +34,10 @@ pub fn fma_loop(isa: Isa) -> f32 {
 
 fn scalar_fma_loop() -> f32 {
     let mut acc = [0f32; ACCS as usize];
-    let (a, b) = (std::hint::black_box(0.999_999f32), std::hint::black_box(1e-7f32));
+    let (a, b) = (
+        std::hint::black_box(0.999_999f32),
+        std::hint::black_box(1e-7f32),
+    );
     for _ in 0..ITERS {
         // Multiply then add: `mul_add` without the FMA target feature is a
         // slow libm call, and the scalar kernels don't use it either.
@@ -71,18 +74,28 @@ mod x86 {
 
     #[target_feature(enable = "avx2,fma")]
     pub unsafe fn avx2_fma_loop() -> f32 {
-        fma_loop_body!(_mm256_set1_ps, _mm256_fmadd_ps, _mm256_add_ps, _mm256_setzero_ps, |v: __m256| {
-            let mut out = [0f32; 8];
-            _mm256_storeu_ps(out.as_mut_ptr(), v);
-            out.iter().sum::<f32>()
-        })
+        fma_loop_body!(
+            _mm256_set1_ps,
+            _mm256_fmadd_ps,
+            _mm256_add_ps,
+            _mm256_setzero_ps,
+            |v: __m256| {
+                let mut out = [0f32; 8];
+                _mm256_storeu_ps(out.as_mut_ptr(), v);
+                out.iter().sum::<f32>()
+            }
+        )
     }
 
     #[target_feature(enable = "avx512f")]
     pub unsafe fn avx512_fma_loop() -> f32 {
-        fma_loop_body!(_mm512_set1_ps, _mm512_fmadd_ps, _mm512_add_ps, _mm512_setzero_ps, |v| {
-            _mm512_reduce_add_ps(v)
-        })
+        fma_loop_body!(
+            _mm512_set1_ps,
+            _mm512_fmadd_ps,
+            _mm512_add_ps,
+            _mm512_setzero_ps,
+            |v| { _mm512_reduce_add_ps(v) }
+        )
     }
 }
 

@@ -27,7 +27,24 @@ fn shape(
     let ext_w = (kw - 1) * (dw + 1) + 1;
     let oh = (ih + 2 * ph - ext_h) / sh + 1;
     let ow = (iw + 2 * pw - ext_w) / sw + 1;
-    ConvShape { mb, g, ic, ih, iw, oc, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw }
+    ConvShape {
+        mb,
+        g,
+        ic,
+        ih,
+        iw,
+        oc,
+        oh,
+        ow,
+        kh,
+        kw,
+        sh,
+        sw,
+        ph,
+        pw,
+        dh,
+        dw,
+    }
 }
 
 /// Hand-picked awkward problems: odd sizes, stride 2 and 3, padding,
@@ -79,7 +96,22 @@ fn random_problems(count: usize, seed: u64) -> Vec<ConvShape> {
             continue;
         }
         let mb = pick(1, 3);
-        out.push(shape(mb, g, g * icg, ih, iw, g * ocg, kh, kw, sh, sw, ph, pw, dh, dw));
+        out.push(shape(
+            mb,
+            g,
+            g * icg,
+            ih,
+            iw,
+            g * ocg,
+            kh,
+            kw,
+            sh,
+            sw,
+            ph,
+            pw,
+            dh,
+            dw,
+        ));
     }
     out
 }
@@ -126,18 +158,32 @@ fn check_one(
                 let mut want = vec![0.0; p.dst_len()];
                 reference::fwd(p, &t.src, &t.wei, Some(&t.bias), &mut want);
                 let mut got = vec![POISON; p.dst_len()];
-                plan.execute(ConvArgs::Fwd { src: &t.src, wei: &t.wei, bias: Some(&t.bias), dst: &mut got });
+                plan.execute(ConvArgs::Fwd {
+                    src: &t.src,
+                    wei: &t.wei,
+                    bias: Some(&t.bias),
+                    dst: &mut got,
+                });
                 errs.push(("dst".into(), reference::rel_l2_error(&got, &want)));
                 reference::fwd(p, &t.src, &t.wei, None, &mut want);
                 got.fill(POISON);
-                plan.execute(ConvArgs::Fwd { src: &t.src, wei: &t.wei, bias: None, dst: &mut got });
+                plan.execute(ConvArgs::Fwd {
+                    src: &t.src,
+                    wei: &t.wei,
+                    bias: None,
+                    dst: &mut got,
+                });
                 errs.push(("dst(no bias)".into(), reference::rel_l2_error(&got, &want)));
             }
             Direction::BwdData => {
                 let mut want = vec![0.0; p.src_len()];
                 reference::bwd_data(p, &t.diff_dst, &t.wei, &mut want);
                 let mut got = vec![POISON; p.src_len()];
-                plan.execute(ConvArgs::BwdData { diff_dst: &t.diff_dst, wei: &t.wei, diff_src: &mut got });
+                plan.execute(ConvArgs::BwdData {
+                    diff_dst: &t.diff_dst,
+                    wei: &t.wei,
+                    diff_src: &mut got,
+                });
                 errs.push(("diff_src".into(), reference::rel_l2_error(&got, &want)));
             }
             Direction::BwdFilter => {
@@ -161,7 +207,10 @@ fn check_one(
                     diff_wei: &mut got_w,
                     diff_bias: None,
                 });
-                errs.push(("diff_wei(no bias)".into(), reference::rel_l2_error(&got_w, &want_w)));
+                errs.push((
+                    "diff_wei(no bias)".into(),
+                    reference::rel_l2_error(&got_w, &want_w),
+                ));
             }
         }
     }
@@ -177,21 +226,32 @@ fn check_all(problems: &[ConvShape]) {
                 let t = tensors(p, 1000 + i as u64);
                 for dir in Direction::ALL {
                     if let Err(why) = algo.supports(p, dir, isa) {
-                        assert!(!why.is_empty(), "{} refused {p:?} {dir} without a reason", algo.name());
+                        assert!(
+                            !why.is_empty(),
+                            "{} refused {p:?} {dir} without a reason",
+                            algo.name()
+                        );
                         continue;
                     }
                     ran += 1;
                     for (what, err) in check_one(*algo, isa, p, dir, &t) {
-                        // `!(err <= tol)` also catches NaN.
-                        if !(err <= algo.tolerance()) {
-                            failures.push(format!("{} {isa} {dir} {what}: rel_err {err:e} on {p:?}", algo.name()));
+                        if err.is_nan() || err > algo.tolerance() {
+                            failures.push(format!(
+                                "{} {isa} {dir} {what}: rel_err {err:e} on {p:?}",
+                                algo.name()
+                            ));
                         }
                     }
                 }
             }
         }
     }
-    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
     assert!(ran > 0, "no algorithm ran");
 }
 
@@ -220,7 +280,11 @@ fn common_shapes_are_supported_by_every_algorithm() {
     for algo in conv::algorithms() {
         for p in &common {
             for dir in Direction::ALL {
-                assert!(algo.supports(p, dir, isa).is_ok(), "{} does not support {dir} {p:?}", algo.name());
+                assert!(
+                    algo.supports(p, dir, isa).is_ok(),
+                    "{} does not support {dir} {p:?}",
+                    algo.name()
+                );
             }
         }
     }

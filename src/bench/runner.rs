@@ -21,7 +21,8 @@ impl RunPolicy {
     pub const DEFAULT_WARMUP: usize = 3;
     pub const DEFAULT_RUNS: usize = 10;
     pub const DEFAULT_MIN_TIME: f64 = 1.0;
-    const MAX_RUNS: usize = 100_000;
+    /// Caps the sample memory (8 MB) for very fast problems and long budgets.
+    const MAX_RUNS: usize = 1_000_000;
 
     /// Defaults: at least 10 runs and at least 1 s. An explicit `iters` alone
     /// means exactly that many runs; with `min_time` too, both must be met.

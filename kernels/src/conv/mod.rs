@@ -48,16 +48,32 @@ impl ConvArgs<'_> {
     /// callers size tensors from the same shape.
     pub fn assert_fits(&self, p: &ConvShape) {
         let ok = match self {
-            ConvArgs::Fwd { src, wei, bias, dst } => {
+            ConvArgs::Fwd {
+                src,
+                wei,
+                bias,
+                dst,
+            } => {
                 src.len() >= p.src_len()
                     && wei.len() >= p.wei_len()
                     && bias.is_none_or(|b| b.len() >= p.oc)
                     && dst.len() >= p.dst_len()
             }
-            ConvArgs::BwdData { diff_dst, wei, diff_src } => {
-                diff_dst.len() >= p.dst_len() && wei.len() >= p.wei_len() && diff_src.len() >= p.src_len()
+            ConvArgs::BwdData {
+                diff_dst,
+                wei,
+                diff_src,
+            } => {
+                diff_dst.len() >= p.dst_len()
+                    && wei.len() >= p.wei_len()
+                    && diff_src.len() >= p.src_len()
             }
-            ConvArgs::BwdFilter { src, diff_dst, diff_wei, diff_bias } => {
+            ConvArgs::BwdFilter {
+                src,
+                diff_dst,
+                diff_wei,
+                diff_bias,
+            } => {
                 src.len() >= p.src_len()
                     && diff_dst.len() >= p.dst_len()
                     && diff_wei.len() >= p.wei_len()
@@ -133,11 +149,23 @@ impl ConvPlan for ReferencePlan {
         let p = &self.0;
         args.assert_fits(p);
         match args {
-            ConvArgs::Fwd { src, wei, bias, dst } => reference::fwd(p, src, wei, bias, dst),
-            ConvArgs::BwdData { diff_dst, wei, diff_src } => reference::bwd_data(p, diff_dst, wei, diff_src),
-            ConvArgs::BwdFilter { src, diff_dst, diff_wei, diff_bias } => {
-                reference::bwd_filter(p, src, diff_dst, diff_wei, diff_bias)
-            }
+            ConvArgs::Fwd {
+                src,
+                wei,
+                bias,
+                dst,
+            } => reference::fwd(p, src, wei, bias, dst),
+            ConvArgs::BwdData {
+                diff_dst,
+                wei,
+                diff_src,
+            } => reference::bwd_data(p, diff_dst, wei, diff_src),
+            ConvArgs::BwdFilter {
+                src,
+                diff_dst,
+                diff_wei,
+                diff_bias,
+            } => reference::bwd_filter(p, src, diff_dst, diff_wei, diff_bias),
         }
     }
 }

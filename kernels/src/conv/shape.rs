@@ -69,12 +69,16 @@ impl ConvShape {
     /// falls in the padding.
     #[inline]
     pub fn in_row(&self, oh: usize, r: usize) -> Option<usize> {
-        (oh * self.sh + r * self.dil_h()).checked_sub(self.ph).filter(|&i| i < self.ih)
+        (oh * self.sh + r * self.dil_h())
+            .checked_sub(self.ph)
+            .filter(|&i| i < self.ih)
     }
     /// Input column for output column `ow` at kernel column `s`.
     #[inline]
     pub fn in_col(&self, ow: usize, s: usize) -> Option<usize> {
-        (ow * self.sw + s * self.dil_w()).checked_sub(self.pw).filter(|&i| i < self.iw)
+        (ow * self.sw + s * self.dil_w())
+            .checked_sub(self.pw)
+            .filter(|&i| i < self.iw)
     }
 
     /// Index of `src[n][h][w][c]` (NHWC).

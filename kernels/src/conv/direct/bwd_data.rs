@@ -1,0 +1,279 @@
+//! Backward-data: the forward micro-kernel run "in reverse" over input pixels.
+//!
+//! `diff_src[n,ih,iw,c] = Σ_{r,s,k} diff_dst[n,oh,ow,k] · wei[r][s][c][k]`
+//! where `oh·sh + r·dil_h − ph = ih` (same along w). Input pixels are split
+//! into stride phase classes `(ih mod sh, iw mod sw)`: within a class the
+//! contributing taps are fixed and, for each tap, `oh = y + off_r` advances
+//! with unit step as the class row `y` does. So each class is an indirect
+//! GEMM over its pixels with only its own taps (a stride-2 3x3 class has 1,
+//! 2 or 4 taps, never the 9 with zeros), reduction over `oc/g`. Weights are
+//! transposed per call, one L1-sized NR-wide `[k][c]` block per pass into a
+//! per-thread buffer. A class with no taps
+//! (stride larger than the kernel) is written as zeros.
+
+use super::ukernel::{self, Igemm, Init, MRMAX, TMAX};
+use super::util::{grid, split, target_items, AlignedBuf, Slots, SyncPtr};
+use crate::conv::{ConvArgs, ConvPlan, ConvShape};
+use crate::Isa;
+use rayon::prelude::*;
+use std::ptr;
+
+/// Input pixels `ih = a + sh·y`, `iw = b + sw·x`.
+struct Class {
+    a: usize,
+    b: usize,
+    ny: usize,
+    nx: usize,
+    /// `(tap, off_r, off_s)`: tap `t` reads `diff_dst[y + off_r][x + off_s]`.
+    taps: Vec<(usize, isize, isize)>,
+}
+
+struct Item {
+    class: usize,
+    /// Pixel range within the class, `(n, y, x)` flattened.
+    px: (usize, usize),
+    /// Flattened `(group, input-channel block)` range.
+    blk: (usize, usize),
+}
+
+pub(super) struct BwdDataPlan {
+    p: ConvShape,
+    isa: Isa,
+    mr: usize,
+    nr: usize,
+    classes: Vec<Class>,
+    items: Vec<Item>,
+    /// `oc/g` zeros: what a tap with no diff_dst pixel reads.
+    zero: AlignedBuf,
+    /// Per-thread buffers for one pass's weights, transposed to an NR-wide
+    /// `[tap][k][c]` block that stays in L1 while the item's tiles use it.
+    pack: Slots,
+    /// Taps and `oc/g` rows per pass.
+    tb: usize,
+    kc: usize,
+}
+
+/// Taps `r` of one dimension that reach input index `a (mod stride)`, with
+/// the output offset `(a + pad − r·dil) / stride` (exact division).
+fn phase_taps(a: usize, k: usize, stride: usize, pad: usize, dil: usize) -> Vec<(usize, isize)> {
+    (0..k)
+        .filter_map(|r| {
+            let v = (a + pad) as isize - (r * dil) as isize;
+            (v.rem_euclid(stride as isize) == 0).then(|| (r, v.div_euclid(stride as isize)))
+        })
+        .collect()
+}
+
+impl BwdDataPlan {
+    pub(super) fn new(p: &ConvShape, isa: Isa) -> Self {
+        let (mr, nr) = ukernel::tile(isa);
+        let mut classes = Vec::new();
+        for a in 0..p.sh.min(p.ih) {
+            for b in 0..p.sw.min(p.iw) {
+                let rows = phase_taps(a, p.kh, p.sh, p.ph, p.dil_h());
+                let cols = phase_taps(b, p.kw, p.sw, p.pw, p.dil_w());
+                let taps = rows
+                    .iter()
+                    .flat_map(|&(r, dr)| cols.iter().map(move |&(s, ds)| (r * p.kw + s, dr, ds)))
+                    .collect();
+                let (ny, nx) = ((p.ih - a).div_ceil(p.sh), (p.iw - b).div_ceil(p.sw));
+                classes.push(Class { a, b, ny, nx, taps });
+            }
+        }
+        let pixels = p.mb * p.ih * p.iw;
+        let blocks = p.g * p.icg().div_ceil(nr);
+        let target = target_items();
+        let (pc, bc) = grid(
+            pixels.div_ceil(mr),
+            blocks,
+            (p.dst_len() * 4) as f64,
+            // Each pixel chunk transposes the weights again: dearer than a read.
+            (p.wei_len() * 16) as f64,
+            target,
+        );
+        let mut items = Vec::new();
+        for (ci, cl) in classes.iter().enumerate() {
+            let count = p.mb * cl.ny * cl.nx;
+            // Each class gets its share of the pixel chunks.
+            let parts = (pc * count).div_ceil(pixels).max(1);
+            for px in split(count, parts, mr) {
+                for blk in split(blocks, bc, 1) {
+                    items.push(Item { class: ci, px, blk });
+                }
+            }
+        }
+        let (tb, kc) = ukernel::reduction_block(p.taps(), p.ocg(), nr);
+        BwdDataPlan {
+            p: *p,
+            isa,
+            mr,
+            nr,
+            classes,
+            items,
+            zero: AlignedBuf::zeroed(p.ocg()),
+            pack: Slots::new(rayon::current_num_threads().max(1), tb * kc * nr),
+            tb,
+            kc,
+        }
+    }
+
+    /// Computes one work item.
+    ///
+    /// # Safety
+    /// `diff_dst`, `wei` and the output behind `out` must fit `self.p`, no
+    /// other item may write this item's pixels x channels, and `pack` is
+    /// this item's private `tb * kc * nr` buffer.
+    unsafe fn run(&self, it: &Item, diff_dst: &[f32], wei: &[f32], out: SyncPtr, pack: *mut f32) {
+        let p = &self.p;
+        let (mr, nr) = (self.mr, self.nr);
+        let (icg, ocg) = (p.icg(), p.ocg());
+        let ncb = icg.div_ceil(nr);
+        let cl = &self.classes[it.class];
+        let zero = self.zero.as_slice().as_ptr();
+        let mut a = [ptr::null::<f32>(); TMAX * MRMAX];
+        let mut b = [ptr::null::<f32>(); TMAX];
+        let mut c = [ptr::null_mut::<f32>(); MRMAX];
+        // Per tile row: class (row, column) and the flat diff_dst offset of
+        // output pixel (y, x), which taps shift by (off_r, off_s).
+        let mut org = [(0isize, 0isize, 0isize); MRMAX];
+        let nt_all = cl.taps.len();
+        for blk in it.blk.0..it.blk.1 {
+            let (g, cb) = (blk / ncb, blk % ncb);
+            let c0 = cb * nr;
+            let n = nr.min(icg - c0);
+            // At least one pass, so that a class without taps writes zeros.
+            let mut t0 = 0;
+            loop {
+                let nt = self.tb.min(nt_all - t0);
+                for k0 in (0..ocg).step_by(self.kc) {
+                    let kc = self.kc.min(ocg - k0);
+                    for (tb, (bp, &(t, _, _))) in
+                        b.iter_mut().zip(&cl.taps[t0..t0 + nt]).enumerate()
+                    {
+                        // wei[g][t][c0 + j][k0 + kk] -> block[kk][j].
+                        let from = wei.as_ptr().add(p.wei_idx(g, t / p.kw, t % p.kw, c0, k0));
+                        let to = pack.add(tb * kc * nr);
+                        for j in 0..n {
+                            let row = from.add(j * ocg);
+                            for kk in 0..kc {
+                                *to.add(kk * nr + j) = *row.add(kk);
+                            }
+                        }
+                        *bp = to;
+                    }
+                    let init = if t0 > 0 || k0 > 0 {
+                        Init::Acc
+                    } else {
+                        Init::Zero
+                    };
+                    let row = it.px.0 / cl.nx;
+                    let mut cur = (row / cl.ny, row % cl.ny, it.px.0 % cl.nx);
+                    let mut q0 = it.px.0;
+                    while q0 < it.px.1 {
+                        let m = mr.min(it.px.1 - q0);
+                        for i in 0..mr {
+                            if i >= m {
+                                org[i] = (isize::MIN / 2, 0, 0);
+                                continue;
+                            }
+                            let (img, y, x) = cur;
+                            let off =
+                                (((img * p.oh + y) * p.ow + x) * p.oc + g * ocg + k0) as isize;
+                            org[i] = (y as isize, x as isize, off);
+                            c[i] = out.get().add(p.src_idx(
+                                img,
+                                cl.a + p.sh * y,
+                                cl.b + p.sw * x,
+                                g * icg + c0,
+                            ));
+                            cur.2 += 1;
+                            if cur.2 == cl.nx {
+                                cur.2 = 0;
+                                cur.1 += 1;
+                                if cur.1 == cl.ny {
+                                    cur.1 = 0;
+                                    cur.0 += 1;
+                                }
+                            }
+                        }
+                        for tb in 0..nt {
+                            let (_, dr, ds) = cl.taps[t0 + tb];
+                            let doff = (dr * p.ow as isize + ds) * p.oc as isize;
+                            for i in 0..mr {
+                                let (y, x, off) = org[i];
+                                let inside =
+                                    ((y + dr) as usize) < p.oh && ((x + ds) as usize) < p.ow;
+                                // No diff_dst pixel there (or a row past the tile).
+                                a[tb * mr + i] = if inside {
+                                    diff_dst.as_ptr().offset(off + doff)
+                                } else {
+                                    zero
+                                };
+                            }
+                        }
+                        let k = Igemm {
+                            a: a.as_ptr(),
+                            b: b.as_ptr(),
+                            ntaps: nt,
+                            kc,
+                            ldb: nr,
+                            c: c.as_ptr(),
+                            m,
+                            n,
+                            init,
+                        };
+                        ukernel::igemm(self.isa, &k);
+                        q0 += m;
+                    }
+                }
+                t0 += nt;
+                if t0 >= nt_all {
+                    break;
+                }
+            }
+        }
+    }
+}
+
+impl ConvPlan for BwdDataPlan {
+    fn workspace_bytes(&self) -> usize {
+        self.zero.bytes()
+            + self.pack.bytes()
+            + self.items.len() * std::mem::size_of::<Item>()
+            + self
+                .classes
+                .iter()
+                .map(|c| c.taps.len() * 24 + std::mem::size_of::<Class>())
+                .sum::<usize>()
+    }
+
+    fn kernel_name(&self) -> String {
+        format!(
+            "{}_conv_bwd_data_f32_{}x{}",
+            self.isa.name(),
+            self.mr,
+            self.nr
+        )
+    }
+
+    fn execute(&mut self, args: ConvArgs<'_>) {
+        args.assert_fits(&self.p);
+        let ConvArgs::BwdData {
+            diff_dst,
+            wei,
+            diff_src,
+        } = args
+        else {
+            panic!("backward-data plan run with {} tensors", args.direction());
+        };
+        let out = SyncPtr::new(diff_src);
+        let this = &*self;
+        // SAFETY: sizes checked above; the phase classes
+        // partition the input pixels and items split each class's pixels and
+        // channel blocks disjointly.
+        this.items.par_iter().for_each(|it| {
+            this.pack
+                .with(|pack| unsafe { this.run(it, diff_dst, wei, out, pack) })
+        });
+    }
+}

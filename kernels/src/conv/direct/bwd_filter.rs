@@ -1,0 +1,331 @@
+//! Backward-filter: outer products reduced over runs of output pixels.
+//!
+//! `diff_wei[g][r][s][c][k] = Σ_{n,oh,ow} src[n,ih,iw,c] · diff_dst[n,oh,ow,k]`.
+//! For a fixed tap `(r, s)` the output columns whose input column lies
+//! inside the image form one range `[lo, hi)`, the same for every output
+//! row; each valid output row then contributes a run of `hi − lo` pixels
+//! whose `src` and `diff_dst` addresses advance with fixed steps. A tile is
+//! `MR` input channels x `NR` output channels of one tap, kept in registers
+//! over all the runs of a block of rows, then added to memory.
+//!
+//! Work is split over `(group, oc block)` tiles first; when those are too few
+//! (typically early layers: small weights, many pixels) the pixel rows are
+//! split too, and each such item adds into one of a few per-thread partial
+//! sums ([`Slots`]) that are reduced at the end.
+
+use super::ukernel::{self, Bwdw, ColSum};
+use super::util::{split, target_items, Slots, SyncPtr};
+use crate::conv::{ConvArgs, ConvPlan, ConvShape};
+use crate::Isa;
+use rayon::prelude::*;
+
+/// Most output rows per block (the run tables live on the stack).
+const RMAX: usize = 32;
+/// Aim for about this many pixels per block of rows: enough to amortise
+/// loading and storing each tile, few enough that the block's src and
+/// diff_dst stay in L1/L2 while every tile consumes it.
+const BLOCK_PIXELS: usize = 128;
+
+struct Item {
+    /// Output rows `(n, oh)` flattened.
+    rows: (usize, usize),
+    g: usize,
+    kb: usize,
+    taps: (usize, usize),
+    /// Input-channel tiles (units of `MR`).
+    ct: (usize, usize),
+    /// Also sums diff_bias for `(g, kb)` over `rows`.
+    bias: bool,
+}
+
+pub(super) struct BwdFilterPlan {
+    p: ConvShape,
+    isa: Isa,
+    mr: usize,
+    nr: usize,
+    rows_per_block: usize,
+    items: Vec<Item>,
+    /// Partial sums (`wei_len + oc` each) when pixel rows are split.
+    slots: Option<Slots>,
+    /// Per-thread packed diff_dst blocks.
+    pack: Slots,
+}
+
+impl BwdFilterPlan {
+    pub(super) fn new(p: &ConvShape, isa: Isa) -> Self {
+        let (mr, nr) = ukernel::tile(isa);
+        let (icg, ocg, taps) = (p.icg(), p.ocg(), p.taps());
+        let rows = p.mb * p.oh;
+        let nkb = ocg.div_ceil(nr);
+        let nct = icg.div_ceil(mr);
+        let tiles = p.g * nkb;
+        let target = target_items();
+        let threads = rayon::current_num_threads().max(1);
+        // Partial sums cost (zeroing + reducing) about 2 x slots x weights;
+        // splitting tiles instead re-reads the activations once per item.
+        let wei_bytes = p.wei_len() * 4;
+        let act_bytes = (p.src_len() + p.dst_len()) * 4;
+        let (mut tchunks, mut cchunks, mut parts) = (1, 1, 1);
+        if tiles < target {
+            if 2 * threads * wei_bytes <= act_bytes {
+                parts = target.div_ceil(tiles).min(rows);
+            } else {
+                tchunks = target.div_ceil(tiles).min(taps);
+                cchunks = target.div_ceil(tiles * tchunks).min(nct);
+                if tiles * tchunks * cchunks * 2 < target {
+                    parts = target.div_ceil(tiles * tchunks * cchunks).min(rows);
+                }
+            }
+        }
+        let mut items = Vec::new();
+        for rr in split(rows, parts, 1) {
+            for g in 0..p.g {
+                for kb in 0..nkb {
+                    for tr in split(taps, tchunks, 1) {
+                        for ct in split(nct, cchunks, 1) {
+                            let bias = tr.0 == 0 && ct.0 == 0;
+                            items.push(Item {
+                                rows: rr,
+                                g,
+                                kb,
+                                taps: tr,
+                                ct,
+                                bias,
+                            });
+                        }
+                    }
+                }
+            }
+        }
+        let slots = (parts > 1).then(|| Slots::new(threads.min(parts), p.wei_len() + p.oc));
+        let rows_per_block = (BLOCK_PIXELS / p.ow).clamp(1, RMAX);
+        let pack = Slots::new(threads, rows_per_block * p.ow * nr);
+        BwdFilterPlan {
+            p: *p,
+            isa,
+            mr,
+            nr,
+            rows_per_block,
+            items,
+            slots,
+            pack,
+        }
+    }
+
+    /// Output columns `[lo, hi)` whose input column for kernel column `s`
+    /// is inside the image (empty when `lo >= hi`).
+    fn col_range(&self, s: usize) -> (usize, usize) {
+        let p = &self.p;
+        let off = s * p.dil_w();
+        let lo = p.pw.saturating_sub(off).div_ceil(p.sw);
+        let hi = if p.iw + p.pw > off {
+            ((p.iw - 1 + p.pw - off) / p.sw + 1).min(p.ow)
+        } else {
+            0
+        };
+        (lo.min(p.ow), hi)
+    }
+
+    /// Computes one work item into `dw` (`wei_len` weights then `oc` bias).
+    ///
+    /// # Safety
+    /// `src`/`diff_dst` must fit `self.p`; `dw` must be valid for
+    /// `wei_len` floats and `db` (if non-null) for `oc`; no other item may
+    /// touch this item's tiles at the same time. `acc` says `dw`/`db`
+    /// already hold sums to add to.
+    /// `pack` is this item's private buffer of `rows_per_block * ow * nr`.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn run(
+        &self,
+        it: &Item,
+        src: &[f32],
+        diff_dst: &[f32],
+        dw: *mut f32,
+        db: *mut f32,
+        acc: bool,
+        pack: *mut f32,
+    ) {
+        let p = &self.p;
+        let (mr, nr) = (self.mr, self.nr);
+        let (icg, ocg) = (p.icg(), p.ocg());
+        let (g, k0) = (it.g, it.kb * nr);
+        let n = nr.min(ocg - k0);
+        let mut runs = [(0usize, 0usize); RMAX];
+        let mut bruns = [0usize; RMAX];
+        if it.bias && !db.is_null() && !acc {
+            std::ptr::write_bytes(db.add(g * ocg + k0), 0, n);
+        }
+        for (bi, r0) in (it.rows.0..it.rows.1)
+            .step_by(self.rows_per_block)
+            .enumerate()
+        {
+            let r1 = (r0 + self.rows_per_block).min(it.rows.1);
+            let first = bi == 0 && !acc;
+            // The block's diff_dst channels k0..k0+n, packed NR-wide and
+            // contiguous: in place their rows are `oc` apart and a block
+            // would map onto a fraction of L1's sets.
+            for (j, row) in (r0..r1).enumerate() {
+                let from =
+                    diff_dst
+                        .as_ptr()
+                        .add(p.dst_idx(row / p.oh, row % p.oh, 0, g * ocg + k0));
+                for ow in 0..p.ow {
+                    std::ptr::copy_nonoverlapping(
+                        from.add(ow * p.oc),
+                        pack.add((j * p.ow + ow) * nr),
+                        n,
+                    );
+                }
+            }
+            if it.bias && !db.is_null() {
+                for (j, br) in bruns.iter_mut().enumerate().take(r1 - r0) {
+                    *br = j * p.ow * nr;
+                }
+                let k = ColSum {
+                    b: pack,
+                    runs: bruns.as_ptr(),
+                    nruns: r1 - r0,
+                    len: p.ow,
+                    sb: nr,
+                    out: db.add(g * ocg + k0),
+                    n,
+                };
+                ukernel::colsum(self.isa, &k);
+            }
+            for t in it.taps.0..it.taps.1 {
+                let (r, s) = (t / p.kw, t % p.kw);
+                let (lo, hi) = self.col_range(s);
+                let mut nruns = 0;
+                if lo < hi {
+                    let iw_lo = lo * p.sw + s * p.dil_w() - p.pw;
+                    for (j, row) in (r0..r1).enumerate() {
+                        let (img, oh) = (row / p.oh, row % p.oh);
+                        if let Some(ih) = p.in_row(oh, r) {
+                            runs[nruns] =
+                                (p.src_idx(img, ih, iw_lo, g * icg), (j * p.ow + lo) * nr);
+                            nruns += 1;
+                        }
+                    }
+                }
+                for ct in it.ct.0..it.ct.1 {
+                    let c0 = ct * mr;
+                    let k = Bwdw {
+                        a: src.as_ptr().add(c0),
+                        b: pack,
+                        runs: runs.as_ptr(),
+                        nruns,
+                        len: hi.saturating_sub(lo),
+                        sa: p.sw * p.ic,
+                        sb: nr,
+                        c: dw.add(p.wei_idx(g, r, s, c0, k0)),
+                        ldc: ocg,
+                        n,
+                        acc: !first,
+                    };
+                    ukernel::bwdw(self.isa, &k, mr.min(icg - c0));
+                }
+            }
+        }
+    }
+}
+
+impl ConvPlan for BwdFilterPlan {
+    fn workspace_bytes(&self) -> usize {
+        self.slots.as_ref().map_or(0, Slots::bytes)
+            + self.pack.bytes()
+            + self.items.len() * std::mem::size_of::<Item>()
+    }
+
+    fn kernel_name(&self) -> String {
+        format!(
+            "{}_conv_bwd_filter_f32_{}x{}",
+            self.isa.name(),
+            self.mr,
+            self.nr
+        )
+    }
+
+    fn execute(&mut self, args: ConvArgs<'_>) {
+        args.assert_fits(&self.p);
+        let ConvArgs::BwdFilter {
+            src,
+            diff_dst,
+            diff_wei,
+            diff_bias,
+        } = args
+        else {
+            panic!("backward-filter plan run with {} tensors", args.direction());
+        };
+        let wei_len = self.p.wei_len();
+        let oc = self.p.oc;
+        let this = &*self;
+        match &this.slots {
+            None => {
+                let dw = SyncPtr::new(diff_wei);
+                let db = match diff_bias {
+                    Some(b) => SyncPtr::new(b),
+                    None => SyncPtr::null(),
+                };
+                // SAFETY: sizes checked above; items own disjoint tiles of
+                // diff_wei (and disjoint channels of diff_bias).
+                this.items.par_iter().for_each(|it| {
+                    this.pack.with(|pack| unsafe {
+                        this.run(it, src, diff_dst, dw.get(), db.get(), false, pack)
+                    })
+                });
+            }
+            Some(slots) => {
+                let len = slots.len();
+                (0..slots.count()).into_par_iter().for_each(|i| {
+                    // SAFETY: each slot is zeroed by one task, before any item runs.
+                    unsafe { std::ptr::write_bytes(slots.ptr(i), 0, len) }
+                });
+                let want_bias = diff_bias.is_some();
+                // Always claim `pack` before a slot, so that threads waiting
+                // for one never hold the other in the opposite order.
+                this.items.par_iter().for_each(|it| {
+                    this.pack.with(|pack| {
+                        slots.with(|buf| {
+                            let db = if want_bias {
+                                unsafe { buf.add(wei_len) }
+                            } else {
+                                std::ptr::null_mut()
+                            };
+                            // SAFETY: sizes checked above; `with` gives this
+                            // item sole use of `buf` (`wei_len + oc` floats)
+                            // and of `pack`.
+                            unsafe { this.run(it, src, diff_dst, buf, db, true, pack) }
+                        })
+                    })
+                });
+                reduce(slots, 0, &mut diff_wei[..wei_len]);
+                if let Some(b) = diff_bias {
+                    reduce(slots, wei_len, &mut b[..oc]);
+                }
+            }
+        }
+    }
+}
+
+/// `out[i] = Σ_slots slot[off + i]`, in parallel over chunks.
+fn reduce(slots: &Slots, off: usize, out: &mut [f32]) {
+    const CHUNK: usize = 4096;
+    out.par_chunks_mut(CHUNK)
+        .enumerate()
+        .for_each(|(ci, chunk)| {
+            let base = off + ci * CHUNK;
+            for s in 0..slots.count() {
+                // SAFETY: every item has finished; the slot holds
+                // `off + out.len()` floats, and nothing writes it now.
+                let part =
+                    unsafe { std::slice::from_raw_parts(slots.ptr(s).add(base), chunk.len()) };
+                if s == 0 {
+                    chunk.copy_from_slice(part);
+                } else {
+                    for (d, x) in chunk.iter_mut().zip(part) {
+                        *d += x;
+                    }
+                }
+            }
+        });
+}

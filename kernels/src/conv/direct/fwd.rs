@@ -1,0 +1,221 @@
+//! Forward: indirect GEMM over output pixels.
+//!
+//! The output is a `[pixels][oc]` matrix. A tile is `MR` consecutive pixels
+//! (any mix of rows and images: each pixel gets its own input pointer per
+//! tap) times `NR` output channels of one group; the reduction runs over taps
+//! and the group's input channels. The weights are used in place: for one
+//! tap, `wei[g][r][s][..][k0..]` is already a `(ic/g) x NR` panel with row
+//! stride `oc/g`; each pass over an item's pixels copies the L1-sized slice
+//! it needs into a contiguous per-thread buffer (cost: O(weights) per item,
+//! against O(weights x pixels) FLOPs).
+
+use super::ukernel::{self, Igemm, Init, MRMAX, TMAX};
+use super::util::{grid, split, target_items, AlignedBuf, Slots, SyncPtr};
+use crate::conv::{ConvArgs, ConvPlan, ConvShape};
+use crate::Isa;
+use rayon::prelude::*;
+use std::ptr;
+
+/// Pixels `px` times flattened `(group, oc block)` range `blk`.
+struct Item {
+    px: (usize, usize),
+    blk: (usize, usize),
+}
+
+pub(super) struct FwdPlan {
+    p: ConvShape,
+    isa: Isa,
+    mr: usize,
+    nr: usize,
+    /// `ic/g` zeros: what a tap in the padding reads.
+    zero: AlignedBuf,
+    items: Vec<Item>,
+    /// Taps and input channels per pass over an item's pixels: one pass
+    /// uses a `tb x kc x NR` block of weights small enough to stay in L1
+    /// while every tile of the item reuses it.
+    tb: usize,
+    kc: usize,
+    /// Per-thread copies of the current pass's weight block, `nr` wide and
+    /// contiguous: read in place with a row stride of `oc/g` floats, a block
+    /// maps onto a fraction of L1's sets and thrashes when `oc/g > NR`.
+    pack: Slots,
+}
+
+impl FwdPlan {
+    pub(super) fn new(p: &ConvShape, isa: Isa) -> Self {
+        let (mr, nr) = ukernel::tile(isa);
+        let pixels = p.mb * p.oh * p.ow;
+        let blocks = p.g * p.ocg().div_ceil(nr);
+        let (pc, bc) = grid(
+            pixels.div_ceil(mr),
+            blocks,
+            (p.src_len() * 4) as f64,
+            (p.wei_len() * 4) as f64,
+            target_items(),
+        );
+        let mut items = Vec::new();
+        for px in split(pixels, pc, mr) {
+            for blk in split(blocks, bc, 1) {
+                items.push(Item { px, blk });
+            }
+        }
+        let (tb, kc) = ukernel::reduction_block(p.taps(), p.icg(), nr);
+        let pack = Slots::new(rayon::current_num_threads().max(1), tb * kc * nr);
+        FwdPlan {
+            p: *p,
+            isa,
+            mr,
+            nr,
+            zero: AlignedBuf::zeroed(p.icg()),
+            items,
+            tb,
+            kc,
+            pack,
+        }
+    }
+
+    /// Computes one work item.
+    ///
+    /// # Safety
+    /// `src`, `wei`, `bias` and the output behind `out` must fit `self.p`
+    /// (checked by `assert_fits`), and no other item may write this item's
+    /// pixels x channels of the output.
+    /// `pack` is this item's private `tb * kc * nr` weight buffer.
+    unsafe fn run(
+        &self,
+        it: &Item,
+        src: &[f32],
+        wei: &[f32],
+        bias: Option<&[f32]>,
+        out: SyncPtr,
+        pack: *mut f32,
+    ) {
+        let p = &self.p;
+        let (mr, nr) = (self.mr, self.nr);
+        let (icg, ocg, taps) = (p.icg(), p.ocg(), p.taps());
+        let nkb = ocg.div_ceil(nr);
+        let zero = self.zero.as_slice().as_ptr();
+        let mut a = [ptr::null::<f32>(); TMAX * MRMAX];
+        let mut b = [ptr::null::<f32>(); TMAX];
+        let mut c = [ptr::null_mut::<f32>(); MRMAX];
+        // Per tile row: (input row, input column) of tap (0, 0), which may
+        // lie in the padding, and the flat src offset it would have.
+        let mut org = [(0isize, 0isize, 0isize); MRMAX];
+        for blk in it.blk.0..it.blk.1 {
+            let (g, k0) = (blk / nkb, blk % nkb * nr);
+            let n = nr.min(ocg - k0);
+            for t0 in (0..taps).step_by(self.tb) {
+                let nt = self.tb.min(taps - t0);
+                for c0 in (0..icg).step_by(self.kc) {
+                    let kc = self.kc.min(icg - c0);
+                    for (tb, bp) in b.iter_mut().enumerate().take(nt) {
+                        let t = t0 + tb;
+                        let from = wei.as_ptr().add(p.wei_idx(g, t / p.kw, t % p.kw, c0, k0));
+                        let to = pack.add(tb * kc * nr);
+                        for cc in 0..kc {
+                            ptr::copy_nonoverlapping(from.add(cc * ocg), to.add(cc * nr), n);
+                        }
+                        *bp = to;
+                    }
+                    let init = match bias {
+                        _ if t0 > 0 || c0 > 0 => Init::Acc,
+                        Some(bv) => Init::Bias(bv.as_ptr().add(g * ocg + k0)),
+                        None => Init::Zero,
+                    };
+                    // (image, row, column) of the next pixel, advanced one
+                    // pixel at a time: no divisions per tile.
+                    let row = it.px.0 / p.ow;
+                    let mut cur = (row / p.oh, row % p.oh, it.px.0 % p.ow);
+                    let mut q0 = it.px.0;
+                    while q0 < it.px.1 {
+                        let m = mr.min(it.px.1 - q0);
+                        for i in 0..mr {
+                            if i >= m {
+                                // Never inside: reads the zero row.
+                                org[i] = (isize::MIN / 2, 0, 0);
+                                continue;
+                            }
+                            let (img, oh, ow) = cur;
+                            let h = (oh * p.sh) as isize - p.ph as isize;
+                            let w = (ow * p.sw) as isize - p.pw as isize;
+                            let off =
+                                (((img * p.ih) as isize + h) * p.iw as isize + w) * p.ic as isize;
+                            org[i] = (h, w, off + (g * icg + c0) as isize);
+                            c[i] = out.get().add((q0 + i) * p.oc + g * ocg + k0);
+                            cur.2 += 1;
+                            if cur.2 == p.ow {
+                                cur.2 = 0;
+                                cur.1 += 1;
+                                if cur.1 == p.oh {
+                                    cur.1 = 0;
+                                    cur.0 += 1;
+                                }
+                            }
+                        }
+                        for tb in 0..nt {
+                            let t = t0 + tb;
+                            let dh = ((t / p.kw) * p.dil_h()) as isize;
+                            let dw = ((t % p.kw) * p.dil_w()) as isize;
+                            let doff = (dh * p.iw as isize + dw) * p.ic as isize;
+                            for i in 0..mr {
+                                let (h, w, off) = org[i];
+                                let inside =
+                                    ((h + dh) as usize) < p.ih && ((w + dw) as usize) < p.iw;
+                                // Padding (and rows past the tile) read zeros.
+                                a[tb * mr + i] = if inside {
+                                    src.as_ptr().offset(off + doff)
+                                } else {
+                                    zero
+                                };
+                            }
+                        }
+                        let k = Igemm {
+                            a: a.as_ptr(),
+                            b: b.as_ptr(),
+                            ntaps: nt,
+                            kc,
+                            ldb: nr,
+                            c: c.as_ptr(),
+                            m,
+                            n,
+                            init,
+                        };
+                        ukernel::igemm(self.isa, &k);
+                        q0 += m;
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl ConvPlan for FwdPlan {
+    fn workspace_bytes(&self) -> usize {
+        self.zero.bytes() + self.pack.bytes() + self.items.len() * std::mem::size_of::<Item>()
+    }
+
+    fn kernel_name(&self) -> String {
+        format!("{}_conv_fwd_f32_{}x{}", self.isa.name(), self.mr, self.nr)
+    }
+
+    fn execute(&mut self, args: ConvArgs<'_>) {
+        args.assert_fits(&self.p);
+        let ConvArgs::Fwd {
+            src,
+            wei,
+            bias,
+            dst,
+        } = args
+        else {
+            panic!("forward plan run with {} tensors", args.direction());
+        };
+        let out = SyncPtr::new(dst);
+        let this = &*self;
+        // SAFETY: tensor sizes were checked above; items cover disjoint
+        // (pixel range x channel block) parts of dst.
+        this.items.par_iter().for_each(|it| {
+            this.pack
+                .with(|pack| unsafe { this.run(it, src, wei, bias, out, pack) })
+        });
+    }
+}

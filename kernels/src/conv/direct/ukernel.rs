@@ -1,0 +1,365 @@
+//! Register-blocked micro-kernels, written once over [`Simd`] and compiled
+//! per ISA behind `#[target_feature]` entry points.
+//!
+//! - [`Igemm`]: indirect GEMM tile (forward and backward-data). `MR` rows,
+//!   each with its own input pointer per kernel tap, times `NR` columns of
+//!   weights; rows whose tap falls in the padding point at a zero row, so the
+//!   reduction loop has no branches for any stride, dilation or padding.
+//! - [`Bwdw`]: outer-product tile (backward-filter). `MR` input channels
+//!   (broadcast) times `NR` output channels (vectors), reduced over runs of
+//!   pixels that advance with a fixed stride.
+//! - [`ColSum`]: per-channel sums (the bias gradient).
+//!
+//! Column tails use masked loads/stores, so nothing past `n` columns is read
+//! or written; row tails are the callers' business (zero rows for `Igemm`,
+//! an exact-`MR` instantiation for `Bwdw`).
+#![allow(clippy::needless_range_loop)] // index loops over const-size register tiles read best
+
+use super::simd::{Scalar, Simd};
+use crate::Isa;
+
+/// Most rows of any ISA's tile; callers size their pointer arrays with it.
+pub(super) const MRMAX: usize = 6;
+/// Most kernel taps per `Igemm` call; longer kernels are split into calls
+/// that accumulate (keeps the pointer tables on the stack).
+pub(super) const TMAX: usize = 16;
+
+/// Rows x columns of the register tile for `isa`.
+pub(super) fn tile(isa: Isa) -> (usize, usize) {
+    match isa {
+        // 6 x 4 zmm = 24 accumulators + 4 weight vectors + 1 broadcast of 32.
+        Isa::Avx512 => (6, 64),
+        // 6 x 2 ymm = 12 accumulators + 2 + 1 of 16.
+        Isa::Avx2 => (6, 16),
+        Isa::Scalar => (4, 4),
+    }
+}
+
+/// Bytes of weights one `Igemm` pass may use: most of L1d (48 KiB on the
+/// Xeons this was tuned on), leaving room for the input rows.
+const B_BLOCK_BYTES: usize = 32 * 1024;
+
+/// Splits an `Igemm` reduction of `taps x k` rows of `nr` weights into
+/// passes of `(taps per pass, k per pass)` that fit [`B_BLOCK_BYTES`]:
+/// whole `k` when it fits (fewest output round trips), as many taps as then
+/// fit, else `k` cut evenly.
+pub(super) fn reduction_block(taps: usize, k: usize, nr: usize) -> (usize, usize) {
+    let rows = (B_BLOCK_BYTES / (4 * nr)).max(1);
+    let kc = k.div_ceil(k.div_ceil(rows));
+    let tb = (rows / kc).clamp(1, TMAX.min(taps));
+    (tb, kc)
+}
+
+/// How an `Igemm` tile starts.
+#[derive(Clone, Copy)]
+pub(super) enum Init {
+    Zero,
+    /// Every row starts from these `n` values (the bias).
+    Bias(*const f32),
+    /// Add onto what the output rows hold already.
+    Acc,
+}
+
+/// One indirect-GEMM tile: `out[i][0..n] (+)= Σ_t Σ_c a[t][i][c] * b[t][c][0..n]`.
+pub(super) struct Igemm {
+    /// `ntaps * MR` row pointers, tap-major; each valid for `kc` reads.
+    pub a: *const *const f32,
+    /// `ntaps` weight pointers; row `c` of tap `t` is at `b[t] + c * ldb`,
+    /// valid for `n` reads.
+    pub b: *const *const f32,
+    pub ntaps: usize,
+    pub kc: usize,
+    pub ldb: usize,
+    /// `MR` output row pointers; only the first `m` are used.
+    pub c: *const *mut f32,
+    pub m: usize,
+    /// Valid columns, `1 <= n <= NR`.
+    pub n: usize,
+    pub init: Init,
+}
+
+/// One backward-filter tile: `out[i][0..n] (+)= Σ_runs Σ_p a[p][i] * b[p][0..n]`.
+pub(super) struct Bwdw {
+    /// Base pointers; run `r` starts at `a + runs[r].0` and `b + runs[r].1`.
+    pub a: *const f32,
+    pub b: *const f32,
+    pub runs: *const (usize, usize),
+    pub nruns: usize,
+    /// Pixels per run and the element step between them in `a` and `b`.
+    pub len: usize,
+    pub sa: usize,
+    pub sb: usize,
+    /// Output tile: `m` rows (the instantiated `MR`) of `ldc` stride.
+    pub c: *mut f32,
+    pub ldc: usize,
+    pub n: usize,
+    /// Add onto the output instead of overwriting it.
+    pub acc: bool,
+}
+
+/// `out[0..n] += Σ_runs Σ_p b[p][0..n]`, the same runs as [`Bwdw`].
+pub(super) struct ColSum {
+    pub b: *const f32,
+    pub runs: *const usize,
+    pub nruns: usize,
+    pub len: usize,
+    pub sb: usize,
+    pub out: *mut f32,
+    pub n: usize,
+}
+
+/// Loads vector `j` of a row of `NV` vectors, the last one masked.
+#[inline(always)]
+unsafe fn ld<S: Simd, const NV: usize, const MASK: bool>(
+    p: *const f32,
+    j: usize,
+    last: S::M,
+) -> S::V {
+    if MASK && j == NV - 1 {
+        S::load_m(p.add(j * S::L), last)
+    } else {
+        S::load(p.add(j * S::L))
+    }
+}
+
+#[inline(always)]
+unsafe fn st<S: Simd, const NV: usize, const MASK: bool>(
+    p: *mut f32,
+    j: usize,
+    last: S::M,
+    v: S::V,
+) {
+    if MASK && j == NV - 1 {
+        S::store_m(p.add(j * S::L), last, v)
+    } else {
+        S::store(p.add(j * S::L), v)
+    }
+}
+
+#[inline(always)]
+unsafe fn igemm_body<S: Simd, const MR: usize, const NV: usize, const MASK: bool>(k: &Igemm) {
+    let last = S::mask(k.n - (NV - 1) * S::L);
+    let mut acc = [[S::zero(); NV]; MR];
+    match k.init {
+        Init::Zero => {}
+        Init::Bias(bp) => {
+            for j in 0..NV {
+                let v = ld::<S, NV, MASK>(bp, j, last);
+                for i in 0..MR {
+                    acc[i][j] = v;
+                }
+            }
+        }
+        Init::Acc => {
+            for i in 0..MR.min(k.m) {
+                let cp = *k.c.add(i);
+                for j in 0..NV {
+                    acc[i][j] = ld::<S, NV, MASK>(cp, j, last);
+                }
+            }
+        }
+    }
+    for t in 0..k.ntaps {
+        let mut ap = [std::ptr::null::<f32>(); MR];
+        for i in 0..MR {
+            ap[i] = *k.a.add(t * MR + i);
+        }
+        let mut bp = *k.b.add(t);
+        for c in 0..k.kc {
+            let mut bv = [S::zero(); NV];
+            for j in 0..NV {
+                bv[j] = ld::<S, NV, MASK>(bp, j, last);
+            }
+            for i in 0..MR {
+                let av = S::splat(*ap[i].add(c));
+                for j in 0..NV {
+                    acc[i][j] = S::fma(av, bv[j], acc[i][j]);
+                }
+            }
+            bp = bp.add(k.ldb);
+        }
+    }
+    for i in 0..MR.min(k.m) {
+        let cp = *k.c.add(i);
+        for j in 0..NV {
+            st::<S, NV, MASK>(cp, j, last, acc[i][j]);
+        }
+    }
+}
+
+#[inline(always)]
+unsafe fn bwdw_body<S: Simd, const MR: usize, const NV: usize, const MASK: bool>(k: &Bwdw) {
+    let last = S::mask(k.n - (NV - 1) * S::L);
+    let mut acc = [[S::zero(); NV]; MR];
+    if k.acc {
+        for i in 0..MR {
+            for j in 0..NV {
+                acc[i][j] = ld::<S, NV, MASK>(k.c.add(i * k.ldc), j, last);
+            }
+        }
+    }
+    for r in 0..k.nruns {
+        let (ao, bo) = *k.runs.add(r);
+        let mut ap = k.a.add(ao);
+        let mut bp = k.b.add(bo);
+        for _ in 0..k.len {
+            let mut bv = [S::zero(); NV];
+            for j in 0..NV {
+                bv[j] = ld::<S, NV, MASK>(bp, j, last);
+            }
+            for i in 0..MR {
+                let av = S::splat(*ap.add(i));
+                for j in 0..NV {
+                    acc[i][j] = S::fma(av, bv[j], acc[i][j]);
+                }
+            }
+            ap = ap.add(k.sa);
+            bp = bp.add(k.sb);
+        }
+    }
+    for i in 0..MR {
+        for j in 0..NV {
+            st::<S, NV, MASK>(k.c.add(i * k.ldc), j, last, acc[i][j]);
+        }
+    }
+}
+
+#[inline(always)]
+unsafe fn colsum_body<S: Simd, const NV: usize, const MASK: bool>(k: &ColSum) {
+    let last = S::mask(k.n - (NV - 1) * S::L);
+    let mut acc = [S::zero(); NV];
+    for j in 0..NV {
+        acc[j] = ld::<S, NV, MASK>(k.out, j, last);
+    }
+    for r in 0..k.nruns {
+        let mut bp = k.b.add(*k.runs.add(r));
+        for _ in 0..k.len {
+            for j in 0..NV {
+                acc[j] = S::add(acc[j], ld::<S, NV, MASK>(bp, j, last));
+            }
+            bp = bp.add(k.sb);
+        }
+    }
+    for j in 0..NV {
+        st::<S, NV, MASK>(k.out, j, last, acc[j]);
+    }
+}
+
+/// Picks the `(NV, MASK)` instantiation that covers `n` columns exactly.
+macro_rules! by_nv {
+    ($S:ty, $n:expr, $f:ident [$($pre:tt),*] ($arg:expr)) => {{
+        let n = $n;
+        let nv = n.div_ceil(<$S as Simd>::L);
+        let mask = n % <$S as Simd>::L != 0;
+        match (nv, mask) {
+            (1, false) => $f::<$S, $($pre,)* 1, false>($arg),
+            (1, true) => $f::<$S, $($pre,)* 1, true>($arg),
+            (2, false) => $f::<$S, $($pre,)* 2, false>($arg),
+            (2, true) => $f::<$S, $($pre,)* 2, true>($arg),
+            (3, false) => $f::<$S, $($pre,)* 3, false>($arg),
+            (3, true) => $f::<$S, $($pre,)* 3, true>($arg),
+            (4, false) => $f::<$S, $($pre,)* 4, false>($arg),
+            (4, true) => $f::<$S, $($pre,)* 4, true>($arg),
+            _ => unreachable!("tile wider than 4 vectors"),
+        }
+    }};
+}
+
+#[inline(always)]
+unsafe fn igemm_any<S: Simd, const MR: usize>(k: &Igemm) {
+    by_nv!(S, k.n, igemm_body[MR](k))
+}
+
+#[inline(always)]
+unsafe fn bwdw_mr<S: Simd, const MR: usize>(k: &Bwdw) {
+    by_nv!(S, k.n, bwdw_body[MR](k))
+}
+
+#[inline(always)]
+unsafe fn bwdw_any<S: Simd>(k: &Bwdw, m: usize) {
+    match m {
+        1 => bwdw_mr::<S, 1>(k),
+        2 => bwdw_mr::<S, 2>(k),
+        3 => bwdw_mr::<S, 3>(k),
+        4 => bwdw_mr::<S, 4>(k),
+        5 => bwdw_mr::<S, 5>(k),
+        6 => bwdw_mr::<S, 6>(k),
+        _ => unreachable!("bwd-filter tile taller than MRMAX"),
+    }
+}
+
+#[inline(always)]
+unsafe fn colsum_any<S: Simd>(k: &ColSum) {
+    by_nv!(S, k.n, colsum_body[](k))
+}
+
+/// One `#[target_feature]` entry point per kernel and ISA: the generic
+/// bodies above are inlined into them and compiled for that ISA.
+macro_rules! entry_points {
+    ($mod:ident, $S:ident, $feat:literal, $mr:literal) => {
+        #[cfg(target_arch = "x86_64")]
+        mod $mod {
+            use super::super::simd::$S;
+            use super::*;
+
+            #[target_feature(enable = $feat)]
+            pub(super) unsafe fn igemm(k: &Igemm) {
+                igemm_any::<$S, $mr>(k)
+            }
+            #[target_feature(enable = $feat)]
+            pub(super) unsafe fn bwdw(k: &Bwdw, m: usize) {
+                bwdw_any::<$S>(k, m)
+            }
+            #[target_feature(enable = $feat)]
+            pub(super) unsafe fn colsum(k: &ColSum) {
+                colsum_any::<$S>(k)
+            }
+        }
+    };
+}
+
+entry_points!(avx512, Avx512, "avx512f", 6);
+entry_points!(avx2, Avx2, "avx2,fma", 6);
+
+/// Runs one [`Igemm`] tile with `isa`'s kernel.
+///
+/// # Safety
+/// `isa` must be supported by this CPU (plans assert it), and every pointer
+/// in `k` valid as documented on [`Igemm`].
+pub(super) unsafe fn igemm(isa: Isa, k: &Igemm) {
+    match isa {
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 => avx512::igemm(k),
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => avx2::igemm(k),
+        _ => igemm_any::<Scalar, 4>(k),
+    }
+}
+
+/// Runs one [`Bwdw`] tile of exactly `m` rows (`1 <= m <= tile(isa).0`).
+///
+/// # Safety
+/// As [`igemm`]; the tile reads `m` consecutive floats at each `a` step.
+pub(super) unsafe fn bwdw(isa: Isa, k: &Bwdw, m: usize) {
+    match isa {
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 => avx512::bwdw(k, m),
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => avx2::bwdw(k, m),
+        _ => bwdw_any::<Scalar>(k, m),
+    }
+}
+
+/// Runs one [`ColSum`].
+///
+/// # Safety
+/// As [`igemm`].
+pub(super) unsafe fn colsum(isa: Isa, k: &ColSum) {
+    match isa {
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 => avx512::colsum(k),
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => avx2::colsum(k),
+        _ => colsum_any::<Scalar>(k),
+    }
+}
