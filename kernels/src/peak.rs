@@ -7,6 +7,10 @@
 use crate::Isa;
 use std::time::Instant;
 
+/// Repetitions whose best is reported: a peak is a best case, and on a
+/// shared machine a short loop is easily slowed down, never sped up.
+pub const DEFAULT_REPS: usize = 20;
+
 /// FMAs per accumulator per call of [`fma_loop`].
 const ITERS: u64 = 1 << 20;
 /// Independent accumulators: latency (4) x ports (2), with headroom.

@@ -73,33 +73,9 @@ KEYS = ["mb", "ic", "ih", "iw", "oc", "oh", "ow", "kh", "kw", "sh", "sw",
         "ph", "pw", "dh", "dw", "g", "n"]
 KEYS_3D = ["id", "od", "kd", "sd", "pd", "dd"]
 
-RESNET50 = '''# ResNet-50 v1.5 convolutions, batch 16, 224x224
-mb16ic3ih224oc64oh112kh7sh2ph3n"resnet50:conv1"
-mb16ic64ih56oc64oh56kh1n"resnet50:layer1.0.conv1"
-mb16ic64ih56oc64oh56kh3ph1n"resnet50:layer1.0.conv2"
-mb16ic64ih56oc256oh56kh1n"resnet50:layer1.0.conv3"
-mb16ic256ih56oc64oh56kh1n"resnet50:layer1.1.conv1"
-mb16ic256ih56oc128oh56kh1n"resnet50:layer2.0.conv1"
-mb16ic128ih56oc128oh28kh3sh2ph1n"resnet50:layer2.0.conv2"
-mb16ic128ih28oc512oh28kh1n"resnet50:layer2.0.conv3"
-mb16ic256ih56oc512oh28kh1sh2n"resnet50:layer2.0.downsample"
-mb16ic512ih28oc128oh28kh1n"resnet50:layer2.1.conv1"
-mb16ic128ih28oc128oh28kh3ph1n"resnet50:layer2.1.conv2"
-mb16ic512ih28oc256oh28kh1n"resnet50:layer3.0.conv1"
-mb16ic256ih28oc256oh14kh3sh2ph1n"resnet50:layer3.0.conv2"
-mb16ic256ih14oc1024oh14kh1n"resnet50:layer3.0.conv3"
-mb16ic512ih28oc1024oh14kh1sh2n"resnet50:layer3.0.downsample"
-mb16ic1024ih14oc256oh14kh1n"resnet50:layer3.1.conv1"
-mb16ic256ih14oc256oh14kh3ph1n"resnet50:layer3.1.conv2"
-mb16ic1024ih14oc512oh14kh1n"resnet50:layer4.0.conv1"
-mb16ic512ih14oc512oh7kh3sh2ph1n"resnet50:layer4.0.conv2"
-mb16ic512ih7oc2048oh7kh1n"resnet50:layer4.0.conv3"
-mb16ic1024ih14oc2048oh7kh1sh2n"resnet50:layer4.0.downsample"
-mb16ic2048ih7oc512oh7kh1n"resnet50:layer4.1.conv1"
-mb16ic512ih7oc512oh7kh3ph1n"resnet50:layer4.1.conv2"
-'''
-
-BUILTINS = {"resnet50": RESNET50}
+# cnnbench's built-in lists, read from the same files cnnbench compiles in.
+LISTS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src", "problem", "lists")
+BUILTINS = {f[:-4]: os.path.join(LISTS_DIR, f) for f in sorted(os.listdir(LISTS_DIR)) if f.endswith(".txt")}
 
 DIRS = ["fwd", "bwd-data", "bwd-filter"]
 
@@ -251,7 +227,8 @@ def load_batch(source):
         name = source[len("builtin:"):]
         if name not in BUILTINS:
             raise InputError(f"unknown built-in list '{name}' (known: {', '.join(BUILTINS)})")
-        text = BUILTINS[name]
+        with open(BUILTINS[name]) as f:
+            text = f.read()
     else:
         try:
             with open(source, encoding="utf-8") as fh:

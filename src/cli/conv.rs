@@ -144,7 +144,11 @@ pub fn run(args: ConvArgs) -> Result<ExitCode> {
     }
 
     // The peak of the best ISA at this thread count: what "% of peak" means.
-    let peak_gflops = Some(peak::measure_gflops(Isa::detect(), threads, 5));
+    let peak_gflops = Some(peak::measure_gflops(
+        Isa::detect(),
+        threads,
+        peak::DEFAULT_REPS,
+    ));
     let env = Environment {
         host: environment::host_name(),
         os: format!("{} {}", std::env::consts::OS, std::env::consts::ARCH),

@@ -36,7 +36,7 @@ struct Info {
     isa_detected: String,
     isa_used: String,
     isa_supported: Vec<String>,
-    /// Peak FP32 GFLOP/s per ISA: an FMA = 2 FLOPs, register-only loop, best of 5.
+    /// Peak FP32 GFLOP/s per ISA: an FMA = 2 FLOPs, register-only loop, best of `peak::DEFAULT_REPS`.
     peak: Vec<IsaPeak>,
     gpu: String,
     cnnbench: BuildInfo,
@@ -52,8 +52,8 @@ pub fn run(args: InfoArgs) -> Result<ExitCode> {
         .into_iter()
         .map(|isa| IsaPeak {
             isa: isa.name().into(),
-            gflops_1_thread: peak::measure_gflops(isa, 1, 5),
-            gflops_all_threads: peak::measure_gflops(isa, threads, 5),
+            gflops_1_thread: peak::measure_gflops(isa, 1, peak::DEFAULT_REPS),
+            gflops_all_threads: peak::measure_gflops(isa, threads, peak::DEFAULT_REPS),
         })
         .collect();
     let info = Info {
@@ -92,7 +92,10 @@ fn text(i: &Info) -> String {
         i.isa_supported.join(", ")
     );
     s += &format!("gpu           {}\n", i.gpu);
-    s += "\nFP32 peak, measured (register-only FMA loop, FMA = 2 FLOPs, best of 5):\n";
+    s += &format!(
+        "\nFP32 peak, measured (register-only FMA loop, FMA = 2 FLOPs, best of {}):\n",
+        peak::DEFAULT_REPS
+    );
     s += &format!(
         "{:<8} {:>16} {:>20}\n",
         "isa",
