@@ -154,6 +154,11 @@ fn bad_input_is_one_line_and_exit_2() {
             "at least 1",
         ),
         (&["conv", "mb2ic8ih9oc16kh3", "--iters", "0"], "at least 1"),
+        (
+            &["conv", "mb2ic8ih9oc16kh3", "--threads", "100000"],
+            "64 per logical CPU",
+        ),
+        (&["info", "--threads", "100000"], "64 per logical CPU"),
         (&["conv", "--from", "/nonexistent/list.txt"], "cannot read"),
         (&["conv", "--from", "builtin:lenet"], "unknown built-in"),
         (&["conv"], "no problem given"),

@@ -105,19 +105,33 @@ mod x86 {
 
 /// Measured FP32 peak of `threads` threads running the loop at once, in
 /// GFLOP/s: the best of `reps` repetitions (peak means best case).
-pub fn measure_gflops(isa: Isa, threads: usize, reps: usize) -> f64 {
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build()
-        .expect("building a thread pool for the peak measurement");
-    fma_loop(isa); // warm up clocks and page in code
-    let mut best = 0f64;
-    for _ in 0..reps.max(1) {
+///
+/// Runs on rayon's global pool when it has exactly `threads` threads (as
+/// after `--threads N`), on the calling thread for 1, and otherwise on a
+/// short-lived pool of its own, never nested in another.
+pub fn measure_gflops(isa: Isa, threads: usize, reps: usize) -> Result<f64, String> {
+    let run_once = |pool: Option<&rayon::ThreadPool>| -> f64 {
         let t0 = Instant::now();
-        let sink: f32 = pool.broadcast(|_| fma_loop(isa)).iter().sum();
+        let sink: f32 = match (threads, pool) {
+            (1, _) => fma_loop(isa),
+            (_, Some(pool)) => pool.broadcast(|_| fma_loop(isa)).iter().sum(),
+            (_, None) => rayon::broadcast(|_| fma_loop(isa)).iter().sum(),
+        };
         let secs = t0.elapsed().as_secs_f64();
         std::hint::black_box(sink);
-        best = best.max(flops_per_call(isa) * threads as f64 / secs / 1e9);
-    }
-    best
+        flops_per_call(isa) * threads as f64 / secs / 1e9
+    };
+    let own_pool = if threads > 1 && threads != rayon::current_num_threads() {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .map_err(|e| format!("cannot start {threads} threads for the peak measurement: {e}"))?;
+        Some(pool)
+    } else {
+        None
+    };
+    run_once(own_pool.as_ref()); // warm up clocks and page in code
+    Ok((0..reps.max(1))
+        .map(|_| run_once(own_pool.as_ref()))
+        .fold(0.0, f64::max))
 }

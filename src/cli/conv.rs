@@ -144,11 +144,10 @@ pub fn run(args: ConvArgs) -> Result<ExitCode> {
     }
 
     // The peak of the best ISA at this thread count: what "% of peak" means.
-    let peak_gflops = Some(peak::measure_gflops(
-        Isa::detect(),
-        threads,
-        peak::DEFAULT_REPS,
-    ));
+    let peak_gflops = Some(
+        peak::measure_gflops(Isa::detect(), threads, peak::DEFAULT_REPS)
+            .map_err(anyhow::Error::msg)?,
+    );
     let env = Environment {
         host: environment::host_name(),
         os: format!("{} {}", std::env::consts::OS, std::env::consts::ARCH),

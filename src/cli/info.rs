@@ -3,7 +3,7 @@
 
 use super::Format;
 use crate::results::environment::{self, BuildInfo};
-use anyhow::{bail, Result};
+use anyhow::Result;
 use clap::Args;
 use cnnbench_kernels::{peak, Isa};
 use serde::Serialize;
@@ -43,19 +43,17 @@ struct Info {
 }
 
 pub fn run(args: InfoArgs) -> Result<ExitCode> {
-    let threads = match args.threads {
-        Some(0) => bail!("--threads must be at least 1"),
-        Some(n) => n,
-        None => environment::logical_cores(),
-    };
-    let peak = Isa::supported()
-        .into_iter()
-        .map(|isa| IsaPeak {
+    let threads = super::thread_count(args.threads)?;
+    let mut peak = Vec::new();
+    for isa in Isa::supported() {
+        let measure =
+            |t| peak::measure_gflops(isa, t, peak::DEFAULT_REPS).map_err(anyhow::Error::msg);
+        peak.push(IsaPeak {
             isa: isa.name().into(),
-            gflops_1_thread: peak::measure_gflops(isa, 1, peak::DEFAULT_REPS),
-            gflops_all_threads: peak::measure_gflops(isa, threads, peak::DEFAULT_REPS),
-        })
-        .collect();
+            gflops_1_thread: measure(1)?,
+            gflops_all_threads: measure(threads)?,
+        });
+    }
     let info = Info {
         cpu: environment::cpu_model(),
         host: environment::host_name(),

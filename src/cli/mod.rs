@@ -59,14 +59,25 @@ pub fn run() -> Result<ExitCode> {
     }
 }
 
-/// Builds rayon's one global pool with `threads` threads (all cores when
-/// `None`) and returns the count.
-pub fn init_threads(threads: Option<usize>) -> Result<usize> {
-    let n = match threads {
+/// The thread count to use: all logical CPUs by default; at least 1, and at
+/// most 64 per logical CPU (enough for oversubscription experiments, short
+/// of spending minutes spawning threads).
+pub fn thread_count(threads: Option<usize>) -> Result<usize> {
+    let cores = crate::results::environment::logical_cores();
+    match threads {
+        None => Ok(cores),
         Some(0) => anyhow::bail!("--threads must be at least 1"),
-        Some(n) => n,
-        None => crate::results::environment::logical_cores(),
-    };
+        Some(n) if n > 64 * cores => {
+            anyhow::bail!("--threads {n} is more than 64 per logical CPU ({cores} here)")
+        }
+        Some(n) => Ok(n),
+    }
+}
+
+/// Builds rayon's one global pool with [`thread_count`] threads and returns
+/// the count.
+pub fn init_threads(threads: Option<usize>) -> Result<usize> {
+    let n = thread_count(threads)?;
     rayon::ThreadPoolBuilder::new()
         .num_threads(n)
         .build_global()
