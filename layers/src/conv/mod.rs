@@ -122,7 +122,8 @@ pub fn reference_outputs(
     }
 }
 
-/// The worst relative L2 error over the outputs of `dir`.
+/// The worst relative L2 error over the outputs of `dir`; infinite when an
+/// output holds NaN (for instance, an element left poisoned).
 pub fn worst_rel_err(
     t: &ConvTensors,
     dir: Direction,

@@ -101,6 +101,8 @@ impl BwdDataPlan {
                         dst_c: p.ic,
                         dst_h: p.ih,
                         dst_w: p.iw,
+                        // Measured: the packed path does not pay off here.
+                        packed: false,
                         wei: Weights::TapsT {
                             offs,
                             group: p.taps() * icg * ocg,
@@ -127,6 +129,7 @@ impl BwdDataPlan {
                     dst_h: p.ih,
                     dst_w: p.iw,
                     wei: Weights::Dense { off },
+                    packed: false,
                 });
                 off += p.g * k * icg;
             }

@@ -9,6 +9,7 @@
 
 use super::blas::{gemm_f32, MatRef};
 use super::gather::Gather;
+use super::packed::{self, PackedB, NR};
 use super::par::{SendPtr, Slots};
 use rayon::prelude::*;
 
@@ -19,6 +20,15 @@ const COL_BUDGET: usize = 640 << 10;
 /// weights dominates; above, the chunk spills for no gain.
 const MIN_ROWS: usize = 256;
 const MAX_ROWS: usize = 768;
+/// Fewest virtual pixels for the packed path: with few pixels (deep layers,
+/// big weights) packing all of W per call and re-reading dst per reduction
+/// pass lose to the `gemm` crate.
+const PACKED_MIN_PIXELS: usize = 8192;
+/// The packed path wins (measured on ResNet-50's 1x1 layers) when the
+/// reduction or the output channels are at most this: short GEMMs where the
+/// `gemm` crate's per-call overheads and the separate bias pass weigh most.
+/// Elsewhere it is no faster.
+const PACKED_MAX_KN: usize = 64;
 /// Widest block of output channels per GEMM: beyond it the gemm crate's
 /// blocking falls off (e.g. 53% of peak at n=512, k=4608 vs 100% at 256).
 const MAX_COLS: usize = 256;
@@ -33,6 +43,9 @@ pub struct ConvGemm {
     pub dst_h: usize,
     pub dst_w: usize,
     pub wei: Weights,
+    /// Whether [`PackedB::gemm`] may run this conv (see `packable`):
+    /// forward only; for backward-data it measured no faster.
+    pub packed: bool,
 }
 
 /// Where the `[K x dg]` weight matrix of each group lives in the weight
@@ -55,6 +68,18 @@ impl ConvGemm {
     /// `dst_c`, so gemm can write the output in place.
     fn direct(&self) -> bool {
         self.gather.y.writes_identity(self.dst_h) && self.gather.x.writes_identity(self.dst_w)
+    }
+    /// Whether [`PackedB::gemm`] runs this conv: one group and one tap
+    /// (the 1x1 layers), dense weights, on AVX-512.
+    fn packable(&self) -> bool {
+        self.packed
+            && matches!(self.wei, Weights::Dense { .. })
+            && self.groups == 1
+            && self.gather.k() == self.gather.cg
+            && self.gather.k() > 0
+            && self.gather.pixels() >= PACKED_MIN_PIXELS
+            && (self.gather.k() <= PACKED_MAX_KN || self.dg <= PACKED_MAX_KN)
+            && packed::available()
     }
     /// Weight buffer length this conv needs.
     fn wei_len(&self) -> usize {
@@ -91,6 +116,9 @@ struct Scratch {
 
 pub struct Engine {
     convs: Vec<ConvGemm>,
+    /// Per conv: its weights packed for [`PackedB::gemm`], when it takes
+    /// that path (single tap, one group, AVX-512).
+    packed: Vec<Option<PackedB>>,
     items: Vec<Item>,
     slots: Slots<Scratch>,
     workspace: usize,
@@ -107,12 +135,18 @@ impl Engine {
         let mut items = Vec::new();
         let mut col_len = 0;
         let mut out_len = 0;
+        let packed: Vec<Option<PackedB>> = convs
+            .iter()
+            .map(|c| c.packable().then(|| PackedB::new(c.gather.k(), c.dg)))
+            .collect();
         for (ci, c) in convs.iter().enumerate() {
             let px = c.gather.pixels();
             let (nchunks, nblocks) = split_work(px, c.gather.k(), c.dg, c.groups, threads, total);
             // Even chunk sizes, so the last chunk is not a runt.
             let r = px.div_ceil(nchunks);
-            let nb = c.dg.div_ceil(nblocks).next_multiple_of(16).min(c.dg);
+            // Packed GEMM blocks start on panel boundaries.
+            let align = if packed[ci].is_some() { NR } else { 16 };
+            let nb = c.dg.div_ceil(nblocks).next_multiple_of(align).min(c.dg);
             let mut p0 = 0;
             while p0 < px {
                 let rows = r.min(px - p0);
@@ -145,9 +179,11 @@ impl Engine {
             out: vec![0.0; out_len],
             tag: None,
         });
-        let workspace = slots.len() * 4 * (col_len + out_len);
+        let workspace = slots.len() * 4 * (col_len + out_len)
+            + packed.iter().flatten().map(PackedB::bytes).sum::<usize>();
         Engine {
             convs,
+            packed,
             items,
             slots,
             workspace,
@@ -183,11 +219,18 @@ impl Engine {
         for s in self.slots.iter_mut() {
             s.tag = None;
         }
+        for (c, pb) in self.convs.iter().zip(&mut self.packed) {
+            let Some(pb) = pb else { continue };
+            if let Weights::Dense { off } = &c.wei {
+                pb.pack(&wei[*off..], c.dg);
+            }
+        }
         let dst = SendPtr(dst.as_mut_ptr());
-        let (convs, slots) = (&self.convs, &self.slots);
+        let (convs, slots, packed) = (&self.convs, &self.slots, &self.packed);
         self.items.par_iter().for_each(|it| {
             let mut s = slots.lock();
-            run_item(&convs[it.conv], it, src, wei, bias, dst, &mut s);
+            let pb = packed[it.conv].as_ref();
+            run_item(&convs[it.conv], pb, it, src, wei, bias, dst, &mut s);
         });
     }
 }
@@ -236,8 +279,10 @@ fn split_work(
     (nchunks, nblocks)
 }
 
+#[allow(clippy::too_many_arguments)]
 fn run_item(
     c: &ConvGemm,
+    pb: Option<&PackedB>,
     it: &Item,
     src: &[f32],
     wei: &[f32],
@@ -272,6 +317,21 @@ fn run_item(
     // via `wei_len`), and `d` must be rows x nbw writable elements owned by
     // this item.
     let mul = |d: *mut f32, d_rs: usize, acc: bool| unsafe {
+        if let Some(pb) = pb {
+            // `acc` is only set when the bias was copied into dst first,
+            // which the packed path never asks for.
+            debug_assert!(!acc);
+            return pb.gemm(
+                it.rows,
+                lhs.ptr,
+                lhs.rs as usize,
+                it.n0,
+                it.n1,
+                d,
+                d_rs,
+                None,
+            );
+        }
         match &c.wei {
             Weights::Dense { off } => {
                 // A phase with no taps (k == 0) owns no weights; gemm_f32
@@ -311,6 +371,23 @@ fn run_item(
         // partition (pixel, channel) pairs, and dst stays borrowed mutably
         // for the whole parallel call.
         let d = unsafe { dst.ptr().add(it.p0 * c.dst_c + ch0) };
+        if let Some(pb) = pb {
+            // Bias added as the tiles are stored: no separate pass.
+            // SAFETY: dst block as above, lhs as in `mul`, bias holds nbw
+            // floats.
+            return unsafe {
+                pb.gemm(
+                    it.rows,
+                    lhs.ptr,
+                    lhs.rs as usize,
+                    it.n0,
+                    it.n1,
+                    d,
+                    c.dst_c,
+                    bias.map(|b| b.as_ptr()),
+                )
+            };
+        }
         if let Some(b) = bias {
             for i in 0..it.rows {
                 // SAFETY: as above, row i of this item's block.
@@ -322,8 +399,13 @@ fn run_item(
         mul(d, c.dst_c, bias.is_some());
     } else {
         let out = &mut s.out[..it.rows * nbw];
-        // `out` is this thread's own buffer of rows x nbw; see `mul`.
-        mul(out.as_mut_ptr(), nbw, false);
+        // A conv with no taps (a stride phase no kernel tap reaches) only
+        // writes zeros (or the bias): straight into dst, no GEMM.
+        let zeros = k == 0;
+        if !zeros {
+            // `out` is this thread's own buffer of rows x nbw; see `mul`.
+            mul(out.as_mut_ptr(), nbw, false);
+        }
         for (i, row) in out.chunks_exact(nbw).enumerate() {
             let (n, ty, tx) = gt.coords(it.p0 + i);
             let y = gt.y.dst_start + gt.y.dst_step * ty;
@@ -333,6 +415,13 @@ fn run_item(
             // convs to disjoint pixel sets (stride phases), so this element
             // range belongs to this item alone; in bounds as checked in `run`.
             let d = unsafe { std::slice::from_raw_parts_mut(dst.ptr().add(at), nbw) };
+            if zeros {
+                match bias {
+                    Some(b) => d.copy_from_slice(b),
+                    None => d.fill(0.0),
+                }
+                continue;
+            }
             match bias {
                 Some(b) => d
                     .iter_mut()

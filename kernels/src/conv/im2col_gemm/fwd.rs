@@ -31,6 +31,7 @@ impl FwdPlan {
             dst_h: p.oh,
             dst_w: p.ow,
             wei: Weights::Dense { off: 0 },
+            packed: true,
         };
         FwdPlan {
             engine: Engine::new(vec![conv]),

@@ -2,6 +2,8 @@
 //!
 //! - forward: im2col a chunk of output pixels (sized for L2), then one GEMM
 //!   per group against the gHWIO weights, written straight into dst;
+//!   single-tap layers with a short side (<= 64 channels in or out) use our
+//!   own packed AVX-512 GEMM instead, with the bias fused (see [`packed`]);
 //! - backward-data: one stride-1 "forward" conv of diff_dst per stride
 //!   phase, with the weights transposed per call (see [`bwd_data`]);
 //! - backward-filter: `colᵀ · diff_dst`, split over weight tiles or over
@@ -17,6 +19,7 @@ mod col2im;
 mod engine;
 mod fwd;
 mod gather;
+mod packed;
 mod par;
 
 use super::{ConvAlgo, ConvArgs, ConvPlan, ConvShape, Direction};
@@ -126,7 +129,8 @@ impl ConvPlan for Plan {
 }
 
 /// Paths the shared conv test's small problems never reach: wide channels
-/// (per-tap backward-data, tiled backward-filter, channel blocks).
+/// (per-tap backward-data, tiled backward-filter, channel blocks) and the
+/// packed 1x1 path (many pixels).
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -230,6 +234,10 @@ mod tests {
             shape(1, 1, 24, 9, 320, 1, 2, 0),
             shape(1, 1, 300, 4, 40, 3, 1, 1),
             shape(1, 1, 3, 20, 64, 7, 2, 3),
+            // Enough pixels for the packed 1x1 path: several reduction
+            // passes, partial panels, stride-2 gather and scatter.
+            shape(2, 1, 200, 64, 40, 1, 1, 0),
+            shape(2, 1, 40, 128, 136, 1, 2, 0),
         ] {
             check(&p);
         }

@@ -1,0 +1,225 @@
+//! A small packed GEMM with an AVX-512 micro-kernel, for the single-tap
+//! (1x1) convolutions, where the `gemm` crate's per-call packing, buffer
+//! allocation and separate bias pass cost the most relative to the work.
+//!
+//! The weights `B[K x N]` are packed once per call into panels of `NR`
+//! output channels (`[panel][K][NR]`, zero-padded), shared by all work
+//! items. The pixel rows `A` are read in place (unit column stride) and
+//! broadcast; each micro-tile is `MR` pixels x `NR` channels, kept in 24
+//! zmm accumulators, with the bias added (or dst accumulated) at store.
+
+use rayon::prelude::*;
+
+/// Output channels per panel (four zmm vectors).
+pub const NR: usize = 64;
+/// Pixel rows per micro-tile.
+const MR: usize = 6;
+/// Reduction depth per pass: a `KC x NR` panel slice (32 KiB) stays in L1
+/// while the micro-tiles walk down all rows of A (from L2).
+const KC: usize = 128;
+
+/// Whether this CPU runs the packed path.
+pub fn available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        is_x86_feature_detected!("avx512f")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// `B[k x n]` packed into `NR`-wide panels.
+pub struct PackedB {
+    buf: Vec<f32>,
+    k: usize,
+    n: usize,
+}
+
+impl PackedB {
+    pub fn new(k: usize, n: usize) -> Self {
+        PackedB {
+            buf: vec![0.0; n.div_ceil(NR) * k * NR],
+            k,
+            n,
+        }
+    }
+
+    pub fn bytes(&self) -> usize {
+        4 * self.buf.len()
+    }
+
+    /// Packs the row-major `B(i, j) = b[i·rs + j]` (`i < k`, `j < n`).
+    pub fn pack(&mut self, b: &[f32], rs: usize) {
+        let (k, n) = (self.k, self.n);
+        if k == 0 || n == 0 {
+            return;
+        }
+        assert!(b.len() >= (k - 1) * rs + n, "weights too small");
+        self.buf
+            .par_chunks_mut(k * NR)
+            .enumerate()
+            .for_each(|(pi, panel)| {
+                let j0 = pi * NR;
+                let w = NR.min(n - j0);
+                for (i, row) in panel.chunks_exact_mut(NR).enumerate() {
+                    row[..w].copy_from_slice(&b[i * rs + j0..][..w]);
+                }
+            });
+    }
+
+    /// `dst[rows x (n1-n0)] = A[rows x k] · B[:, n0..n1] (+ bias[n0..n1])`.
+    /// `n0` must be a multiple of `NR`.
+    ///
+    /// # Safety
+    /// `a` must address `rows` rows of `k` readable floats with row stride
+    /// `a_rs`; `dst` `rows` rows of `n1 - n0` writable floats with row stride
+    /// `dst_rs`, touched by no other thread meanwhile; `bias` (when given)
+    /// `n1 - n0` readable floats. Only call when [`available`].
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn gemm(
+        &self,
+        rows: usize,
+        a: *const f32,
+        a_rs: usize,
+        n0: usize,
+        n1: usize,
+        dst: *mut f32,
+        dst_rs: usize,
+        bias: Option<*const f32>,
+    ) {
+        assert!(n0.is_multiple_of(NR) && n1 <= self.n && n0 <= n1);
+        let k = self.k;
+        if k == 0 {
+            for i in 0..rows {
+                // SAFETY: row i of dst, per the contract.
+                let d = unsafe { std::slice::from_raw_parts_mut(dst.add(i * dst_rs), n1 - n0) };
+                match bias {
+                    // SAFETY: n1 - n0 bias floats, per the contract.
+                    Some(b) => d.copy_from_slice(unsafe { std::slice::from_raw_parts(b, n1 - n0) }),
+                    None => d.fill(0.0),
+                }
+            }
+            return;
+        }
+        let mut k0 = 0;
+        while k0 < k {
+            let kc = KC.min(k - k0);
+            let first = k0 == 0;
+            let mut j0 = n0;
+            while j0 < n1 {
+                let w = NR.min(n1 - j0);
+                let mut i0 = 0;
+                while i0 < rows {
+                    let mr = MR.min(rows - i0);
+                    let tile = Tile {
+                        k: kc,
+                        // SAFETY (all three): in bounds per the contract and
+                        // the panel layout.
+                        a: unsafe { a.add(i0 * a_rs + k0) },
+                        a_rs,
+                        b: unsafe { self.buf.as_ptr().add((j0 / NR) * k * NR + k0 * NR) },
+                        c: unsafe { dst.add(i0 * dst_rs + (j0 - n0)) },
+                        c_rs: dst_rs,
+                        w,
+                        bias: if first {
+                            // SAFETY: within the n1 - n0 bias floats.
+                            bias.map(|b| unsafe { b.add(j0 - n0) })
+                        } else {
+                            None
+                        },
+                        acc: !first,
+                    };
+                    // SAFETY: avx512f is available (caller's contract) and
+                    // the tile addresses memory as checked above.
+                    unsafe {
+                        match mr {
+                            6 => avx512_gemm_f32_6x64::<6>(&tile),
+                            5 => avx512_gemm_f32_6x64::<5>(&tile),
+                            4 => avx512_gemm_f32_6x64::<4>(&tile),
+                            3 => avx512_gemm_f32_6x64::<3>(&tile),
+                            2 => avx512_gemm_f32_6x64::<2>(&tile),
+                            _ => avx512_gemm_f32_6x64::<1>(&tile),
+                        }
+                    }
+                    i0 += mr;
+                }
+                j0 += NR;
+            }
+            k0 += kc;
+        }
+    }
+}
+
+/// One micro-tile: `C[M x w] (+)= A[M x k] · Bpanel[k x NR][:, ..w]`.
+struct Tile {
+    k: usize,
+    a: *const f32,
+    a_rs: usize,
+    /// Packed panel rows, `NR` floats apart.
+    b: *const f32,
+    c: *mut f32,
+    c_rs: usize,
+    /// Valid columns, `1..=NR`.
+    w: usize,
+    bias: Option<*const f32>,
+    acc: bool,
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn avx512_gemm_f32_6x64<const M: usize>(t: &Tile) {
+    use std::arch::x86_64::*;
+    let mut r = [[_mm512_setzero_ps(); 4]; M];
+    let (a, b) = (t.a, t.b);
+    for p in 0..t.k {
+        // SAFETY: row p of the packed panel (NR floats) and column p of
+        // the M rows of A are in bounds (see `PackedB::gemm`).
+        unsafe {
+            let bp = b.add(p * NR);
+            let bv = [
+                _mm512_loadu_ps(bp),
+                _mm512_loadu_ps(bp.add(16)),
+                _mm512_loadu_ps(bp.add(32)),
+                _mm512_loadu_ps(bp.add(48)),
+            ];
+            for (i, ri) in r.iter_mut().enumerate() {
+                let av = _mm512_set1_ps(*a.add(i * t.a_rs + p));
+                for v in 0..4 {
+                    ri[v] = _mm512_fmadd_ps(av, bv[v], ri[v]);
+                }
+            }
+        }
+    }
+    let mask = |v: usize| -> __mmask16 {
+        let left = t.w.saturating_sub(16 * v).min(16);
+        ((1u32 << left) - 1) as __mmask16
+    };
+    let masks = [mask(0), mask(1), mask(2), mask(3)];
+    for (i, ri) in r.iter_mut().enumerate() {
+        // SAFETY: row i of C holds w valid columns; masked lanes beyond w
+        // are neither read nor written.
+        unsafe {
+            let c = t.c.add(i * t.c_rs);
+            for v in 0..4 {
+                if masks[v] == 0 {
+                    continue;
+                }
+                let mut x = ri[v];
+                if t.acc {
+                    x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(masks[v], c.add(16 * v)));
+                }
+                if let Some(bias) = t.bias {
+                    x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(masks[v], bias.add(16 * v)));
+                }
+                _mm512_mask_storeu_ps(c.add(16 * v), masks[v], x);
+            }
+        }
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+unsafe fn avx512_gemm_f32_6x64<const M: usize>(_: &Tile) {
+    unreachable!("packed GEMM without AVX-512")
+}
