@@ -7,12 +7,13 @@
 //! with unit step as the class row `y` does. So each class is an indirect
 //! GEMM over its pixels with only its own taps (a stride-2 3x3 class has 1,
 //! 2 or 4 taps, never the 9 with zeros), reduction over `oc/g`. Weights are
-//! transposed per call, one L1-sized NR-wide `[k][c]` block per pass into a
-//! per-thread buffer. A class with no taps
-//! (stride larger than the kernel) is written as zeros.
+//! transposed once per call (16 x 16 vector transposes on AVX-512) into
+//! NR-wide `[k][c]` panels, so each pass reads one contiguous L2-sized
+//! block. A class with no taps (stride larger than the kernel) is written
+//! as zeros.
 
 use super::ukernel::{self, Igemm, Init, MRMAX, TMAX};
-use super::util::{grid, split, target_items, AlignedBuf, Slots, SyncPtr};
+use super::util::{grid, split, target_items, AlignedBuf, SyncPtr};
 use crate::conv::{ConvArgs, ConvPlan, ConvShape};
 use crate::Isa;
 use rayon::prelude::*;
@@ -45,9 +46,10 @@ pub(super) struct BwdDataPlan {
     items: Vec<Item>,
     /// `oc/g` zeros: what a tap with no diff_dst pixel reads.
     zero: AlignedBuf,
-    /// Per-thread buffers for one pass's weights, transposed to an NR-wide
-    /// `[tap][k][c]` block that stays in L1 while the item's tiles use it.
-    pack: Slots,
+    /// The weights transposed once per call to `[g][ic block][tap][oc/g][nr]`,
+    /// so that each pass's `[tap][k][c]` block is contiguous and stays in L2
+    /// while the item's tiles use it.
+    pack: AlignedBuf,
     /// Taps and `oc/g` rows per pass.
     tb: usize,
     kc: usize,
@@ -87,8 +89,7 @@ impl BwdDataPlan {
             pixels.div_ceil(mr),
             blocks,
             (p.dst_len() * 4) as f64,
-            // Each pixel chunk transposes the weights again: dearer than a read.
-            (p.wei_len() * 16) as f64,
+            (p.wei_len() * 4) as f64,
             target,
         );
         let mut items = Vec::new();
@@ -111,7 +112,7 @@ impl BwdDataPlan {
             classes,
             items,
             zero: AlignedBuf::zeroed(p.ocg()),
-            pack: Slots::new(rayon::current_num_threads().max(1), tb * kc * nr),
+            pack: AlignedBuf::zeroed(blocks * p.taps() * p.ocg() * nr),
             tb,
             kc,
         }
@@ -121,9 +122,9 @@ impl BwdDataPlan {
     ///
     /// # Safety
     /// `diff_dst`, `wei` and the output behind `out` must fit `self.p`, no
-    /// other item may write this item's pixels x channels, and `pack` is
-    /// this item's private `tb * kc * nr` buffer.
-    unsafe fn run(&self, it: &Item, diff_dst: &[f32], wei: &[f32], out: SyncPtr, pack: *mut f32) {
+    /// other item may write this item's pixels x channels, and `pack` holds
+    /// the transposed weights (see [`BwdDataPlan::pack`]).
+    unsafe fn run(&self, it: &Item, diff_dst: &[f32], out: SyncPtr, pack: *const f32) {
         let p = &self.p;
         let (mr, nr) = (self.mr, self.nr);
         let (icg, ocg) = (p.icg(), p.ocg());
@@ -147,19 +148,8 @@ impl BwdDataPlan {
                 let nt = self.tb.min(nt_all - t0);
                 for k0 in (0..ocg).step_by(self.kc) {
                     let kc = self.kc.min(ocg - k0);
-                    for (tb, (bp, &(t, _, _))) in
-                        b.iter_mut().zip(&cl.taps[t0..t0 + nt]).enumerate()
-                    {
-                        // wei[g][t][c0 + j][k0 + kk] -> block[kk][j].
-                        let from = wei.as_ptr().add(p.wei_idx(g, t / p.kw, t % p.kw, c0, k0));
-                        let to = pack.add(tb * kc * nr);
-                        for j in 0..n {
-                            let row = from.add(j * ocg);
-                            for kk in 0..kc {
-                                *to.add(kk * nr + j) = *row.add(kk);
-                            }
-                        }
-                        *bp = to;
+                    for (bp, &(t, _, _)) in b.iter_mut().zip(&cl.taps[t0..t0 + nt]) {
+                        *bp = pack.add(((blk * p.taps() + t) * ocg + k0) * nr);
                     }
                     let init = if t0 > 0 || k0 > 0 {
                         Init::Acc
@@ -267,13 +257,37 @@ impl ConvPlan for BwdDataPlan {
             panic!("backward-data plan run with {} tensors", args.direction());
         };
         let out = SyncPtr::new(diff_src);
+        let p = self.p;
+        let nr = self.nr;
+        let (icg, ocg, taps) = (p.icg(), p.ocg(), p.taps());
+        let ncb = icg.div_ceil(nr);
+        // wei[g][t][c0 + j][k] -> pack[g][cb][t][k][j], one task per block.
+        let packp = SyncPtr::new(self.pack.as_mut_slice());
+        let isa = self.isa;
+        (0..p.g * ncb * taps).into_par_iter().for_each(|i| {
+            let (blk, t) = (i / taps, i % taps);
+            let (g, c0) = (blk / ncb, blk % ncb * nr);
+            let from = &wei[p.wei_idx(g, t / p.kw, t % p.kw, c0, 0)..];
+            // SAFETY: tasks write disjoint `ocg x nr` panels of the pack; the
+            // source holds `min(nr, icg - c0)` rows of `ocg` from there.
+            unsafe {
+                ukernel::transpose(
+                    isa,
+                    from.as_ptr(),
+                    ocg,
+                    packp.get().add(i * ocg * nr),
+                    nr,
+                    nr.min(icg - c0),
+                    ocg,
+                )
+            };
+        });
         let this = &*self;
         // SAFETY: sizes checked above; the phase classes
         // partition the input pixels and items split each class's pixels and
         // channel blocks disjointly.
-        this.items.par_iter().for_each(|it| {
-            this.pack
-                .with(|pack| unsafe { this.run(it, diff_dst, wei, out, pack) })
-        });
+        this.items
+            .par_iter()
+            .for_each(|it| unsafe { this.run(it, diff_dst, out, packp.get()) });
     }
 }

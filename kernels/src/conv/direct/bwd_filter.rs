@@ -11,7 +11,10 @@
 //! Work is split over `(group, oc block)` tiles first; when those are too few
 //! (typically early layers: small weights, many pixels) the pixel rows are
 //! split too, and each such item adds into one of a few per-thread partial
-//! sums ([`Slots`]) that are reduced at the end.
+//! sums ([`Slots`]) that are reduced at the end. When the weights outweigh
+//! the activations (late layers), items instead take ranges of oc blocks,
+//! taps and ic tiles, chosen so that they stream the least src and
+//! diff_dst between them.
 
 use super::ukernel::{self, Bwdw, ColSum};
 use super::util::{split, target_items, Slots, SyncPtr};
@@ -30,7 +33,8 @@ struct Item {
     /// Output rows `(n, oh)` flattened.
     rows: (usize, usize),
     g: usize,
-    kb: usize,
+    /// Output-channel blocks (units of `NR`).
+    kb: (usize, usize),
     taps: (usize, usize),
     /// Input-channel tiles (units of `MR`).
     ct: (usize, usize),
@@ -47,8 +51,20 @@ pub(super) struct BwdFilterPlan {
     items: Vec<Item>,
     /// Partial sums (`wei_len + oc` each) when pixel rows are split.
     slots: Option<Slots>,
-    /// Per-thread packed diff_dst blocks.
+    /// Per-thread buffers: the block's diff_dst, packed `rows_per_block *
+    /// ow * nr` per oc block of the item (up to `max_kbs`), then (when
+    /// `lda > 0`) the block's src pixels for one tap.
     pack: Slots,
+    /// Pixel stride of the packed src, or 0 to read src in place. In place,
+    /// a run's pixels are `sw * ic` floats apart; when that is a multiple of
+    /// 4 KiB they all fall into one L1 set and evict each other before the
+    /// next channel tile re-reads their lines, so they are copied to a
+    /// stride that spreads them over all sets (measured: +10% on 512
+    /// channels at stride 2; at 1-2 KiB strides the copy costs more than
+    /// it saves).
+    lda: usize,
+    /// Most oc blocks in one item (packed diff_dst blocks per slot).
+    max_kbs: usize,
 }
 
 impl BwdFilterPlan {
@@ -65,22 +81,47 @@ impl BwdFilterPlan {
         // splitting tiles instead re-reads the activations once per item.
         let wei_bytes = p.wei_len() * 4;
         let act_bytes = (p.src_len() + p.dst_len()) * 4;
-        let (mut tchunks, mut cchunks, mut parts) = (1, 1, 1);
+        let (mut kchunks, mut tchunks, mut cchunks, mut parts) = (nkb, 1, 1, 1);
         if tiles < target {
             if 2 * threads * wei_bytes <= act_bytes {
                 parts = target.div_ceil(tiles).min(rows);
             } else {
-                tchunks = target.div_ceil(tiles).min(taps);
-                cchunks = target.div_ceil(tiles * tchunks).min(nct);
-                if tiles * tchunks * cchunks * 2 < target {
-                    parts = target.div_ceil(tiles * tchunks * cchunks).min(rows);
+                // Split oc blocks, taps and ic tiles so that the items
+                // stream the least activation data: an item re-reads its
+                // channels of src for each of its taps chunks, and packs
+                // its oc blocks of diff_dst once per taps chunk.
+                let (src_b, dst_b) = (p.src_len() as f64, p.dst_len() as f64);
+                let mut best = (f64::INFINITY, kchunks, tchunks, cchunks);
+                for kc in 1..=nkb {
+                    for tc in 1..=taps {
+                        let cc = target.div_ceil(p.g * kc * tc);
+                        if cc > nct {
+                            continue;
+                        }
+                        let traffic = tc as f64 * (kc as f64 * src_b + cc as f64 * dst_b);
+                        if traffic < best.0 {
+                            best = (traffic, kc, tc, cc);
+                        }
+                    }
+                }
+                if best.0.is_finite() {
+                    (kchunks, tchunks, cchunks) = (best.1, best.2, best.3);
+                } else {
+                    kchunks = nkb;
+                    tchunks = target.div_ceil(tiles).min(taps);
+                    cchunks = target.div_ceil(tiles * tchunks).min(nct);
+                }
+                if p.g * kchunks * tchunks * cchunks * 2 < target {
+                    parts = target.div_ceil(p.g * kchunks * tchunks * cchunks).min(rows);
                 }
             }
         }
+        let kbs = split(nkb, kchunks, 1);
+        let max_kbs = kbs.iter().map(|&(a, b)| b - a).max().unwrap_or(1);
         let mut items = Vec::new();
         for rr in split(rows, parts, 1) {
             for g in 0..p.g {
-                for kb in 0..nkb {
+                for &kb in &kbs {
                     for tr in split(taps, tchunks, 1) {
                         for ct in split(nct, cchunks, 1) {
                             let bias = tr.0 == 0 && ct.0 == 0;
@@ -99,13 +140,20 @@ impl BwdFilterPlan {
         }
         let slots = (parts > 1).then(|| Slots::new(threads.min(parts), p.wei_len() + p.oc));
         let rows_per_block = (BLOCK_PIXELS / p.ow).clamp(1, RMAX);
-        let pack = Slots::new(threads, rows_per_block * p.ow * nr);
+        let lda = if (p.sw * p.ic).is_multiple_of(1024) {
+            icg.next_multiple_of(16) + 16
+        } else {
+            0
+        };
+        let pack = Slots::new(threads, rows_per_block * p.ow * (nr * max_kbs + lda));
         BwdFilterPlan {
             p: *p,
             isa,
             mr,
             nr,
             rows_per_block,
+            lda,
+            max_kbs,
             items,
             slots,
             pack,
@@ -148,12 +196,18 @@ impl BwdFilterPlan {
         let p = &self.p;
         let (mr, nr) = (self.mr, self.nr);
         let (icg, ocg) = (p.icg(), p.ocg());
-        let (g, k0) = (it.g, it.kb * nr);
-        let n = nr.min(ocg - k0);
+        let g = it.g;
+        // Packed diff_dst of oc block kb, and its columns.
+        let bstride = self.rows_per_block * p.ow * nr;
+        let bpack = |kb: usize| pack.add((kb - it.kb.0) * bstride);
+        let cols = |kb: usize| (kb * nr, nr.min(ocg - kb * nr));
         let mut runs = [(0usize, 0usize); RMAX];
         let mut bruns = [0usize; RMAX];
         if it.bias && !db.is_null() && !acc {
-            std::ptr::write_bytes(db.add(g * ocg + k0), 0, n);
+            for kb in it.kb.0..it.kb.1 {
+                let (k0, n) = cols(kb);
+                std::ptr::write_bytes(db.add(g * ocg + k0), 0, n);
+            }
         }
         for (bi, r0) in (it.rows.0..it.rows.1)
             .step_by(self.rows_per_block)
@@ -164,33 +218,36 @@ impl BwdFilterPlan {
             // The block's diff_dst channels k0..k0+n, packed NR-wide and
             // contiguous: in place their rows are `oc` apart and a block
             // would map onto a fraction of L1's sets.
-            for (j, row) in (r0..r1).enumerate() {
-                let from =
-                    diff_dst
-                        .as_ptr()
-                        .add(p.dst_idx(row / p.oh, row % p.oh, 0, g * ocg + k0));
-                for ow in 0..p.ow {
-                    std::ptr::copy_nonoverlapping(
-                        from.add(ow * p.oc),
-                        pack.add((j * p.ow + ow) * nr),
+            for kb in it.kb.0..it.kb.1 {
+                let (k0, n) = cols(kb);
+                for (j, row) in (r0..r1).enumerate() {
+                    let from =
+                        diff_dst
+                            .as_ptr()
+                            .add(p.dst_idx(row / p.oh, row % p.oh, 0, g * ocg + k0));
+                    for ow in 0..p.ow {
+                        std::ptr::copy_nonoverlapping(
+                            from.add(ow * p.oc),
+                            bpack(kb).add((j * p.ow + ow) * nr),
+                            n,
+                        );
+                    }
+                }
+                if it.bias && !db.is_null() {
+                    for (j, br) in bruns.iter_mut().enumerate().take(r1 - r0) {
+                        *br = j * p.ow * nr;
+                    }
+                    let k = ColSum {
+                        b: bpack(kb),
+                        runs: bruns.as_ptr(),
+                        nruns: r1 - r0,
+                        len: p.ow,
+                        sb: nr,
+                        out: db.add(g * ocg + k0),
                         n,
-                    );
+                    };
+                    ukernel::colsum(self.isa, &k);
                 }
-            }
-            if it.bias && !db.is_null() {
-                for (j, br) in bruns.iter_mut().enumerate().take(r1 - r0) {
-                    *br = j * p.ow * nr;
-                }
-                let k = ColSum {
-                    b: pack,
-                    runs: bruns.as_ptr(),
-                    nruns: r1 - r0,
-                    len: p.ow,
-                    sb: nr,
-                    out: db.add(g * ocg + k0),
-                    n,
-                };
-                ukernel::colsum(self.isa, &k);
             }
             for t in it.taps.0..it.taps.1 {
                 let (r, s) = (t / p.kw, t % p.kw);
@@ -207,22 +264,48 @@ impl BwdFilterPlan {
                         }
                     }
                 }
-                for ct in it.ct.0..it.ct.1 {
-                    let c0 = ct * mr;
-                    let k = Bwdw {
-                        a: src.as_ptr().add(c0),
-                        b: pack,
-                        runs: runs.as_ptr(),
-                        nruns,
-                        len: hi.saturating_sub(lo),
-                        sa: p.sw * p.ic,
-                        sb: nr,
-                        c: dw.add(p.wei_idx(g, r, s, c0, k0)),
-                        ldc: ocg,
-                        n,
-                        acc: !first,
-                    };
-                    ukernel::bwdw(self.isa, &k, mr.min(icg - c0));
+                let len = hi.saturating_sub(lo);
+                // Where channel c0 of the runs' pixels starts, given c0.
+                let (mut abase, mut cb, mut sa) = (src.as_ptr(), 0, p.sw * p.ic);
+                if self.lda > 0 {
+                    // Copy this item's channels of the runs' pixels.
+                    cb = it.ct.0 * mr;
+                    let nch = (it.ct.1 * mr).min(icg) - cb;
+                    let apack = pack.add(self.max_kbs * bstride);
+                    for (q, run) in runs.iter_mut().enumerate().take(nruns) {
+                        let from = src.as_ptr().add(run.0 + cb);
+                        for pp in 0..len {
+                            std::ptr::copy_nonoverlapping(
+                                from.add(pp * sa),
+                                apack.add((q * len + pp) * self.lda),
+                                nch,
+                            );
+                        }
+                        run.0 = q * len * self.lda;
+                    }
+                    // Channel c0 of a packed pixel sits at c0 - cb.
+                    abase = apack;
+                    sa = self.lda;
+                }
+                for kb in it.kb.0..it.kb.1 {
+                    let (k0, n) = cols(kb);
+                    for ct in it.ct.0..it.ct.1 {
+                        let c0 = ct * mr;
+                        let k = Bwdw {
+                            a: abase.add(c0 - cb),
+                            b: bpack(kb),
+                            runs: runs.as_ptr(),
+                            nruns,
+                            len,
+                            sa,
+                            sb: nr,
+                            c: dw.add(p.wei_idx(g, r, s, c0, k0)),
+                            ldc: ocg,
+                            n,
+                            acc: !first,
+                        };
+                        ukernel::bwdw(self.isa, &k, mr.min(icg - c0));
+                    }
                 }
             }
         }

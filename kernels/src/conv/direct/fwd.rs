@@ -3,14 +3,13 @@
 //! The output is a `[pixels][oc]` matrix. A tile is `MR` consecutive pixels
 //! (any mix of rows and images: each pixel gets its own input pointer per
 //! tap) times `NR` output channels of one group; the reduction runs over taps
-//! and the group's input channels. The weights are used in place: for one
-//! tap, `wei[g][r][s][..][k0..]` is already a `(ic/g) x NR` panel with row
-//! stride `oc/g`; each pass over an item's pixels copies the L1-sized slice
-//! it needs into a contiguous per-thread buffer (cost: O(weights) per item,
-//! against O(weights x pixels) FLOPs).
+//! and the group's input channels. Each call first repacks the weights
+//! (in parallel, reading them in order) into contiguous `(ic/g) x NR`
+//! panels per oc block and tap, so a pass reads one sequential block
+//! (cost: O(weights) per call, against O(weights x pixels) FLOPs).
 
 use super::ukernel::{self, Igemm, Init, MRMAX, TMAX};
-use super::util::{grid, split, target_items, AlignedBuf, Slots, SyncPtr};
+use super::util::{grid, split, target_items, AlignedBuf, SyncPtr};
 use crate::conv::{ConvArgs, ConvPlan, ConvShape};
 use crate::Isa;
 use rayon::prelude::*;
@@ -31,14 +30,15 @@ pub(super) struct FwdPlan {
     zero: AlignedBuf,
     items: Vec<Item>,
     /// Taps and input channels per pass over an item's pixels: one pass
-    /// uses a `tb x kc x NR` block of weights small enough to stay in L1
+    /// uses a `tb x kc x NR` block of weights small enough to stay in L2
     /// while every tile of the item reuses it.
     tb: usize,
     kc: usize,
-    /// Per-thread copies of the current pass's weight block, `nr` wide and
-    /// contiguous: read in place with a row stride of `oc/g` floats, a block
-    /// maps onto a fraction of L1's sets and thrashes when `oc/g > NR`.
-    pack: Slots,
+    /// The weights repacked once per call as `[g][oc block][tap][ic/g][nr]`:
+    /// each pass's block is then contiguous (read in place with a row stride
+    /// of `oc/g` floats, a block maps onto a fraction of L1's sets and its
+    /// rows, a page apart, defeat the prefetchers).
+    pack: AlignedBuf,
 }
 
 impl FwdPlan {
@@ -60,7 +60,7 @@ impl FwdPlan {
             }
         }
         let (tb, kc) = ukernel::reduction_block(p.taps(), p.icg(), nr);
-        let pack = Slots::new(rayon::current_num_threads().max(1), tb * kc * nr);
+        let pack = AlignedBuf::zeroed(blocks * p.taps() * p.icg() * nr);
         FwdPlan {
             p: *p,
             isa,
@@ -80,15 +80,14 @@ impl FwdPlan {
     /// `src`, `wei`, `bias` and the output behind `out` must fit `self.p`
     /// (checked by `assert_fits`), and no other item may write this item's
     /// pixels x channels of the output.
-    /// `pack` is this item's private `tb * kc * nr` weight buffer.
+    /// `pack` holds the packed weights (see [`FwdPlan::pack`]).
     unsafe fn run(
         &self,
         it: &Item,
         src: &[f32],
-        wei: &[f32],
         bias: Option<&[f32]>,
         out: SyncPtr,
-        pack: *mut f32,
+        pack: *const f32,
     ) {
         let p = &self.p;
         let (mr, nr) = (self.mr, self.nr);
@@ -109,13 +108,7 @@ impl FwdPlan {
                 for c0 in (0..icg).step_by(self.kc) {
                     let kc = self.kc.min(icg - c0);
                     for (tb, bp) in b.iter_mut().enumerate().take(nt) {
-                        let t = t0 + tb;
-                        let from = wei.as_ptr().add(p.wei_idx(g, t / p.kw, t % p.kw, c0, k0));
-                        let to = pack.add(tb * kc * nr);
-                        for cc in 0..kc {
-                            ptr::copy_nonoverlapping(from.add(cc * ocg), to.add(cc * nr), n);
-                        }
-                        *bp = to;
+                        *bp = pack.add(((blk * taps + t0 + tb) * icg + c0) * nr);
                     }
                     let init = match bias {
                         _ if t0 > 0 || c0 > 0 => Init::Acc,
@@ -210,12 +203,36 @@ impl ConvPlan for FwdPlan {
             panic!("forward plan run with {} tensors", args.direction());
         };
         let out = SyncPtr::new(dst);
+        let p = self.p;
+        let nr = self.nr;
+        let (icg, ocg, taps) = (p.icg(), p.ocg(), p.taps());
+        let nkb = ocg.div_ceil(nr);
+        // Repack: each (group, tap) reads its `ic/g` rows of weights in
+        // order and deals them out to the oc blocks.
+        let dstp = SyncPtr::new(self.pack.as_mut_slice());
+        (0..p.g * taps).into_par_iter().for_each(|gt| {
+            let (g, t) = (gt / taps, gt % taps);
+            for c in 0..icg {
+                let from = &wei[p.wei_idx(g, t / p.kw, t % p.kw, c, 0)..][..ocg];
+                for kb in 0..nkb {
+                    let k0 = kb * nr;
+                    let n = nr.min(ocg - k0);
+                    // SAFETY: (g, t) tasks write disjoint rows of the pack.
+                    unsafe {
+                        ptr::copy_nonoverlapping(
+                            from.as_ptr().add(k0),
+                            dstp.get().add((((g * nkb + kb) * taps + t) * icg + c) * nr),
+                            n,
+                        )
+                    };
+                }
+            }
+        });
         let this = &*self;
         // SAFETY: tensor sizes were checked above; items cover disjoint
-        // (pixel range x channel block) parts of dst.
-        this.items.par_iter().for_each(|it| {
-            this.pack
-                .with(|pack| unsafe { this.run(it, src, wei, bias, out, pack) })
-        });
+        // (pixel range x channel block) parts of dst, and only read the pack.
+        this.items
+            .par_iter()
+            .for_each(|it| unsafe { this.run(it, src, bias, out, dstp.get()) });
     }
 }

@@ -35,9 +35,13 @@ pub(super) fn tile(isa: Isa) -> (usize, usize) {
     }
 }
 
-/// Bytes of weights one `Igemm` pass may use: most of L1d (48 KiB on the
-/// Xeons this was tuned on), leaving room for the input rows.
-const B_BLOCK_BYTES: usize = 32 * 1024;
+/// Bytes of weights one `Igemm` pass may use: about a quarter of L2 (1.25
+/// MiB per core on the Xeons this was tuned on). The block is packed and
+/// read sequentially, so the L2 streamer keeps up with the kernel; longer
+/// passes (all 9 taps of a 3x3 up to 128 channels, all 512 channels of a
+/// tap) mean fewer output round trips and pointer setups per FLOP, which
+/// measured 5-30% faster than L1-sized (32 KiB) blocks.
+const B_BLOCK_BYTES: usize = 288 * 1024;
 
 /// Splits an `Igemm` reduction of `taps x k` rows of `nr` weights into
 /// passes of `(taps per pass, k per pass)` that fit [`B_BLOCK_BYTES`]:
@@ -361,5 +365,126 @@ pub(super) unsafe fn colsum(isa: Isa, k: &ColSum) {
         #[cfg(target_arch = "x86_64")]
         Isa::Avx2 => avx2::colsum(k),
         _ => colsum_any::<Scalar>(k),
+    }
+}
+
+/// `to[kk * ldt + j] = from[j * lda + kk]` for `j < n`, `kk < kc`: the
+/// weight transpose of backward-data's per-pass packing.
+///
+/// # Safety
+/// As [`igemm`]; `from` valid for `n` rows of `kc` reads `lda` apart, `to`
+/// for `kc` rows of `n` writes `ldt` apart.
+pub(super) unsafe fn transpose(
+    isa: Isa,
+    from: *const f32,
+    lda: usize,
+    to: *mut f32,
+    ldt: usize,
+    n: usize,
+    kc: usize,
+) {
+    let (mut nj, mut nk) = (0, 0);
+    #[cfg(target_arch = "x86_64")]
+    if isa == Isa::Avx512 {
+        (nj, nk) = (n / 16 * 16, kc / 16 * 16);
+        transpose16_avx512(from, lda, to, ldt, nj, nk);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = isa;
+    // The edges the vector blocks left: columns past `nj`, rows past `nk`.
+    for j in 0..n {
+        let row = from.add(j * lda);
+        let k_start = if j < nj { nk } else { 0 };
+        for kk in k_start..kc {
+            *to.add(kk * ldt + j) = *row.add(kk);
+        }
+    }
+}
+
+/// 16 x 16 block transposes over `nj x nk` (both multiples of 16).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn transpose16_avx512(
+    from: *const f32,
+    lda: usize,
+    to: *mut f32,
+    ldt: usize,
+    nj: usize,
+    nk: usize,
+) {
+    use std::arch::x86_64::*;
+    for j0 in (0..nj).step_by(16) {
+        for k0 in (0..nk).step_by(16) {
+            let src = from.add(j0 * lda + k0);
+            let mut r = [_mm512_setzero_ps(); 16];
+            for i in 0..16 {
+                r[i] = _mm512_loadu_ps(src.add(i * lda));
+            }
+            // 32-bit interleave of row pairs, then 64-bit, then 128-bit lanes.
+            let mut t = [_mm512_setzero_ps(); 16];
+            for i in 0..8 {
+                t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+                t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+            }
+            for q in 0..4 {
+                let (a0, a1, b0, b1) = (t[4 * q], t[4 * q + 1], t[4 * q + 2], t[4 * q + 3]);
+                r[4 * q] = _mm512_castpd_ps(_mm512_unpacklo_pd(
+                    _mm512_castps_pd(a0),
+                    _mm512_castps_pd(b0),
+                ));
+                r[4 * q + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(
+                    _mm512_castps_pd(a0),
+                    _mm512_castps_pd(b0),
+                ));
+                r[4 * q + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(
+                    _mm512_castps_pd(a1),
+                    _mm512_castps_pd(b1),
+                ));
+                r[4 * q + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(
+                    _mm512_castps_pd(a1),
+                    _mm512_castps_pd(b1),
+                ));
+            }
+            for h in 0..2 {
+                for i in 0..4 {
+                    t[8 * h + i] = _mm512_shuffle_f32x4::<0x88>(r[8 * h + i], r[8 * h + 4 + i]);
+                    t[8 * h + 4 + i] = _mm512_shuffle_f32x4::<0xdd>(r[8 * h + i], r[8 * h + 4 + i]);
+                }
+            }
+            for i in 0..8 {
+                r[i] = _mm512_shuffle_f32x4::<0x88>(t[i], t[8 + i]);
+                r[8 + i] = _mm512_shuffle_f32x4::<0xdd>(t[i], t[8 + i]);
+            }
+            let dst = to.add(k0 * ldt + j0);
+            for i in 0..16 {
+                _mm512_storeu_ps(dst.add(i * ldt), r[i]);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transpose_matches_scalar() {
+        for isa in [Isa::Avx512, Isa::Avx2, Isa::Scalar] {
+            if !isa.is_supported() {
+                continue;
+            }
+            for (n, kc) in [(64, 128), (48, 37), (5, 16), (17, 33), (64, 64)] {
+                let lda = kc + 3;
+                let ldt = 64 + 1;
+                let from: Vec<f32> = (0..n * lda).map(|i| i as f32).collect();
+                let mut to = vec![f32::NAN; kc * ldt];
+                unsafe { transpose(isa, from.as_ptr(), lda, to.as_mut_ptr(), ldt, n, kc) };
+                for j in 0..n {
+                    for kk in 0..kc {
+                        assert_eq!(to[kk * ldt + j], from[j * lda + kk], "{isa} {n}x{kc}");
+                    }
+                }
+            }
+        }
     }
 }
