@@ -189,17 +189,17 @@ impl BwdDataPlan {
                         for tb in 0..nt {
                             let (_, dr, ds) = cl.taps[t0 + tb];
                             let doff = (dr * p.ow as isize + ds) * p.oc as isize;
-                            for i in 0..mr {
-                                let (y, x, off) = org[i];
-                                let inside =
-                                    ((y + dr) as usize) < p.oh && ((x + ds) as usize) < p.ow;
-                                // No diff_dst pixel there (or a row past the tile).
-                                a[tb * mr + i] = if inside {
-                                    diff_dst.as_ptr().offset(off + doff)
-                                } else {
-                                    zero
-                                };
-                            }
+                            // No diff_dst pixel there (or a row past the tile).
+                            ukernel::point_tap_rows(
+                                &mut a,
+                                tb,
+                                &org,
+                                mr,
+                                (dr, ds, doff),
+                                (p.oh, p.ow),
+                                diff_dst.as_ptr(),
+                                zero,
+                            );
                         }
                         let k = Igemm {
                             a: a.as_ptr(),

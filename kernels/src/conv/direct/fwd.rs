@@ -150,17 +150,17 @@ impl FwdPlan {
                             let dh = ((t / p.kw) * p.dil_h()) as isize;
                             let dw = ((t % p.kw) * p.dil_w()) as isize;
                             let doff = (dh * p.iw as isize + dw) * p.ic as isize;
-                            for i in 0..mr {
-                                let (h, w, off) = org[i];
-                                let inside =
-                                    ((h + dh) as usize) < p.ih && ((w + dw) as usize) < p.iw;
-                                // Padding (and rows past the tile) read zeros.
-                                a[tb * mr + i] = if inside {
-                                    src.as_ptr().offset(off + doff)
-                                } else {
-                                    zero
-                                };
-                            }
+                            // Padding (and rows past the tile) read zeros.
+                            ukernel::point_tap_rows(
+                                &mut a,
+                                tb,
+                                &org,
+                                mr,
+                                (dh, dw, doff),
+                                (p.ih, p.iw),
+                                src.as_ptr(),
+                                zero,
+                            );
                         }
                         let k = Igemm {
                             a: a.as_ptr(),

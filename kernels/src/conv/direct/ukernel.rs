@@ -82,6 +82,38 @@ pub(super) struct Igemm {
     pub init: Init,
 }
 
+/// Fills the `mr` row pointers of tap slot `tb` of an indirection buffer.
+/// Row `i` starts at pixel `org[i] = (y, x, element offset)` of `base`; the
+/// tap moves it by `(dy, dx)` pixels, `doff` elements. A pixel outside
+/// `h x w` (padding, no contributing pixel, or a row past the tile, whose
+/// `y` is far negative) reads `zero` instead, so the kernel never branches.
+///
+/// # Safety
+/// `base` plus the offset of every pixel inside `h x w` must stay within
+/// one allocation.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+pub(super) unsafe fn point_tap_rows(
+    a: &mut [*const f32],
+    tb: usize,
+    org: &[(isize, isize, isize)],
+    mr: usize,
+    (dy, dx, doff): (isize, isize, isize),
+    (h, w): (usize, usize),
+    base: *const f32,
+    zero: *const f32,
+) {
+    for i in 0..mr {
+        let (y, x, off) = org[i];
+        let inside = ((y + dy) as usize) < h && ((x + dx) as usize) < w;
+        a[tb * mr + i] = if inside {
+            base.offset(off + doff)
+        } else {
+            zero
+        };
+    }
+}
+
 /// One backward-filter tile: `out[i][0..n] (+)= Σ_runs Σ_p a[p][i] * b[p][0..n]`.
 pub(super) struct Bwdw {
     /// Base pointers; run `r` starts at `a + runs[r].0` and `b + runs[r].1`.
