@@ -235,7 +235,7 @@ fn check_all(problems: &[ConvShape]) {
                     }
                     ran += 1;
                     for (what, err) in check_one(*algo, isa, p, dir, &t) {
-                        if err.is_nan() || err > algo.tolerance() {
+                        if err.is_nan() || err > algo.tolerance(p, dir) {
                             failures.push(format!(
                                 "{} {isa} {dir} {what}: rel_err {err:e} on {p:?}",
                                 algo.name()

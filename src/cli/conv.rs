@@ -208,7 +208,7 @@ pub fn run(args: ConvArgs) -> Result<ExitCode> {
                     let rel_err = worst_rel_err(&t, d.dir, d.bias, w);
                     Check {
                         rel_err,
-                        passed: rel_err <= algo.tolerance(),
+                        passed: rel_err <= algo.tolerance(&prob.shape, d.dir),
                     }
                 });
                 failed_checks += check.is_some_and(|c| !c.passed) as usize;

@@ -57,7 +57,7 @@ fn every_cpu_algorithm_matches_the_reference_in_every_direction() {
                 CpuConv::new(algo, &t, dir, isa, bias).run(&mut t);
                 let err = worst_rel_err(&t, dir, bias, &want);
                 assert!(
-                    err <= algo.tolerance(),
+                    err <= algo.tolerance(&t.shape, dir),
                     "{} {dir} bias={bias}: {err}",
                     algo.name()
                 );
