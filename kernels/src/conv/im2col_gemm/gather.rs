@@ -94,6 +94,18 @@ impl Gather {
         (n, r / self.x.len, r % self.x.len)
     }
 
+    /// The coordinates of the pixel after `(n, ty, tx)`, without a division.
+    #[inline]
+    fn next_coords(&self, (n, ty, tx): (usize, usize, usize)) -> (usize, usize, usize) {
+        if tx + 1 < self.x.len {
+            (n, ty, tx + 1)
+        } else if ty + 1 < self.y.len {
+            (n, ty + 1, 0)
+        } else {
+            (n + 1, 0, 0)
+        }
+    }
+
     /// Writes rows `p0..p0+rows`, columns `k0..k1` of group `g`'s im2col
     /// matrix into `col` (row-major, row stride `k1 - k0`): straight copies of
     /// channel runs, zeros where a tap falls outside the source.
@@ -149,15 +161,7 @@ impl Gather {
                     }
                 }
             }
-            tx += 1;
-            if tx == self.x.len {
-                tx = 0;
-                ty += 1;
-                if ty == self.y.len {
-                    ty = 0;
-                    n += 1;
-                }
-            }
+            (n, ty, tx) = self.next_coords((n, ty, tx));
         }
     }
 
@@ -192,15 +196,7 @@ impl Gather {
                     _ => out.fill(0.0),
                 }
             }
-            tx += 1;
-            if tx == self.x.len {
-                tx = 0;
-                ty += 1;
-                if ty == self.y.len {
-                    ty = 0;
-                    n += 1;
-                }
-            }
+            (n, ty, tx) = self.next_coords((n, ty, tx));
         }
     }
 }
