@@ -4,6 +4,7 @@
 //! each other and tests shared between them.
 
 pub mod conv;
+pub mod cuda;
 pub mod dtype;
 pub mod layout;
 

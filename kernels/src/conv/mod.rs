@@ -122,7 +122,12 @@ pub fn reduction_len(p: &ConvShape, dir: Direction) -> usize {
 /// big layer) that even a correctly ordered f32 sum drifts that far from the
 /// f64 reference.
 pub fn f32_tolerance(p: &ConvShape, dir: Direction) -> f64 {
-    let drift = f32::EPSILON as f64 * (reduction_len(p, dir) as f64).sqrt();
+    f32_tolerance_for_len(reduction_len(p, dir))
+}
+
+/// [`f32_tolerance`] for any sum of `n` products (a GEMM's K, say).
+pub fn f32_tolerance_for_len(n: usize) -> f64 {
+    let drift = f32::EPSILON as f64 * (n as f64).sqrt();
     drift.max(1e-5)
 }
 

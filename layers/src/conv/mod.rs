@@ -2,6 +2,8 @@
 //! shared by every backend.
 
 pub mod cpu;
+pub mod cuda;
+pub mod cudnn_algos;
 #[cfg(test)]
 mod tests;
 

@@ -1,0 +1,669 @@
+//! The CUDA side of the convolution op: cuDNN's three directions on
+//! device copies of [`ConvTensors`], in the requested dtype and layout.
+//!
+//! Descriptors, buffers and workspace are made when the op is built or an
+//! algorithm is prepared, never inside [`GpuConv::run`], which only
+//! enqueues cuDNN calls on the benchmark stream.
+
+use super::{cudnn_algos, ConvTensors};
+use crate::cuda::cudnn::{
+    self, ConvDesc, ConvFns, ConvGeometry, FilterDesc, RawAlgoPerf, TensorDesc,
+};
+use crate::cuda::{DeviceBuffer, Gpu, GpuError, GpuResult};
+use crate::{DType, Layout};
+use cnnbench_kernels::conv::{ConvShape, Direction};
+use cudarc::cudnn::sys;
+use std::ffi::c_void;
+
+/// Device copies of every tensor of a problem, in one dtype and layout.
+struct TensorSet {
+    src: DeviceBuffer,
+    wei: DeviceBuffer,
+    bias: DeviceBuffer,
+    dst: DeviceBuffer,
+    diff_dst: DeviceBuffer,
+    diff_src: DeviceBuffer,
+    diff_wei: DeviceBuffer,
+    diff_bias: DeviceBuffer,
+}
+
+/// One algorithm as cuDNN reports it for a direction.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AlgoInfo {
+    pub id: u32,
+    /// `ok`, `not supported`, `out of memory`, ...
+    pub status: String,
+    /// cuDNN's own time (FindEx only).
+    pub cudnn_ms: Option<f64>,
+    pub workspace_bytes: usize,
+    /// cudnnMathType_t by number.
+    pub math: u32,
+}
+
+/// An algorithm made ready to run: math type set, workspace allocated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Prepared {
+    pub dir: Direction,
+    pub algo: u32,
+    pub math: u32,
+    pub workspace_bytes: usize,
+    pub bias: bool,
+}
+
+pub struct GpuConv<'g> {
+    gpu: &'g Gpu,
+    pub shape: ConvShape,
+    pub dtype: DType,
+    pub layout: Layout,
+    x: TensorDesc,
+    y: TensorDesc,
+    bias_desc: TensorDesc,
+    w: FilterDesc,
+    conv: ConvDesc,
+    sets: Vec<TensorSet>,
+    next_set: usize,
+    workspace: Option<DeviceBuffer>,
+    fns: &'static ConvFns,
+}
+
+/// Bytes of one set of device tensors.
+pub fn set_bytes(p: &ConvShape, d: DType) -> u128 {
+    ConvTensors::elements_needed(p).unwrap_or(u128::MAX) * d.size_bytes() as u128
+}
+
+/// How many input sets to rotate through so that no run finds its data in
+/// L2 left by the previous runs: one when a set is bigger than L2 (it
+/// evicts itself) unless `cold_cache`; otherwise enough sets that at least
+/// two L2s' worth of other data passes between two uses of the same set,
+/// capped at 256 sets and at half of the free device memory.
+pub fn rotation_sets(
+    set_bytes: u128,
+    l2_bytes: usize,
+    cold_cache: bool,
+    free_bytes: usize,
+) -> usize {
+    let set = set_bytes.max(1);
+    if !cold_cache && set > l2_bytes as u128 {
+        return 1;
+    }
+    let want = (2 * l2_bytes as u128).div_ceil(set) + 1;
+    let fit = (free_bytes as u128 / 2) / set;
+    want.clamp(2, 256).min(fit.max(1)) as usize
+}
+
+impl<'g> GpuConv<'g> {
+    /// Uploads `t` (converted to `dtype` and `layout`) into `sets` copies.
+    pub fn new(
+        gpu: &'g Gpu,
+        t: &ConvTensors,
+        dtype: DType,
+        layout: Layout,
+        sets: usize,
+    ) -> GpuResult<Self> {
+        let p = t.shape;
+        let x = TensorDesc::new(layout, dtype, p.mb, p.ic, p.ih, p.iw)?;
+        let y = TensorDesc::new(layout, dtype, p.mb, p.oc, p.oh, p.ow)?;
+        let bias_desc = TensorDesc::new(layout, dtype, 1, p.oc, 1, 1)?;
+        let w = FilterDesc::new(layout, dtype, p.oc, p.icg(), p.kh, p.kw)?;
+        let conv = ConvDesc::new(&geometry(&p), cudnn::math_for(dtype))?;
+        let enc_act = |v: &[f32], h, w, c| dtype.encode(&layout.from_nhwc(v, p.mb, h, w, c));
+        let src = enc_act(&t.src, p.ih, p.iw, p.ic);
+        let diff_dst = enc_act(&t.diff_dst, p.oh, p.ow, p.oc);
+        let wei = dtype.encode(&layout.filter_from_ghwio(&t.wei, &p));
+        let bias = dtype.encode(&t.bias);
+        let s = &gpu.stream;
+        let mut all = Vec::with_capacity(sets);
+        for _ in 0..sets.max(1) {
+            let mut set = TensorSet {
+                src: DeviceBuffer::from_bytes(s, &src)?,
+                wei: DeviceBuffer::from_bytes(s, &wei)?,
+                bias: DeviceBuffer::from_bytes(s, &bias)?,
+                dst: DeviceBuffer::alloc(s, p.dst_len() * dtype.size_bytes())?,
+                diff_dst: DeviceBuffer::from_bytes(s, &diff_dst)?,
+                diff_src: DeviceBuffer::alloc(s, p.src_len() * dtype.size_bytes())?,
+                diff_wei: DeviceBuffer::alloc(s, p.wei_len() * dtype.size_bytes())?,
+                diff_bias: DeviceBuffer::alloc(s, p.oc * dtype.size_bytes())?,
+            };
+            for out in [
+                &mut set.dst,
+                &mut set.diff_src,
+                &mut set.diff_wei,
+                &mut set.diff_bias,
+            ] {
+                out.fill_bytes(0xFF)?;
+            }
+            all.push(set);
+        }
+        gpu.synchronize()?;
+        Ok(GpuConv {
+            gpu,
+            shape: p,
+            dtype,
+            layout,
+            x,
+            y,
+            bias_desc,
+            w,
+            conv,
+            sets: all,
+            next_set: 0,
+            workspace: None,
+            fns: ConvFns::get()?,
+        })
+    }
+
+    pub fn sets(&self) -> usize {
+        self.sets.len()
+    }
+
+    /// How many algorithms cuDNN has for `dir`.
+    pub fn algo_count(&self, dir: Direction) -> GpuResult<u32> {
+        let h = self.gpu.cudnn.0;
+        let mut n = 0;
+        // SAFETY: valid handle, out-pointer to a local.
+        let (call, st) = unsafe {
+            match dir {
+                Direction::Fwd => (
+                    "cudnnGetConvolutionForwardAlgorithmMaxCount",
+                    sys::cudnnGetConvolutionForwardAlgorithmMaxCount(h, &mut n),
+                ),
+                Direction::BwdData => (
+                    "cudnnGetConvolutionBackwardDataAlgorithmMaxCount",
+                    sys::cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, &mut n),
+                ),
+                Direction::BwdFilter => (
+                    "cudnnGetConvolutionBackwardFilterAlgorithmMaxCount",
+                    sys::cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h, &mut n),
+                ),
+            }
+        };
+        crate::cuda::GpuError::check(call, st)?;
+        Ok(n.max(0) as u32)
+    }
+
+    /// Workspace bytes algorithm `id` needs for `dir`, or why it cannot run.
+    pub fn workspace_size(&self, dir: Direction, id: u32) -> GpuResult<usize> {
+        let h = self.gpu.cudnn.0;
+        let mut bytes = 0usize;
+        // SAFETY: valid handle and descriptors, out-pointer to a local.
+        let (call, st) = unsafe {
+            match dir {
+                Direction::Fwd => (
+                    "cudnnGetConvolutionForwardWorkspaceSize",
+                    (self.fns.fwd_ws)(h, self.x.0, self.w.0, self.conv.0, self.y.0, id, &mut bytes),
+                ),
+                Direction::BwdData => (
+                    "cudnnGetConvolutionBackwardDataWorkspaceSize",
+                    (self.fns.bwd_data_ws)(
+                        h,
+                        self.w.0,
+                        self.y.0,
+                        self.conv.0,
+                        self.x.0,
+                        id,
+                        &mut bytes,
+                    ),
+                ),
+                Direction::BwdFilter => (
+                    "cudnnGetConvolutionBackwardFilterWorkspaceSize",
+                    (self.fns.bwd_filter_ws)(
+                        h,
+                        self.x.0,
+                        self.y.0,
+                        self.conv.0,
+                        self.w.0,
+                        id,
+                        &mut bytes,
+                    ),
+                ),
+            }
+        };
+        GpuError::check(call, st)?;
+        Ok(bytes)
+    }
+
+    /// cuDNN's heuristic ranking (`Get_v7`), best first.
+    pub fn heuristic(&self, dir: Direction) -> GpuResult<Vec<AlgoInfo>> {
+        let h = self.gpu.cudnn.0;
+        let mut perf = vec![RawAlgoPerf::default(); self.algo_count(dir)?.max(1) as usize];
+        let mut got = 0;
+        let n = perf.len() as i32;
+        let out = perf.as_mut_ptr();
+        // SAFETY: `perf` holds `n` entries laid out as cuDNN's perf structs.
+        let (call, st) = unsafe {
+            match dir {
+                Direction::Fwd => (
+                    "cudnnGetConvolutionForwardAlgorithm_v7",
+                    sys::cudnnGetConvolutionForwardAlgorithm_v7(
+                        h,
+                        self.x.0,
+                        self.w.0,
+                        self.conv.0,
+                        self.y.0,
+                        n,
+                        &mut got,
+                        out.cast(),
+                    ),
+                ),
+                Direction::BwdData => (
+                    "cudnnGetConvolutionBackwardDataAlgorithm_v7",
+                    sys::cudnnGetConvolutionBackwardDataAlgorithm_v7(
+                        h,
+                        self.w.0,
+                        self.y.0,
+                        self.conv.0,
+                        self.x.0,
+                        n,
+                        &mut got,
+                        out.cast(),
+                    ),
+                ),
+                Direction::BwdFilter => (
+                    "cudnnGetConvolutionBackwardFilterAlgorithm_v7",
+                    sys::cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+                        h,
+                        self.x.0,
+                        self.y.0,
+                        self.conv.0,
+                        self.w.0,
+                        n,
+                        &mut got,
+                        out.cast(),
+                    ),
+                ),
+            }
+        };
+        GpuError::check(call, st)?;
+        Ok(perf[..got.clamp(0, n) as usize]
+            .iter()
+            .map(|r| info(r, false))
+            .collect())
+    }
+
+    /// cuDNN's exhaustive search (`FindEx`) on set 0, with at most
+    /// `workspace_limit` bytes of workspace; sorted by cuDNN's time.
+    pub fn find(&mut self, dir: Direction, workspace_limit: usize) -> GpuResult<Vec<AlgoInfo>> {
+        // The workspace FindEx may use: the most any algorithm needs,
+        // within the limit.
+        let mut ws = 0;
+        for id in 0..self.algo_count(dir)? {
+            if let Ok(b) = self.workspace_size(dir, id) {
+                if b <= workspace_limit {
+                    ws = ws.max(b);
+                }
+            }
+        }
+        self.ensure_workspace(ws)?;
+        let h = self.gpu.cudnn.0;
+        let mut perf = vec![RawAlgoPerf::default(); self.algo_count(dir)?.max(1) as usize];
+        let mut got = 0;
+        let n = perf.len() as i32;
+        let out = perf.as_mut_ptr();
+        let set = &self.sets[0];
+        let (wsp, wsb) = self.workspace_ptr();
+        // SAFETY: buffers sized for this problem and dtype; `perf` as above.
+        let (call, st) = unsafe {
+            match dir {
+                Direction::Fwd => (
+                    "cudnnFindConvolutionForwardAlgorithmEx",
+                    sys::cudnnFindConvolutionForwardAlgorithmEx(
+                        h,
+                        self.x.0,
+                        set.src.as_void(),
+                        self.w.0,
+                        set.wei.as_void(),
+                        self.conv.0,
+                        self.y.0,
+                        set.dst.as_void(),
+                        n,
+                        &mut got,
+                        out.cast(),
+                        wsp,
+                        wsb,
+                    ),
+                ),
+                Direction::BwdData => (
+                    "cudnnFindConvolutionBackwardDataAlgorithmEx",
+                    sys::cudnnFindConvolutionBackwardDataAlgorithmEx(
+                        h,
+                        self.w.0,
+                        set.wei.as_void(),
+                        self.y.0,
+                        set.diff_dst.as_void(),
+                        self.conv.0,
+                        self.x.0,
+                        set.diff_src.as_void(),
+                        n,
+                        &mut got,
+                        out.cast(),
+                        wsp,
+                        wsb,
+                    ),
+                ),
+                Direction::BwdFilter => (
+                    "cudnnFindConvolutionBackwardFilterAlgorithmEx",
+                    sys::cudnnFindConvolutionBackwardFilterAlgorithmEx(
+                        h,
+                        self.x.0,
+                        set.src.as_void(),
+                        self.y.0,
+                        set.diff_dst.as_void(),
+                        self.conv.0,
+                        self.w.0,
+                        set.diff_wei.as_void(),
+                        n,
+                        &mut got,
+                        out.cast(),
+                        wsp,
+                        wsb,
+                    ),
+                ),
+            }
+        };
+        GpuError::check(call, st)?;
+        self.gpu.synchronize()?;
+        // FindEx wrote set 0's output: poison it again for the check.
+        self.poison(dir)?;
+        Ok(perf[..got.clamp(0, n) as usize]
+            .iter()
+            .map(|r| info(r, true))
+            .collect())
+    }
+
+    /// Sets the math type and allocates the workspace for `algo` (outside
+    /// any timed loop).
+    pub fn prepare(
+        &mut self,
+        dir: Direction,
+        algo: u32,
+        math: u32,
+        bias: bool,
+    ) -> GpuResult<Prepared> {
+        let workspace_bytes = self.workspace_size(dir, algo)?;
+        self.conv.set_math(math)?;
+        self.ensure_workspace(workspace_bytes)?;
+        Ok(Prepared {
+            dir,
+            algo,
+            math,
+            workspace_bytes,
+            bias,
+        })
+    }
+
+    fn ensure_workspace(&mut self, bytes: usize) -> GpuResult<()> {
+        if self.workspace.as_ref().is_none_or(|w| w.bytes() < bytes) {
+            // Free the old one first, so that a larger one can fit.
+            self.workspace = None;
+            self.workspace = Some(DeviceBuffer::alloc(&self.gpu.stream, bytes)?);
+        }
+        Ok(())
+    }
+
+    fn workspace_ptr(&self) -> (*mut c_void, usize) {
+        self.workspace
+            .as_ref()
+            .map_or((std::ptr::null_mut(), 0), |w| (w.as_void(), w.bytes()))
+    }
+
+    /// Enqueues one run of a prepared algorithm on the next tensor set.
+    pub fn run(&mut self, p: &Prepared) -> GpuResult<()> {
+        let set = &self.sets[self.next_set];
+        self.next_set = (self.next_set + 1) % self.sets.len();
+        let h = self.gpu.cudnn.0;
+        let (one, zero) = (1f32, 0f32);
+        let (one, zero) = (
+            &one as *const f32 as *const c_void,
+            &zero as *const f32 as *const c_void,
+        );
+        let (wsp, wsb) = self.workspace_ptr();
+        // SAFETY: buffers and workspace sized for this problem and
+        // algorithm; alpha/beta are floats, as cuDNN wants for float,
+        // half and bfloat16 data.
+        unsafe {
+            match p.dir {
+                Direction::Fwd => {
+                    GpuError::check(
+                        "cudnnConvolutionForward",
+                        (self.fns.fwd)(
+                            h,
+                            one,
+                            self.x.0,
+                            set.src.as_void(),
+                            self.w.0,
+                            set.wei.as_void(),
+                            self.conv.0,
+                            p.algo,
+                            wsp,
+                            wsb,
+                            zero,
+                            self.y.0,
+                            set.dst.as_void(),
+                        ),
+                    )?;
+                    if p.bias {
+                        GpuError::check(
+                            "cudnnAddTensor",
+                            sys::cudnnAddTensor(
+                                h,
+                                one,
+                                self.bias_desc.0,
+                                set.bias.as_void(),
+                                one,
+                                self.y.0,
+                                set.dst.as_void(),
+                            ),
+                        )?;
+                    }
+                }
+                Direction::BwdData => GpuError::check(
+                    "cudnnConvolutionBackwardData",
+                    (self.fns.bwd_data)(
+                        h,
+                        one,
+                        self.w.0,
+                        set.wei.as_void(),
+                        self.y.0,
+                        set.diff_dst.as_void(),
+                        self.conv.0,
+                        p.algo,
+                        wsp,
+                        wsb,
+                        zero,
+                        self.x.0,
+                        set.diff_src.as_void(),
+                    ),
+                )?,
+                Direction::BwdFilter => {
+                    GpuError::check(
+                        "cudnnConvolutionBackwardFilter",
+                        (self.fns.bwd_filter)(
+                            h,
+                            one,
+                            self.x.0,
+                            set.src.as_void(),
+                            self.y.0,
+                            set.diff_dst.as_void(),
+                            self.conv.0,
+                            p.algo,
+                            wsp,
+                            wsb,
+                            zero,
+                            self.w.0,
+                            set.diff_wei.as_void(),
+                        ),
+                    )?;
+                    if p.bias {
+                        GpuError::check(
+                            "cudnnConvolutionBackwardBias",
+                            sys::cudnnConvolutionBackwardBias(
+                                h,
+                                one,
+                                self.y.0,
+                                set.diff_dst.as_void(),
+                                zero,
+                                self.bias_desc.0,
+                                set.diff_bias.as_void(),
+                            ),
+                        )?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Poisons set 0's outputs of `dir` (all-ones bytes: NaN) and makes the
+    /// next run use set 0, so the check sees what the timed runs wrote.
+    pub fn poison(&mut self, dir: Direction) -> GpuResult<()> {
+        let set = &mut self.sets[0];
+        match dir {
+            Direction::Fwd => set.dst.fill_bytes(0xFF)?,
+            Direction::BwdData => set.diff_src.fill_bytes(0xFF)?,
+            Direction::BwdFilter => {
+                set.diff_wei.fill_bytes(0xFF)?;
+                set.diff_bias.fill_bytes(0xFF)?;
+            }
+        }
+        self.next_set = 0;
+        Ok(())
+    }
+
+    /// Copies set 0's outputs of `dir` into `t`, as f32 in the CPU layouts.
+    pub fn download(&self, dir: Direction, t: &mut ConvTensors) -> GpuResult<()> {
+        let p = self.shape;
+        let set = &self.sets[0];
+        let (d, l) = (self.dtype, self.layout);
+        match dir {
+            Direction::Fwd => {
+                t.dst = l.to_nhwc(&d.decode(&set.dst.download()?), p.mb, p.oh, p.ow, p.oc)
+            }
+            Direction::BwdData => {
+                t.diff_src = l.to_nhwc(&d.decode(&set.diff_src.download()?), p.mb, p.ih, p.iw, p.ic)
+            }
+            Direction::BwdFilter => {
+                t.diff_wei = l.filter_to_ghwio(&d.decode(&set.diff_wei.download()?), &p);
+                t.diff_bias = d.decode(&set.diff_bias.download()?);
+            }
+        }
+        Ok(())
+    }
+
+    /// A short description of what runs, e.g.
+    /// `cudnn fwd implicit_precomp_gemm (tensor_op)`.
+    pub fn kernel_name(p: &Prepared) -> String {
+        format!(
+            "cudnn {} {} ({})",
+            p.dir.name(),
+            cudnn_algos::name(p.dir, p.algo),
+            cudnn::math::name(p.math)
+        )
+    }
+}
+
+/// cuDNN's geometry for a oneDNN-convention shape (dilation 0 = dense).
+pub fn geometry(p: &ConvShape) -> ConvGeometry {
+    ConvGeometry {
+        pad: [p.ph, p.pw],
+        stride: [p.sh, p.sw],
+        dilation: [p.dh + 1, p.dw + 1],
+        groups: p.g,
+    }
+}
+
+fn info(r: &RawAlgoPerf, timed: bool) -> AlgoInfo {
+    let ok = r.status == 0;
+    AlgoInfo {
+        id: r.algo,
+        status: cudnn::status_name(r.status),
+        cudnn_ms: (timed && ok && r.time >= 0.0).then_some(r.time as f64),
+        workspace_bytes: r.memory,
+        math: r.math_type,
+    }
+}
+
+/// The first result that ran, honours the dtype's math and fits the
+/// workspace limit: what `--algo heuristic` and `--algo auto` take.
+pub fn first_usable(
+    results: &[AlgoInfo],
+    dtype: DType,
+    workspace_limit: usize,
+) -> Option<&AlgoInfo> {
+    results.iter().find(|a| {
+        a.status == "ok"
+            && cudnn::math_allowed(dtype, a.math)
+            && a.workspace_bytes <= workspace_limit
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn geometry_uses_cudnn_dilation() {
+        let p = ConvShape {
+            mb: 2,
+            g: 4,
+            ic: 8,
+            ih: 9,
+            iw: 9,
+            oc: 8,
+            oh: 5,
+            ow: 5,
+            kh: 3,
+            kw: 3,
+            sh: 2,
+            sw: 2,
+            ph: 1,
+            pw: 1,
+            dh: 1,
+            dw: 0,
+        };
+        let g = geometry(&p);
+        assert_eq!(g.dilation, [2, 1]);
+        assert_eq!(g.stride, [2, 2]);
+        assert_eq!(g.groups, 4);
+        // src 2·9·9·8, dst 2·5·5·8, wei 9·2·8 (x2 each) + bias 8 (x2), in f16.
+        assert_eq!(
+            set_bytes(&p, DType::F16),
+            2 * (2 * 1296 + 2 * 400 + 2 * 144 + 2 * 8)
+        );
+    }
+
+    #[test]
+    fn rotation_only_when_the_problem_fits_in_l2() {
+        let l2 = 50 << 20;
+        let big = 200 << 20;
+        assert_eq!(rotation_sets(big, l2, false, 80 << 30), 1);
+        assert_eq!(rotation_sets(big, l2, true, 80 << 30), 2, "--cold-cache");
+        // 10 MB sets: 2·50 MB / 10 MB + 1 = 11.
+        let n = rotation_sets(10 << 20, l2, false, 80 << 30);
+        assert_eq!(n, 11);
+        // Tiny sets stop at 256, and memory caps it too.
+        assert_eq!(rotation_sets(1024, l2, false, 80 << 30), 256);
+        assert_eq!(rotation_sets(10 << 20, l2, false, 60 << 20), 3);
+        assert_eq!(rotation_sets(10 << 20, l2, false, 0), 1);
+    }
+
+    #[test]
+    fn first_usable_respects_math_and_workspace() {
+        let a = |id, status: &str, ws, math| AlgoInfo {
+            id,
+            status: status.into(),
+            cudnn_ms: Some(1.0),
+            workspace_bytes: ws,
+            math,
+        };
+        let results = [
+            a(6, "not supported", 0, cudnn::math::FMA),
+            a(1, "ok", 0, cudnn::math::TENSOR_OP),
+            a(7, "ok", 1 << 30, cudnn::math::FMA),
+            a(0, "ok", 0, cudnn::math::FMA),
+        ];
+        assert_eq!(first_usable(&results, DType::F32, 1 << 20).unwrap().id, 0);
+        assert_eq!(first_usable(&results, DType::F32, 1 << 31).unwrap().id, 7);
+        assert_eq!(first_usable(&results, DType::F16, 0).unwrap().id, 1);
+        assert!(first_usable(&results[..1], DType::F16, 0).is_none());
+    }
+}

@@ -1,0 +1,96 @@
+//! Is a GPU usable here? The libraries are loaded at run time, and cudarc
+//! panics on the first call into a missing one, so they are probed before
+//! anything else touches them.
+
+/// Which of the libraries the GPU path needs could be loaded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Presence {
+    pub driver: bool,
+    pub cudnn: bool,
+    pub cublas: bool,
+}
+
+impl Presence {
+    /// Tries to load each library (nothing is called in them).
+    pub fn detect() -> Presence {
+        // SAFETY: these only try `dlopen` on the candidate names.
+        unsafe {
+            Presence {
+                driver: cudarc::driver::sys::is_culib_present(),
+                cudnn: cudarc::cudnn::sys::is_culib_present(),
+                cublas: cudarc::cublas::sys::is_culib_present(),
+            }
+        }
+    }
+
+    /// One line naming what is missing, or `None` when all are present.
+    pub fn missing(self) -> Option<String> {
+        if !self.driver {
+            return Some(
+                "no usable GPU: the NVIDIA driver library (libcuda.so) was not found".into(),
+            );
+        }
+        let mut libs = Vec::new();
+        if !self.cudnn {
+            libs.push("cuDNN (libcudnn.so.9)");
+        }
+        if !self.cublas {
+            libs.push("cuBLAS (libcublas.so)");
+        }
+        if libs.is_empty() {
+            return None;
+        }
+        Some(format!(
+            "no usable GPU: {} not found; put {} folder on LD_LIBRARY_PATH",
+            libs.join(" and "),
+            if libs.len() == 1 { "its" } else { "their" }
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_line_naming_what_is_missing() {
+        let all = Presence {
+            driver: true,
+            cudnn: true,
+            cublas: true,
+        };
+        assert_eq!(all.missing(), None);
+        let no_driver = Presence {
+            driver: false,
+            ..all
+        };
+        assert_eq!(
+            no_driver.missing().unwrap(),
+            "no usable GPU: the NVIDIA driver library (libcuda.so) was not found"
+        );
+        let no_libs = Presence {
+            cudnn: false,
+            cublas: false,
+            ..all
+        };
+        assert_eq!(
+            no_libs.missing().unwrap(),
+            "no usable GPU: cuDNN (libcudnn.so.9) and cuBLAS (libcublas.so) not found; \
+             put their folder on LD_LIBRARY_PATH"
+        );
+        let m = Presence {
+            cudnn: false,
+            ..all
+        }
+        .missing()
+        .unwrap();
+        assert!(m.contains("cuDNN") && !m.contains("cuBLAS") && m.contains("its folder"));
+    }
+
+    #[test]
+    fn probing_never_panics() {
+        // On a machine without CUDA this is all false; with one, all true.
+        let p = Presence::detect();
+        assert_eq!(p.missing().is_none(), p.driver && p.cudnn && p.cublas);
+    }
+}
