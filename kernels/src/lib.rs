@@ -4,6 +4,7 @@
 //! chosen once at run time ([`isa::Isa::detect`]) over a scalar fallback.
 
 pub mod conv;
+pub mod gemm;
 pub mod isa;
 pub mod peak;
 pub mod rng;

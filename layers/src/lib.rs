@@ -6,6 +6,7 @@
 pub mod conv;
 pub mod cuda;
 pub mod dtype;
+pub mod gemm;
 pub mod layout;
 
 pub use dtype::DType;

@@ -2,6 +2,7 @@
 //! the time budget are met (or exactly N runs when only `--iters` is given).
 
 use super::timer::Timer;
+use anyhow::Result;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -72,16 +73,18 @@ pub struct Samples {
 }
 
 impl Runner<'_> {
-    pub fn run(&self, timer: &mut dyn Timer, f: &mut dyn FnMut()) -> Samples {
+    /// Runs `f` under the policy; the first error from `f` or the timer
+    /// stops the run.
+    pub fn run(&self, timer: &mut dyn Timer, f: &mut dyn FnMut() -> Result<()>) -> Result<Samples> {
         let stop = || self.interrupted.load(Ordering::Relaxed);
         for _ in 0..self.policy.warmup {
             if stop() {
-                return Samples {
+                return Ok(Samples {
                     ms: vec![],
                     interrupted: true,
-                };
+                });
             }
-            f();
+            f()?;
         }
         let mut ms = Vec::with_capacity(self.policy.min_runs.min(4096));
         let start = Instant::now();
@@ -89,17 +92,17 @@ impl Runner<'_> {
             && (ms.len() < self.policy.min_runs || start.elapsed() < self.policy.min_time)
         {
             if stop() {
-                return Samples {
+                return Ok(Samples {
                     ms,
                     interrupted: true,
-                };
+                });
             }
-            ms.push(timer.time_ms(f));
+            ms.push(timer.time_ms(f)?);
         }
-        Samples {
+        Ok(Samples {
             ms,
             interrupted: false,
-        }
+        })
     }
 }
 
@@ -136,7 +139,12 @@ mod tests {
             interrupted: &flag,
         };
         let mut calls = 0;
-        let s = runner.run(&mut WallClock, &mut || calls += 1);
+        let s = runner
+            .run(&mut WallClock, &mut || {
+                calls += 1;
+                Ok(())
+            })
+            .unwrap();
         assert_eq!((s.ms.len(), calls, s.interrupted), (7, 9, false));
     }
 
@@ -147,9 +155,12 @@ mod tests {
             policy: RunPolicy::from_options(Some(0), Some(2), Some(0.03)),
             interrupted: &flag,
         };
-        let s = runner.run(&mut WallClock, &mut || {
-            std::thread::sleep(Duration::from_millis(5))
-        });
+        let s = runner
+            .run(&mut WallClock, &mut || {
+                std::thread::sleep(Duration::from_millis(5));
+                Ok(())
+            })
+            .unwrap();
         assert!(s.ms.len() >= 5, "{}", s.ms.len());
         assert!(s.ms.iter().all(|&m| m >= 4.0));
     }
@@ -162,13 +173,36 @@ mod tests {
             interrupted: &flag,
         };
         let mut n = 0;
-        let s = runner.run(&mut WallClock, &mut || {
-            n += 1;
-            if n == 4 {
-                flag.store(true, Ordering::Relaxed);
-            }
-        });
+        let s = runner
+            .run(&mut WallClock, &mut || {
+                n += 1;
+                if n == 4 {
+                    flag.store(true, Ordering::Relaxed);
+                }
+                Ok(())
+            })
+            .unwrap();
         assert!(s.interrupted);
         assert_eq!(s.ms.len(), 4);
+    }
+
+    #[test]
+    fn errors_stop_the_run() {
+        let flag = AtomicBool::new(false);
+        let runner = Runner {
+            policy: RunPolicy::from_options(Some(1), Some(10), None),
+            interrupted: &flag,
+        };
+        let mut n = 0;
+        let e = runner.run(&mut WallClock, &mut || {
+            n += 1;
+            anyhow::ensure!(
+                n < 3,
+                "cudnnConvolutionForward failed: CUDNN_STATUS_EXECUTION_FAILED"
+            );
+            Ok(())
+        });
+        assert!(e.is_err());
+        assert_eq!(n, 3);
     }
 }

@@ -1,11 +1,14 @@
 //! Timers. The CPU path is synchronous, so a monotonic wall clock around the
-//! call measures exactly the work; the GPU path will time with CUDA events.
+//! call measures exactly the work; the GPU path times with CUDA events
+//! recorded on the benchmark stream around the enqueued work.
 
+use anyhow::Result;
+use cnnbench_layers::cuda::EventPair;
 use std::time::Instant;
 
 /// Measures one call of a closure, in milliseconds.
 pub trait Timer {
-    fn time_ms(&mut self, f: &mut dyn FnMut()) -> f64;
+    fn time_ms(&mut self, f: &mut dyn FnMut() -> Result<()>) -> Result<f64>;
     /// What this timer measures, for the results' metadata.
     fn describe(&self) -> &'static str;
 }
@@ -14,12 +17,30 @@ pub trait Timer {
 pub struct WallClock;
 
 impl Timer for WallClock {
-    fn time_ms(&mut self, f: &mut dyn FnMut()) -> f64 {
+    fn time_ms(&mut self, f: &mut dyn FnMut() -> Result<()>) -> Result<f64> {
         let t0 = Instant::now();
-        f();
-        t0.elapsed().as_secs_f64() * 1e3
+        f()?;
+        Ok(t0.elapsed().as_secs_f64() * 1e3)
     }
     fn describe(&self) -> &'static str {
         "wall clock (std::time::Instant) around each synchronous call"
+    }
+}
+
+/// CUDA events on the benchmark's non-blocking stream, one pair per run:
+/// the GPU time of the enqueued work, without host launch gaps before it.
+pub struct CudaEvents(pub EventPair);
+
+impl CudaEvents {
+    pub const DESCRIPTION: &'static str =
+        "CUDA events recorded around each run on one non-blocking stream (GPU time)";
+}
+
+impl Timer for CudaEvents {
+    fn time_ms(&mut self, f: &mut dyn FnMut() -> Result<()>) -> Result<f64> {
+        self.0.time(f)
+    }
+    fn describe(&self) -> &'static str {
+        Self::DESCRIPTION
     }
 }

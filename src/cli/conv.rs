@@ -1,4 +1,7 @@
-//! `cnnbench conv`: time convolution problems, direction by direction.
+//! `cnnbench conv`: time convolution problems, direction by direction, on
+//! the CPU (here) or the GPU ([`gpu`]).
+
+mod gpu;
 
 use super::{init_threads, Device, Format};
 use crate::bench::timer::{Timer, WallClock};
@@ -8,12 +11,14 @@ use crate::problem::{self, ConvProblem};
 use crate::report::table;
 use crate::results::dump::{self, DumpInfo};
 use crate::results::environment::{self, BuildInfo};
-use crate::results::{writers, Check, Environment, Record};
+use crate::results::{writers, Check, Environment, Record, Skipped};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use cnnbench_kernels::conv::{ConvAlgo, Direction};
 use cnnbench_kernels::{peak, Isa};
 use cnnbench_layers::conv::{cpu::CpuConv, reference_outputs, worst_rel_err, ConvTensors};
+use cnnbench_layers::cuda::Gpu;
+use cnnbench_layers::{DType, Layout};
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -23,7 +28,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 #[command(after_help = "Examples:\n  \
     cnnbench conv mb16ic64ih56oc64oh56kh3ph1 --check\n  \
     cnnbench conv --from builtin:resnet50 --dir fwd --format csv --out r50.csv\n  \
-    cnnbench conv g2mb2ic96ih27oc256kh5ph2 --algo all --iters 20")]
+    cnnbench conv g2mb2ic96ih27oc256kh5ph2 --algo all --iters 20\n  \
+    cnnbench conv --from builtin:resnet50 --device gpu --dtype f16 --layout nhwc --algo auto --check")]
 pub struct ConvArgs {
     /// Problems in benchdnn syntax, e.g. mb16ic64ih56oc64oh56kh3ph1
     #[arg(value_name = "DESC")]
@@ -34,9 +40,28 @@ pub struct ConvArgs {
     /// Directions: fwd, bwd-data, bwd-filter, all (or FWD_B, FWD_D, BWD_D, BWD_W, BWD_WB)
     #[arg(long, default_value = "all", value_name = "LIST")]
     dir: String,
-    /// auto (try each briefly, time the fastest), all (one row each), or a name: direct, im2col_gemm, ref
+    /// auto, all, or a name. CPU: auto tries each briefly and times the fastest; names direct,
+    /// im2col_gemm, ref. GPU: auto is cuDNN's exhaustive FindEx, then the winner is timed;
+    /// heuristic is cuDNN's first choice; all times every algorithm cuDNN knows; names
+    /// implicit_gemm, implicit_precomp_gemm, winograd, fft_tiling, algo_1, ... (or algo#N)
     #[arg(long, default_value = "auto", value_name = "ALGO")]
     algo: String,
+    /// f32 (true fp32), or on the GPU tf32 (tensor cores on fp32 data), f16 or bf16 (half
+    /// storage, fp32 accumulation)
+    #[arg(long, default_value = "f32", value_name = "DTYPE")]
+    dtype: String,
+    /// nhwc, or nchw (GPU)
+    #[arg(long, default_value = "nhwc", value_name = "LAYOUT")]
+    layout: String,
+    /// Most cuDNN workspace an algorithm may use, in bytes (K/M/G suffixes) [default: 4G, and
+    /// at most 90% of the free GPU memory]
+    #[arg(long, value_name = "BYTES")]
+    workspace_limit: Option<String>,
+    /// GPU: rotate between copies of the tensors even when a problem is bigger than L2 (by
+    /// default only problems that fit in L2 rotate, so no run reads data a previous run left
+    /// in cache)
+    #[arg(long)]
+    cold_cache: bool,
     /// Worker threads [default: all logical CPUs]
     #[arg(long, value_name = "N")]
     threads: Option<usize>,
@@ -66,6 +91,7 @@ pub struct ConvArgs {
     /// Write the output here (rewritten atomically after every finished record)
     #[arg(long, value_name = "FILE")]
     out: Option<PathBuf>,
+    /// cpu, gpu, or auto: the GPU when one is usable, else the CPU (it says which)
     #[arg(long, value_enum, default_value_t = Device::Auto)]
     device: Device,
     /// No progress lines on stderr
@@ -85,9 +111,19 @@ static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 struct Setup {
     problems: Vec<ConvProblem>,
     dirs: Vec<DirSpec>,
-    algo: AlgoChoice,
-    isa: Isa,
+    target: Target,
     policy: RunPolicy,
+}
+
+/// Where the problems run, with what was decided for that device.
+enum Target {
+    Cpu {
+        algo: AlgoChoice,
+        isa: Isa,
+        /// Why `--device auto` chose the CPU.
+        no_gpu: Option<String>,
+    },
+    Gpu(Box<gpu::GpuSetup>),
 }
 
 fn setup(args: &ConvArgs) -> Result<Setup> {
@@ -109,45 +145,130 @@ fn setup(args: &ConvArgs) -> Result<Setup> {
     if problems.is_empty() {
         bail!("no problem given: pass a descriptor such as mb16ic64ih56oc64oh56kh3ph1, or --from FILE");
     }
-    match args.device {
-        Device::Gpu => bail!("--device gpu: the GPU path is not built yet; use --device cpu"),
-        Device::Cpu | Device::Auto => {}
-    }
     let dirs = plan::parse_dirs(&args.dir)?;
-    let algo = plan::parse_algo(&args.algo)?;
-    let isa = plan::resolve_isa(&args.isa)?;
-    // Fail before running anything: unsupported algorithms and problems that
-    // cannot fit in memory.
+    let dtype = DType::parse(&args.dtype)?;
+    let layout = Layout::parse(&args.layout)?;
+    let workspace_limit = args
+        .workspace_limit
+        .as_deref()
+        .map(plan::parse_bytes)
+        .transpose()
+        .context("--workspace-limit")?;
+    // Host memory: the f32 tensors (and the reference when checking) live
+    // on the host for either device.
     let avail = environment::available_memory_bytes();
     for p in &problems {
         plan::check_fits(&p.shape, args.check, avail).with_context(|| format!("problem {p}"))?;
-        for d in &dirs {
-            plan::candidates(algo, &p.shape, d.dir, isa).with_context(|| format!("problem {p}"))?;
-        }
     }
     let policy = RunPolicy::from_options(args.warmup, args.iters, args.min_time);
+    let gpu = match args.device {
+        Device::Cpu => Err(None),
+        Device::Gpu => match Gpu::open() {
+            Ok(g) => Ok(g),
+            Err(why) => bail!("--device gpu: {why}"),
+        },
+        Device::Auto => Gpu::open().map_err(Some),
+    };
+    let target = match gpu {
+        Ok(g) => {
+            let algo = plan::GpuAlgoChoice::parse(&args.algo, &dirs)?;
+            Target::Gpu(Box::new(gpu::GpuSetup::new(
+                g,
+                algo,
+                dtype,
+                layout,
+                workspace_limit,
+                args.cold_cache,
+            )?))
+        }
+        Err(no_gpu) => {
+            if dtype != DType::F32 || layout != Layout::Nhwc {
+                bail!(
+                    "--dtype {dtype} --layout {layout}: the CPU path runs f32 in nhwc only{}",
+                    no_gpu.map_or(String::new(), |w| format!(" ({w})"))
+                );
+            }
+            let algo = plan::parse_algo(&args.algo)?;
+            let isa = plan::resolve_isa(&args.isa)?;
+            // Fail before running anything on algorithms that cannot run.
+            for p in &problems {
+                for d in &dirs {
+                    plan::candidates(algo, &p.shape, d.dir, isa)
+                        .with_context(|| format!("problem {p}"))?;
+                }
+            }
+            Target::Cpu { algo, isa, no_gpu }
+        }
+    };
     Ok(Setup {
         problems,
         dirs,
-        algo,
-        isa,
+        target,
         policy,
     })
 }
 
 pub fn run(args: ConvArgs) -> Result<ExitCode> {
-    let s = setup(&args)?;
+    let mut s = setup(&args)?;
     let threads = init_threads(args.threads)?;
     ctrlc::set_handler(|| INTERRUPTED.store(true, Ordering::Relaxed))
         .context("installing the Ctrl-C handler")?;
     let progress = !args.quiet && std::io::stderr().is_terminal();
-    if args.device == Device::Auto && progress {
-        eprintln!(
-            "cnnbench: device auto: using the CPU ({threads} threads, {})",
-            s.isa
-        );
-    }
+    let target = std::mem::replace(
+        &mut s.target,
+        Target::Cpu {
+            algo: AlgoChoice::Auto,
+            isa: Isa::Scalar,
+            no_gpu: None,
+        },
+    );
+    let out = match target {
+        Target::Gpu(g) => {
+            if args.device == Device::Auto && !args.quiet {
+                eprintln!("cnnbench: device auto: using the GPU ({})", g.gpu.info.name);
+            }
+            gpu::run(&args, &s, *g, threads, progress)?
+        }
+        Target::Cpu { algo, isa, no_gpu } => {
+            if let (Device::Auto, Some(why), false) = (args.device, &no_gpu, args.quiet) {
+                eprintln!("cnnbench: device auto: {why}; using the CPU ({threads} threads, {isa})");
+            }
+            run_cpu(&args, &s, algo, isa, threads, progress)?
+        }
+    };
+    finish(out)
+}
 
+/// Writes the output and turns what happened into the exit code.
+fn finish(out: Output) -> Result<ExitCode> {
+    out.finish()?;
+    if INTERRUPTED.load(Ordering::Relaxed) {
+        eprintln!(
+            "cnnbench: interrupted; kept the {} finished records",
+            out.records.len()
+        );
+        return Ok(ExitCode::from(130));
+    }
+    let failed_checks = out
+        .records
+        .iter()
+        .filter(|r| r.check.is_some_and(|c| !c.passed))
+        .count();
+    if failed_checks > 0 {
+        eprintln!("cnnbench: {failed_checks} record(s) failed --check");
+        return Ok(ExitCode::from(1));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn run_cpu(
+    args: &ConvArgs,
+    s: &Setup,
+    algo_choice: AlgoChoice,
+    isa: Isa,
+    threads: usize,
+    progress: bool,
+) -> Result<Output> {
     // The peak of the best ISA at this thread count: what "% of peak" means.
     // Measured now and again after every record; the best is kept (see
     // `Output::raise_peak`).
@@ -160,28 +281,23 @@ pub fn run(args: ConvArgs) -> Result<ExitCode> {
         cpu: environment::cpu_model(),
         cores: environment::logical_cores(),
         threads,
-        isa: s.isa.name().into(),
+        isa: isa.name().into(),
         isa_detected: Isa::detect().name().into(),
         peak_gflops,
         timer: WallClock.describe().into(),
+        gpu: None,
         cnnbench: BuildInfo::current(),
         command: environment::command_line(),
         timestamp: environment::timestamp(),
     };
 
-    let mut out = Output {
-        env,
-        records: Vec::new(),
-        format: args.format,
-        path: args.out.clone(),
-    };
+    let mut out = Output::new(env, args);
     let runner = Runner {
         policy: s.policy,
         interrupted: &INTERRUPTED,
     };
     let total = s.problems.len() * s.dirs.len();
     let mut done = 0;
-    let mut failed_checks = 0;
 
     'problems: for (pi, prob) in s.problems.iter().enumerate() {
         let mut t = ConvTensors::random(&prob.shape, args.seed);
@@ -189,17 +305,20 @@ pub fn run(args: ConvArgs) -> Result<ExitCode> {
         for d in &s.dirs {
             done += 1;
             let want = args.check.then(|| reference_outputs(&t, d.dir, d.bias));
-            let candidates = plan::candidates(s.algo, &prob.shape, d.dir, s.isa)?;
-            let chosen: Vec<&dyn ConvAlgo> = match s.algo {
-                AlgoChoice::Auto => vec![pick_fastest(&candidates, &mut t, *d, s.isa)],
+            let candidates = plan::candidates(algo_choice, &prob.shape, d.dir, isa)?;
+            let chosen: Vec<&dyn ConvAlgo> = match algo_choice {
+                AlgoChoice::Auto => vec![pick_fastest(&candidates, &mut t, *d, isa)],
                 AlgoChoice::All | AlgoChoice::Named(_) => candidates,
             };
             for algo in chosen {
-                let mut conv = CpuConv::new(algo, &t, d.dir, s.isa, d.bias);
+                let mut conv = CpuConv::new(algo, &t, d.dir, isa, d.bias);
                 // Poisoned before the first run: whatever the timed runs
                 // leave unwritten fails the check below.
                 t.poison(d.dir);
-                let samples = runner.run(&mut WallClock, &mut || conv.run(&mut t));
+                let samples = runner.run(&mut WallClock, &mut || {
+                    conv.run(&mut t);
+                    Ok(())
+                })?;
                 if samples.interrupted {
                     break 'problems;
                 }
@@ -211,7 +330,6 @@ pub fn run(args: ConvArgs) -> Result<ExitCode> {
                         passed: rel_err <= algo.tolerance(&prob.shape, d.dir),
                     }
                 });
-                failed_checks += check.is_some_and(|c| !c.passed) as usize;
                 let gflops = prob.shape.flops() as f64 / (stats.median * 1e-3) / 1e9;
                 let rec = Record {
                     problem: prob.canonical(),
@@ -228,58 +346,65 @@ pub fn run(args: ConvArgs) -> Result<ExitCode> {
                     kernel: conv.kernel_name(),
                     bias: d.bias,
                     workspace_bytes: conv.workspace_bytes(),
+                    cudnn_find_ms: None,
                 };
                 if progress {
-                    eprintln!(
-                        "[{done}/{total}] {} {} {}: {:.3} ms median, {:.1} GFLOP/s{}",
-                        rec.problem,
-                        rec.dir,
-                        rec.algo,
-                        stats.median,
-                        gflops,
-                        check.map_or(String::new(), |c| format!(
-                            ", check {}",
-                            if c.passed { "ok" } else { "FAILED" }
-                        ))
-                    );
+                    progress_line(done, total, &rec);
                 }
                 out.raise_peak(measure_peak(PEAK_REPS_BETWEEN_RECORDS)?);
                 out.push(rec)?;
                 algo_per_dir.push((d.dir, algo.name().to_string()));
             }
         }
-        if let Some(root) = &args.dump {
-            let folder = if s.problems.len() == 1 {
-                root.clone()
-            } else {
-                root.join(dump_folder_name(pi, prob))
-            };
-            let dirs: Vec<(Direction, bool)> = s.dirs.iter().map(|d| (d.dir, d.bias)).collect();
-            let canonical = prob.canonical();
-            let info = DumpInfo {
-                problem: &canonical,
-                name: prob.name.as_deref(),
-                seed: args.seed,
-                dirs: &dirs,
-                algo_per_dir: &algo_per_dir,
-            };
-            dump::dump(&folder, &t, &info)?;
-        }
+        write_dump(args, s, pi, &t, &algo_per_dir)?;
     }
+    Ok(out)
+}
 
-    out.finish()?;
-    if INTERRUPTED.load(Ordering::Relaxed) {
-        eprintln!(
-            "cnnbench: interrupted; kept the {} finished records",
-            out.records.len()
-        );
-        return Ok(ExitCode::from(130));
-    }
-    if failed_checks > 0 {
-        eprintln!("cnnbench: {failed_checks} record(s) failed --check");
-        return Ok(ExitCode::from(1));
-    }
-    Ok(ExitCode::SUCCESS)
+/// `--dump`: the problem's tensors (inputs and the outputs of the last
+/// timed runs) as f32 .npy in logical order.
+fn write_dump(
+    args: &ConvArgs,
+    s: &Setup,
+    index: usize,
+    t: &ConvTensors,
+    algo_per_dir: &[(Direction, String)],
+) -> Result<()> {
+    let Some(root) = &args.dump else {
+        return Ok(());
+    };
+    let prob = &s.problems[index];
+    let folder = if s.problems.len() == 1 {
+        root.clone()
+    } else {
+        root.join(dump_folder_name(index, prob))
+    };
+    let dirs: Vec<(Direction, bool)> = s.dirs.iter().map(|d| (d.dir, d.bias)).collect();
+    let canonical = prob.canonical();
+    let info = DumpInfo {
+        problem: &canonical,
+        name: prob.name.as_deref(),
+        seed: args.seed,
+        dirs: &dirs,
+        algo_per_dir,
+    };
+    dump::dump(&folder, t, &info)
+}
+
+/// `[3/69] mb16ic64... fwd direct: 1.234 ms median, 456.7 GFLOP/s, check ok`
+fn progress_line(done: usize, total: usize, rec: &Record) {
+    eprintln!(
+        "[{done}/{total}] {} {} {}: {:.3} ms median, {:.1} GFLOP/s{}",
+        rec.problem,
+        rec.dir,
+        rec.algo,
+        rec.ms.median,
+        rec.gflops,
+        rec.check.map_or(String::new(), |c| format!(
+            ", check {}",
+            if c.passed { "ok" } else { "FAILED" }
+        ))
+    );
 }
 
 /// `--algo auto`: short timed trials of every candidate, interleaved over
@@ -306,8 +431,11 @@ fn pick_fastest(
     let mut best_ms = vec![f64::INFINITY; candidates.len()];
     for _ in 0..ROUNDS {
         for (conv, best) in convs.iter_mut().zip(best_ms.iter_mut()) {
-            let samples = trial.run(&mut WallClock, &mut || conv.run(t));
-            if let Some(st) = Stats::of(&samples.ms) {
+            let samples = trial.run(&mut WallClock, &mut || {
+                conv.run(t);
+                Ok(())
+            });
+            if let Some(st) = samples.ok().and_then(|s| Stats::of(&s.ms)) {
                 *best = best.min(st.min);
             }
         }
@@ -339,23 +467,58 @@ fn dump_folder_name(index: usize, p: &ConvProblem) -> String {
 struct Output {
     env: Environment,
     records: Vec<Record>,
+    skipped: Vec<Skipped>,
     format: Format,
     path: Option<PathBuf>,
+    /// The run's dtype, for the GPU preamble.
+    dtype: DType,
 }
 
 impl Output {
+    fn new(env: Environment, args: &ConvArgs) -> Output {
+        Output {
+            env,
+            records: Vec::new(),
+            skipped: Vec::new(),
+            format: args.format,
+            path: args.out.clone(),
+            dtype: DType::parse(&args.dtype).unwrap_or(DType::F32),
+        }
+    }
+
     fn render(&self) -> Result<String> {
         Ok(match self.format {
-            Format::Table => self.preamble() + &table::text(&self.records),
-            Format::Md => self.preamble() + "\n" + &table::markdown(&self.records),
+            Format::Table => {
+                self.preamble() + &table::text(&self.records) + &table::skipped_text(&self.skipped)
+            }
+            Format::Md => {
+                self.preamble()
+                    + "\n"
+                    + &table::markdown(&self.records)
+                    + &table::skipped_text(&self.skipped)
+            }
             Format::Csv => writers::csv(&self.records)?,
-            Format::Json => writers::json(&self.env, &self.records)?,
+            Format::Json => writers::json(&self.env, &self.records, &self.skipped)?,
         })
     }
 
     /// One line saying where and how the numbers were measured.
     fn preamble(&self) -> String {
         let e = &self.env;
+        if let Some(g) = &e.gpu {
+            let peak = g.peak(self.dtype);
+            return format!(
+                "# cnnbench {} ({}) | {} | cuDNN {} | cuBLAS {} | driver CUDA {} | {} | peak {} | median of timed runs (CUDA events)\n",
+                e.cnnbench.version,
+                e.cnnbench.git,
+                g.name,
+                g.cudnn,
+                g.cublas,
+                g.driver_cuda,
+                self.dtype.math(),
+                peak.map_or("?".into(), |p| format!("{:.1} TFLOP/s ({})", p.tflops, p.source)),
+            );
+        }
         format!(
             "# cnnbench {} ({}) | {} | {} threads | isa {} | FP32 peak {} GFLOP/s (measured) | median of timed runs\n",
             e.cnnbench.version,
@@ -380,6 +543,16 @@ impl Output {
     fn push(&mut self, mut r: Record) -> Result<()> {
         r.peak_fraction = self.env.peak_gflops.map(|p| r.gflops / p);
         self.records.push(r);
+        self.save()
+    }
+
+    fn push_skipped(&mut self, s: Skipped) -> Result<()> {
+        self.skipped.push(s);
+        self.save()
+    }
+
+    /// Rewrites `--out` with everything so far.
+    fn save(&self) -> Result<()> {
         if let Some(path) = &self.path {
             writers::write_atomic(path, &self.render()?)?;
         }

@@ -4,7 +4,7 @@
 use anyhow::{bail, Result};
 use cnnbench_kernels::conv::{algorithms, find_algorithm, ConvAlgo, ConvShape, Direction};
 use cnnbench_kernels::Isa;
-use cnnbench_layers::conv::ConvTensors;
+use cnnbench_layers::conv::{cudnn_algos, ConvTensors};
 
 /// A direction to run and whether it includes bias.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -78,6 +78,67 @@ pub fn parse_algo(name: &str) -> Result<AlgoChoice> {
             }
         },
     }
+}
+
+/// What `--algo` asks of cuDNN.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GpuAlgoChoice {
+    /// cuDNN's heuristic first choice (`Get_v7`).
+    Heuristic,
+    /// An exhaustive `FindEx`, then the winner is timed.
+    Auto,
+    /// Every algorithm cuDNN knows, each timed or given a status.
+    All,
+    /// One algorithm per direction, by cuDNN's number.
+    Named(String),
+}
+
+impl GpuAlgoChoice {
+    pub fn parse(name: &str, dirs: &[DirSpec]) -> Result<GpuAlgoChoice> {
+        Ok(match name {
+            "heuristic" => GpuAlgoChoice::Heuristic,
+            "auto" => GpuAlgoChoice::Auto,
+            "all" => GpuAlgoChoice::All,
+            other => {
+                for d in dirs {
+                    if cudnn_algos::lookup(d.dir, other).is_none() {
+                        bail!(
+                            "cuDNN has no {} algorithm '{other}' (expected heuristic, auto, all, or one of: {})",
+                            d.dir,
+                            cudnn_algos::names(d.dir).join(", ")
+                        );
+                    }
+                }
+                GpuAlgoChoice::Named(other.to_string())
+            }
+        })
+    }
+}
+
+/// `--workspace-limit`: bytes, with an optional K/M/G/T suffix (powers of
+/// 1024), e.g. `512M`, `4G`, `0`.
+pub fn parse_bytes(s: &str) -> Result<usize> {
+    let t = s.trim();
+    let (num, shift) = match t.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => {
+            let shift = match c.to_ascii_uppercase() {
+                'K' => 10,
+                'M' => 20,
+                'G' => 30,
+                'T' => 40,
+                'B' => 0,
+                _ => bail!("bad byte count '{s}' (expected e.g. 0, 65536, 512M or 4G)"),
+            };
+            (&t[..i], shift)
+        }
+        _ => (t, 0),
+    };
+    let n: u64 = num.parse().map_err(|_| {
+        anyhow::anyhow!("bad byte count '{s}' (expected e.g. 0, 65536, 512M or 4G)")
+    })?;
+    n.checked_mul(1 << shift)
+        .and_then(|b| usize::try_from(b).ok())
+        .ok_or_else(|| anyhow::anyhow!("byte count '{s}' is too large"))
 }
 
 /// `auto` is the best ISA here; a named one must be supported.
@@ -195,6 +256,49 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("unknown algorithm"));
+    }
+
+    #[test]
+    fn gpu_algorithms_by_name_per_direction() {
+        let all = parse_dirs("all").unwrap();
+        assert_eq!(
+            GpuAlgoChoice::parse("auto", &all).unwrap(),
+            GpuAlgoChoice::Auto
+        );
+        assert_eq!(
+            GpuAlgoChoice::parse("heuristic", &all).unwrap(),
+            GpuAlgoChoice::Heuristic
+        );
+        assert_eq!(
+            GpuAlgoChoice::parse("fft_tiling", &all).unwrap(),
+            GpuAlgoChoice::Named("fft_tiling".into())
+        );
+        let e = GpuAlgoChoice::parse("implicit_gemm", &all)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("cuDNN has no bwd-data algorithm 'implicit_gemm'"),
+            "{e}"
+        );
+        let fwd = parse_dirs("fwd").unwrap();
+        assert!(GpuAlgoChoice::parse("implicit_gemm", &fwd).is_ok());
+    }
+
+    #[test]
+    fn byte_counts() {
+        assert_eq!(parse_bytes("0").unwrap(), 0);
+        assert_eq!(parse_bytes("65536").unwrap(), 65536);
+        assert_eq!(parse_bytes("512M").unwrap(), 512 << 20);
+        assert_eq!(parse_bytes("4g").unwrap(), 4 << 30);
+        assert!(parse_bytes("lots")
+            .unwrap_err()
+            .to_string()
+            .contains("bad byte count"));
+        assert!(parse_bytes("-1").is_err());
+        assert!(parse_bytes("99999999999T")
+            .unwrap_err()
+            .to_string()
+            .contains("too large"));
     }
 
     #[test]

@@ -103,3 +103,24 @@ pub fn markdown(records: &[Record]) -> String {
     }
     out
 }
+
+/// Algorithms that were asked for but not timed, one line each (empty when
+/// there are none).
+pub fn skipped_text(skipped: &[crate::results::Skipped]) -> String {
+    if skipped.is_empty() {
+        return String::new();
+    }
+    let mut s = String::from("\nnot timed:\n");
+    for k in skipped {
+        s += &format!(
+            "  {} {} {}: {}{}\n",
+            k.problem,
+            k.dir,
+            k.algo,
+            k.status,
+            k.workspace_bytes
+                .map_or(String::new(), |b| format!(" (workspace {b} bytes)"))
+        );
+    }
+    s
+}

@@ -35,9 +35,14 @@ pub struct Environment {
     pub isa: String,
     /// The best ISA this CPU supports.
     pub isa_detected: String,
-    /// Measured FP32 peak (best ISA) for `threads` threads, GFLOP/s.
+    /// The peak "% of peak" refers to, GFLOP/s: on the CPU the measured
+    /// FP32 peak (best ISA) for `threads` threads; on a GPU the peak of the
+    /// run's dtype (see `gpu.peaks` for its source).
     pub peak_gflops: Option<f64>,
     pub timer: String,
+    /// The GPU and its libraries as loaded, for GPU runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<cnnbench_layers::cuda::DeviceInfo>,
     pub cnnbench: BuildInfo,
     pub command: String,
     pub timestamp: String,

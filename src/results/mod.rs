@@ -7,4 +7,4 @@ pub mod record;
 pub mod writers;
 
 pub use environment::Environment;
-pub use record::{Check, Record};
+pub use record::{Check, Record, Skipped};

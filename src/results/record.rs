@@ -36,6 +36,25 @@ pub struct Record {
     /// Whether the direction included bias (fwd) or its gradient (bwd-filter).
     pub bias: bool,
     pub workspace_bytes: usize,
+    /// cuDNN's own time for the chosen algorithm, from its exhaustive
+    /// search (`--algo auto` on a GPU), to compare with `ms.median`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cudnn_find_ms: Option<f64>,
+}
+
+/// An algorithm that was asked for but not timed, and why (`--algo all` on
+/// a GPU lists every algorithm cuDNN knows).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Skipped {
+    pub problem: String,
+    pub dir: String,
+    pub device: String,
+    pub dtype: String,
+    pub layout: String,
+    pub algo: String,
+    /// `not supported`, `out of memory`, `over workspace limit`, ...
+    pub status: String,
+    pub workspace_bytes: Option<usize>,
 }
 
 /// CSV columns, in order: the record flattened.

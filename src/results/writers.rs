@@ -1,7 +1,7 @@
 //! Machine-readable writers (JSON, CSV) and atomic file output.
 
 use super::record::CSV_HEADER;
-use super::{Environment, Record};
+use super::{Environment, Record, Skipped};
 use anyhow::{Context, Result};
 use serde::Serialize;
 use std::path::Path;
@@ -10,12 +10,16 @@ use std::path::Path;
 struct JsonDoc<'a> {
     environment: &'a Environment,
     records: &'a [Record],
+    #[serde(skip_serializing_if = "<[Skipped]>::is_empty")]
+    skipped: &'a [Skipped],
 }
 
-pub fn json(env: &Environment, records: &[Record]) -> Result<String> {
+/// `{"environment", "records", "skipped"}`; `skipped` only when non-empty.
+pub fn json(env: &Environment, records: &[Record], skipped: &[Skipped]) -> Result<String> {
     let mut s = serde_json::to_string_pretty(&JsonDoc {
         environment: env,
         records,
+        skipped,
     })?;
     s.push('\n');
     Ok(s)

@@ -12,7 +12,7 @@
 //! Parallelism is rayon's global pool over chunks; each GEMM runs on one
 //! thread. Scratch lives in the plan, one slot per pool thread.
 
-mod blas;
+pub(crate) mod blas;
 mod bwd_data;
 mod bwd_filter;
 mod col2im;
