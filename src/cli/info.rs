@@ -1,11 +1,16 @@
 //! `cnnbench info`: the machine and the build, with the FP32 peak measured
-//! by a register-only FMA loop per ISA.
+//! by a register-only FMA loop per ISA; on a GPU machine, the GPU, the
+//! libraries as loaded, and its peak per precision (from its properties,
+//! and measured with cuBLAS).
 
 use super::Format;
 use crate::results::environment::{self, BuildInfo};
 use anyhow::Result;
 use clap::Args;
 use cnnbench_kernels::{peak, Isa};
+use cnnbench_layers::cuda::{DeviceInfo, Gpu, Peak};
+use cnnbench_layers::gemm::cuda::measure_peak;
+use cnnbench_layers::DType;
 use serde::Serialize;
 use std::process::ExitCode;
 
@@ -38,8 +43,53 @@ struct Info {
     isa_supported: Vec<String>,
     /// Peak FP32 GFLOP/s per ISA: an FMA = 2 FLOPs, register-only loop, best of `peak::DEFAULT_REPS`.
     peak: Vec<IsaPeak>,
-    gpu: String,
+    gpu: GpuSection,
     cnnbench: BuildInfo,
+}
+
+/// The GPU as loaded, or why there is none.
+#[derive(Serialize)]
+struct GpuSection {
+    usable: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    device: Option<DeviceInfo>,
+    /// Square cuBLAS GEMMs per dtype, beside the property peaks.
+    measured: Vec<Peak>,
+}
+
+fn gpu_section() -> Result<GpuSection> {
+    match Gpu::open() {
+        Err(why) => Ok(GpuSection {
+            usable: false,
+            reason: Some(why),
+            device: None,
+            measured: vec![],
+        }),
+        Ok(gpu) => {
+            let major: u32 = gpu
+                .info
+                .compute_capability
+                .split('.')
+                .next()
+                .and_then(|m| m.parse().ok())
+                .unwrap_or(0);
+            let mut measured = Vec::new();
+            for d in DType::ALL {
+                if major < 8 && matches!(d, DType::Tf32 | DType::Bf16) {
+                    continue;
+                }
+                measured.push(measure_peak(&gpu, d)?);
+            }
+            Ok(GpuSection {
+                usable: true,
+                reason: None,
+                device: Some(gpu.info.clone()),
+                measured,
+            })
+        }
+    }
 }
 
 pub fn run(args: InfoArgs) -> Result<ExitCode> {
@@ -64,7 +114,7 @@ pub fn run(args: InfoArgs) -> Result<ExitCode> {
         isa_used: Isa::detect().name().into(),
         isa_supported: Isa::supported().iter().map(|i| i.name().into()).collect(),
         peak,
-        gpu: "not probed: the GPU path is not built yet".into(),
+        gpu: gpu_section()?,
         cnnbench: BuildInfo::current(),
     };
     match args.format {
@@ -89,7 +139,31 @@ fn text(i: &Info) -> String {
         i.isa_detected,
         i.isa_supported.join(", ")
     );
-    s += &format!("gpu           {}\n", i.gpu);
+    match (&i.gpu.device, &i.gpu.reason) {
+        (Some(g), _) => {
+            s += &format!(
+                "gpu           {} (sm_{}, {} SMs, {:.1} GiB, L2 {} MiB)\n",
+                g.name,
+                g.compute_capability.replace('.', ""),
+                g.sms,
+                g.memory_bytes as f64 / (1u64 << 30) as f64,
+                g.l2_bytes >> 20
+            );
+            s += &format!(
+                "gpu clocks    {} MHz max SM, {} MHz memory x {} bits ({:.0} GB/s)\n",
+                g.clock_mhz,
+                g.memory_clock_mhz,
+                g.memory_bus_bits,
+                g.memory_gbps()
+            );
+            s += &format!(
+                "gpu software  driver CUDA {}, cuDNN {} (built for CUDA {}), cuBLAS {}\n",
+                g.driver_cuda, g.cudnn, g.cudnn_cudart, g.cublas
+            );
+        }
+        (None, Some(why)) => s += &format!("gpu           {why}\n"),
+        (None, None) => {}
+    }
     s += &format!(
         "\nFP32 peak, measured (register-only FMA loop, FMA = 2 FLOPs, best of {}):\n",
         peak::DEFAULT_REPS
@@ -105,6 +179,25 @@ fn text(i: &Info) -> String {
             "{:<8} {:>16.1} {:>20.1}\n",
             p.isa, p.gflops_1_thread, p.gflops_all_threads
         );
+    }
+    if let Some(g) = &i.gpu.device {
+        s += "\nGPU peak per dtype (TFLOP/s):\n";
+        s += &format!(
+            "{:<6} {:>10} {:>10}  {}\n",
+            "dtype", "properties", "measured", "source"
+        );
+        for d in DType::ALL {
+            let prop = g.peak(d);
+            let meas = i.gpu.measured.iter().find(|p| p.dtype == d.name());
+            let f = |p: Option<&Peak>| p.map_or("-".to_string(), |p| format!("{:.1}", p.tflops));
+            s += &format!(
+                "{:<6} {:>10} {:>10}  {}\n",
+                d.name(),
+                f(prop),
+                f(meas),
+                prop.or(meas).map_or(String::new(), |p| p.source.clone())
+            );
+        }
     }
     s
 }

@@ -1,6 +1,7 @@
 //! Command-line interface: one file per subcommand.
 
 mod conv;
+mod gemm;
 mod info;
 
 use anyhow::Result;
@@ -25,7 +26,9 @@ struct Cli {
 enum Command {
     /// Time convolution problems (benchdnn descriptors) in all three directions
     Conv(Box<conv::ConvArgs>),
-    /// Describe this machine: CPU, ISA, measured FP32 peak, build
+    /// Time dense GEMMs (MxNxK) on the CPU or through cuBLAS
+    Gemm(Box<gemm::GemmArgs>),
+    /// Describe this machine: CPU, ISA, measured FP32 peak, GPU and its libraries, build
     Info(info::InfoArgs),
 }
 
@@ -55,6 +58,7 @@ pub fn run() -> Result<ExitCode> {
     let cli = Cli::parse();
     match cli.command {
         Command::Conv(args) => conv::run(*args),
+        Command::Gemm(args) => gemm::run(*args),
         Command::Info(args) => info::run(args),
     }
 }

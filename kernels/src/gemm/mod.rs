@@ -2,6 +2,8 @@
 //! row-major `C[m×n] = op(A)·op(B)`, tiled over rayon's global pool, each
 //! tile one single-threaded call of the `gemm` crate's micro-kernels.
 
+/// The instruction set the tiles run with (the `gemm` crate picks it).
+pub use crate::conv::im2col_gemm::blas::gemm_isa;
 use crate::conv::im2col_gemm::blas::{gemm_f32, MatRef};
 use rayon::prelude::*;
 

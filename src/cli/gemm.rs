@@ -1,0 +1,276 @@
+//! `cnnbench gemm`: time dense GEMMs (the fully connected layers'
+//! kernel; DeepBench's GEMM suite) on the CPU or through cuBLAS.
+
+use super::{init_threads, Device, Format};
+use crate::bench::timer::{CudaEvents, Timer, WallClock};
+use crate::bench::{RunPolicy, Runner, Stats};
+use crate::report::table;
+use crate::results::environment::{self, BuildInfo};
+use crate::results::{writers, Check, Environment, Record};
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use cnnbench_kernels::{peak, Isa};
+use cnnbench_layers::cuda::Gpu;
+use cnnbench_layers::gemm::cuda::{measure_peak, GpuGemm};
+use cnnbench_layers::gemm::{self, GemmShape, GemmTensors};
+use cnnbench_layers::DType;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+#[derive(Args)]
+#[command(after_help = "Examples:\n  \
+    cnnbench gemm 1760x128x1760 --check\n  \
+    cnnbench gemm 4096x4096x4096 5124x700x2048 --trans NT --device gpu --dtype f16")]
+pub struct GemmArgs {
+    /// Sizes MxNxK: C[MxN] = op(A)[MxK] · op(B)[KxN], row-major
+    #[arg(value_name = "MxNxK", required = true)]
+    sizes: Vec<String>,
+    /// Which of A and B are stored transposed: NN, NT, TN or TT
+    #[arg(long, default_value = "NN")]
+    trans: String,
+    /// f32, or on the GPU tf32, f16 or bf16 (fp32 accumulation)
+    #[arg(long, default_value = "f32", value_name = "DTYPE")]
+    dtype: String,
+    /// cpu, gpu, or auto (the GPU when usable)
+    #[arg(long, value_enum, default_value_t = Device::Auto)]
+    device: Device,
+    /// Worker threads on the CPU [default: all logical CPUs]
+    #[arg(long, value_name = "N")]
+    threads: Option<usize>,
+    /// Untimed runs before timing [default: 3]
+    #[arg(long, value_name = "N")]
+    warmup: Option<usize>,
+    /// Timed runs; alone it means exactly N [default: at least 10, and at least --min-time]
+    #[arg(long, value_name = "N")]
+    iters: Option<usize>,
+    /// Keep timing until this many seconds were spent [default: 1]
+    #[arg(long, value_name = "SECS")]
+    min_time: Option<f64>,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Compare C with a naive f64 reference; exit 1 on a mismatch
+    #[arg(long)]
+    check: bool,
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    format: Format,
+    /// Write the output here (rewritten atomically after every record)
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+pub fn run(args: GemmArgs) -> Result<ExitCode> {
+    if args.iters == Some(0) {
+        bail!("--iters must be at least 1");
+    }
+    if let Some(t) = args.min_time {
+        if !(t.is_finite() && t >= 0.0) {
+            bail!("--min-time must be a non-negative number of seconds, got {t}");
+        }
+    }
+    let shapes: Vec<GemmShape> = args
+        .sizes
+        .iter()
+        .map(|s| gemm::parse(s, &args.trans))
+        .collect::<Result<_>>()?;
+    let dtype = DType::parse(&args.dtype)?;
+    let avail = environment::available_memory_bytes();
+    for s in &shapes {
+        let need = GemmTensors::bytes_needed(s) * if args.check { 2 } else { 1 };
+        if avail.is_some_and(|a| need > a) {
+            bail!(
+                "GEMM {} needs {:.1} GiB of host memory",
+                gemm::canonical(s),
+                need as f64 / (1u64 << 30) as f64
+            );
+        }
+    }
+    let gpu = match args.device {
+        Device::Cpu => None,
+        Device::Gpu => Some(Gpu::open().map_err(|w| anyhow::anyhow!("--device gpu: {w}"))?),
+        Device::Auto => match Gpu::open() {
+            Ok(g) => Some(g),
+            Err(why) => {
+                if !args.quiet {
+                    eprintln!("cnnbench: device auto: {why}; using the CPU");
+                }
+                None
+            }
+        },
+    };
+    if gpu.is_none() && dtype != DType::F32 {
+        bail!("--dtype {dtype}: the CPU GEMM is f32 only");
+    }
+    let threads = init_threads(args.threads)?;
+    ctrlc::set_handler(|| INTERRUPTED.store(true, Ordering::Relaxed))
+        .context("installing the Ctrl-C handler")?;
+    let progress = !args.quiet && std::io::stderr().is_terminal();
+    let runner = Runner {
+        policy: RunPolicy::from_options(args.warmup, args.iters, args.min_time),
+        interrupted: &INTERRUPTED,
+    };
+
+    let (peak_gflops, timer_text, gpu_info) = match &gpu {
+        Some(g) => {
+            let p = match g.info.peak(dtype) {
+                Some(p) => p.clone(),
+                None => measure_peak(g, dtype)?,
+            };
+            let mut info = g.info.clone();
+            if info.peak(dtype).is_none() {
+                info.peaks.push(p.clone());
+            }
+            (p.tflops * 1e3, CudaEvents::DESCRIPTION, Some(info))
+        }
+        None => (
+            peak::measure_gflops(Isa::detect(), threads, peak::DEFAULT_REPS)
+                .map_err(anyhow::Error::msg)?,
+            WallClock.describe(),
+            None,
+        ),
+    };
+    let env = Environment {
+        host: environment::host_name(),
+        os: format!("{} {}", std::env::consts::OS, std::env::consts::ARCH),
+        cpu: environment::cpu_model(),
+        cores: environment::logical_cores(),
+        threads,
+        isa: cnnbench_kernels::gemm::gemm_isa().name().into(),
+        isa_detected: Isa::detect().name().into(),
+        peak_gflops: Some(peak_gflops),
+        timer: timer_text.into(),
+        gpu: gpu_info,
+        cnnbench: BuildInfo::current(),
+        command: environment::command_line(),
+        timestamp: environment::timestamp(),
+    };
+    let mut records: Vec<Record> = Vec::new();
+    let write = |records: &[Record]| -> Result<String> {
+        Ok(match args.format {
+            Format::Table | Format::Md => {
+                let head = format!(
+                    "# cnnbench {} ({}) | {} | {} | peak {:.0} GFLOP/s | median of timed runs\n",
+                    env.cnnbench.version,
+                    env.cnnbench.git,
+                    env.gpu.as_ref().map_or(env.cpu.clone(), |g| format!(
+                        "{} cuBLAS {}",
+                        g.name, g.cublas
+                    )),
+                    dtype.math(),
+                    peak_gflops
+                );
+                if args.format == Format::Md {
+                    head + "\n" + &table::markdown(records)
+                } else {
+                    head + &table::text(records)
+                }
+            }
+            Format::Csv => writers::csv(records)?,
+            Format::Json => writers::json(&env, records, &[])?,
+        })
+    };
+
+    for (i, shape) in shapes.iter().enumerate() {
+        let mut t = GemmTensors::random(shape, args.seed);
+        dtype.round_in_place(&mut t.a);
+        dtype.round_in_place(&mut t.b);
+        let want = args.check.then(|| t.reference());
+        let (samples, kernel) = match &gpu {
+            Some(g) => {
+                let mut op =
+                    GpuGemm::new(g, &t, dtype, 1).with_context(|| gemm::canonical(shape))?;
+                let mut timer = CudaEvents(g.event_pair()?);
+                let s = runner.run(&mut timer, &mut || op.run().map_err(Into::into))?;
+                if want.is_some() {
+                    t.c = op.download()?;
+                }
+                (s, format!("cublasGemmEx ({})", dtype.math()))
+            }
+            None => {
+                let s = runner.run(&mut WallClock, &mut || {
+                    t.run_cpu();
+                    Ok(())
+                })?;
+                (
+                    s,
+                    format!("tiled gemm_f32({})", cnnbench_kernels::gemm::gemm_isa()),
+                )
+            }
+        };
+        if samples.interrupted {
+            break;
+        }
+        let stats = Stats::of(&samples.ms).context("no timed runs")?;
+        let check = want.as_ref().map(|w| {
+            let rel_err = cnnbench_kernels::conv::reference::rel_l2_error(&t.c, w);
+            Check {
+                rel_err,
+                passed: rel_err <= dtype.tolerance(shape.k),
+            }
+        });
+        let gflops = shape.flops() as f64 / (stats.median * 1e-3) / 1e9;
+        let rec = Record {
+            problem: gemm::canonical(shape),
+            dir: "gemm".into(),
+            device: if gpu.is_some() { "gpu" } else { "cpu" }.into(),
+            dtype: dtype.name().into(),
+            layout: "row-major".into(),
+            algo: if gpu.is_some() { "cublas" } else { "tiled" }.into(),
+            ms: stats,
+            runs: samples.ms.len(),
+            gflops,
+            peak_fraction: Some(gflops / peak_gflops),
+            check,
+            kernel,
+            bias: false,
+            workspace_bytes: 0,
+            cudnn_find_ms: None,
+        };
+        if progress {
+            eprintln!(
+                "[{}/{}] {}: {:.3} ms median, {:.1} GFLOP/s",
+                i + 1,
+                shapes.len(),
+                rec.problem,
+                stats.median,
+                gflops
+            );
+        }
+        records.push(rec);
+        if let Some(path) = &args.out {
+            writers::write_atomic(path, &write(&records)?)?;
+        }
+    }
+    match &args.out {
+        Some(path) => {
+            writers::write_atomic(path, &write(&records)?)?;
+            eprintln!(
+                "cnnbench: wrote {} records to {}",
+                records.len(),
+                path.display()
+            );
+        }
+        None => print!("{}", write(&records)?),
+    }
+    if INTERRUPTED.load(Ordering::Relaxed) {
+        eprintln!(
+            "cnnbench: interrupted; kept the {} finished records",
+            records.len()
+        );
+        return Ok(ExitCode::from(130));
+    }
+    let failed = records
+        .iter()
+        .filter(|r| r.check.is_some_and(|c| !c.passed))
+        .count();
+    if failed > 0 {
+        eprintln!("cnnbench: {failed} record(s) failed --check");
+        return Ok(ExitCode::from(1));
+    }
+    Ok(ExitCode::SUCCESS)
+}
