@@ -141,14 +141,68 @@ fn bad_input_is_one_line_and_exit_2() {
             "unknown direction",
         ),
         (
-            &["conv", "mb2ic8ih9oc16kh3", "--algo", "fft"],
+            &[
+                "conv",
+                "mb2ic8ih9oc16kh3",
+                "--device",
+                "cpu",
+                "--algo",
+                "fft",
+            ],
             "unknown algorithm",
         ),
         (
-            &["conv", "mb2ic8ih9oc16kh3", "--isa", "neon"],
+            &[
+                "conv",
+                "mb2ic8ih9oc16kh3",
+                "--device",
+                "cpu",
+                "--isa",
+                "neon",
+            ],
             "unknown ISA",
         ),
-        (&["conv", "mb2ic8ih9oc16kh3", "--device", "gpu"], "GPU path"),
+        (
+            &[
+                "conv",
+                "mb2ic8ih9oc16kh3",
+                "--device",
+                "cpu",
+                "--dtype",
+                "f16",
+            ],
+            "the CPU path runs f32 in nhwc only",
+        ),
+        (
+            &[
+                "conv",
+                "mb2ic8ih9oc16kh3",
+                "--device",
+                "cpu",
+                "--layout",
+                "nchw",
+            ],
+            "the CPU path runs f32 in nhwc only",
+        ),
+        (
+            &["conv", "mb2ic8ih9oc16kh3", "--dtype", "f64"],
+            "unknown dtype 'f64'",
+        ),
+        (
+            &["conv", "mb2ic8ih9oc16kh3", "--layout", "chwn"],
+            "unknown layout",
+        ),
+        (
+            &["conv", "mb2ic8ih9oc16kh3", "--workspace-limit", "4Q"],
+            "bad byte count",
+        ),
+        (&["gemm", "10x10"], "bad GEMM size"),
+        (&["gemm", "8x8x8", "--trans", "XY"], "bad --trans 'XY'"),
+        (
+            &["gemm", "8x8x8", "--device", "cpu", "--dtype", "f16"],
+            "f32 only",
+        ),
+        (&["gemm", "8x8x8", "--iters", "0"], "at least 1"),
         (
             &["conv", "mb2ic8ih9oc16kh3", "--threads", "0"],
             "at least 1",
@@ -177,6 +231,68 @@ fn bad_input_is_one_line_and_exit_2() {
             "{args:?}: {err}"
         );
         assert!(!err.contains("panicked"));
+    }
+}
+
+/// Without a GPU, `--device gpu` says in one line what is missing, and
+/// `--device auto` says it fell back to the CPU. (On a GPU machine both
+/// use the GPU, and this test checks only that auto says so.)
+#[test]
+fn no_gpu_is_one_line_and_auto_falls_back_to_the_cpu() {
+    let o = cnnbench(&[
+        "conv",
+        "mb2ic8ih9oc16kh3",
+        "--device",
+        "gpu",
+        "--iters",
+        "1",
+    ]);
+    let err = stderr(&o);
+    let auto = cnnbench(&["conv", "mb2ic8ih9oc16kh3", "--iters", "1", "--warmup", "0"]);
+    let auto_err = stderr(&auto);
+    assert_eq!(auto.status.code(), Some(0), "{auto_err}");
+    if o.status.code() == Some(2) {
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.starts_with("cnnbench: error: --device gpu: no usable GPU: "),
+            "{err}"
+        );
+        assert!(
+            auto_err.contains("device auto: no usable GPU"),
+            "{auto_err}"
+        );
+        assert!(auto_err.contains("using the CPU"), "{auto_err}");
+        let info = cnnbench(&["info", "--format", "json", "--threads", "1"]);
+        let doc: Value = serde_json::from_str(&stdout(&info)).unwrap();
+        assert_eq!(doc["gpu"]["usable"], false);
+        assert!(doc["gpu"]["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("no usable GPU"));
+    } else {
+        assert!(
+            auto_err.contains("device auto: using the GPU"),
+            "{auto_err}"
+        );
+    }
+}
+
+#[test]
+fn gemm_checks_and_honours_the_json_contract() {
+    let o = cnnbench(&[
+        "gemm", "64x48x32", "33x7x65", "--trans", "TN", "--device", "cpu", "--check", "--format",
+        "json", "--iters", "2", "--warmup", "0",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let doc: Value = serde_json::from_str(&stdout(&o)).expect("stdout is JSON");
+    let recs = doc["records"].as_array().unwrap();
+    assert_eq!(recs.len(), 2);
+    assert_eq!(recs[0]["problem"], "64x48x32:TN");
+    assert_eq!(recs[0]["dir"], "gemm");
+    assert_eq!(recs[0]["runs"], 2);
+    for r in recs {
+        assert_eq!(r["check"]["passed"], true, "{r}");
+        assert!(r["gflops"].as_f64().unwrap() > 0.0);
     }
 }
 

@@ -9,14 +9,15 @@ use std::ffi::c_void;
 pub struct CublasHandle(sys::cublasHandle_t);
 
 impl CublasHandle {
-    pub fn new(stream: sys::cudaStream_t) -> GpuResult<CublasHandle> {
+    /// A handle whose work goes to `stream`.
+    pub fn new(stream: &std::sync::Arc<cudarc::driver::CudaStream>) -> GpuResult<CublasHandle> {
         let mut h = std::ptr::null_mut();
         // SAFETY: out-pointer to a local.
         check_cublas("cublasCreate_v2", unsafe { sys::cublasCreate_v2(&mut h) })?;
         let handle = CublasHandle(h);
         // SAFETY: valid handle and stream.
         check_cublas("cublasSetStream_v2", unsafe {
-            sys::cublasSetStream_v2(h, stream)
+            sys::cublasSetStream_v2(h, stream.cu_stream() as sys::cudaStream_t)
         })?;
         Ok(handle)
     }

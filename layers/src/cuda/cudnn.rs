@@ -36,13 +36,16 @@ pub fn cudart_version() -> String {
 pub struct CudnnHandle(pub(crate) sys::cudnnHandle_t);
 
 impl CudnnHandle {
-    pub fn new(stream: sys::cudaStream_t) -> GpuResult<CudnnHandle> {
+    /// A handle whose work goes to `stream`.
+    pub fn new(stream: &std::sync::Arc<cudarc::driver::CudaStream>) -> GpuResult<CudnnHandle> {
         let mut h = std::ptr::null_mut();
         // SAFETY: out-pointer to a local.
         check_cudnn("cudnnCreate", unsafe { sys::cudnnCreate(&mut h) })?;
         let handle = CudnnHandle(h);
         // SAFETY: valid handle and stream.
-        check_cudnn("cudnnSetStream", unsafe { sys::cudnnSetStream(h, stream) })?;
+        check_cudnn("cudnnSetStream", unsafe {
+            sys::cudnnSetStream(h, stream.cu_stream() as sys::cudaStream_t)
+        })?;
         Ok(handle)
     }
 }

@@ -25,11 +25,13 @@ use std::sync::Arc;
 /// One GPU, ready for benchmarks: a context, one non-blocking stream, and
 /// cuDNN and cuBLAS handles bound to that stream.
 pub struct Gpu {
-    pub ctx: Arc<CudaContext>,
-    pub stream: Arc<CudaStream>,
+    // Fields drop in this order: the handles before the stream they use,
+    // the stream before its context.
     pub cudnn: cudnn::CudnnHandle,
     pub cublas: cublas::CublasHandle,
     pub info: DeviceInfo,
+    pub stream: Arc<CudaStream>,
+    pub ctx: Arc<CudaContext>,
 }
 
 impl Gpu {
@@ -48,9 +50,8 @@ impl Gpu {
         // SAFETY: called before any cudarc allocation on this context.
         unsafe { ctx.disable_event_tracking() };
         let stream = ctx.new_stream().map_err(|e| driver("cuStreamCreate", e))?;
-        let raw = stream.cu_stream();
-        let cudnn = cudnn::CudnnHandle::new(raw as _)?;
-        let cublas = cublas::CublasHandle::new(raw as _)?;
+        let cudnn = cudnn::CudnnHandle::new(&stream)?;
+        let cublas = cublas::CublasHandle::new(&stream)?;
         let info = device_info(&ctx, &cublas)?;
         Ok(Gpu {
             ctx,
