@@ -124,3 +124,28 @@ pub fn skipped_text(skipped: &[crate::results::Skipped]) -> String {
     }
     s
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::results::Skipped;
+
+    #[test]
+    fn skipped_algorithms_are_listed_with_their_status() {
+        assert_eq!(skipped_text(&[]), "");
+        let s = Skipped {
+            problem: "mb2ic8ih9oc16oh7kh3".into(),
+            dir: "fwd".into(),
+            device: "gpu".into(),
+            dtype: "f16".into(),
+            layout: "nhwc".into(),
+            algo: "fft".into(),
+            status: "over workspace limit".into(),
+            workspace_bytes: Some(1 << 20),
+        };
+        assert_eq!(
+            skipped_text(&[s]),
+            "\nnot timed:\n  mb2ic8ih9oc16oh7kh3 fwd fft: over workspace limit (workspace 1048576 bytes)\n"
+        );
+    }
+}

@@ -49,3 +49,52 @@ pub fn write_atomic(path: &Path, contents: &str) -> Result<()> {
     std::fs::write(&tmp, contents).with_context(|| format!("cannot write '{}'", tmp.display()))?;
     std::fs::rename(&tmp, path).with_context(|| format!("cannot write '{}'", path.display()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::results::environment::BuildInfo;
+
+    fn env() -> Environment {
+        Environment {
+            host: "h".into(),
+            os: "linux".into(),
+            cpu: "c".into(),
+            cores: 2,
+            threads: 2,
+            isa: "avx512".into(),
+            isa_detected: "avx512".into(),
+            peak_gflops: None,
+            timer: "t".into(),
+            gpu: None,
+            cnnbench: BuildInfo::current(),
+            command: "cnnbench".into(),
+            timestamp: "now".into(),
+        }
+    }
+
+    #[test]
+    fn json_lists_skipped_only_when_there_are_some() {
+        let doc: serde_json::Value =
+            serde_json::from_str(&json(&env(), &[], &[]).unwrap()).unwrap();
+        assert!(doc.get("skipped").is_none());
+        assert!(
+            doc["environment"].get("gpu").is_none(),
+            "no gpu key on the CPU"
+        );
+        let s = Skipped {
+            problem: "p".into(),
+            dir: "bwd-data".into(),
+            device: "gpu".into(),
+            dtype: "f32".into(),
+            layout: "nchw".into(),
+            algo: "algo#9".into(),
+            status: "not supported".into(),
+            workspace_bytes: None,
+        };
+        let doc: serde_json::Value =
+            serde_json::from_str(&json(&env(), &[], &[s]).unwrap()).unwrap();
+        assert_eq!(doc["skipped"][0]["algo"], "algo#9");
+        assert_eq!(doc["skipped"][0]["status"], "not supported");
+    }
+}
