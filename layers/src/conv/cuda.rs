@@ -218,12 +218,13 @@ impl<'g> GpuConv<'g> {
                 ),
             }
         };
-        GpuError::check(call, st)?;
+        cudnn::check_raw(call, st)?;
         Ok(bytes)
     }
 
     /// cuDNN's heuristic ranking (`Get_v7`), best first.
     pub fn heuristic(&self, dir: Direction) -> GpuResult<Vec<AlgoInfo>> {
+        self.reset_math()?;
         let h = self.gpu.cudnn.0;
         let mut perf = vec![RawAlgoPerf::default(); self.algo_count(dir)?.max(1) as usize];
         let mut got = 0;
@@ -283,6 +284,7 @@ impl<'g> GpuConv<'g> {
     /// cuDNN's exhaustive search (`FindEx`) on set 0, with at most
     /// `workspace_limit` bytes of workspace; sorted by cuDNN's time.
     pub fn find(&mut self, dir: Direction, workspace_limit: usize) -> GpuResult<Vec<AlgoInfo>> {
+        self.reset_math()?;
         // The workspace FindEx may use: the most any algorithm needs,
         // within the limit.
         let mut ws = 0;
@@ -371,16 +373,19 @@ impl<'g> GpuConv<'g> {
     }
 
     /// Sets the math type and allocates the workspace for `algo` (outside
-    /// any timed loop).
+    /// any timed loop). The workspace is the size cuDNN asks for under that
+    /// math type, and at least `at_least` (what FindEx or Get_v7 reported).
     pub fn prepare(
         &mut self,
         dir: Direction,
         algo: u32,
         math: u32,
         bias: bool,
+        at_least: usize,
     ) -> GpuResult<Prepared> {
-        let workspace_bytes = self.workspace_size(dir, algo)?;
+        // The workspace size depends on the math type: set it first.
         self.conv.set_math(math)?;
+        let workspace_bytes = self.workspace_size(dir, algo)?.max(at_least);
         self.ensure_workspace(workspace_bytes)?;
         Ok(Prepared {
             dir,
@@ -389,6 +394,13 @@ impl<'g> GpuConv<'g> {
             workspace_bytes,
             bias,
         })
+    }
+
+    /// Puts the descriptor back to the dtype's math type, so that searches
+    /// and workspace queries for the next direction see every algorithm the
+    /// dtype allows (`prepare` leaves the last choice's math type set).
+    pub fn reset_math(&self) -> GpuResult<()> {
+        self.conv.set_math(cudnn::math_for(self.dtype))
     }
 
     fn ensure_workspace(&mut self, bytes: usize) -> GpuResult<()> {
@@ -423,7 +435,7 @@ impl<'g> GpuConv<'g> {
         unsafe {
             match p.dir {
                 Direction::Fwd => {
-                    GpuError::check(
+                    cudnn::check_raw(
                         "cudnnConvolutionForward",
                         (self.fns.fwd)(
                             h,
@@ -456,7 +468,7 @@ impl<'g> GpuConv<'g> {
                         )?;
                     }
                 }
-                Direction::BwdData => GpuError::check(
+                Direction::BwdData => cudnn::check_raw(
                     "cudnnConvolutionBackwardData",
                     (self.fns.bwd_data)(
                         h,
@@ -475,7 +487,7 @@ impl<'g> GpuConv<'g> {
                     ),
                 )?,
                 Direction::BwdFilter => {
-                    GpuError::check(
+                    cudnn::check_raw(
                         "cudnnConvolutionBackwardFilter",
                         (self.fns.bwd_filter)(
                             h,

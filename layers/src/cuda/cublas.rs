@@ -50,6 +50,13 @@ impl CublasHandle {
         b: *const c_void,
         c: *mut c_void,
     ) -> GpuResult<()> {
+        if !gemm_fits([m, n, k]) {
+            return Err(super::GpuError {
+                call: "cublasGemmEx",
+                status: format!("dimensions {m}x{n}x{k} do not fit in a C int"),
+                oom: false,
+            });
+        }
         let (dt, compute) = gemm_types(d);
         let op = |t: bool| {
             if t {
@@ -58,7 +65,8 @@ impl CublasHandle {
                 cublasOperation_t::CUBLAS_OP_N
             }
         };
-        let dim = |v: usize| i32::try_from(v).unwrap_or(i32::MAX);
+        // In range: checked by `gemm_fits` above.
+        let dim = |v: usize| v as i32;
         // Leading dimensions of the row-major matrices as stored.
         let lda = if trans_a { m } else { k };
         let ldb = if trans_b { k } else { n };

@@ -5,7 +5,7 @@
 
 use super::error::{check_cudnn, GpuError, GpuResult};
 use crate::{DType, Layout};
-use cudarc::cudnn::sys::{self, cudnnStatus_t};
+use cudarc::cudnn::sys;
 use std::ffi::c_void;
 use std::sync::OnceLock;
 
@@ -298,6 +298,20 @@ pub struct RawAlgoPerf {
     pub reserved: [i32; 3],
 }
 
+/// A status returned as a plain number (by the entry points in
+/// [`ConvFns`]), so that a code a newer cuDNN adds is reported, not
+/// misread.
+pub fn check_raw(call: &'static str, status: u32) -> GpuResult<()> {
+    if status == 0 {
+        return Ok(());
+    }
+    Err(GpuError {
+        call,
+        status: format!("cuDNN status {status} ({})", status_name(status)),
+        oom: status_name(status) == "out of memory",
+    })
+}
+
 /// `cudnnStatus_t` by number (cuDNN 9 groups its codes by thousands),
 /// for the statuses inside perf results.
 pub fn status_name(s: u32) -> String {
@@ -327,7 +341,7 @@ type FwdFn = unsafe extern "C" fn(
     *const c_void,
     sys::cudnnTensorDescriptor_t,
     *mut c_void,
-) -> cudnnStatus_t;
+) -> u32;
 type BwdDataFn = unsafe extern "C" fn(
     sys::cudnnHandle_t,
     *const c_void,
@@ -342,7 +356,7 @@ type BwdDataFn = unsafe extern "C" fn(
     *const c_void,
     sys::cudnnTensorDescriptor_t,
     *mut c_void,
-) -> cudnnStatus_t;
+) -> u32;
 type BwdFilterFn = unsafe extern "C" fn(
     sys::cudnnHandle_t,
     *const c_void,
@@ -357,7 +371,7 @@ type BwdFilterFn = unsafe extern "C" fn(
     *const c_void,
     sys::cudnnFilterDescriptor_t,
     *mut c_void,
-) -> cudnnStatus_t;
+) -> u32;
 type FwdWsFn = unsafe extern "C" fn(
     sys::cudnnHandle_t,
     sys::cudnnTensorDescriptor_t,
@@ -366,7 +380,7 @@ type FwdWsFn = unsafe extern "C" fn(
     sys::cudnnTensorDescriptor_t,
     u32,
     *mut usize,
-) -> cudnnStatus_t;
+) -> u32;
 type BwdDataWsFn = unsafe extern "C" fn(
     sys::cudnnHandle_t,
     sys::cudnnFilterDescriptor_t,
@@ -375,7 +389,7 @@ type BwdDataWsFn = unsafe extern "C" fn(
     sys::cudnnTensorDescriptor_t,
     u32,
     *mut usize,
-) -> cudnnStatus_t;
+) -> u32;
 type BwdFilterWsFn = unsafe extern "C" fn(
     sys::cudnnHandle_t,
     sys::cudnnTensorDescriptor_t,
@@ -384,7 +398,7 @@ type BwdFilterWsFn = unsafe extern "C" fn(
     sys::cudnnFilterDescriptor_t,
     u32,
     *mut usize,
-) -> cudnnStatus_t;
+) -> u32;
 
 /// The entry points that take an algorithm, declared with the algorithm
 /// as a plain `u32` (the C ABI of an enum).
@@ -487,5 +501,12 @@ mod tests {
         assert_eq!(status_name(3007), "not supported");
         assert_eq!(status_name(4242), "internal error (4242)");
         assert_eq!(status_name(9999), "status#9999");
+        assert!(check_raw("x", 0).is_ok());
+        let e = check_raw("cudnnConvolutionForward", 3000).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "cudnnConvolutionForward failed: cuDNN status 3000 (not supported)"
+        );
+        assert!(check_raw("x", 4004).unwrap_err().oom);
     }
 }

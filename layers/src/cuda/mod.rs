@@ -22,6 +22,11 @@ use cudarc::driver::{CudaContext, CudaEvent, CudaStream};
 use error::driver;
 use std::sync::Arc;
 
+/// The oldest driver (as a CUDA version, 12.8) with every entry point the
+/// bindings load; older ones lack `cuEventElapsedTime_v2`, and a missing
+/// symbol would panic on first use instead of failing here.
+pub const MIN_DRIVER_CUDA: i32 = 12080;
+
 /// One GPU, ready for benchmarks: a context, one non-blocking stream, and
 /// cuDNN and cuBLAS handles bound to that stream.
 pub struct Gpu {
@@ -44,6 +49,22 @@ impl Gpu {
     }
 
     fn open_present() -> GpuResult<Gpu> {
+        let mut driver_version = 0;
+        // SAFETY: out-pointer to a local; needs no cuInit.
+        error::check_driver("cuDriverGetVersion", unsafe {
+            cudarc::driver::sys::cuDriverGetVersion(&mut driver_version)
+        })?;
+        if driver_version < MIN_DRIVER_CUDA {
+            return Err(GpuError {
+                call: "cuDriverGetVersion",
+                status: format!(
+                    "the driver supports CUDA {}.{}; cnnbench needs a driver for CUDA 12.8 or later",
+                    driver_version / 1000,
+                    (driver_version % 1000) / 10
+                ),
+                oom: false,
+            });
+        }
         let ctx = CudaContext::new(0).map_err(|e| driver("cuInit/cuCtxCreate", e))?;
         // Our buffers are raw allocations ordered by one stream: cudarc's
         // per-allocation event tracking would only add work.
@@ -52,7 +73,7 @@ impl Gpu {
         let stream = ctx.new_stream().map_err(|e| driver("cuStreamCreate", e))?;
         let cudnn = cudnn::CudnnHandle::new(&stream)?;
         let cublas = cublas::CublasHandle::new(&stream)?;
-        let info = device_info(&ctx, &cublas)?;
+        let info = device_info(&ctx, &cublas, driver_version)?;
         Ok(Gpu {
             ctx,
             stream,
@@ -130,7 +151,11 @@ impl EventPair {
     }
 }
 
-fn device_info(ctx: &Arc<CudaContext>, cublas: &cublas::CublasHandle) -> GpuResult<DeviceInfo> {
+fn device_info(
+    ctx: &Arc<CudaContext>,
+    cublas: &cublas::CublasHandle,
+    driver_version: i32,
+) -> GpuResult<DeviceInfo> {
     let attr = |a: Attr| {
         ctx.attribute(a)
             .map_err(|e| driver("cuDeviceGetAttribute", e))
@@ -141,11 +166,6 @@ fn device_info(ctx: &Arc<CudaContext>, cublas: &cublas::CublasHandle) -> GpuResu
     );
     let sms = attr(Attr::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as usize;
     let clock_mhz = (attr(Attr::CU_DEVICE_ATTRIBUTE_CLOCK_RATE)? / 1000) as u32;
-    let mut driver_version = 0;
-    // SAFETY: out-pointer to a local.
-    error::check_driver("cuDriverGetVersion", unsafe {
-        cudarc::driver::sys::cuDriverGetVersion(&mut driver_version)
-    })?;
     let peaks = DType::ALL
         .iter()
         .filter_map(|&d| device::property_peak(cc, sms, clock_mhz, d))

@@ -72,6 +72,8 @@ struct Choice {
     algo: u32,
     math: u32,
     cudnn_find_ms: Option<f64>,
+    /// What cuDNN's search reported (0 when not searched).
+    workspace_bytes: usize,
 }
 
 pub fn run(
@@ -168,6 +170,7 @@ pub fn run(
                             algo: a.id,
                             math: a.math,
                             cudnn_find_ms: a.cudnn_ms,
+                            workspace_bytes: a.workspace_bytes,
                         }),
                         None => out.push_skipped(skip(d.dir, "-", "no usable algorithm", None))?,
                     }
@@ -176,8 +179,10 @@ pub fn run(
                     algo: cudnn_algos::lookup(d.dir, name).context("algorithm checked in setup")?,
                     math: cudnn::math_for(dtype),
                     cudnn_find_ms: None,
+                    workspace_bytes: 0,
                 }),
                 GpuAlgoChoice::All => {
+                    conv.reset_math()?;
                     for id in 0..conv.algo_count(d.dir)? {
                         let name = cudnn_algos::name(d.dir, id);
                         match conv.workspace_size(d.dir, id) {
@@ -192,6 +197,7 @@ pub fn run(
                                 algo: id,
                                 math: cudnn::math_for(dtype),
                                 cudnn_find_ms: None,
+                                workspace_bytes: 0,
                             }),
                         }
                     }
@@ -199,7 +205,17 @@ pub fn run(
             }
             for c in choices {
                 let name = cudnn_algos::name(d.dir, c.algo);
-                let prepared = match conv.prepare(d.dir, c.algo, c.math, d.bias) {
+                let prepared = match conv.prepare(d.dir, c.algo, c.math, d.bias, c.workspace_bytes)
+                {
+                    Ok(p) if p.workspace_bytes > workspace_limit => {
+                        out.push_skipped(skip(
+                            d.dir,
+                            &name,
+                            "over workspace limit",
+                            Some(p.workspace_bytes),
+                        ))?;
+                        continue;
+                    }
                     Ok(p) => p,
                     Err(e) if list_all || e.oom => {
                         out.push_skipped(skip(d.dir, &name, &status_of(&e), None))?;
@@ -275,7 +291,9 @@ pub fn run(
 fn status_of(e: &GpuError) -> String {
     if e.oom {
         "out of memory".into()
-    } else if e.status.starts_with("CUDNN_STATUS_NOT_SUPPORTED") {
+    } else if e.status.starts_with("CUDNN_STATUS_NOT_SUPPORTED")
+        || e.status.ends_with("(not supported)")
+    {
         "not supported".into()
     } else {
         e.to_string()
