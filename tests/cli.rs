@@ -4,11 +4,17 @@
 use serde_json::Value;
 use std::process::{Command, Output};
 
+/// The binary, with its results store in a temporary folder so tests do
+/// not write into the checkout.
+fn bin() -> Command {
+    let store = std::env::temp_dir().join(format!("cnnbench-tests-{}", std::process::id()));
+    let mut c = Command::new(env!("CARGO_BIN_EXE_cnnbench"));
+    c.env("CNNBENCH_RESULTS", store);
+    c
+}
+
 fn cnnbench(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_cnnbench"))
-        .args(args)
-        .output()
-        .expect("running cnnbench")
+    bin().args(args).output().expect("running cnnbench")
 }
 
 fn stdout(o: &Output) -> String {
@@ -380,7 +386,7 @@ fn info_reports_cpu_isa_peak_and_build() {
 fn an_interrupted_run_keeps_its_finished_records() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("partial.json");
-    let child = Command::new(env!("CARGO_BIN_EXE_cnnbench"))
+    let child = bin()
         .args([
             "conv",
             "mb1ic32ih32oc32kh3",
@@ -419,7 +425,7 @@ fn an_interrupted_run_keeps_its_finished_records() {
     );
 
     // With a short budget per record, interrupting mid-run keeps the finished ones.
-    let child = Command::new(env!("CARGO_BIN_EXE_cnnbench"))
+    let child = bin()
         .args([
             "conv",
             "mb1ic4ih8oc4kh3",
@@ -437,6 +443,7 @@ fn an_interrupted_run_keeps_its_finished_records() {
             "mb1ic4ih12oc4kh3",
         ])
         .args(["--format", "csv", "--out", out.to_str().unwrap()])
+        .args(["--results", dir.path().join("store").to_str().unwrap()])
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
@@ -451,4 +458,72 @@ fn an_interrupted_run_keeps_its_finished_records() {
     let kept = std::fs::read_to_string(&out).unwrap().lines().count() - 1;
     assert!(o.status.code() == Some(130) || kept == 5, "{}", stderr(&o));
     assert!(kept >= 1, "kept {kept} records");
+    // The results store holds the same records, and says whether the run
+    // finished.
+    let files: Vec<_> = std::fs::read_dir(dir.path().join("store"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&files[0]).unwrap()).unwrap();
+    assert_eq!(doc["format_version"], 1);
+    assert_eq!(doc["subcommand"], "conv");
+    assert_eq!(doc["records"].as_array().unwrap().len(), kept);
+    assert_eq!(doc["complete"], o.status.code() != Some(130));
+    if o.status.code() == Some(130) {
+        assert!(stderr(&o).contains("kept the"), "{}", stderr(&o));
+    }
+}
+
+#[test]
+fn every_run_lands_in_the_results_store_unless_told_not_to() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("r");
+    let s = store.to_str().unwrap();
+    let o = cnnbench(&[
+        "conv",
+        "mb1ic4ih8oc4kh3",
+        "--dir",
+        "fwd",
+        "--iters",
+        "2",
+        "--results",
+        s,
+        "-q",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = cnnbench(&[
+        "gemm",
+        "8x8x8",
+        "--iters",
+        "2",
+        "--results",
+        s,
+        "-q",
+        "--price-per-hour",
+        "1.5",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = cnnbench(&["gemm", "8x8x8", "--iters", "2", "--results", s, "--no-save"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let mut docs: Vec<Value> = std::fs::read_dir(&store)
+        .unwrap()
+        .map(|e| {
+            serde_json::from_str(&std::fs::read_to_string(e.unwrap().path()).unwrap()).unwrap()
+        })
+        .collect();
+    docs.sort_by_key(|d| d["subcommand"].as_str().unwrap().to_string());
+    assert_eq!(docs.len(), 2);
+    assert_eq!(docs[0]["subcommand"], "conv");
+    assert_eq!(docs[0]["complete"], true);
+    assert_eq!(docs[0]["records"][0]["dir"], "fwd");
+    assert!(docs[0]["environment"]["command"]
+        .as_str()
+        .unwrap()
+        .contains("conv"));
+    assert_eq!(docs[1]["subcommand"], "gemm");
+    assert_eq!(docs[1]["environment"]["price"]["usd_per_hour"], 1.5);
+    let bad = cnnbench(&["gemm", "8x8x8", "--results", s, "--instance", "nope"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(stderr(&bad).contains("cannot read"), "{}", stderr(&bad));
 }

@@ -3,15 +3,15 @@
 
 mod gpu;
 
-use super::{init_threads, Device, Format};
+use super::output::{Output, OutputArgs};
+use super::{init_threads, Device};
 use crate::bench::timer::{Timer, WallClock};
 use crate::bench::{RunPolicy, Runner, Stats};
 use crate::plan::{self, AlgoChoice, DirSpec};
 use crate::problem::{self, ConvProblem};
-use crate::report::table;
 use crate::results::dump::{self, DumpInfo};
-use crate::results::environment::{self, BuildInfo};
-use crate::results::{writers, Check, Environment, Record, Skipped};
+use crate::results::environment;
+use crate::results::{Check, Environment, Record};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use cnnbench_kernels::conv::{ConvAlgo, Direction};
@@ -86,11 +86,8 @@ pub struct ConvArgs {
     /// Write inputs and outputs as float32 .npy (logical N,C,H,W / K,C/g,R,S) plus problem.json
     #[arg(long, value_name = "DIR")]
     dump: Option<PathBuf>,
-    #[arg(long, value_enum, default_value_t = Format::Table)]
-    format: Format,
-    /// Write the output here (rewritten atomically after every finished record)
-    #[arg(long, value_name = "FILE")]
-    out: Option<PathBuf>,
+    #[command(flatten)]
+    output: OutputArgs,
     /// cpu, gpu, or auto: the GPU when one is usable, else the CPU (it says which)
     #[arg(long, value_enum, default_value_t = Device::Auto)]
     device: Device,
@@ -236,29 +233,7 @@ pub fn run(args: ConvArgs) -> Result<ExitCode> {
             run_cpu(&args, &s, algo, isa, threads, progress)?
         }
     };
-    finish(out)
-}
-
-/// Writes the output and turns what happened into the exit code.
-fn finish(out: Output) -> Result<ExitCode> {
-    out.finish()?;
-    if INTERRUPTED.load(Ordering::Relaxed) {
-        eprintln!(
-            "cnnbench: interrupted; kept the {} finished records",
-            out.records.len()
-        );
-        return Ok(ExitCode::from(130));
-    }
-    let failed_checks = out
-        .records
-        .iter()
-        .filter(|r| r.check.is_some_and(|c| !c.passed))
-        .count();
-    if failed_checks > 0 {
-        eprintln!("cnnbench: {failed_checks} record(s) failed --check");
-        return Ok(ExitCode::from(1));
-    }
-    Ok(ExitCode::SUCCESS)
+    out.finish(INTERRUPTED.load(Ordering::Relaxed))
 }
 
 fn run_cpu(
@@ -275,23 +250,14 @@ fn run_cpu(
     let measure_peak =
         |reps| peak::measure_gflops(Isa::detect(), threads, reps).map_err(anyhow::Error::msg);
     let peak_gflops = Some(measure_peak(peak::DEFAULT_REPS)?);
-    let env = Environment {
-        host: environment::host_name(),
-        os: format!("{} {}", std::env::consts::OS, std::env::consts::ARCH),
-        cpu: environment::cpu_model(),
-        cores: environment::logical_cores(),
+    let env = Environment::here(
         threads,
-        isa: isa.name().into(),
-        isa_detected: Isa::detect().name().into(),
+        isa.name().into(),
         peak_gflops,
-        timer: WallClock.describe().into(),
-        gpu: None,
-        cnnbench: BuildInfo::current(),
-        command: environment::command_line(),
-        timestamp: environment::timestamp(),
-    };
+        WallClock.describe(),
+    );
 
-    let mut out = Output::new(env, args);
+    let mut out = Output::new(env, &args.output, "conv", DType::F32)?;
     let runner = Runner {
         policy: s.policy,
         interrupted: &INTERRUPTED,
@@ -460,117 +426,4 @@ fn dump_folder_name(index: usize, p: &ConvProblem) -> String {
         })
         .collect();
     format!("{index:03}_{clean}")
-}
-
-/// Collects records and writes them: to `--out` after every record (so an
-/// interrupted run keeps what finished), else to stdout at the end.
-struct Output {
-    env: Environment,
-    records: Vec<Record>,
-    skipped: Vec<Skipped>,
-    format: Format,
-    path: Option<PathBuf>,
-    /// The run's dtype, for the GPU preamble.
-    dtype: DType,
-}
-
-impl Output {
-    fn new(env: Environment, args: &ConvArgs) -> Output {
-        Output {
-            env,
-            records: Vec::new(),
-            skipped: Vec::new(),
-            format: args.format,
-            path: args.out.clone(),
-            dtype: DType::parse(&args.dtype).unwrap_or(DType::F32),
-        }
-    }
-
-    fn render(&self) -> Result<String> {
-        Ok(match self.format {
-            Format::Table => {
-                self.preamble() + &table::text(&self.records) + &table::skipped_text(&self.skipped)
-            }
-            Format::Md => {
-                self.preamble()
-                    + "\n"
-                    + &table::markdown(&self.records)
-                    + &table::skipped_text(&self.skipped)
-            }
-            Format::Csv => writers::csv(&self.records)?,
-            Format::Json => writers::json(&self.env, &self.records, &self.skipped)?,
-        })
-    }
-
-    /// One line saying where and how the numbers were measured.
-    fn preamble(&self) -> String {
-        let e = &self.env;
-        if let Some(g) = &e.gpu {
-            let peak = g.peak(self.dtype);
-            return format!(
-                "# cnnbench {} ({}) | {} | cuDNN {} | cuBLAS {} | driver CUDA {} | {} | peak {} | median of timed runs (CUDA events)\n",
-                e.cnnbench.version,
-                e.cnnbench.git,
-                g.name,
-                g.cudnn,
-                g.cublas,
-                g.driver_cuda,
-                self.dtype.math(),
-                peak.map_or("?".into(), |p| format!("{:.1} TFLOP/s ({})", p.tflops, p.source)),
-            );
-        }
-        format!(
-            "# cnnbench {} ({}) | {} | {} threads | isa {} | FP32 peak {} GFLOP/s (measured) | median of timed runs\n",
-            e.cnnbench.version,
-            e.cnnbench.git,
-            e.cpu,
-            e.threads,
-            e.isa,
-            e.peak_gflops.map_or("?".into(), |p| format!("{p:.0}")),
-        )
-    }
-
-    /// Keeps the best peak seen so far and recomputes every record's
-    /// fraction of it.
-    fn raise_peak(&mut self, gflops: f64) {
-        let peak = self.env.peak_gflops.map_or(gflops, |p| p.max(gflops));
-        self.env.peak_gflops = Some(peak);
-        for r in &mut self.records {
-            r.peak_fraction = Some(r.gflops / peak);
-        }
-    }
-
-    fn push(&mut self, mut r: Record) -> Result<()> {
-        r.peak_fraction = self.env.peak_gflops.map(|p| r.gflops / p);
-        self.records.push(r);
-        self.save()
-    }
-
-    fn push_skipped(&mut self, s: Skipped) -> Result<()> {
-        self.skipped.push(s);
-        self.save()
-    }
-
-    /// Rewrites `--out` with everything so far.
-    fn save(&self) -> Result<()> {
-        if let Some(path) = &self.path {
-            writers::write_atomic(path, &self.render()?)?;
-        }
-        Ok(())
-    }
-
-    fn finish(&self) -> Result<()> {
-        match &self.path {
-            Some(path) => {
-                writers::write_atomic(path, &self.render()?)?;
-                eprintln!(
-                    "cnnbench: wrote {} records to {}",
-                    self.records.len(),
-                    path.display()
-                );
-            }
-            None => print!("{}", self.render()?),
-        }
-        Ok(())
-    }
 }

@@ -1,12 +1,12 @@
 //! `cnnbench gemm`: time dense GEMMs (the fully connected layers'
 //! kernel; DeepBench's GEMM suite) on the CPU or through cuBLAS.
 
-use super::{init_threads, Device, Format};
+use super::output::{Output, OutputArgs};
+use super::{init_threads, Device};
 use crate::bench::timer::{CudaEvents, Timer, WallClock};
 use crate::bench::{RunPolicy, Runner, Stats};
-use crate::report::table;
-use crate::results::environment::{self, BuildInfo};
-use crate::results::{writers, Check, Environment, Record};
+use crate::results::environment;
+use crate::results::{Check, Environment, Record};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use cnnbench_kernels::{peak, Isa};
@@ -15,7 +15,6 @@ use cnnbench_layers::gemm::cuda::{measure_peak, GpuGemm};
 use cnnbench_layers::gemm::{self, GemmShape, GemmTensors};
 use cnnbench_layers::DType;
 use std::io::IsTerminal;
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -53,11 +52,8 @@ pub struct GemmArgs {
     /// Compare C with a naive f64 reference; exit 1 on a mismatch
     #[arg(long)]
     check: bool,
-    #[arg(long, value_enum, default_value_t = Format::Table)]
-    format: Format,
-    /// Write the output here (rewritten atomically after every record)
-    #[arg(long, value_name = "FILE")]
-    out: Option<PathBuf>,
+    #[command(flatten)]
+    output: OutputArgs,
     #[arg(long, short)]
     quiet: bool,
 }
@@ -135,45 +131,15 @@ pub fn run(args: GemmArgs) -> Result<ExitCode> {
         ),
     };
     let env = Environment {
-        host: environment::host_name(),
-        os: format!("{} {}", std::env::consts::OS, std::env::consts::ARCH),
-        cpu: environment::cpu_model(),
-        cores: environment::logical_cores(),
-        threads,
-        isa: cnnbench_kernels::gemm::gemm_isa().name().into(),
-        isa_detected: Isa::detect().name().into(),
-        peak_gflops: Some(peak_gflops),
-        timer: timer_text.into(),
         gpu: gpu_info,
-        cnnbench: BuildInfo::current(),
-        command: environment::command_line(),
-        timestamp: environment::timestamp(),
+        ..Environment::here(
+            threads,
+            cnnbench_kernels::gemm::gemm_isa().name().into(),
+            Some(peak_gflops),
+            timer_text,
+        )
     };
-    let mut records: Vec<Record> = Vec::new();
-    let write = |records: &[Record]| -> Result<String> {
-        Ok(match args.format {
-            Format::Table | Format::Md => {
-                let head = format!(
-                    "# cnnbench {} ({}) | {} | {} | peak {:.0} GFLOP/s | median of timed runs\n",
-                    env.cnnbench.version,
-                    env.cnnbench.git,
-                    env.gpu.as_ref().map_or(env.cpu.clone(), |g| format!(
-                        "{} cuBLAS {}",
-                        g.name, g.cublas
-                    )),
-                    dtype.math(),
-                    peak_gflops
-                );
-                if args.format == Format::Md {
-                    head + "\n" + &table::markdown(records)
-                } else {
-                    head + &table::text(records)
-                }
-            }
-            Format::Csv => writers::csv(records)?,
-            Format::Json => writers::json(&env, records, &[])?,
-        })
-    };
+    let mut out = Output::new(env, &args.output, "gemm", dtype)?;
 
     for (i, shape) in shapes.iter().enumerate() {
         let mut t = GemmTensors::random(shape, args.seed);
@@ -224,7 +190,7 @@ pub fn run(args: GemmArgs) -> Result<ExitCode> {
             ms: stats,
             runs: samples.ms.len(),
             gflops,
-            peak_fraction: Some(gflops / peak_gflops),
+            peak_fraction: None, // set by `Output` from the peak
             check,
             kernel,
             bias: false,
@@ -241,36 +207,7 @@ pub fn run(args: GemmArgs) -> Result<ExitCode> {
                 gflops
             );
         }
-        records.push(rec);
-        if let Some(path) = &args.out {
-            writers::write_atomic(path, &write(&records)?)?;
-        }
+        out.push(rec)?;
     }
-    match &args.out {
-        Some(path) => {
-            writers::write_atomic(path, &write(&records)?)?;
-            eprintln!(
-                "cnnbench: wrote {} records to {}",
-                records.len(),
-                path.display()
-            );
-        }
-        None => print!("{}", write(&records)?),
-    }
-    if INTERRUPTED.load(Ordering::Relaxed) {
-        eprintln!(
-            "cnnbench: interrupted; kept the {} finished records",
-            records.len()
-        );
-        return Ok(ExitCode::from(130));
-    }
-    let failed = records
-        .iter()
-        .filter(|r| r.check.is_some_and(|c| !c.passed))
-        .count();
-    if failed > 0 {
-        eprintln!("cnnbench: {failed} record(s) failed --check");
-        return Ok(ExitCode::from(1));
-    }
-    Ok(ExitCode::SUCCESS)
+    out.finish(INTERRUPTED.load(Ordering::Relaxed))
 }

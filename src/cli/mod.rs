@@ -3,6 +3,7 @@
 mod conv;
 mod gemm;
 mod info;
+mod output;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand, ValueEnum};

@@ -1,3 +1,4 @@
 //! Human-readable reports: aligned tables and markdown.
 
+pub mod cost;
 pub mod table;

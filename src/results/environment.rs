@@ -3,7 +3,8 @@
 use serde::{Deserialize, Serialize};
 
 /// Build metadata stamped by `build.rs`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct BuildInfo {
     pub version: String,
     pub git: String,
@@ -22,7 +23,10 @@ impl BuildInfo {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// Every field has a default when read, so files written by older
+/// versions (with fewer fields) still load.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Environment {
     pub host: String,
     pub os: String,
@@ -46,6 +50,38 @@ pub struct Environment {
     pub cnnbench: BuildInfo,
     pub command: String,
     pub timestamp: String,
+    /// A name for this run (`CNNBENCH_LABEL`, set by `cnnbench compare`
+    /// for each variant).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+    /// What the machine costs, when given (`--price-per-hour`, `--instance`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub price: Option<crate::report::cost::Price>,
+}
+
+impl Environment {
+    /// This machine and process, now; the caller fills in the rest.
+    pub fn here(threads: usize, isa: String, peak_gflops: Option<f64>, timer: &str) -> Environment {
+        Environment {
+            host: host_name(),
+            os: format!("{} {}", std::env::consts::OS, std::env::consts::ARCH),
+            cpu: cpu_model(),
+            cores: logical_cores(),
+            threads,
+            isa,
+            isa_detected: cnnbench_kernels::Isa::detect().name().into(),
+            peak_gflops,
+            timer: timer.into(),
+            gpu: None,
+            cnnbench: BuildInfo::current(),
+            command: command_line(),
+            timestamp: timestamp(),
+            label: std::env::var("CNNBENCH_LABEL")
+                .ok()
+                .filter(|l| !l.is_empty()),
+            price: None,
+        }
+    }
 }
 
 /// The CPU's model name, from /proc/cpuinfo where there is one.

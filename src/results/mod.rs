@@ -4,6 +4,7 @@
 pub mod dump;
 pub mod environment;
 pub mod record;
+pub mod store;
 pub mod writers;
 
 pub use environment::Environment;

@@ -53,24 +53,9 @@ pub fn write_atomic(path: &Path, contents: &str) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::results::environment::BuildInfo;
 
     fn env() -> Environment {
-        Environment {
-            host: "h".into(),
-            os: "linux".into(),
-            cpu: "c".into(),
-            cores: 2,
-            threads: 2,
-            isa: "avx512".into(),
-            isa_detected: "avx512".into(),
-            peak_gflops: None,
-            timer: "t".into(),
-            gpu: None,
-            cnnbench: BuildInfo::current(),
-            command: "cnnbench".into(),
-            timestamp: "now".into(),
-        }
+        Environment::here(2, "avx512".into(), None, "t")
     }
 
     #[test]

@@ -5,7 +5,6 @@ use super::{progress_line, write_dump, ConvArgs, Output, Setup, INTERRUPTED};
 use crate::bench::timer::CudaEvents;
 use crate::bench::{Runner, Stats};
 use crate::plan::GpuAlgoChoice;
-use crate::results::environment::{self, BuildInfo};
 use crate::results::{Check, Environment, Record, Skipped};
 use anyhow::{bail, Context, Result};
 use cnnbench_kernels::conv::{reduction_len, Direction};
@@ -96,21 +95,15 @@ pub fn run(
         gpu.info.peaks.push(p);
     }
     let env = Environment {
-        host: environment::host_name(),
-        os: format!("{} {}", std::env::consts::OS, std::env::consts::ARCH),
-        cpu: environment::cpu_model(),
-        cores: environment::logical_cores(),
-        threads,
-        isa: Isa::detect().name().into(),
-        isa_detected: Isa::detect().name().into(),
-        peak_gflops: gpu.peak_tflops(dtype).map(|t| t * 1e3),
-        timer: CudaEvents::DESCRIPTION.into(),
         gpu: Some(gpu.info.clone()),
-        cnnbench: BuildInfo::current(),
-        command: environment::command_line(),
-        timestamp: environment::timestamp(),
+        ..Environment::here(
+            threads,
+            Isa::detect().name().into(),
+            gpu.peak_tflops(dtype).map(|t| t * 1e3),
+            CudaEvents::DESCRIPTION,
+        )
     };
-    let mut out = Output::new(env, args);
+    let mut out = Output::new(env, &args.output, "conv", dtype)?;
     let runner = Runner {
         policy: s.policy,
         interrupted: &INTERRUPTED,

@@ -1,0 +1,210 @@
+//! What every measuring subcommand does with its records: render them
+//! (table, markdown, CSV, JSON) to stdout or `--out`, and keep them in the
+//! results store, both rewritten after every record so that an interrupted
+//! run keeps what it finished.
+
+use super::Format;
+use crate::report::{cost, table};
+use crate::results::store::{RunFile, Store, FORMAT_VERSION};
+use crate::results::{writers, Environment, Record, Skipped};
+use anyhow::Result;
+use clap::Args;
+use cnnbench_layers::DType;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Output options shared by `conv` and `gemm`.
+#[derive(Args, Clone, Debug)]
+pub struct OutputArgs {
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+    /// Write the output here too (rewritten atomically after every record)
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// Folder of the results store: every run writes one JSON file there
+    #[arg(
+        long,
+        value_name = "DIR",
+        env = "CNNBENCH_RESULTS",
+        default_value = "results"
+    )]
+    pub results: PathBuf,
+    /// Do not write a file into the results store
+    #[arg(long)]
+    pub no_save: bool,
+    /// What the machine costs per hour, in US dollars (kept with the results)
+    #[arg(long, value_name = "USD")]
+    pub price_per_hour: Option<f64>,
+    /// Look the price up by name in DIR/instances.toml (see --results)
+    #[arg(long, value_name = "NAME")]
+    pub instance: Option<String>,
+}
+
+impl OutputArgs {
+    /// The price from `--price-per-hour` or `--instance`.
+    pub fn price(&self) -> Result<Option<cost::Price>> {
+        cost::resolve(
+            self.price_per_hour,
+            self.instance.as_deref(),
+            &self.results.join("instances.toml"),
+        )
+    }
+}
+
+pub struct Output {
+    pub env: Environment,
+    pub records: Vec<Record>,
+    pub skipped: Vec<Skipped>,
+    format: Format,
+    path: Option<PathBuf>,
+    store: Option<Store>,
+    subcommand: &'static str,
+    /// The run's dtype, for the GPU preamble.
+    dtype: DType,
+}
+
+impl Output {
+    pub fn new(
+        mut env: Environment,
+        args: &OutputArgs,
+        subcommand: &'static str,
+        dtype: DType,
+    ) -> Result<Output> {
+        env.price = args.price()?;
+        let store = if args.no_save {
+            None
+        } else {
+            Some(Store::create(&args.results, subcommand, &env)?)
+        };
+        let out = Output {
+            env,
+            records: Vec::new(),
+            skipped: Vec::new(),
+            format: args.format,
+            path: args.out.clone(),
+            store,
+            subcommand,
+            dtype,
+        };
+        out.save(false)?;
+        Ok(out)
+    }
+
+    fn render(&self) -> Result<String> {
+        Ok(match self.format {
+            Format::Table => {
+                self.preamble() + &table::text(&self.records) + &table::skipped_text(&self.skipped)
+            }
+            Format::Md => {
+                self.preamble()
+                    + "\n"
+                    + &table::markdown(&self.records)
+                    + &table::skipped_text(&self.skipped)
+            }
+            Format::Csv => writers::csv(&self.records)?,
+            Format::Json => writers::json(&self.env, &self.records, &self.skipped)?,
+        })
+    }
+
+    /// One line saying where and how the numbers were measured.
+    fn preamble(&self) -> String {
+        let e = &self.env;
+        if let Some(g) = &e.gpu {
+            let peak = g.peak(self.dtype);
+            return format!(
+                "# cnnbench {} ({}) | {} | cuDNN {} | cuBLAS {} | driver CUDA {} | {} | peak {} | median of timed runs (CUDA events)\n",
+                e.cnnbench.version,
+                e.cnnbench.git,
+                g.name,
+                g.cudnn,
+                g.cublas,
+                g.driver_cuda,
+                self.dtype.math(),
+                peak.map_or("?".into(), |p| format!("{:.1} TFLOP/s ({})", p.tflops, p.source)),
+            );
+        }
+        format!(
+            "# cnnbench {} ({}) | {} | {} threads | isa {} | FP32 peak {} GFLOP/s (measured) | median of timed runs\n",
+            e.cnnbench.version,
+            e.cnnbench.git,
+            e.cpu,
+            e.threads,
+            e.isa,
+            e.peak_gflops.map_or("?".into(), |p| format!("{p:.0}")),
+        )
+    }
+
+    /// Keeps the best peak seen so far and recomputes every record's
+    /// fraction of it.
+    pub fn raise_peak(&mut self, gflops: f64) {
+        let peak = self.env.peak_gflops.map_or(gflops, |p| p.max(gflops));
+        self.env.peak_gflops = Some(peak);
+        for r in &mut self.records {
+            r.peak_fraction = Some(r.gflops / peak);
+        }
+    }
+
+    pub fn push(&mut self, mut r: Record) -> Result<()> {
+        r.peak_fraction = self.env.peak_gflops.map(|p| r.gflops / p);
+        self.records.push(r);
+        self.save(false)
+    }
+
+    pub fn push_skipped(&mut self, s: Skipped) -> Result<()> {
+        self.skipped.push(s);
+        self.save(false)
+    }
+
+    /// Rewrites `--out` and the store file with everything so far.
+    fn save(&self, complete: bool) -> Result<()> {
+        if let Some(path) = &self.path {
+            writers::write_atomic(path, &self.render()?)?;
+        }
+        if let Some(store) = &self.store {
+            store.save(&RunFile {
+                format_version: FORMAT_VERSION,
+                subcommand: self.subcommand.into(),
+                environment: self.env.clone(),
+                records: self.records.clone(),
+                skipped: self.skipped.clone(),
+                complete,
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Writes the final output and turns what happened into the exit code:
+    /// 130 when interrupted, 1 when a check failed.
+    pub fn finish(&self, interrupted: bool) -> Result<ExitCode> {
+        self.save(!interrupted)?;
+        match &self.path {
+            Some(path) => eprintln!(
+                "cnnbench: wrote {} records to {}",
+                self.records.len(),
+                path.display()
+            ),
+            None => print!("{}", self.render()?),
+        }
+        let kept = self
+            .store
+            .as_ref()
+            .map_or(String::new(), |s| format!(" (in {})", s.path.display()));
+        if interrupted {
+            eprintln!(
+                "cnnbench: interrupted; kept the {} finished records{kept}",
+                self.records.len()
+            );
+            return Ok(ExitCode::from(130));
+        }
+        let failed = self
+            .records
+            .iter()
+            .filter(|r| r.check.is_some_and(|c| !c.passed))
+            .count();
+        if failed > 0 {
+            eprintln!("cnnbench: {failed} record(s) failed --check");
+            return Ok(ExitCode::from(1));
+        }
+        Ok(ExitCode::SUCCESS)
+    }
+}
