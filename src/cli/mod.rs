@@ -4,6 +4,7 @@ mod conv;
 mod gemm;
 mod info;
 mod output;
+mod report;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand, ValueEnum};
@@ -29,6 +30,8 @@ enum Command {
     Conv(Box<conv::ConvArgs>),
     /// Time dense GEMMs (MxNxK) on the CPU or through cuBLAS
     Gemm(Box<gemm::GemmArgs>),
+    /// Merge results (any machines, and peers' CSV) into a markdown report with charts
+    Report(report::ReportArgs),
     /// Describe this machine: CPU, ISA, measured FP32 peak, GPU and its libraries, build
     Info(info::InfoArgs),
 }
@@ -61,6 +64,7 @@ pub fn run() -> Result<ExitCode> {
         Command::Conv(args) => conv::run(*args),
         Command::Gemm(args) => gemm::run(*args),
         Command::Info(args) => info::run(args),
+        Command::Report(args) => report::run(args),
     }
 }
 

@@ -13,16 +13,23 @@ pub const DEFAULT_EPOCHS: u32 = 90;
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Price {
     pub usd_per_hour: f64,
-    /// The instance it was looked up as, if any.
+    /// The instance it was looked up as, if any, and where its price
+    /// comes from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instance: Option<String>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub source: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub date: String,
 }
 
 /// One entry of `instances.toml`.
 #[derive(Clone, Debug, Deserialize)]
 pub struct Instance {
     pub usd_per_hour: f64,
+    /// What the instance is (for people editing the list).
     #[serde(default)]
+    #[allow(dead_code)]
     pub description: String,
     #[serde(default)]
     pub source: String,
@@ -67,6 +74,8 @@ pub fn resolve(
             Ok(Some(Price {
                 usd_per_hour: p,
                 instance: None,
+                source: "--price-per-hour".into(),
+                date: String::new(),
             }))
         }
         (None, Some(name)) => {
@@ -82,6 +91,8 @@ pub fn resolve(
             Ok(Some(Price {
                 usd_per_hour: i.usd_per_hour,
                 instance: Some(name.to_string()),
+                source: i.source.clone(),
+                date: i.date.clone(),
             }))
         }
         (None, None) => Ok(None),

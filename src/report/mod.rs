@@ -1,4 +1,8 @@
-//! Human-readable reports: aligned tables and markdown.
+//! Human-readable output: aligned tables, markdown reports merged from the
+//! results store, SVG charts, and cost arithmetic.
 
+pub mod charts;
 pub mod cost;
+pub mod markdown;
+pub mod merge;
 pub mod table;

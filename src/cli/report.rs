@@ -1,0 +1,115 @@
+//! `cnnbench report`: merge runs from the results store (any number of
+//! machines) and peers' CSV files into one markdown report with charts.
+
+use crate::report::markdown::{self, ChartsDir, Options};
+use crate::report::{cost, merge};
+use crate::results::writers::write_atomic;
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Args)]
+#[command(after_help = "Examples:\n  \
+    cnnbench report results/ --out report.md --charts charts/\n  \
+    cnnbench report results/ torch.csv --baseline threads=1")]
+pub struct ReportArgs {
+    /// Results files or folders (searched recursively for *.json and peers' *.csv)
+    #[arg(value_name = "PATH", default_value = "results")]
+    paths: Vec<PathBuf>,
+    /// Write the report here instead of stdout
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
+    /// Write SVG charts into this folder and link them from the report
+    #[arg(long, value_name = "DIR")]
+    charts: Option<PathBuf>,
+    /// The run speedups are measured against: a label, key=value as in labels (threads=1), or part of a label
+    #[arg(long, value_name = "SELECTOR")]
+    baseline: Option<String>,
+    /// Price runs that carry none, in US dollars per hour
+    #[arg(long, value_name = "USD")]
+    price_per_hour: Option<f64>,
+    /// Price runs that carry none by instance name (from --price-list)
+    #[arg(long, value_name = "NAME")]
+    instance: Option<String>,
+    /// The price list for --instance
+    #[arg(long, value_name = "FILE", default_value = "results/instances.toml")]
+    price_list: PathBuf,
+    /// Epochs of a full training run, for the cost section
+    #[arg(long, default_value_t = cost::DEFAULT_EPOCHS)]
+    epochs: u32,
+    /// Images per epoch, for the cost section [default: ImageNet-1k's 1281167]
+    #[arg(long, default_value_t = cost::IMAGENET_IMAGES)]
+    dataset_images: u64,
+}
+
+pub fn run(args: ReportArgs) -> Result<ExitCode> {
+    let runs = merge::load(&args.paths)?;
+    if runs.is_empty() {
+        bail!(
+            "no results with records under {}",
+            args.paths
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    let charts = match &args.charts {
+        Some(dir) => {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("cannot create '{}'", dir.display()))?;
+            Some(ChartsDir {
+                dir: dir.clone(),
+                link_prefix: link_prefix(args.out.as_ref(), dir),
+            })
+        }
+        None => None,
+    };
+    if args.epochs == 0 || args.dataset_images == 0 {
+        bail!("--epochs and --dataset-images must be at least 1");
+    }
+    let price = cost::resolve(
+        args.price_per_hour,
+        args.instance.as_deref(),
+        &args.price_list,
+    )?;
+    let opts = Options {
+        baseline: args.baseline.clone(),
+        charts,
+        price,
+        epochs: args.epochs,
+        dataset_images: args.dataset_images,
+    };
+    let md = markdown::render(&runs, &opts)?;
+    match &args.out {
+        Some(path) => {
+            write_atomic(path, &md)?;
+            eprintln!(
+                "cnnbench: wrote the report of {} runs to {}",
+                runs.len(),
+                path.display()
+            );
+        }
+        None => print!("{md}"),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// How the report links a chart: relative to the report's folder when the
+/// charts folder is inside it, else the charts folder as given.
+fn link_prefix(report: Option<&PathBuf>, charts: &std::path::Path) -> String {
+    let base = report
+        .and_then(|r| r.parent())
+        .filter(|p| !p.as_os_str().is_empty());
+    let rel = match base {
+        Some(b) => charts.strip_prefix(b).unwrap_or(charts),
+        None => charts,
+    };
+    let s = rel.to_string_lossy();
+    if s.is_empty() {
+        String::new()
+    } else {
+        format!("{}/", s.trim_end_matches('/'))
+    }
+}

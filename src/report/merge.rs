@@ -1,0 +1,231 @@
+//! Step one of a report: runs from the results store (and peers' CSV
+//! files) merged into rows, each run labelled by what sets it apart from
+//! the others.
+
+use crate::bench::Stats;
+use crate::results::store::{self, RunFile};
+use crate::results::{Check, Environment, Record};
+use anyhow::{Context, Result};
+use std::path::{Path, PathBuf};
+
+/// One source of rows: a cnnbench run, or a peer's CSV file.
+pub struct Run {
+    pub path: PathBuf,
+    pub file: RunFile,
+    /// `Some("pytorch-2.15.0")` for peer rows.
+    pub peer: Option<String>,
+    /// What tells this run apart, e.g. `threads=1` or `H100 cuDNN 9.10.2`.
+    pub label: String,
+}
+
+/// Loads every results file and peer CSV under `paths`.
+pub fn load(paths: &[PathBuf]) -> Result<Vec<Run>> {
+    let mut runs = Vec::new();
+    for path in store::find_json(paths)? {
+        let is_csv = path.extension().is_some_and(|e| e == "csv");
+        let (file, peer) = if is_csv {
+            let (file, peer) = read_peer_csv(&path)?;
+            (file, Some(peer))
+        } else {
+            (store::load(&path)?, None)
+        };
+        if file.records.is_empty() {
+            continue;
+        }
+        runs.push(Run {
+            path,
+            file,
+            peer,
+            label: String::new(),
+        });
+    }
+    label_runs(&mut runs);
+    Ok(runs)
+}
+
+/// A CSV in cnnbench's columns (what `scripts/peers/*` print) as a run;
+/// the peer's name is the `algo` of its first row.
+pub fn read_peer_csv(path: &Path) -> Result<(RunFile, String)> {
+    let mut rd = csv::Reader::from_path(path)
+        .with_context(|| format!("cannot read '{}'", path.display()))?;
+    let head = rd.headers()?.clone();
+    let col = |name: &str| head.iter().position(|h| h == name);
+    let need = |name: &str| {
+        col(name).with_context(|| format!("'{}' has no '{name}' column", path.display()))
+    };
+    let (problem, dir, median) = (need("problem")?, need("dir")?, need("ms_median")?);
+    let mut records = Vec::new();
+    for row in rd.records() {
+        let row = row?;
+        let get = |c: Option<usize>| c.and_then(|i| row.get(i)).unwrap_or("").to_string();
+        let num = |name: &str| get(col(name)).parse::<f64>().ok();
+        let ms_median: f64 = row.get(median).unwrap_or("").parse().with_context(|| {
+            format!(
+                "'{}': bad ms_median in row {:?}",
+                path.display(),
+                row.get(problem)
+            )
+        })?;
+        records.push(Record {
+            problem: row.get(problem).unwrap_or("").to_string(),
+            dir: row.get(dir).unwrap_or("").to_string(),
+            device: get(col("device")),
+            dtype: get(col("dtype")),
+            layout: get(col("layout")),
+            algo: get(col("algo")),
+            ms: Stats {
+                min: num("ms_min").unwrap_or(ms_median),
+                median: ms_median,
+                max: num("ms_max").unwrap_or(ms_median),
+                mean: num("ms_mean").unwrap_or(ms_median),
+                stddev: num("ms_stddev").unwrap_or(0.0),
+            },
+            runs: num("runs").unwrap_or(0.0) as usize,
+            gflops: num("gflops").unwrap_or(0.0),
+            peak_fraction: num("peak_fraction"),
+            check: num("check_rel_err").map(|rel_err| Check {
+                rel_err,
+                passed: get(col("check_passed")) == "true",
+            }),
+            kernel: get(col("kernel")),
+            bias: get(col("bias")) == "true",
+            workspace_bytes: num("workspace_bytes").unwrap_or(0.0) as usize,
+            cudnn_find_ms: None,
+        });
+    }
+    let peer = records
+        .first()
+        .map_or("peer".to_string(), |r| r.algo.clone());
+    let file = RunFile {
+        subcommand: "peer".into(),
+        environment: Environment::default(),
+        records,
+        complete: true,
+        ..RunFile::default()
+    };
+    Ok((file, peer))
+}
+
+/// The facts a label may use, by name.
+fn facts(e: &Environment) -> Vec<(&'static str, String)> {
+    let g = e.gpu.as_ref();
+    vec![
+        ("label", e.label.clone().unwrap_or_default()),
+        ("host", e.host.clone()),
+        ("device", g.map_or(e.cpu.clone(), |g| g.name.clone())),
+        (
+            "threads",
+            if g.is_some() {
+                String::new()
+            } else {
+                e.threads.to_string()
+            },
+        ),
+        (
+            "isa",
+            if g.is_some() {
+                String::new()
+            } else {
+                e.isa.clone()
+            },
+        ),
+        ("cudnn", g.map_or(String::new(), |g| g.cudnn.clone())),
+        ("cublas", g.map_or(String::new(), |g| g.cublas.clone())),
+        ("driver", g.map_or(String::new(), |g| g.driver_cuda.clone())),
+        ("cnnbench", e.cnnbench.git.clone()),
+    ]
+}
+
+/// Labels each run by the facts that differ between runs; an explicit
+/// label wins. Peers are labelled `peer:NAME`.
+pub fn label_runs(runs: &mut [Run]) {
+    let own: Vec<usize> = (0..runs.len())
+        .filter(|&i| runs[i].peer.is_none())
+        .collect();
+    let all: Vec<Vec<(&str, String)>> = own
+        .iter()
+        .map(|&i| facts(&runs[i].file.environment))
+        .collect();
+    let differs = |k: usize| all.iter().any(|f| f[k].1 != all[0][k].1);
+    for (n, &i) in own.iter().enumerate() {
+        let f = &all[n];
+        let label = if !f[0].1.is_empty() {
+            f[0].1.clone()
+        } else {
+            let parts: Vec<String> = (1..f.len())
+                .filter(|&k| differs(k) && !f[k].1.is_empty())
+                .map(|k| {
+                    if f[k].0 == "device" {
+                        f[k].1.clone()
+                    } else {
+                        format!("{}={}", f[k].0, f[k].1)
+                    }
+                })
+                .collect();
+            if parts.is_empty() {
+                f[2].1.clone()
+            } else {
+                parts.join(" ")
+            }
+        };
+        runs[i].label = label;
+    }
+    for r in runs.iter_mut().filter(|r| r.peer.is_some()) {
+        r.label = format!("peer:{}", r.peer.as_deref().unwrap_or("?"));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(threads: usize, host: &str) -> Run {
+        let mut env = Environment::here(threads, "avx512".into(), None, "t");
+        env.host = host.into();
+        env.cpu = "Xeon".into();
+        Run {
+            path: PathBuf::new(),
+            file: RunFile {
+                environment: env,
+                ..RunFile::default()
+            },
+            peer: None,
+            label: String::new(),
+        }
+    }
+
+    #[test]
+    fn labels_name_only_what_differs() {
+        let mut runs = vec![run(1, "a"), run(2, "a")];
+        label_runs(&mut runs);
+        assert_eq!(runs[0].label, "threads=1");
+        assert_eq!(runs[1].label, "threads=2");
+        let mut runs = vec![run(2, "a"), run(2, "b"), run(2, "b")];
+        runs[2].file.environment.label = Some("tuned".into());
+        label_runs(&mut runs);
+        assert_eq!(runs[0].label, "host=a");
+        assert_eq!(runs[1].label, "host=b");
+        assert_eq!(runs[2].label, "tuned");
+        let mut one = vec![run(2, "a")];
+        label_runs(&mut one);
+        assert_eq!(one[0].label, "Xeon");
+    }
+
+    #[test]
+    fn peer_csv_rows_become_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("torch.csv");
+        std::fs::write(
+            &p,
+            "problem,dir,device,dtype,layout,algo,ms_min,ms_median,ms_max,ms_mean,ms_stddev,runs,gflops,peak_fraction,check_rel_err,check_passed,kernel,bias,workspace_bytes\n\
+             mb2ic8ih9oc16oh7kh3,fwd,cpu,f32,nhwc,pytorch-2.15.0,1,1.5,2,1.5,0.1,10,3.2,,,,aten:mkldnn,true,\n",
+        )
+        .unwrap();
+        let mut runs = load(&[p]).unwrap();
+        label_runs(&mut runs);
+        assert_eq!(runs.len(), 1);
+        assert_eq!(runs[0].label, "peer:pytorch-2.15.0");
+        let r = &runs[0].file.records[0];
+        assert_eq!((r.ms.median, r.runs, r.check), (1.5, 10, None));
+    }
+}
