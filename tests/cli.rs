@@ -527,3 +527,107 @@ fn every_run_lands_in_the_results_store_unless_told_not_to() {
     assert_eq!(bad.status.code(), Some(2));
     assert!(stderr(&bad).contains("cannot read"), "{}", stderr(&bad));
 }
+
+#[test]
+fn sweeps_compare_and_report_work_through_child_processes() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let s = store.to_str().unwrap();
+    let quick = [
+        "--dir", "fwd", "--iters", "2", "--warmup", "0", "--device", "cpu",
+    ];
+
+    // A sweep over threads and batch: one child run (and store file) each.
+    let mut args = vec![
+        "conv",
+        "mb1ic8ih10oc8kh3",
+        "--threads",
+        "1,2",
+        "--batch",
+        "1,2",
+    ];
+    args.extend(quick);
+    args.extend(["--format", "json", "--results", s]);
+    let o = cnnbench(&args);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let doc: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let sweep = doc["sweep"].as_array().unwrap();
+    assert_eq!(sweep.len(), 4);
+    assert_eq!(sweep[3]["config"], "threads=2 batch=2");
+    assert_eq!(sweep[3]["environment"]["threads"], 2);
+    assert_eq!(sweep[3]["records"][0]["problem"], "mb2ic8ih10oc8oh8kh3");
+    assert_eq!(std::fs::read_dir(&store).unwrap().count(), 4);
+
+    // compare: two variants through the environment, with ratios.
+    let mut args = vec![
+        "compare",
+        "--variant",
+        "one:CNNBENCH_THREADS=1",
+        "--variant",
+        "two:CNNBENCH_THREADS=2",
+        "--",
+        "conv",
+        "mb1ic8ih10oc8kh3",
+    ];
+    args.extend(quick);
+    args.extend(["--results", s]);
+    let o = cnnbench(&args);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("one ms") && out.contains("two / one"), "{out}");
+    let bad = cnnbench(&[
+        "compare",
+        "--variant",
+        "x:A=1",
+        "--",
+        "conv",
+        "mb1ic8ih10oc8kh3",
+    ]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(stderr(&bad).contains("at least two runs"));
+
+    // report: the six runs, labelled by what differs, with charts.
+    let md = dir.path().join("out/report.md");
+    let charts = dir.path().join("out/charts");
+    let o = cnnbench(&[
+        "report",
+        s,
+        "--out",
+        md.to_str().unwrap(),
+        "--charts",
+        charts.to_str().unwrap(),
+        "--baseline",
+        "one",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let text = std::fs::read_to_string(&md).unwrap();
+    assert!(text.contains("## Speedup over `one`"), "{text}");
+    assert!(text.contains("| threads=2 batch=2 |"), "{text}");
+    assert!(
+        text.contains("![GFLOP/s per problem](charts/gflops.svg)"),
+        "{text}"
+    );
+    assert!(charts.join("gflops.svg").exists());
+
+    // --batch max: the largest batch that fits, found without allocating it.
+    let o = cnnbench(&[
+        "conv",
+        "mb1ic8ih10oc8kh3",
+        "--batch",
+        "max",
+        "--dir",
+        "fwd",
+        "--iters",
+        "1",
+        "--device",
+        "cpu",
+        "--no-save",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let doc: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let problem = doc["records"][0]["problem"].as_str().unwrap();
+    let mb: usize = problem[2..problem.find('i').unwrap()].parse().unwrap();
+    assert!(mb > 1000, "{problem}");
+}

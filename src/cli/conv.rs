@@ -14,7 +14,7 @@ use crate::results::environment;
 use crate::results::{Check, Environment, Record};
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use cnnbench_kernels::conv::{ConvAlgo, Direction};
+use cnnbench_kernels::conv::{ConvAlgo, ConvShape, Direction};
 use cnnbench_kernels::{peak, Isa};
 use cnnbench_layers::conv::{cpu::CpuConv, reference_outputs, worst_rel_err, ConvTensors};
 use cnnbench_layers::cuda::Gpu;
@@ -62,11 +62,15 @@ pub struct ConvArgs {
     /// in cache)
     #[arg(long)]
     cold_cache: bool,
-    /// Worker threads [default: all logical CPUs]
-    #[arg(long, value_name = "N")]
+    /// Worker threads [default: all logical CPUs]. A comma list sweeps, as do lists in --batch,
+    /// --dtype, --layout and --isa: one run per combination
+    #[arg(long, value_name = "N", env = "CNNBENCH_THREADS")]
     threads: Option<usize>,
+    /// Batch size for every problem (replaces mb), or max: the largest that fits in memory
+    #[arg(long, value_name = "N|max")]
+    batch: Option<String>,
     /// Instruction set for the kernels: auto, avx512, avx2, scalar
-    #[arg(long, default_value = "auto", value_name = "ISA")]
+    #[arg(long, default_value = "auto", value_name = "ISA", env = "CNNBENCH_ISA")]
     isa: String,
     /// Untimed runs before timing [default: 3]
     #[arg(long, value_name = "N")]
@@ -142,6 +146,12 @@ fn setup(args: &ConvArgs) -> Result<Setup> {
     if problems.is_empty() {
         bail!("no problem given: pass a descriptor such as mb16ic64ih56oc64oh56kh3ph1, or --from FILE");
     }
+    let batch = args.batch.as_deref().map(plan::parse_batch).transpose()?;
+    if let Some(plan::BatchChoice::Fixed(mb)) = batch {
+        for p in &mut problems {
+            p.shape.mb = mb;
+        }
+    }
     let dirs = plan::parse_dirs(&args.dir)?;
     let dtype = DType::parse(&args.dtype)?;
     let layout = Layout::parse(&args.layout)?;
@@ -154,8 +164,11 @@ fn setup(args: &ConvArgs) -> Result<Setup> {
     // Host memory: the f32 tensors (and the reference when checking) live
     // on the host for either device.
     let avail = environment::available_memory_bytes();
-    for p in &problems {
-        plan::check_fits(&p.shape, args.check, avail).with_context(|| format!("problem {p}"))?;
+    if batch != Some(plan::BatchChoice::Max) {
+        for p in &problems {
+            plan::check_fits(&p.shape, args.check, avail)
+                .with_context(|| format!("problem {p}"))?;
+        }
     }
     let policy = RunPolicy::from_options(args.warmup, args.iters, args.min_time);
     let gpu = match args.device {
@@ -197,6 +210,28 @@ fn setup(args: &ConvArgs) -> Result<Setup> {
             Target::Cpu { algo, isa, no_gpu }
         }
     };
+    if batch == Some(plan::BatchChoice::Max) {
+        // The largest batch whose tensors fit: in host memory (which holds
+        // the f32 tensors and, with --check, the reference) and, on a GPU,
+        // in device memory beside the workspace limit.
+        for p in &mut problems {
+            let host_fits = |mb: usize| {
+                let shape = ConvShape { mb, ..p.shape };
+                plan::check_fits(&shape, args.check, avail).is_ok()
+            };
+            let found = match &target {
+                Target::Gpu(g) => plan::max_batch(
+                    |mb| host_fits(mb) && g.fits(&ConvShape { mb, ..p.shape }),
+                    plan::MAX_BATCH_CAP,
+                ),
+                Target::Cpu { .. } => plan::max_batch(host_fits, plan::MAX_BATCH_CAP),
+            };
+            let Some(mb) = found else {
+                bail!("problem {p}: not even batch 1 fits in memory");
+            };
+            p.shape.mb = mb;
+        }
+    }
     Ok(Setup {
         problems,
         dirs,

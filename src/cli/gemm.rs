@@ -35,8 +35,8 @@ pub struct GemmArgs {
     /// cpu, gpu, or auto (the GPU when usable)
     #[arg(long, value_enum, default_value_t = Device::Auto)]
     device: Device,
-    /// Worker threads on the CPU [default: all logical CPUs]
-    #[arg(long, value_name = "N")]
+    /// Worker threads on the CPU [default: all logical CPUs]; a comma list sweeps
+    #[arg(long, value_name = "N", env = "CNNBENCH_THREADS")]
     threads: Option<usize>,
     /// Untimed runs before timing [default: 3]
     #[arg(long, value_name = "N")]

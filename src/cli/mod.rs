@@ -1,10 +1,14 @@
 //! Command-line interface: one file per subcommand.
 
+mod children;
+mod compare;
 mod conv;
 mod gemm;
 mod info;
 mod output;
+mod progress;
 mod report;
+mod sweep;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand, ValueEnum};
@@ -30,6 +34,8 @@ enum Command {
     Conv(Box<conv::ConvArgs>),
     /// Time dense GEMMs (MxNxK) on the CPU or through cuBLAS
     Gemm(Box<gemm::GemmArgs>),
+    /// Run the same benchmark once per cuDNN folder (or environment variant), side by side
+    Compare(compare::CompareArgs),
     /// Merge results (any machines, and peers' CSV) into a markdown report with charts
     Report(report::ReportArgs),
     /// Describe this machine: CPU, ISA, measured FP32 peak, GPU and its libraries, build
@@ -58,14 +64,47 @@ pub enum Device {
     Auto,
 }
 
+/// Set by Ctrl-C during a sweep or a comparison (the children stop on
+/// their own and keep what they finished).
+static PARENT_INTERRUPTED: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
 pub fn run() -> Result<ExitCode> {
+    let raw: Vec<String> = std::env::args().skip(1).collect();
+    if raw.first().is_some_and(|c| c == "conv" || c == "gemm")
+        && !raw.iter().any(|a| a == "--help" || a == "-h")
+        && !sweep::lists(&raw).is_empty()
+    {
+        ctrlc::set_handler(|| PARENT_INTERRUPTED.store(true, std::sync::atomic::Ordering::Relaxed))
+            .map_err(|e| anyhow::anyhow!("installing the Ctrl-C handler: {e}"))?;
+        let format = option_value(&raw, "--format")
+            .map(|f| Format::from_str(&f, true).map_err(|e| anyhow::anyhow!("--format: {e}")))
+            .transpose()?
+            .unwrap_or(Format::Table);
+        let quiet = raw.iter().any(|a| a == "--quiet" || a == "-q");
+        return sweep::run(&raw, format, quiet, &PARENT_INTERRUPTED);
+    }
     let cli = Cli::parse();
     match cli.command {
         Command::Conv(args) => conv::run(*args),
         Command::Gemm(args) => gemm::run(*args),
         Command::Info(args) => info::run(args),
         Command::Report(args) => report::run(args),
+        Command::Compare(args) => compare::run(args),
     }
+}
+
+/// The value of `--name V` or `--name=V` in raw arguments.
+fn option_value(args: &[String], name: &str) -> Option<String> {
+    args.iter().enumerate().find_map(|(i, a)| {
+        if a == name {
+            args.get(i + 1).cloned()
+        } else {
+            a.strip_prefix(name)
+                .and_then(|r| r.strip_prefix('='))
+                .map(String::from)
+        }
+    })
 }
 
 /// The thread count to use: all logical CPUs by default; at least 1, and at

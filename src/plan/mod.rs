@@ -141,6 +141,51 @@ pub fn parse_bytes(s: &str) -> Result<usize> {
         .ok_or_else(|| anyhow::anyhow!("byte count '{s}' is too large"))
 }
 
+/// The largest batch in 1..=cap for which `fits` holds, or `None` when not
+/// even 1 fits. Doubles, then bisects, so it only ever asks `fits` (a
+/// memory estimate, never an allocation) about O(log cap) sizes.
+pub fn max_batch(fits: impl Fn(usize) -> bool, cap: usize) -> Option<usize> {
+    if cap == 0 || !fits(1) {
+        return None;
+    }
+    let mut lo = 1; // fits
+    let mut hi = 2; // first size not known to fit
+    while hi <= cap && fits(hi) {
+        lo = hi;
+        hi *= 2;
+    }
+    let mut hi = hi.min(cap + 1);
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if fits(mid) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    Some(lo)
+}
+
+/// `--batch`: a number, or `max` (the largest that fits in memory).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BatchChoice {
+    Fixed(usize),
+    Max,
+}
+
+pub fn parse_batch(s: &str) -> Result<BatchChoice> {
+    match s {
+        "max" => Ok(BatchChoice::Max),
+        n => match n.parse::<usize>() {
+            Ok(b) if b >= 1 => Ok(BatchChoice::Fixed(b)),
+            _ => bail!("bad --batch '{s}' (expected a positive number, a comma list, or max)"),
+        },
+    }
+}
+
+/// The largest batch `--batch max` will consider.
+pub const MAX_BATCH_CAP: usize = 1 << 16;
+
 /// `auto` is the best ISA here; a named one must be supported.
 pub fn resolve_isa(name: &str) -> Result<Isa> {
     if name == "auto" {
@@ -282,6 +327,30 @@ mod tests {
         );
         let fwd = parse_dirs("fwd").unwrap();
         assert!(GpuAlgoChoice::parse("implicit_gemm", &fwd).is_ok());
+    }
+
+    #[test]
+    fn max_batch_search_against_a_simulated_memory_limit() {
+        // 10 MiB per image, 1 GiB free: 102 images fit.
+        let fits = |mb: usize| mb * (10 << 20) <= 1 << 30;
+        assert_eq!(max_batch(fits, MAX_BATCH_CAP), Some(102));
+        assert_eq!(max_batch(|mb| mb <= 64, MAX_BATCH_CAP), Some(64));
+        assert_eq!(max_batch(|_| true, 1000), Some(1000));
+        assert_eq!(max_batch(|_| false, 1000), None);
+        // Never asks beyond the cap.
+        assert_eq!(
+            max_batch(
+                |mb| {
+                    assert!(mb <= 5);
+                    true
+                },
+                5
+            ),
+            Some(5)
+        );
+        assert_eq!(parse_batch("max").unwrap(), BatchChoice::Max);
+        assert_eq!(parse_batch("32").unwrap(), BatchChoice::Fixed(32));
+        assert!(parse_batch("0").is_err());
     }
 
     #[test]

@@ -53,6 +53,15 @@ impl GpuSetup {
     }
 }
 
+impl GpuSetup {
+    /// Whether one set of `shape`'s tensors and the workspace limit fit in
+    /// 90% of the free device memory (for `--batch max`).
+    pub fn fits(&self, shape: &cnnbench_kernels::conv::ConvShape) -> bool {
+        let free = self.gpu.free_memory().unwrap_or(0) as u128;
+        set_bytes(shape, self.dtype) + self.workspace_limit as u128 <= free / 10 * 9
+    }
+}
+
 /// tf32 and bf16 need tensor cores of compute capability 8.0 or later.
 pub fn dtype_supported(cc: &str, d: DType) -> Result<()> {
     let major: u32 = cc

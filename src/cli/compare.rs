@@ -1,0 +1,259 @@
+//! `cnnbench compare`: the same benchmark once per cuDNN installation (or
+//! per environment variant), each in a child process, side by side.
+
+use super::children::{self, ChildRun};
+use crate::results::store::RunFile;
+use anyhow::{bail, Result};
+use clap::Args;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Args)]
+#[command(after_help = "Examples:\n  \
+    cnnbench compare --cudnn /opt/cudnn-9.1/lib --cudnn /opt/cudnn-9.10/lib -- conv --from builtin:resnet50 --dtype f16\n  \
+    cnnbench compare --variant 1t:CNNBENCH_THREADS=1 --variant 2t:CNNBENCH_THREADS=2 -- conv mb16ic64ih56oc64oh56kh3ph1")]
+pub struct CompareArgs {
+    /// A folder holding a cuDNN (libcudnn.so.9); it goes first on LD_LIBRARY_PATH for one run
+    #[arg(long, value_name = "DIR")]
+    cudnn: Vec<PathBuf>,
+    /// NAME:ENV=VALUE[,ENV=VALUE...]: one run with these environment variables (CNNBENCH_THREADS,
+    /// CNNBENCH_ISA, or anything else)
+    #[arg(long, value_name = "NAME:ENV=VALUE")]
+    variant: Vec<String>,
+    #[arg(long, short)]
+    quiet: bool,
+    /// The benchmark: conv or gemm and its arguments
+    #[arg(last = true, required = true, value_name = "ARGS")]
+    benchmark: Vec<String>,
+}
+
+/// One run of the comparison: its name and environment.
+#[derive(Debug, PartialEq)]
+pub struct Variant {
+    pub name: String,
+    pub env: Vec<(String, String)>,
+}
+
+pub fn parse_variant(s: &str) -> Result<Variant> {
+    let Some((name, rest)) = s.split_once(':') else {
+        bail!("bad --variant '{s}' (expected NAME:ENV=VALUE, e.g. 1t:CNNBENCH_THREADS=1)");
+    };
+    let mut env = Vec::new();
+    for kv in rest.split(',') {
+        match kv.split_once('=') {
+            Some((k, v)) if !k.is_empty() => env.push((k.to_string(), v.to_string())),
+            _ => bail!("bad --variant '{s}': '{kv}' is not ENV=VALUE"),
+        }
+    }
+    if name.is_empty() {
+        bail!("bad --variant '{s}': the name is empty");
+    }
+    Ok(Variant {
+        name: name.to_string(),
+        env,
+    })
+}
+
+/// A variant that puts `dir` first on the library path.
+pub fn cudnn_variant(dir: &std::path::Path, old_path: Option<&str>) -> Variant {
+    let path = match old_path.filter(|p| !p.is_empty()) {
+        Some(old) => format!("{}:{old}", dir.display()),
+        None => dir.display().to_string(),
+    };
+    Variant {
+        name: dir.display().to_string(),
+        env: vec![("LD_LIBRARY_PATH".into(), path)],
+    }
+}
+
+pub fn run(args: CompareArgs) -> Result<ExitCode> {
+    if !matches!(
+        args.benchmark.first().map(String::as_str),
+        Some("conv" | "gemm")
+    ) {
+        bail!("compare runs conv or gemm: put `-- conv ...` or `-- gemm ...` last");
+    }
+    let old = std::env::var("LD_LIBRARY_PATH").ok();
+    let mut variants: Vec<Variant> = args
+        .cudnn
+        .iter()
+        .map(|d| cudnn_variant(d, old.as_deref()))
+        .collect();
+    for v in &args.variant {
+        variants.push(parse_variant(v)?);
+    }
+    if variants.len() < 2 {
+        bail!("compare needs at least two runs (--cudnn DIR or --variant NAME:ENV=VALUE, twice or more)");
+    }
+    let bar = super::progress::bar(variants.len() as u64, args.quiet);
+    let mut runs: Vec<(String, RunFile)> = Vec::new();
+    let mut stopped = false;
+    for v in &variants {
+        bar.set_message(v.name.clone());
+        let mut env = v.env.clone();
+        env.push(("CNNBENCH_LABEL".into(), v.name.clone()));
+        match children::run(&args.benchmark, &env)? {
+            ChildRun::Done { file, .. } => runs.push((v.name.clone(), file)),
+            ChildRun::Interrupted(file) => {
+                runs.push((v.name.clone(), file));
+                stopped = true;
+                break;
+            }
+        }
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    for w in library_warnings(&runs, !args.cudnn.is_empty()) {
+        eprintln!("cnnbench: warning: {w}");
+    }
+    print!("{}", side_by_side(&runs));
+    Ok(if stopped {
+        ExitCode::from(130)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// Which cuDNN each run loaded, and what is suspicious about that.
+pub fn library_warnings(runs: &[(String, RunFile)], cudnn: bool) -> Vec<String> {
+    if !cudnn {
+        return vec![];
+    }
+    let mut seen: BTreeMap<String, &str> = BTreeMap::new();
+    let mut out = Vec::new();
+    for (name, f) in runs {
+        match &f.environment.gpu {
+            None => out.push(format!(
+                "run '{name}' did not use a GPU, so no cuDNN was loaded"
+            )),
+            Some(g) => {
+                if let Some(first) = seen.insert(g.cudnn.clone(), name) {
+                    out.push(format!(
+                        "runs '{first}' and '{name}' both loaded cuDNN {}: the folders did not change which library loaded",
+                        g.cudnn
+                    ));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// problem | dir | median ms per run | ratio of each run to the first.
+pub fn side_by_side(runs: &[(String, RunFile)]) -> String {
+    let mut keys: Vec<(String, String, String)> = Vec::new();
+    let mut ms: BTreeMap<(usize, (String, String, String)), f64> = BTreeMap::new();
+    for (i, (_, f)) in runs.iter().enumerate() {
+        for r in &f.records {
+            let k = (
+                r.problem.clone(),
+                r.dir.clone(),
+                format!("{} {}", r.dtype, r.layout),
+            );
+            if !keys.contains(&k) {
+                keys.push(k.clone());
+            }
+            let slot = ms.entry((i, k)).or_insert(f64::INFINITY);
+            *slot = slot.min(r.ms.median);
+        }
+    }
+    let mut head = vec!["problem".to_string(), "dir".into(), "dtype layout".into()];
+    for (name, f) in runs {
+        let lib = f
+            .environment
+            .gpu
+            .as_ref()
+            .map_or(String::new(), |g| format!(" (cuDNN {})", g.cudnn));
+        head.push(format!("{name}{lib} ms"));
+    }
+    for (name, _) in runs.iter().skip(1) {
+        head.push(format!("{name} / {}", runs[0].0));
+    }
+    let mut rows = vec![head];
+    for k in &keys {
+        let get = |i: usize| ms.get(&(i, k.clone())).copied();
+        let mut row = vec![k.0.clone(), k.1.clone(), k.2.clone()];
+        for i in 0..runs.len() {
+            row.push(get(i).map_or("-".into(), |m| format!("{m:.3}")));
+        }
+        for i in 1..runs.len() {
+            row.push(match (get(0), get(i)) {
+                (Some(a), Some(b)) => format!("{:.3}", b / a),
+                _ => "-".into(),
+            });
+        }
+        rows.push(row);
+    }
+    let widths: Vec<usize> = (0..rows[0].len())
+        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+        .collect();
+    rows.iter()
+        .map(|r| {
+            r.iter()
+                .zip(&widths)
+                .enumerate()
+                .map(|(c, (cell, w))| {
+                    if c < 3 {
+                        format!("{cell:<w$}")
+                    } else {
+                        format!("{cell:>w$}")
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join("  ")
+                .trim_end()
+                .to_string()
+                + "\n"
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn variants_parse() {
+        let v = parse_variant("1t:CNNBENCH_THREADS=1,CNNBENCH_ISA=avx2").unwrap();
+        assert_eq!(v.name, "1t");
+        assert_eq!(v.env[1], ("CNNBENCH_ISA".into(), "avx2".into()));
+        assert!(parse_variant("nocolon").is_err());
+        assert!(parse_variant("x:NOVALUE").is_err());
+        let c = cudnn_variant(std::path::Path::new("/opt/cudnn"), Some("/usr/lib"));
+        assert_eq!(c.env[0].1, "/opt/cudnn:/usr/lib");
+    }
+
+    #[test]
+    fn the_same_cudnn_twice_is_flagged() {
+        let gpu = |v: &str| {
+            let mut f = RunFile::default();
+            f.environment.gpu = Some(cnnbench_layers::cuda::DeviceInfo {
+                name: "H100".into(),
+                compute_capability: "9.0".into(),
+                sms: 132,
+                memory_bytes: 0,
+                clock_mhz: 0,
+                memory_clock_mhz: 0,
+                memory_bus_bits: 0,
+                l2_bytes: 0,
+                driver_cuda: "13.0".into(),
+                cudnn_cudart: "12.9".into(),
+                cudnn: v.into(),
+                cublas: "13.0.0".into(),
+                peaks: vec![],
+            });
+            f
+        };
+        let runs = vec![
+            ("a".to_string(), gpu("9.10.2")),
+            ("b".into(), gpu("9.10.2")),
+            ("c".into(), RunFile::default()),
+        ];
+        let w = library_warnings(&runs, true);
+        assert_eq!(w.len(), 2);
+        assert!(w[0].contains("both loaded cuDNN 9.10.2"));
+        assert!(w[1].contains("did not use a GPU"));
+        assert!(library_warnings(&runs, false).is_empty());
+    }
+}
