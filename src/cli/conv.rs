@@ -19,7 +19,7 @@ use cnnbench_kernels::{peak, Isa};
 use cnnbench_layers::conv::{cpu::CpuConv, reference_outputs, worst_rel_err, ConvTensors};
 use cnnbench_layers::cuda::Gpu;
 use cnnbench_layers::{DType, Layout};
-use std::io::IsTerminal;
+use indicatif::ProgressBar;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -245,7 +245,7 @@ pub fn run(args: ConvArgs) -> Result<ExitCode> {
     let threads = init_threads(args.threads)?;
     ctrlc::set_handler(|| INTERRUPTED.store(true, Ordering::Relaxed))
         .context("installing the Ctrl-C handler")?;
-    let progress = !args.quiet && std::io::stderr().is_terminal();
+    let bar = super::progress::bar((s.problems.len() * s.dirs.len()) as u64, args.quiet);
     let target = std::mem::replace(
         &mut s.target,
         Target::Cpu {
@@ -259,15 +259,16 @@ pub fn run(args: ConvArgs) -> Result<ExitCode> {
             if args.device == Device::Auto && !args.quiet {
                 eprintln!("cnnbench: device auto: using the GPU ({})", g.gpu.info.name);
             }
-            gpu::run(&args, &s, *g, threads, progress)?
+            gpu::run(&args, &s, *g, threads, &bar)?
         }
         Target::Cpu { algo, isa, no_gpu } => {
             if let (Device::Auto, Some(why), false) = (args.device, &no_gpu, args.quiet) {
                 eprintln!("cnnbench: device auto: {why}; using the CPU ({threads} threads, {isa})");
             }
-            run_cpu(&args, &s, algo, isa, threads, progress)?
+            run_cpu(&args, &s, algo, isa, threads, &bar)?
         }
     };
+    bar.finish_and_clear();
     out.finish(INTERRUPTED.load(Ordering::Relaxed))
 }
 
@@ -277,7 +278,7 @@ fn run_cpu(
     algo_choice: AlgoChoice,
     isa: Isa,
     threads: usize,
-    progress: bool,
+    bar: &ProgressBar,
 ) -> Result<Output> {
     // The peak of the best ISA at this thread count: what "% of peak" means.
     // Measured now and again after every record; the best is kept (see
@@ -349,9 +350,7 @@ fn run_cpu(
                     workspace_bytes: conv.workspace_bytes(),
                     cudnn_find_ms: None,
                 };
-                if progress {
-                    progress_line(done, total, &rec);
-                }
+                progress_line(bar, done, total, &rec);
                 out.raise_peak(measure_peak(PEAK_REPS_BETWEEN_RECORDS)?);
                 out.push(rec)?;
                 algo_per_dir.push((d.dir, algo.name().to_string()));
@@ -392,9 +391,13 @@ fn write_dump(
     dump::dump(&folder, t, &info)
 }
 
+/// Moves the progress bar on, with a line above it:
 /// `[3/69] mb16ic64... fwd direct: 1.234 ms median, 456.7 GFLOP/s, check ok`
-fn progress_line(done: usize, total: usize, rec: &Record) {
-    eprintln!(
+/// (nothing when the bar is hidden: --quiet, or stderr is not a terminal).
+fn progress_line(bar: &ProgressBar, done: usize, total: usize, rec: &Record) {
+    bar.set_position(done as u64);
+    bar.set_message(format!("{} {}", rec.problem, rec.dir));
+    bar.println(format!(
         "[{done}/{total}] {} {} {}: {:.3} ms median, {:.1} GFLOP/s{}",
         rec.problem,
         rec.dir,
@@ -405,7 +408,7 @@ fn progress_line(done: usize, total: usize, rec: &Record) {
             ", check {}",
             if c.passed { "ok" } else { "FAILED" }
         ))
-    );
+    ));
 }
 
 /// `--algo auto`: short timed trials of every candidate, interleaved over

@@ -14,7 +14,6 @@ use cnnbench_layers::cuda::Gpu;
 use cnnbench_layers::gemm::cuda::{measure_peak, GpuGemm};
 use cnnbench_layers::gemm::{self, GemmShape, GemmTensors};
 use cnnbench_layers::DType;
-use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -105,7 +104,7 @@ pub fn run(args: GemmArgs) -> Result<ExitCode> {
     let threads = init_threads(args.threads)?;
     ctrlc::set_handler(|| INTERRUPTED.store(true, Ordering::Relaxed))
         .context("installing the Ctrl-C handler")?;
-    let progress = !args.quiet && std::io::stderr().is_terminal();
+    let bar = super::progress::bar(shapes.len() as u64, args.quiet);
     let runner = Runner {
         policy: RunPolicy::from_options(args.warmup, args.iters, args.min_time),
         interrupted: &INTERRUPTED,
@@ -197,17 +196,17 @@ pub fn run(args: GemmArgs) -> Result<ExitCode> {
             workspace_bytes: 0,
             cudnn_find_ms: None,
         };
-        if progress {
-            eprintln!(
-                "[{}/{}] {}: {:.3} ms median, {:.1} GFLOP/s",
-                i + 1,
-                shapes.len(),
-                rec.problem,
-                stats.median,
-                gflops
-            );
-        }
+        bar.set_position(i as u64 + 1);
+        bar.println(format!(
+            "[{}/{}] {}: {:.3} ms median, {:.1} GFLOP/s",
+            i + 1,
+            shapes.len(),
+            rec.problem,
+            stats.median,
+            gflops
+        ));
         out.push(rec)?;
     }
+    bar.finish_and_clear();
     out.finish(INTERRUPTED.load(Ordering::Relaxed))
 }

@@ -89,7 +89,7 @@ pub fn run(
     s: &Setup,
     g: GpuSetup,
     threads: usize,
-    progress: bool,
+    bar: &indicatif::ProgressBar,
 ) -> Result<Output> {
     let GpuSetup {
         mut gpu,
@@ -277,9 +277,7 @@ pub fn run(
                     workspace_bytes: prepared.workspace_bytes,
                     cudnn_find_ms: c.cudnn_find_ms,
                 };
-                if progress {
-                    progress_line(done, total, &rec);
-                }
+                progress_line(bar, done, total, &rec);
                 out.push(rec)?;
                 algo_per_dir.push((d.dir, name));
             }
