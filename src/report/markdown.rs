@@ -48,6 +48,8 @@ pub struct Options {
 /// keys first appear.
 struct Table {
     keys: Vec<Key>,
+    /// How to show each key's problem: with a layer name where a run gave one.
+    shown: BTreeMap<Key, String>,
     labels: Vec<String>,
     best: BTreeMap<(String, Key), Record>,
 }
@@ -56,6 +58,7 @@ fn best_per_label(runs: &[Run]) -> Table {
     let mut keys: Vec<Key> = Vec::new();
     let mut labels: Vec<String> = Vec::new();
     let mut best: BTreeMap<(String, Key), Record> = BTreeMap::new();
+    let mut shown: BTreeMap<Key, String> = BTreeMap::new();
     for run in runs {
         if !labels.contains(&run.label) {
             labels.push(run.label.clone());
@@ -65,13 +68,29 @@ fn best_per_label(runs: &[Run]) -> Table {
             if !keys.contains(&k) {
                 keys.push(k.clone());
             }
+            let named = r.problem.len() > k.0.len();
+            if named || !shown.contains_key(&k) {
+                shown
+                    .entry(k.clone())
+                    .and_modify(|s| {
+                        if named {
+                            *s = r.problem.clone()
+                        }
+                    })
+                    .or_insert(r.problem.clone());
+            }
             let slot = (run.label.clone(), k);
             if best.get(&slot).is_none_or(|b| r.ms.median < b.ms.median) {
                 best.insert(slot, r.clone());
             }
         }
     }
-    Table { keys, labels, best }
+    Table {
+        keys,
+        shown,
+        labels,
+        best,
+    }
 }
 
 /// The label a selector picks: an exact label, `key=value` as it appears
@@ -277,7 +296,7 @@ fn problems(md: &mut String, t: &Table, opts: &Options) -> Result<()> {
                     md,
                     "| {} | `{}` | {} | {} | {} | {} | {} | {:.3} | {:.1} | {} |",
                     i + 1,
-                    k.0,
+                    t.shown.get(k).unwrap_or(&k.0),
                     k.1,
                     k.2,
                     k.3,
