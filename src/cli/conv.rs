@@ -112,7 +112,6 @@ static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 struct Setup {
     problems: Vec<ConvProblem>,
     dirs: Vec<DirSpec>,
-    target: Target,
     policy: RunPolicy,
 }
 
@@ -127,7 +126,7 @@ enum Target {
     Gpu(Box<gpu::GpuSetup>),
 }
 
-fn setup(args: &ConvArgs) -> Result<Setup> {
+fn setup(args: &ConvArgs) -> Result<(Setup, Target)> {
     if let Some(t) = args.min_time {
         if !(t.is_finite() && t >= 0.0) {
             bail!("--min-time must be a non-negative number of seconds, got {t}");
@@ -232,28 +231,22 @@ fn setup(args: &ConvArgs) -> Result<Setup> {
             p.shape.mb = mb;
         }
     }
-    Ok(Setup {
-        problems,
-        dirs,
+    Ok((
+        Setup {
+            problems,
+            dirs,
+            policy,
+        },
         target,
-        policy,
-    })
+    ))
 }
 
 pub fn run(args: ConvArgs) -> Result<ExitCode> {
-    let mut s = setup(&args)?;
+    let (s, target) = setup(&args)?;
     let threads = init_threads(args.threads)?;
     ctrlc::set_handler(|| INTERRUPTED.store(true, Ordering::Relaxed))
         .context("installing the Ctrl-C handler")?;
     let bar = super::progress::bar((s.problems.len() * s.dirs.len()) as u64, args.quiet);
-    let target = std::mem::replace(
-        &mut s.target,
-        Target::Cpu {
-            algo: AlgoChoice::Auto,
-            isa: Isa::Scalar,
-            no_gpu: None,
-        },
-    );
     let out = match target {
         Target::Gpu(g) => {
             if args.device == Device::Auto && !args.quiet {
