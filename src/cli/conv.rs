@@ -4,7 +4,7 @@
 mod gpu;
 
 use super::output::{Output, OutputArgs};
-use super::{init_threads, Device};
+use super::{init_threads, Device, TimingArgs};
 use crate::bench::timer::{Timer, WallClock};
 use crate::bench::{RunPolicy, Runner, Stats};
 use crate::plan::{self, AlgoChoice, DirSpec};
@@ -72,18 +72,8 @@ pub struct ConvArgs {
     /// Instruction set for the kernels: auto, avx512, avx2, scalar
     #[arg(long, default_value = "auto", value_name = "ISA", env = "CNNBENCH_ISA")]
     isa: String,
-    /// Untimed runs before timing [default: 3]
-    #[arg(long, value_name = "N")]
-    warmup: Option<usize>,
-    /// Timed runs; alone it means exactly N [default: at least 10, and at least --min-time]
-    #[arg(long, value_name = "N")]
-    iters: Option<usize>,
-    /// Keep timing until this many seconds were spent [default: 1]
-    #[arg(long, value_name = "SECS")]
-    min_time: Option<f64>,
-    /// Seed of the random input data
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
+    #[command(flatten)]
+    timing: TimingArgs,
     /// Compare every output with the naive reference; exit 1 on a mismatch
     #[arg(long)]
     check: bool,
@@ -127,14 +117,7 @@ enum Target {
 }
 
 fn setup(args: &ConvArgs) -> Result<(Setup, Target)> {
-    if let Some(t) = args.min_time {
-        if !(t.is_finite() && t >= 0.0) {
-            bail!("--min-time must be a non-negative number of seconds, got {t}");
-        }
-    }
-    if args.iters == Some(0) {
-        bail!("--iters must be at least 1");
-    }
+    let policy = args.timing.policy()?;
     let mut problems = Vec::new();
     for d in &args.problems {
         problems.push(ConvProblem::parse(d)?);
@@ -169,7 +152,6 @@ fn setup(args: &ConvArgs) -> Result<(Setup, Target)> {
                 .with_context(|| format!("problem {p}"))?;
         }
     }
-    let policy = RunPolicy::from_options(args.warmup, args.iters, args.min_time);
     let gpu = match args.device {
         Device::Cpu => Err(None),
         Device::Gpu => match Gpu::open() {
@@ -295,7 +277,7 @@ fn run_cpu(
     let mut done = 0;
 
     'problems: for (pi, prob) in s.problems.iter().enumerate() {
-        let mut t = ConvTensors::random(&prob.shape, args.seed);
+        let mut t = ConvTensors::random(&prob.shape, args.timing.seed);
         let mut algo_per_dir = Vec::new();
         for d in &s.dirs {
             done += 1;
@@ -377,7 +359,7 @@ fn write_dump(
     let info = DumpInfo {
         problem: &canonical,
         name: prob.name.as_deref(),
-        seed: args.seed,
+        seed: args.timing.seed,
         dirs: &dirs,
         algo_per_dir,
     };

@@ -2,16 +2,16 @@
 //! kernel; DeepBench's GEMM suite) on the CPU or through cuBLAS.
 
 use super::output::{Output, OutputArgs};
-use super::{init_threads, Device};
+use super::{init_threads, Device, TimingArgs};
 use crate::bench::timer::{CudaEvents, Timer, WallClock};
-use crate::bench::{RunPolicy, Runner, Stats};
+use crate::bench::{Runner, Stats};
 use crate::results::environment;
 use crate::results::{Check, Environment, Record};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use cnnbench_kernels::{peak, Isa};
 use cnnbench_layers::cuda::Gpu;
-use cnnbench_layers::gemm::cuda::{measure_peak, GpuGemm};
+use cnnbench_layers::gemm::cuda::{ensure_peak, GpuGemm};
 use cnnbench_layers::gemm::{self, GemmShape, GemmTensors};
 use cnnbench_layers::DType;
 use std::process::ExitCode;
@@ -37,17 +37,8 @@ pub struct GemmArgs {
     /// Worker threads on the CPU [default: all logical CPUs]; a comma list sweeps
     #[arg(long, value_name = "N", env = "CNNBENCH_THREADS")]
     threads: Option<usize>,
-    /// Untimed runs before timing [default: 3]
-    #[arg(long, value_name = "N")]
-    warmup: Option<usize>,
-    /// Timed runs; alone it means exactly N [default: at least 10, and at least --min-time]
-    #[arg(long, value_name = "N")]
-    iters: Option<usize>,
-    /// Keep timing until this many seconds were spent [default: 1]
-    #[arg(long, value_name = "SECS")]
-    min_time: Option<f64>,
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
+    #[command(flatten)]
+    timing: TimingArgs,
     /// Compare C with a naive f64 reference; exit 1 on a mismatch
     #[arg(long)]
     check: bool,
@@ -60,14 +51,7 @@ pub struct GemmArgs {
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
 pub fn run(args: GemmArgs) -> Result<ExitCode> {
-    if args.iters == Some(0) {
-        bail!("--iters must be at least 1");
-    }
-    if let Some(t) = args.min_time {
-        if !(t.is_finite() && t >= 0.0) {
-            bail!("--min-time must be a non-negative number of seconds, got {t}");
-        }
-    }
+    let policy = args.timing.policy()?;
     let shapes: Vec<GemmShape> = args
         .sizes
         .iter()
@@ -85,7 +69,7 @@ pub fn run(args: GemmArgs) -> Result<ExitCode> {
             );
         }
     }
-    let gpu = match args.device {
+    let mut gpu = match args.device {
         Device::Cpu => None,
         Device::Gpu => Some(Gpu::open().map_err(|w| anyhow::anyhow!("--device gpu: {w}"))?),
         Device::Auto => match Gpu::open() {
@@ -106,21 +90,18 @@ pub fn run(args: GemmArgs) -> Result<ExitCode> {
         .context("installing the Ctrl-C handler")?;
     let bar = super::progress::bar(shapes.len() as u64, args.quiet);
     let runner = Runner {
-        policy: RunPolicy::from_options(args.warmup, args.iters, args.min_time),
+        policy,
         interrupted: &INTERRUPTED,
     };
 
-    let (peak_gflops, timer_text, gpu_info) = match &gpu {
+    let (peak_gflops, timer_text, gpu_info) = match &mut gpu {
         Some(g) => {
-            let p = match g.info.peak(dtype) {
-                Some(p) => p.clone(),
-                None => measure_peak(g, dtype)?,
-            };
-            let mut info = g.info.clone();
-            if info.peak(dtype).is_none() {
-                info.peaks.push(p.clone());
-            }
-            (p.tflops * 1e3, CudaEvents::DESCRIPTION, Some(info))
+            let p = ensure_peak(g, dtype)?;
+            (
+                p.tflops * 1e3,
+                CudaEvents::DESCRIPTION,
+                Some(g.info.clone()),
+            )
         }
         None => (
             peak::measure_gflops(Isa::detect(), threads, peak::DEFAULT_REPS)
@@ -141,7 +122,7 @@ pub fn run(args: GemmArgs) -> Result<ExitCode> {
     let mut out = Output::new(env, &args.output, "gemm", dtype)?;
 
     for (i, shape) in shapes.iter().enumerate() {
-        let mut t = GemmTensors::random(shape, args.seed);
+        let mut t = GemmTensors::random(shape, args.timing.seed);
         dtype.round_in_place(&mut t.a);
         dtype.round_in_place(&mut t.b);
         let want = args.check.then(|| t.reference());

@@ -8,6 +8,7 @@ use crate::results::environment::{self, BuildInfo};
 use anyhow::Result;
 use clap::Args;
 use cnnbench_kernels::{peak, Isa};
+use cnnbench_layers::cuda::device::supports_dtype;
 use cnnbench_layers::cuda::{DeviceInfo, Gpu, Peak};
 use cnnbench_layers::gemm::cuda::measure_peak;
 use cnnbench_layers::DType;
@@ -68,16 +69,9 @@ fn gpu_section() -> Result<GpuSection> {
             measured: vec![],
         }),
         Ok(gpu) => {
-            let major: u32 = gpu
-                .info
-                .compute_capability
-                .split('.')
-                .next()
-                .and_then(|m| m.parse().ok())
-                .unwrap_or(0);
             let mut measured = Vec::new();
             for d in DType::ALL {
-                if major < 8 && matches!(d, DType::Tf32 | DType::Bf16) {
+                if !supports_dtype(&gpu.info.compute_capability, d) {
                     continue;
                 }
                 measured.push(measure_peak(&gpu, d)?);

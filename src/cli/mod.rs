@@ -94,6 +94,42 @@ pub fn run() -> Result<ExitCode> {
     }
 }
 
+/// Timing and data options shared by the measuring subcommands.
+#[derive(clap::Args, Clone, Debug)]
+pub struct TimingArgs {
+    /// Untimed runs before timing [default: 3]
+    #[arg(long, value_name = "N")]
+    pub warmup: Option<usize>,
+    /// Timed runs; alone it means exactly N [default: at least 10, and at least --min-time]
+    #[arg(long, value_name = "N")]
+    pub iters: Option<usize>,
+    /// Keep timing until this many seconds were spent [default: 1]
+    #[arg(long, value_name = "SECS")]
+    pub min_time: Option<f64>,
+    /// Seed of the random input data
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+}
+
+impl TimingArgs {
+    /// The run policy, or a one-line error for values that make no sense.
+    pub fn policy(&self) -> Result<crate::bench::RunPolicy> {
+        if let Some(t) = self.min_time {
+            if !(t.is_finite() && t >= 0.0) {
+                anyhow::bail!("--min-time must be a non-negative number of seconds, got {t}");
+            }
+        }
+        if self.iters == Some(0) {
+            anyhow::bail!("--iters must be at least 1");
+        }
+        Ok(crate::bench::RunPolicy::from_options(
+            self.warmup,
+            self.iters,
+            self.min_time,
+        ))
+    }
+}
+
 /// The value of `--name V` or `--name=V` in raw arguments.
 fn option_value(args: &[String], name: &str) -> Option<String> {
     args.iter().enumerate().find_map(|(i, a)| {

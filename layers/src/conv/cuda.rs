@@ -9,7 +9,7 @@ use super::{cudnn_algos, ConvTensors};
 use crate::cuda::cudnn::{
     self, ConvDesc, ConvFns, ConvGeometry, FilterDesc, RawAlgoPerf, TensorDesc,
 };
-use crate::cuda::{DeviceBuffer, Gpu, GpuError, GpuResult};
+use crate::cuda::{check_cudnn, DeviceBuffer, Gpu, GpuResult};
 use crate::{DType, Layout};
 use cnnbench_kernels::conv::{ConvShape, Direction};
 use cudarc::cudnn::sys;
@@ -177,7 +177,7 @@ impl<'g> GpuConv<'g> {
                 ),
             }
         };
-        crate::cuda::GpuError::check(call, st)?;
+        check_cudnn(call, st)?;
         Ok(n.max(0) as u32)
     }
 
@@ -274,7 +274,7 @@ impl<'g> GpuConv<'g> {
                 ),
             }
         };
-        GpuError::check(call, st)?;
+        check_cudnn(call, st)?;
         Ok(perf[..got.clamp(0, n) as usize]
             .iter()
             .map(|r| info(r, false))
@@ -362,7 +362,7 @@ impl<'g> GpuConv<'g> {
                 ),
             }
         };
-        GpuError::check(call, st)?;
+        check_cudnn(call, st)?;
         self.gpu.synchronize()?;
         // FindEx wrote set 0's output: poison it again for the check.
         self.poison(dir)?;
@@ -454,7 +454,7 @@ impl<'g> GpuConv<'g> {
                         ),
                     )?;
                     if p.bias {
-                        GpuError::check(
+                        check_cudnn(
                             "cudnnAddTensor",
                             sys::cudnnAddTensor(
                                 h,
@@ -506,7 +506,7 @@ impl<'g> GpuConv<'g> {
                         ),
                     )?;
                     if p.bias {
-                        GpuError::check(
+                        check_cudnn(
                             "cudnnConvolutionBackwardBias",
                             sys::cudnnConvolutionBackwardBias(
                                 h,

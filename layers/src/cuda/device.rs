@@ -45,6 +45,17 @@ impl DeviceInfo {
     }
 }
 
+/// Whether a GPU of compute capability `cc` (e.g. `9.0`) can run `d`:
+/// tf32 and bf16 need the tensor cores of 8.0 or later.
+pub fn supports_dtype(cc: &str, d: DType) -> bool {
+    let major: u32 = cc
+        .split('.')
+        .next()
+        .and_then(|m| m.parse().ok())
+        .unwrap_or(0);
+    !matches!(d, DType::Tf32 | DType::Bf16) || major >= 8
+}
+
 /// Dense FLOPs per SM per clock, for the architectures whose rates are
 /// published (data-centre parts; fp32 accumulation for the half types).
 /// `None` where the precision has no tensor-core path or the architecture

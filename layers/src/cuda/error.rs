@@ -26,13 +26,6 @@ impl std::error::Error for GpuError {}
 
 pub type GpuResult<T> = Result<T, GpuError>;
 
-impl GpuError {
-    /// A cuDNN status as a result.
-    pub fn check(call: &'static str, s: cudnnStatus_t) -> GpuResult<()> {
-        check_cudnn(call, s)
-    }
-}
-
 pub fn check_driver(call: &'static str, r: CUresult) -> GpuResult<()> {
     match r {
         CUresult::CUDA_SUCCESS => Ok(()),

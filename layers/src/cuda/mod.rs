@@ -12,7 +12,7 @@ pub mod memory;
 mod probe;
 
 pub use device::{DeviceInfo, Peak};
-pub use error::{GpuError, GpuResult};
+pub use error::{check_cudnn, GpuError, GpuResult};
 pub use memory::DeviceBuffer;
 pub use probe::Presence;
 

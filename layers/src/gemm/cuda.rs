@@ -106,3 +106,14 @@ pub fn measure_peak(gpu: &Gpu, dtype: DType) -> GpuResult<Peak> {
         source: format!("measured cuBLAS GEMM ({n}x{n}x{n}, best of 10)"),
     })
 }
+
+/// The peak of `dtype` on `gpu`: from its properties when the rate table
+/// knows the architecture, else measured once and kept in `gpu.info`.
+pub fn ensure_peak(gpu: &mut Gpu, dtype: DType) -> GpuResult<Peak> {
+    if let Some(p) = gpu.info.peak(dtype) {
+        return Ok(p.clone());
+    }
+    let p = measure_peak(gpu, dtype)?;
+    gpu.info.peaks.push(p.clone());
+    Ok(p)
+}

@@ -12,7 +12,7 @@ use cnnbench_kernels::Isa;
 use cnnbench_layers::conv::cuda::{first_usable, rotation_sets, set_bytes, GpuConv};
 use cnnbench_layers::conv::{cudnn_algos, reference_outputs, worst_rel_err, ConvTensors};
 use cnnbench_layers::cuda::{cudnn, Gpu, GpuError};
-use cnnbench_layers::gemm::cuda::measure_peak;
+use cnnbench_layers::gemm::cuda::ensure_peak;
 use cnnbench_layers::{DType, Layout};
 
 /// Most workspace an algorithm may use unless `--workspace-limit` says
@@ -64,12 +64,7 @@ impl GpuSetup {
 
 /// tf32 and bf16 need tensor cores of compute capability 8.0 or later.
 pub fn dtype_supported(cc: &str, d: DType) -> Result<()> {
-    let major: u32 = cc
-        .split('.')
-        .next()
-        .and_then(|m| m.parse().ok())
-        .unwrap_or(0);
-    if matches!(d, DType::Tf32 | DType::Bf16) && major < 8 {
+    if !cnnbench_layers::cuda::device::supports_dtype(cc, d) {
         bail!("--dtype {d} needs a GPU of compute capability 8.0 or later (this one is {cc})");
     }
     Ok(())
@@ -99,10 +94,7 @@ pub fn run(
         workspace_limit,
         cold_cache,
     } = g;
-    if gpu.peak_tflops(dtype).is_none() {
-        let p = measure_peak(&gpu, dtype).context("measuring the GPU's peak")?;
-        gpu.info.peaks.push(p);
-    }
+    ensure_peak(&mut gpu, dtype).context("measuring the GPU's peak")?;
     let env = Environment {
         gpu: Some(gpu.info.clone()),
         ..Environment::here(
@@ -132,7 +124,7 @@ pub fn run(
             status: status.into(),
             workspace_bytes: ws,
         };
-        let mut t = ConvTensors::random(&prob.shape, args.seed);
+        let mut t = ConvTensors::random(&prob.shape, args.timing.seed);
         // The device stores rounded inputs; the reference sees the same.
         for v in [&mut t.src, &mut t.wei, &mut t.bias, &mut t.diff_dst] {
             dtype.round_in_place(v);
