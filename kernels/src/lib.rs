@@ -4,9 +4,14 @@
 //! chosen once at run time ([`isa::Isa::detect`]) over a scalar fallback.
 
 pub mod conv;
+pub mod eltwise;
 pub mod gemm;
 pub mod isa;
+pub mod loss;
+pub mod norm;
 pub mod peak;
+pub mod pool;
 pub mod rng;
+pub mod simd;
 
 pub use isa::Isa;

@@ -2,6 +2,7 @@
 //! shared by every backend.
 
 pub mod cpu;
+pub mod cpu_layer;
 pub mod cuda;
 pub mod cudnn_algos;
 #[cfg(test)]

@@ -1,0 +1,39 @@
+//! Run-time ISA dispatch for the memory-bound kernels.
+//!
+//! These kernels are plain loops that LLVM vectorises well; what matters is
+//! that they are compiled for the vector width the CPU has. [`with_isa`]
+//! inlines a loop body into a `#[target_feature]` function for the ISA
+//! chosen once at run time ([`Isa::detect`]), over the portable build.
+
+use crate::Isa;
+
+/// Runs `f` compiled for `isa`. Call it inside each parallel task (a
+/// closure handed to rayon is not inlined here).
+#[inline(always)]
+pub fn with_isa<R>(isa: Isa, f: impl FnOnce() -> R) -> R {
+    match isa {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `Isa` values other than Scalar are only produced for CPUs
+        // that support them (`Isa::detect`, `Isa::is_supported`).
+        Isa::Avx512 if Isa::Avx512.is_supported() => unsafe { avx512(f) },
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 if Isa::Avx2.is_supported() => unsafe { avx2(f) },
+        _ => f(),
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx2,fma")]
+unsafe fn avx512<R>(f: impl FnOnce() -> R) -> R {
+    f()
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn avx2<R>(f: impl FnOnce() -> R) -> R {
+    f()
+}
+
+/// Elements per parallel task for streaming kernels: large enough to
+/// amortise scheduling, small enough to balance two to a few dozen threads.
+pub const CHUNK: usize = 1 << 15;

@@ -1,0 +1,95 @@
+//! Batch normalisation in training mode: batch statistics normalise the
+//! output, and the running averages are updated as PyTorch does (unbiased
+//! variance, `momentum` weight on the new batch).
+
+use crate::net::cpu_layer::{CpuLayer, Ctx, Param};
+use cnnbench_kernels::norm::batchnorm::{self as kernel, reference, Stats};
+
+pub struct BatchNormLayer {
+    c: usize,
+    eps: f32,
+    momentum: f32,
+    gamma: Param,
+    beta: Param,
+    pub running_mean: Vec<f32>,
+    pub running_var: Vec<f32>,
+    mean: Vec<f32>,
+    var: Vec<f32>,
+    invstd: Vec<f32>,
+}
+
+impl BatchNormLayer {
+    /// γ = 1, β = 0, running mean 0 and variance 1 (PyTorch's start).
+    pub fn new(c: usize, eps: f32, momentum: f32) -> BatchNormLayer {
+        BatchNormLayer {
+            c,
+            eps,
+            momentum,
+            gamma: Param::new(vec![1.0; c]),
+            beta: Param::new(vec![0.0; c]),
+            running_mean: vec![0.0; c],
+            running_var: vec![1.0; c],
+            mean: vec![0.0; c],
+            var: vec![0.0; c],
+            invstd: vec![0.0; c],
+        }
+    }
+}
+
+impl CpuLayer for BatchNormLayer {
+    fn forward(&mut self, ctx: &mut Ctx, inputs: &[&[f32]], out: &mut [f32]) {
+        let x = inputs[0];
+        let (g, b) = (&self.gamma.value, &self.beta.value);
+        let (m, v, is) = (&mut self.mean, &mut self.var, &mut self.invstd);
+        if ctx.reference {
+            reference::fwd_train(self.c, x, g, b, self.eps, out, m, v, is);
+        } else {
+            kernel::fwd_train(ctx.isa, self.c, x, g, b, self.eps, out, m, v, is);
+        }
+        let rows = (x.len() / self.c) as f32;
+        let unbias = rows / (rows - 1.0).max(1.0);
+        for i in 0..self.c {
+            let mo = self.momentum;
+            self.running_mean[i] = (1.0 - mo) * self.running_mean[i] + mo * self.mean[i];
+            self.running_var[i] = (1.0 - mo) * self.running_var[i] + mo * self.var[i] * unbias;
+        }
+    }
+
+    fn backward(
+        &mut self,
+        ctx: &mut Ctx,
+        inputs: &[&[f32]],
+        _out: &[f32],
+        dys: &[&[f32]],
+        dxs: &mut [Option<&mut [f32]>],
+    ) {
+        let (x, dy) = (inputs[0], dys[0]);
+        let mut scratch;
+        let dx = match dxs[0].as_deref_mut() {
+            Some(dx) => dx,
+            None => {
+                scratch = vec![0.0; x.len()];
+                &mut scratch[..]
+            }
+        };
+        let (dg, db) = (&mut self.gamma.grad, &mut self.beta.grad);
+        let g = &self.gamma.value;
+        if ctx.reference {
+            reference::bwd(self.c, x, dy, g, &self.mean, &self.invstd, dx, dg, db);
+        } else {
+            let st = Stats {
+                mean: &self.mean,
+                invstd: &self.invstd,
+            };
+            kernel::bwd(ctx.isa, self.c, x, dy, g, st, dx, dg, db);
+        }
+    }
+
+    fn params(&mut self) -> Vec<&mut Param> {
+        vec![&mut self.gamma, &mut self.beta]
+    }
+
+    fn scratch_bytes(&self) -> usize {
+        5 * self.c * 4
+    }
+}

@@ -1,0 +1,411 @@
+//! The CPU executor: every layer's output and gradient in memory allocated
+//! once, forward in graph order, backward in reverse, per-layer wall-clock
+//! times of the last step.
+//!
+//! Gradients flow along edges. Each (consumer, input) edge owns a gradient
+//! buffer, except where the consumer passes its output gradient through
+//! unchanged (residual add, flatten): there the edge shares the consumer's
+//! buffer, so nothing is copied. A tensor read by several layers gets the
+//! sum of their gradients, either on the way (ReLU) or in one pass before
+//! its producer's backward.
+
+use super::cpu_layer::{CpuLayer, Ctx, Param};
+use super::graph::{Graph, Op, PoolKind};
+use crate::add::AddLayer;
+use crate::batchnorm::BatchNormLayer;
+use crate::concat::ConcatLayer;
+use crate::conv::cpu_layer::ConvLayer;
+use crate::dropout::DropoutLayer;
+use crate::flatten::FlattenLayer;
+use crate::linear::LinearLayer;
+use crate::loss::SoftmaxXentLayer;
+use crate::lrn::LrnLayer;
+use crate::pool::PoolLayer;
+use crate::relu::ReluLayer;
+use cnnbench_kernels::eltwise;
+use cnnbench_kernels::norm::lrn::LrnParams;
+use cnnbench_kernels::pool::PoolShape;
+use cnnbench_kernels::rng::{fill_uniform, SplitMix64};
+use cnnbench_kernels::Isa;
+use std::collections::HashMap;
+use std::time::Instant;
+
+#[derive(Clone, Copy, Debug)]
+pub struct CpuOptions {
+    pub isa: Isa,
+    /// Naive reference kernels everywhere (for `check`).
+    pub reference: bool,
+    pub seed: u64,
+}
+
+/// Bytes held, by kind.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Memory {
+    /// Parameters with their gradients and momentum buffers.
+    pub params: usize,
+    /// Layer outputs (the image included) and their gradients.
+    pub activations: usize,
+    /// Convolution plans' scratch, masks, saved statistics.
+    pub workspace: usize,
+}
+
+impl Memory {
+    pub fn total(&self) -> usize {
+        self.params + self.activations + self.workspace
+    }
+}
+
+pub struct CpuNet {
+    pub graph: Graph,
+    pub batch: usize,
+    ctx: Ctx,
+    /// One per node; `None` for the input.
+    layers: Vec<Option<Box<dyn CpuLayer>>>,
+    acts: Vec<Vec<f32>>,
+    /// The activation buffer of each node (flatten shares its input's).
+    act_of: Vec<usize>,
+    grads: Vec<Vec<f32>>,
+    /// The gradient buffers of each node's output, one per consuming edge.
+    dy_parts: Vec<Vec<usize>>,
+    /// Where the parts are summed when the layer does not sum them itself.
+    dy_sum: Vec<Option<usize>>,
+    /// The buffer each node's backward writes per input (`None`: no
+    /// gradient needed, or passed through).
+    dx_of: Vec<Vec<Option<usize>>>,
+    /// Wall-clock seconds of each node in the last forward and backward.
+    pub fwd_secs: Vec<f64>,
+    pub bwd_secs: Vec<f64>,
+    step: u64,
+    seed: u64,
+}
+
+/// Nodes whose backward hands the output gradient to the inputs as is.
+fn passes_gradient(op: &Op) -> bool {
+    matches!(op, Op::Add | Op::Flatten)
+}
+
+impl CpuNet {
+    /// Allocates every tensor and makes every layer (convolution plans are
+    /// made on their first run). The caller checks the memory estimate
+    /// ([`estimate`]) first.
+    pub fn new(graph: &Graph, batch: usize, opts: CpuOptions) -> CpuNet {
+        let n = graph.nodes.len();
+        let len = |i: usize| batch * graph.nodes[i].out.len();
+        let mut acts = Vec::new();
+        let mut act_of = Vec::with_capacity(n);
+        for (i, node) in graph.nodes.iter().enumerate() {
+            if node.op == Op::Flatten {
+                act_of.push(act_of[node.inputs[0]]);
+            } else {
+                acts.push(vec![0.0f32; len(i)]);
+                act_of.push(acts.len() - 1);
+            }
+        }
+        fill_uniform(&mut acts[0], opts.seed, 1.0);
+
+        // Gradient buffers, from the loss back (consumers come first).
+        let consumers = graph.consumers();
+        let mut grads: Vec<Vec<f32>> = Vec::new();
+        let mut dy_parts = vec![Vec::new(); n];
+        let mut dy_sum = vec![None; n];
+        let mut dx_of: Vec<Vec<Option<usize>>> = graph
+            .nodes
+            .iter()
+            .map(|nd| vec![None; nd.inputs.len()])
+            .collect();
+        let mut layers: Vec<Option<Box<dyn CpuLayer>>> = (0..n).map(|_| None).collect();
+        for i in (1..n).rev() {
+            let node = &graph.nodes[i];
+            let mut parts = Vec::new();
+            for &k in &consumers[i] {
+                for (s, &t) in graph.nodes[k].inputs.iter().enumerate() {
+                    if t == i {
+                        parts.extend(dx_of[k][s]);
+                    }
+                }
+            }
+            let layer = make_layer(graph, i, batch, opts.seed);
+            if parts.len() > 1 && !layer.sums_gradients() {
+                grads.push(vec![0.0; len(i)]);
+                dy_sum[i] = Some(grads.len() - 1);
+            }
+            let through = if parts.len() == 1 {
+                Some(parts[0])
+            } else {
+                dy_sum[i]
+            };
+            for (s, &t) in node.inputs.iter().enumerate() {
+                if t == 0 {
+                    continue;
+                }
+                dx_of[i][s] = if passes_gradient(&node.op) {
+                    through
+                } else {
+                    grads.push(vec![0.0; len(t)]);
+                    Some(grads.len() - 1)
+                };
+            }
+            dy_parts[i] = parts;
+            layers[i] = Some(layer);
+        }
+        let mut rng = SplitMix64::new(opts.seed ^ 0x1abe1);
+        let classes = graph.classes() as u64;
+        let labels: Vec<u32> = (0..batch)
+            .map(|_| (rng.next_u64() % classes) as u32)
+            .collect();
+        if let Some(last) = layers.last_mut() {
+            *last = Some(Box::new(SoftmaxXentLayer::new(graph.classes(), labels)));
+        }
+        CpuNet {
+            graph: graph.clone(),
+            batch,
+            ctx: Ctx {
+                isa: opts.isa,
+                reference: opts.reference,
+                step_seed: opts.seed,
+                batch,
+                conv_choice: HashMap::new(),
+            },
+            layers,
+            acts,
+            act_of,
+            grads,
+            dy_parts,
+            dy_sum,
+            dx_of,
+            fwd_secs: vec![0.0; n],
+            bwd_secs: vec![0.0; n],
+            step: 0,
+            seed: opts.seed,
+        }
+    }
+
+    /// Moves to the next training step: dropout draws new masks.
+    pub fn next_step(&mut self) {
+        self.step += 1;
+    }
+
+    /// The forward pass; returns the loss.
+    pub fn forward(&mut self) -> f32 {
+        self.ctx.step_seed = self.step.wrapping_mul(0x2545_F491_4F6C_DD1D) ^ self.seed;
+        for i in 1..self.graph.nodes.len() {
+            let t0 = Instant::now();
+            if self.graph.nodes[i].op != Op::Flatten {
+                let out_id = self.act_of[i];
+                let mut out = std::mem::take(&mut self.acts[out_id]);
+                {
+                    let inputs: Vec<&[f32]> = self.graph.nodes[i]
+                        .inputs
+                        .iter()
+                        .map(|&t| &self.acts[self.act_of[t]][..])
+                        .collect();
+                    let layer = self.layers[i].as_mut().expect("every node has a layer");
+                    layer.forward(&mut self.ctx, &inputs, &mut out);
+                }
+                self.acts[out_id] = out;
+            }
+            self.fwd_secs[i] = t0.elapsed().as_secs_f64();
+        }
+        self.loss()
+    }
+
+    pub fn loss(&self) -> f32 {
+        self.acts[*self.act_of.last().expect("a loss node")][0]
+    }
+
+    /// The backward pass: every parameter's gradient.
+    pub fn backward(&mut self) {
+        for i in (1..self.graph.nodes.len()).rev() {
+            let t0 = Instant::now();
+            if !passes_gradient(&self.graph.nodes[i].op) {
+                self.backward_node(i);
+            }
+            self.bwd_secs[i] = t0.elapsed().as_secs_f64();
+        }
+    }
+
+    fn backward_node(&mut self, i: usize) {
+        let parts = &self.dy_parts[i];
+        if let Some(sum) = self.dy_sum[i] {
+            let mut dst = std::mem::take(&mut self.grads[sum]);
+            let srcs: Vec<&[f32]> = parts.iter().map(|&p| &self.grads[p][..]).collect();
+            eltwise::sum(self.ctx.isa, &srcs, &mut dst);
+            self.grads[sum] = dst;
+        }
+        // Take the written buffers out so the read ones can be borrowed.
+        let dx_ids = self.dx_of[i].clone();
+        let mut dx_bufs: Vec<Option<Vec<f32>>> = dx_ids
+            .iter()
+            .map(|id| id.map(|b| std::mem::take(&mut self.grads[b])))
+            .collect();
+        {
+            let dys: Vec<&[f32]> = match self.dy_sum[i] {
+                Some(sum) => vec![&self.grads[sum][..]],
+                None => parts.iter().map(|&p| &self.grads[p][..]).collect(),
+            };
+            let node = &self.graph.nodes[i];
+            let inputs: Vec<&[f32]> = node
+                .inputs
+                .iter()
+                .map(|&t| &self.acts[self.act_of[t]][..])
+                .collect();
+            let out = &self.acts[self.act_of[i]][..];
+            let mut dxs: Vec<Option<&mut [f32]>> =
+                dx_bufs.iter_mut().map(|b| b.as_deref_mut()).collect();
+            let layer = self.layers[i].as_mut().expect("every node has a layer");
+            layer.backward(&mut self.ctx, &inputs, out, &dys, &mut dxs);
+        }
+        for (id, buf) in dx_ids.iter().zip(dx_bufs) {
+            if let (Some(id), Some(buf)) = (id, buf) {
+                self.grads[*id] = buf;
+            }
+        }
+    }
+
+    /// One SGD step with momentum over every parameter.
+    pub fn sgd_update(&mut self, lr: f32, momentum: f32) {
+        let isa = self.ctx.isa;
+        for p in self.params_mut() {
+            eltwise::sgd_update(isa, &mut p.value, &p.grad, &mut p.velocity, lr, momentum);
+        }
+    }
+
+    /// Every parameter, in graph order (a layer's weight before its bias).
+    pub fn params_mut(&mut self) -> Vec<&mut Param> {
+        self.layers
+            .iter_mut()
+            .flatten()
+            .flat_map(|l| l.params())
+            .collect()
+    }
+
+    /// Parameters with their layer names: `conv1.weight`, `bn1.bias`, ...
+    pub fn named_params(&mut self) -> Vec<(String, &mut Param)> {
+        let names: Vec<String> = self.graph.nodes.iter().map(|n| n.name.clone()).collect();
+        let mut out = Vec::new();
+        for (i, l) in self.layers.iter_mut().enumerate() {
+            if let Some(l) = l {
+                for (k, p) in l.params().into_iter().enumerate() {
+                    let what = if k == 0 { "weight" } else { "bias" };
+                    out.push((format!("{}.{what}", names[i]), p));
+                }
+            }
+        }
+        out
+    }
+
+    /// The logits (the loss layer's input) of the last forward pass.
+    pub fn logits(&self) -> &[f32] {
+        let loss = self.graph.nodes.last().expect("a loss node");
+        &self.acts[self.act_of[loss.inputs[0]]]
+    }
+
+    /// The output of node `i` of the last forward pass.
+    pub fn output(&self, i: usize) -> &[f32] {
+        &self.acts[self.act_of[i]]
+    }
+
+    /// The image batch, to set inputs by hand (tests).
+    pub fn input_mut(&mut self) -> &mut [f32] {
+        &mut self.acts[0]
+    }
+
+    /// The kernels each layer ran (convolutions: algorithm per direction).
+    pub fn kernels(&self, i: usize) -> String {
+        self.layers[i]
+            .as_ref()
+            .map(|l| l.kernels())
+            .unwrap_or_default()
+    }
+
+    pub fn memory(&self) -> Memory {
+        let params = self.graph.params() * 3 * 4;
+        let activations = (self.acts.iter().map(Vec::len).sum::<usize>()
+            + self.grads.iter().map(Vec::len).sum::<usize>())
+            * 4;
+        let workspace = self
+            .layers
+            .iter()
+            .flatten()
+            .map(|l| l.scratch_bytes())
+            .sum();
+        Memory {
+            params,
+            activations,
+            workspace,
+        }
+    }
+}
+
+/// Bytes [`CpuNet::new`] will allocate before any convolution plan: the
+/// memory check made before allocating.
+pub fn estimate(graph: &Graph, batch: usize) -> u128 {
+    let consumers = graph.consumers();
+    let mut elems: u128 = graph.params() as u128 * 3;
+    for (i, node) in graph.nodes.iter().enumerate() {
+        let len = batch as u128 * node.out.len() as u128;
+        if node.op != Op::Flatten {
+            elems += len; // the output
+            elems += len * consumers[i].len() as u128; // its gradients
+        }
+    }
+    elems * 4
+}
+
+fn make_layer(graph: &Graph, i: usize, batch: usize, seed: u64) -> Box<dyn CpuLayer> {
+    let node = &graph.nodes[i];
+    let x = graph.nodes[node.inputs.first().copied().unwrap_or(0)].out;
+    let layer_seed = seed ^ (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    match node.op {
+        Op::Input => unreachable!("the input has no layer"),
+        Op::Conv(s) => Box::new(ConvLayer::new(
+            graph.conv_shape(i, batch),
+            s.bias,
+            node.inputs[0] != 0,
+            layer_seed,
+        )),
+        Op::BatchNorm { eps, momentum } => Box::new(BatchNormLayer::new(x.c, eps, momentum)),
+        Op::Relu => Box::new(ReluLayer),
+        Op::Pool(p) => {
+            let (max, count_pad) = match p.kind {
+                PoolKind::Max => (true, false),
+                PoolKind::Avg { count_pad } => (false, count_pad),
+            };
+            let shape = PoolShape {
+                mb: batch,
+                c: x.c,
+                ih: x.h,
+                iw: x.w,
+                oh: node.out.h,
+                ow: node.out.w,
+                kh: p.kh,
+                kw: p.kw,
+                sh: p.sh,
+                sw: p.sw,
+                ph: p.ph,
+                pw: p.pw,
+                count_pad,
+            };
+            Box::new(PoolLayer::new(shape, max))
+        }
+        Op::Lrn(s) => {
+            let p = LrnParams {
+                size: s.size,
+                alpha: s.alpha,
+                beta: s.beta,
+                k: s.k,
+            };
+            Box::new(LrnLayer::new(p, x.c, batch * x.len()))
+        }
+        Op::Linear { out } => Box::new(LinearLayer::new(batch, x.len(), out, layer_seed)),
+        Op::Dropout { p } => Box::new(DropoutLayer::new(p, batch * x.len(), i as u64)),
+        Op::Concat => {
+            let widths = node.inputs.iter().map(|&t| graph.nodes[t].out.c).collect();
+            Box::new(ConcatLayer::new(batch * x.h * x.w, widths))
+        }
+        Op::Add => Box::new(AddLayer),
+        Op::Flatten => Box::new(FlattenLayer),
+        // Replaced in `CpuNet::new` once the labels are drawn.
+        Op::SoftmaxXent => Box::new(SoftmaxXentLayer::new(x.c, vec![0; batch])),
+    }
+}

@@ -1,0 +1,506 @@
+//! A network as a list of layers in execution order, each reading earlier
+//! layers' outputs. Shapes are per image (NHWC: `h x w x c`); the batch is
+//! chosen when the network is planned on a backend, so one `Graph` serves
+//! every batch size, and describing it allocates nothing.
+
+use cnnbench_kernels::conv::ConvShape;
+
+/// The index of the layer that produces a tensor (0 is the input image).
+pub type TensorId = usize;
+
+/// One image's tensor: `h x w x c`, channels innermost. Fully connected
+/// layers produce `1 x 1 x features`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Dims {
+    pub h: usize,
+    pub w: usize,
+    pub c: usize,
+}
+
+impl Dims {
+    pub fn new(h: usize, w: usize, c: usize) -> Dims {
+        Dims { h, w, c }
+    }
+    /// Elements per image.
+    pub fn len(&self) -> usize {
+        self.h * self.w * self.c
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl std::fmt::Display for Dims {
+    /// `64x56x56` in the C x H x W order papers print.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.h == 1 && self.w == 1 {
+            write!(f, "{}", self.c)
+        } else {
+            write!(f, "{}x{}x{}", self.c, self.h, self.w)
+        }
+    }
+}
+
+/// A convolution's hyper-parameters (dilation as in oneDNN: 0 is dense).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConvSpec {
+    pub oc: usize,
+    pub kh: usize,
+    pub kw: usize,
+    pub sh: usize,
+    pub sw: usize,
+    pub ph: usize,
+    pub pw: usize,
+    pub groups: usize,
+    pub bias: bool,
+}
+
+impl ConvSpec {
+    /// A square `k x k` convolution with stride `s` and padding `p`.
+    pub fn square(oc: usize, k: usize, s: usize, p: usize) -> ConvSpec {
+        ConvSpec {
+            oc,
+            kh: k,
+            kw: k,
+            sh: s,
+            sw: s,
+            ph: p,
+            pw: p,
+            groups: 1,
+            bias: false,
+        }
+    }
+    pub fn with_bias(self) -> ConvSpec {
+        ConvSpec { bias: true, ..self }
+    }
+    pub fn groups(self, g: usize) -> ConvSpec {
+        ConvSpec { groups: g, ..self }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PoolKind {
+    Max,
+    /// Average; `count_pad` counts padded cells in the divisor (PyTorch's
+    /// `count_include_pad=True`, its default).
+    Avg {
+        count_pad: bool,
+    },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PoolSpec {
+    pub kind: PoolKind,
+    pub kh: usize,
+    pub kw: usize,
+    pub sh: usize,
+    pub sw: usize,
+    pub ph: usize,
+    pub pw: usize,
+    /// Round the output size up (Caffe, and PyTorch's `ceil_mode=True`).
+    pub ceil: bool,
+}
+
+/// Local response normalisation across channels, Caffe/PyTorch style:
+/// `y = x / (k + alpha/size · Σ x²)^beta` over `size` neighbouring channels.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LrnSpec {
+    pub size: usize,
+    pub alpha: f32,
+    pub beta: f32,
+    pub k: f32,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Op {
+    Input,
+    Conv(ConvSpec),
+    /// Training mode: batch statistics, running averages updated.
+    BatchNorm {
+        eps: f32,
+        momentum: f32,
+    },
+    Relu,
+    Pool(PoolSpec),
+    Lrn(LrnSpec),
+    /// Fully connected, `out` features, with bias.
+    Linear {
+        out: usize,
+    },
+    Dropout {
+        p: f32,
+    },
+    /// Channel concatenation of all inputs, in order.
+    Concat,
+    /// Elementwise sum of two inputs (the residual add).
+    Add,
+    /// `h x w x c` to `1 x 1 x (h·w·c)`.
+    Flatten,
+    /// Softmax over the channels, then the mean cross-entropy against
+    /// seeded labels; the output is the loss.
+    SoftmaxXent,
+}
+
+impl Op {
+    /// The short type name shown in layer tables and JSON (`conv`, `bn`, ...).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Op::Input => "input",
+            Op::Conv(_) => "conv",
+            Op::BatchNorm { .. } => "bn",
+            Op::Relu => "relu",
+            Op::Pool(PoolSpec {
+                kind: PoolKind::Max,
+                ..
+            }) => "maxpool",
+            Op::Pool(_) => "avgpool",
+            Op::Lrn(_) => "lrn",
+            Op::Linear { .. } => "fc",
+            Op::Dropout { .. } => "dropout",
+            Op::Concat => "concat",
+            Op::Add => "add",
+            Op::Flatten => "flatten",
+            Op::SoftmaxXent => "softmax-xent",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Node {
+    pub name: String,
+    pub op: Op,
+    pub inputs: Vec<TensorId>,
+    pub out: Dims,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Graph {
+    pub name: String,
+    /// Node 0 is the input image; the last node is the loss.
+    pub nodes: Vec<Node>,
+}
+
+impl Graph {
+    pub fn input(&self) -> Dims {
+        self.nodes[0].out
+    }
+
+    /// The classifier's width (the loss layer's input channels).
+    pub fn classes(&self) -> usize {
+        let loss = self.nodes.last().expect("a graph has its input node");
+        self.nodes[loss.inputs[0]].out.c
+    }
+
+    /// Learnable parameters of node `i` (BN: weight and bias; running
+    /// statistics are buffers, not parameters).
+    pub fn node_params(&self, i: usize) -> usize {
+        let n = &self.nodes[i];
+        let in_c = n.inputs.first().map(|&t| self.nodes[t].out.c).unwrap_or(0);
+        match n.op {
+            Op::Conv(s) => s.kh * s.kw * (in_c / s.groups) * s.oc + if s.bias { s.oc } else { 0 },
+            Op::BatchNorm { .. } => 2 * in_c,
+            Op::Linear { out } => in_c * out + out,
+            _ => 0,
+        }
+    }
+
+    pub fn params(&self) -> usize {
+        (0..self.nodes.len()).map(|i| self.node_params(i)).sum()
+    }
+
+    /// Multiply-accumulates of node `i`'s forward pass for one image
+    /// (convolutions and fully connected layers; the rest are counted as 0,
+    /// as papers do).
+    pub fn node_macs(&self, i: usize) -> u64 {
+        let n = &self.nodes[i];
+        match n.op {
+            Op::Conv(_) => self.conv_shape(i, 1).macs(),
+            Op::Linear { out } => (self.nodes[n.inputs[0]].out.c * out) as u64,
+            _ => 0,
+        }
+    }
+
+    pub fn macs(&self) -> u64 {
+        (0..self.nodes.len()).map(|i| self.node_macs(i)).sum()
+    }
+
+    /// The convolution problem of node `i` at batch `mb`; panics when node
+    /// `i` is not a convolution.
+    pub fn conv_shape(&self, i: usize, mb: usize) -> ConvShape {
+        let n = &self.nodes[i];
+        let Op::Conv(s) = n.op else {
+            panic!("node {} ({}) is not a convolution", i, n.name)
+        };
+        let x = self.nodes[n.inputs[0]].out;
+        ConvShape {
+            mb,
+            g: s.groups,
+            ic: x.c,
+            ih: x.h,
+            iw: x.w,
+            oc: s.oc,
+            oh: n.out.h,
+            ow: n.out.w,
+            kh: s.kh,
+            kw: s.kw,
+            sh: s.sh,
+            sw: s.sw,
+            ph: s.ph,
+            pw: s.pw,
+            dh: 0,
+            dw: 0,
+        }
+    }
+
+    /// Layers whose output feeds more than one layer (their gradients are
+    /// sums).
+    pub fn consumers(&self) -> Vec<Vec<usize>> {
+        let mut c = vec![Vec::new(); self.nodes.len()];
+        for (i, n) in self.nodes.iter().enumerate() {
+            for &t in &n.inputs {
+                c[t].push(i);
+            }
+        }
+        c
+    }
+}
+
+/// Output size along one axis of a convolution or pooling window.
+pub fn out_size(input: usize, k: usize, s: usize, p: usize, ceil: bool) -> usize {
+    let span = (input + 2 * p)
+        .checked_sub(k)
+        .unwrap_or_else(|| panic!("window {k} larger than padded input {input}+2·{p}"));
+    if !ceil {
+        return span / s + 1;
+    }
+    let mut out = span.div_ceil(s) + 1;
+    // PyTorch's rule: the last window must start inside the input or its
+    // left padding.
+    if (out - 1) * s >= input + p {
+        out -= 1;
+    }
+    out
+}
+
+/// Assembles a [`Graph`] layer by layer; each call returns the new layer's
+/// output. Shape mistakes are programming errors in a model, so they panic
+/// (every model is built in the tests).
+pub struct Builder {
+    graph: Graph,
+}
+
+impl Builder {
+    /// A network named `name` over `h x w x c` images; returns the builder and
+    /// the input tensor.
+    pub fn new(name: &str, input: Dims) -> (Builder, TensorId) {
+        let graph = Graph {
+            name: name.to_string(),
+            nodes: vec![Node {
+                name: "input".into(),
+                op: Op::Input,
+                inputs: vec![],
+                out: input,
+            }],
+        };
+        (Builder { graph }, 0)
+    }
+
+    pub fn dims(&self, t: TensorId) -> Dims {
+        self.graph.nodes[t].out
+    }
+
+    fn push(&mut self, name: &str, op: Op, inputs: Vec<TensorId>, out: Dims) -> TensorId {
+        assert!(
+            !self.graph.nodes.iter().any(|n| n.name == name),
+            "{}: duplicate layer name {name}",
+            self.graph.name
+        );
+        self.graph.nodes.push(Node {
+            name: name.to_string(),
+            op,
+            inputs,
+            out,
+        });
+        self.graph.nodes.len() - 1
+    }
+
+    pub fn conv(&mut self, name: &str, x: TensorId, s: ConvSpec) -> TensorId {
+        let d = self.dims(x);
+        assert!(
+            d.c % s.groups == 0 && s.oc % s.groups == 0,
+            "{name}: channels not divisible by groups"
+        );
+        let out = Dims::new(
+            out_size(d.h, s.kh, s.sh, s.ph, false),
+            out_size(d.w, s.kw, s.sw, s.pw, false),
+            s.oc,
+        );
+        self.push(name, Op::Conv(s), vec![x], out)
+    }
+
+    /// Batch normalisation with PyTorch's defaults (eps 1e-5, momentum 0.1).
+    pub fn bn(&mut self, name: &str, x: TensorId) -> TensorId {
+        self.bn_eps(name, x, 1e-5)
+    }
+
+    pub fn bn_eps(&mut self, name: &str, x: TensorId, eps: f32) -> TensorId {
+        let d = self.dims(x);
+        self.push(name, Op::BatchNorm { eps, momentum: 0.1 }, vec![x], d)
+    }
+
+    pub fn relu(&mut self, name: &str, x: TensorId) -> TensorId {
+        let d = self.dims(x);
+        self.push(name, Op::Relu, vec![x], d)
+    }
+
+    pub fn pool(&mut self, name: &str, x: TensorId, s: PoolSpec) -> TensorId {
+        let d = self.dims(x);
+        let out = Dims::new(
+            out_size(d.h, s.kh, s.sh, s.ph, s.ceil),
+            out_size(d.w, s.kw, s.sw, s.pw, s.ceil),
+            d.c,
+        );
+        self.push(name, Op::Pool(s), vec![x], out)
+    }
+
+    /// Square max pooling, `k x k`, stride `s`, padding `p`, floor mode.
+    pub fn max_pool(&mut self, name: &str, x: TensorId, k: usize, s: usize, p: usize) -> TensorId {
+        self.pool(name, x, square_pool(PoolKind::Max, k, s, p, false))
+    }
+
+    /// Square max pooling in ceil mode (Caffe's rounding).
+    pub fn max_pool_ceil(
+        &mut self,
+        name: &str,
+        x: TensorId,
+        k: usize,
+        s: usize,
+        p: usize,
+    ) -> TensorId {
+        self.pool(name, x, square_pool(PoolKind::Max, k, s, p, true))
+    }
+
+    /// Square average pooling, padding counted (PyTorch's default).
+    pub fn avg_pool(&mut self, name: &str, x: TensorId, k: usize, s: usize, p: usize) -> TensorId {
+        let kind = PoolKind::Avg { count_pad: true };
+        self.pool(name, x, square_pool(kind, k, s, p, false))
+    }
+
+    /// Average over the whole image (`h x w` to `1 x 1`).
+    pub fn global_avg_pool(&mut self, name: &str, x: TensorId) -> TensorId {
+        let d = self.dims(x);
+        let s = PoolSpec {
+            kind: PoolKind::Avg { count_pad: true },
+            kh: d.h,
+            kw: d.w,
+            sh: 1,
+            sw: 1,
+            ph: 0,
+            pw: 0,
+            ceil: false,
+        };
+        self.pool(name, x, s)
+    }
+
+    pub fn lrn(&mut self, name: &str, x: TensorId, s: LrnSpec) -> TensorId {
+        let d = self.dims(x);
+        self.push(name, Op::Lrn(s), vec![x], d)
+    }
+
+    /// Fully connected; flattens its input first when that is not `1 x 1`.
+    pub fn linear(&mut self, name: &str, x: TensorId, out: usize) -> TensorId {
+        let x = if self.dims(x).h * self.dims(x).w != 1 {
+            self.flatten(&format!("{name}.flatten"), x)
+        } else {
+            x
+        };
+        self.push(name, Op::Linear { out }, vec![x], Dims::new(1, 1, out))
+    }
+
+    pub fn dropout(&mut self, name: &str, x: TensorId, p: f32) -> TensorId {
+        let d = self.dims(x);
+        self.push(name, Op::Dropout { p }, vec![x], d)
+    }
+
+    pub fn concat(&mut self, name: &str, xs: &[TensorId]) -> TensorId {
+        let d0 = self.dims(xs[0]);
+        let mut c = 0;
+        for &x in xs {
+            let d = self.dims(x);
+            assert!(d.h == d0.h && d.w == d0.w, "{name}: concat of {d} and {d0}");
+            c += d.c;
+        }
+        self.push(name, Op::Concat, xs.to_vec(), Dims::new(d0.h, d0.w, c))
+    }
+
+    pub fn add(&mut self, name: &str, a: TensorId, b: TensorId) -> TensorId {
+        let (da, db) = (self.dims(a), self.dims(b));
+        assert_eq!(da, db, "{name}: adding {da} and {db}");
+        self.push(name, Op::Add, vec![a, b], da)
+    }
+
+    pub fn flatten(&mut self, name: &str, x: TensorId) -> TensorId {
+        let d = self.dims(x);
+        self.push(name, Op::Flatten, vec![x], Dims::new(1, 1, d.len()))
+    }
+
+    /// Appends the softmax cross-entropy loss over `logits` and returns the
+    /// finished graph.
+    pub fn finish(mut self, logits: TensorId) -> Graph {
+        assert_eq!(
+            self.dims(logits).h * self.dims(logits).w,
+            1,
+            "logits must be 1x1xC"
+        );
+        self.push("loss", Op::SoftmaxXent, vec![logits], Dims::new(1, 1, 1));
+        self.graph
+    }
+}
+
+fn square_pool(kind: PoolKind, k: usize, s: usize, p: usize, ceil: bool) -> PoolSpec {
+    PoolSpec {
+        kind,
+        kh: k,
+        kw: k,
+        sh: s,
+        sw: s,
+        ph: p,
+        pw: p,
+        ceil,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pooling_rounds_like_pytorch() {
+        // GoogLeNet's ceil-mode pools: 112 -> 56, 56 -> 28, 14 -> 7.
+        assert_eq!(out_size(112, 3, 2, 0, true), 56);
+        assert_eq!(out_size(14, 3, 2, 0, true), 7);
+        assert_eq!(out_size(112, 3, 2, 0, false), 55);
+        // The last window may not start in the right padding.
+        assert_eq!(out_size(5, 2, 2, 1, true), 3);
+        assert_eq!(out_size(4, 2, 2, 1, true), 3);
+        // AlexNet: 227 -> 55 -> 27.
+        assert_eq!(out_size(227, 11, 4, 0, false), 55);
+        assert_eq!(out_size(55, 3, 2, 0, true), 27);
+    }
+
+    #[test]
+    fn small_graph_counts_params_and_macs() {
+        let (mut b, x) = Builder::new("tiny", Dims::new(8, 8, 3));
+        let c = b.conv("c", x, ConvSpec::square(4, 3, 1, 1).with_bias());
+        let n = b.bn("bn", c);
+        let r = b.relu("r", n);
+        let p = b.global_avg_pool("gap", r);
+        let f = b.linear("fc", p, 10);
+        let g = b.finish(f);
+        // conv 3·3·3·4 + 4, bn 2·4, fc 4·10 + 10.
+        assert_eq!(g.params(), 112 + 8 + 50);
+        assert_eq!(g.node_macs(1), 8 * 8 * 4 * 27);
+        assert_eq!(g.classes(), 10);
+        assert_eq!(g.nodes.last().unwrap().op.kind(), "softmax-xent");
+    }
+}

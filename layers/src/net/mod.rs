@@ -1,0 +1,10 @@
+//! Networks: the layer graph ([`graph`]) and the backends that run it.
+
+pub mod cpu;
+pub mod cpu_layer;
+pub mod graph;
+pub mod init;
+#[cfg(test)]
+pub(crate) mod tests;
+
+pub use graph::{Builder, ConvSpec, Dims, Graph, LrnSpec, Node, Op, PoolKind, PoolSpec, TensorId};

@@ -1,0 +1,204 @@
+//! The CPU executor against finite differences and against the reference
+//! kernels, one op at a time and as a whole small network.
+
+use super::cpu::{CpuNet, CpuOptions};
+use super::graph::{Builder, ConvSpec, Dims, Graph, LrnSpec, PoolKind, PoolSpec, TensorId};
+use cnnbench_kernels::conv::reference::rel_l2_error;
+use cnnbench_kernels::Isa;
+
+fn opts(reference: bool) -> CpuOptions {
+    CpuOptions {
+        isa: Isa::detect(),
+        reference,
+        seed: 5,
+    }
+}
+
+/// Central differences of the loss at four coordinates of every parameter:
+/// each must agree with the analytic gradient to 2% of the largest gradient
+/// in the network. The step is small because ReLU and max pooling have
+/// kinks that a larger step crosses; the loss is f32, so its rounding
+/// (about 1e-7) over 2h stays well under that bound.
+fn check_finite_differences(g: &Graph, batch: usize) {
+    let mut net = CpuNet::new(g, batch, opts(false));
+    net.forward();
+    net.backward();
+    let grads: Vec<(String, Vec<f32>)> = net
+        .named_params()
+        .into_iter()
+        .map(|(n, p)| (n, p.grad.clone()))
+        .collect();
+    let scale = grads
+        .iter()
+        .flat_map(|(_, g)| g.iter().map(|v| v.abs()))
+        .fold(1e-3f32, f32::max);
+    for (pi, (name, grad)) in grads.iter().enumerate() {
+        let n = grad.len();
+        for k in [0, n / 3, n / 2, n - 1] {
+            let h = 1e-4f32;
+            let at = |net: &mut CpuNet, v: f32| {
+                net.params_mut()[pi].value[k] = v;
+                net.forward() as f64
+            };
+            let w = net.params_mut()[pi].value[k];
+            let up = at(&mut net, w + h);
+            let down = at(&mut net, w - h);
+            at(&mut net, w);
+            let fd = (up - down) / (2.0 * h as f64);
+            let err = (fd - grad[k] as f64).abs() / scale as f64;
+            assert!(
+                err < 2e-2,
+                "{}: {name}[{k}] analytic {} vs finite difference {fd} ({err:.3e} of {scale})",
+                g.name,
+                grad[k]
+            );
+        }
+    }
+}
+
+/// A conv feeding the op under test, then a classifier: the conv's weight
+/// gradient checks the op's backward.
+fn around(name: &str, op: impl FnOnce(&mut Builder, TensorId) -> TensorId) -> Graph {
+    let (mut b, x) = Builder::new(name, Dims::new(6, 6, 3));
+    let c = b.conv("conv", x, ConvSpec::square(8, 3, 1, 1).with_bias());
+    let y = op(&mut b, c);
+    let f = b.linear("fc", y, 5);
+    b.finish(f)
+}
+
+#[test]
+fn every_op_matches_finite_differences() {
+    let lrn = LrnSpec {
+        size: 5,
+        alpha: 0.5,
+        beta: 0.75,
+        k: 1.0,
+    };
+    let graphs = [
+        around("conv", |_, x| x),
+        around("bn", |b, x| b.bn("bn", x)),
+        around("relu", |b, x| b.relu("relu", x)),
+        around("maxpool", |b, x| b.max_pool("pool", x, 3, 2, 1)),
+        around("maxpool-ceil", |b, x| b.max_pool_ceil("pool", x, 3, 2, 0)),
+        around("avgpool", |b, x| b.avg_pool("pool", x, 3, 1, 1)),
+        around("avgpool-nopad", |b, x| {
+            let s = PoolSpec {
+                kind: PoolKind::Avg { count_pad: false },
+                kh: 3,
+                kw: 3,
+                sh: 2,
+                sw: 2,
+                ph: 1,
+                pw: 1,
+                ceil: true,
+            };
+            b.pool("pool", x, s)
+        }),
+        around("gap", |b, x| b.global_avg_pool("gap", x)),
+        around("lrn", |b, x| b.lrn("lrn", x, lrn)),
+        around("dropout", |b, x| b.dropout("drop", x, 0.5)),
+        around("concat", |b, x| {
+            let y = b.conv("side", x, ConvSpec::square(4, 1, 1, 0));
+            b.concat("cat", &[x, y])
+        }),
+        around("add", |b, x| {
+            let y = b.conv("side", x, ConvSpec::square(8, 3, 1, 1));
+            b.add("add", x, y)
+        }),
+        around("grouped", |b, x| {
+            b.conv("g", x, ConvSpec::square(4, 3, 2, 1).groups(2).with_bias())
+        }),
+        around("fc", |b, x| {
+            let y = b.linear("fc0", x, 7);
+            b.relu("r", y)
+        }),
+    ];
+    for g in &graphs {
+        check_finite_differences(g, 3);
+    }
+}
+
+/// A small network with every op, branches whose gradients sum (concat
+/// fan-out, residual add) and every kind of pooling.
+pub fn every_op_net() -> Graph {
+    let (mut b, x) = Builder::new("every-op", Dims::new(12, 12, 3));
+    let c1 = b.conv("conv1", x, ConvSpec::square(16, 3, 1, 1).with_bias());
+    let r1 = b.relu("relu1", c1);
+    let n1 = b.lrn(
+        "lrn1",
+        r1,
+        LrnSpec {
+            size: 5,
+            alpha: 1e-4,
+            beta: 0.75,
+            k: 1.0,
+        },
+    );
+    let p1 = b.max_pool_ceil("pool1", n1, 3, 2, 0);
+    let a = b.conv("a.conv", p1, ConvSpec::square(8, 1, 1, 0));
+    let a = b.bn("a.bn", a);
+    let a = b.relu("a.relu", a);
+    let bb = b.conv("b.conv", p1, ConvSpec::square(8, 3, 1, 1));
+    let bb = b.bn("b.bn", bb);
+    let bb = b.relu("b.relu", bb);
+    let cat = b.concat("cat", &[a, bb]);
+    let y = b.conv("res.conv1", cat, ConvSpec::square(16, 3, 1, 1));
+    let y = b.bn("res.bn1", y);
+    let y = b.relu("res.relu1", y);
+    let y = b.conv("res.conv2", y, ConvSpec::square(16, 3, 1, 1).groups(2));
+    let y = b.bn("res.bn2", y);
+    let s = b.add("res.add", y, cat);
+    let s = b.relu("res.relu2", s);
+    let p = b.avg_pool("pool2", s, 3, 2, 1);
+    let gap = b.global_avg_pool("gap", p);
+    let f = b.linear("fc1", gap, 12);
+    let f = b.relu("fc1.relu", f);
+    let f = b.dropout("fc1.drop", f, 0.5);
+    let f = b.linear("fc2", f, 10);
+    b.finish(f)
+}
+
+#[test]
+fn a_whole_network_matches_finite_differences() {
+    check_finite_differences(&every_op_net(), 2);
+}
+
+#[test]
+fn fast_kernels_match_the_reference_network() {
+    let g = every_op_net();
+    let mut fast = CpuNet::new(&g, 4, opts(false));
+    let mut slow = CpuNet::new(&g, 4, opts(true));
+    let (lf, ls) = (fast.forward(), slow.forward());
+    assert!((lf - ls).abs() <= 1e-5 * ls.abs(), "loss {lf} vs {ls}");
+    assert!(rel_l2_error(fast.logits(), slow.logits()) < 1e-5);
+    fast.backward();
+    slow.backward();
+    let want: Vec<Vec<f32>> = slow.params_mut().iter().map(|p| p.grad.clone()).collect();
+    for ((name, p), w) in fast.named_params().into_iter().zip(&want) {
+        let e = rel_l2_error(&p.grad, w);
+        assert!(e < 1e-4, "{name}: {e:e}");
+    }
+}
+
+#[test]
+fn parameters_allocated_equal_the_graph_count() {
+    let g = every_op_net();
+    let mut net = CpuNet::new(&g, 2, opts(false));
+    let n: usize = net.params_mut().iter().map(|p| p.value.len()).sum();
+    assert_eq!(n, g.params());
+    assert!(net.memory().activations > 0);
+}
+
+#[test]
+fn sgd_lowers_the_loss() {
+    let g = every_op_net();
+    let mut net = CpuNet::new(&g, 8, opts(false));
+    let first = net.forward();
+    for _ in 0..30 {
+        net.forward();
+        net.backward();
+        net.sgd_update(0.05, 0.9);
+    }
+    let last = net.forward();
+    assert!(last < first, "loss {first} -> {last}");
+}
