@@ -28,26 +28,31 @@ pub fn relu_fwd(isa: Isa, x: &[f32], y: &mut [f32]) {
 pub fn relu_bwd(isa: Isa, y: &[f32], dys: &[&[f32]], dx: &mut [f32]) {
     assert!(dys.iter().all(|d| d.len() == y.len()) && dx.len() == y.len());
     dx.par_chunks_mut(CHUNK).enumerate().for_each(|(ci, dx)| {
-        let o = ci * CHUNK;
-        let y = &y[o..o + dx.len()];
+        let (o, n) = (ci * CHUNK, dx.len());
+        let y = &y[o..o + n];
         with_isa(isa, || match dys {
             [d] => {
-                let d = &d[o..o + dx.len()];
-                for i in 0..dx.len() {
-                    dx[i] = if y[i] > 0.0 { d[i] } else { 0.0 };
+                for ((dx, &y), &d) in dx.iter_mut().zip(y).zip(&d[o..o + n]) {
+                    *dx = if y > 0.0 { d } else { 0.0 };
+                }
+            }
+            // A ResNet block's output: the next block and its shortcut.
+            [d0, d1] => {
+                let ds = d0[o..o + n].iter().zip(&d1[o..o + n]);
+                for ((dx, &y), (&a, &b)) in dx.iter_mut().zip(y).zip(ds) {
+                    *dx = if y > 0.0 { a + b } else { 0.0 };
                 }
             }
             _ => {
-                dx.copy_from_slice(&dys[0][o..o + dx.len()]);
+                dx.copy_from_slice(&dys[0][o..o + n]);
                 for d in &dys[1..] {
-                    let d = &d[o..o + dx.len()];
-                    for i in 0..dx.len() {
-                        dx[i] += d[i];
+                    for (dx, &d) in dx.iter_mut().zip(&d[o..o + n]) {
+                        *dx += d;
                     }
                 }
-                for i in 0..dx.len() {
-                    if y[i] <= 0.0 {
-                        dx[i] = 0.0;
+                for (dx, &y) in dx.iter_mut().zip(y) {
+                    if y <= 0.0 {
+                        *dx = 0.0;
                     }
                 }
             }

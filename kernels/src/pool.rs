@@ -85,19 +85,41 @@ pub fn max_fwd(isa: Isa, p: &PoolShape, x: &[f32], y: &mut [f32], argmax: &mut [
                         for iw in c0..c1 {
                             let pix = ih * p.iw + iw;
                             let xs = &img[pix * c..pix * c + c];
-                            for i in 0..c {
-                                // `>` keeps the first maximum, and NaN wins
-                                // (a NaN input must not be hidden).
-                                if xs[i] > y[i] || xs[i].is_nan() {
-                                    y[i] = xs[i];
-                                    am[i] = pix as u32;
-                                }
-                            }
+                            max_into(y, am, xs, pix as u32);
                         }
                     }
                 }
             })
         });
+}
+
+/// `y = max(y, xs)` lane by lane, recording `pix` where `xs` won. Keeps
+/// the first maximum; a NaN input wins and stays (it must not be hidden).
+/// Blocks of 16 channels in fixed-size arrays so that it vectorises.
+#[inline(always)]
+fn max_into(y: &mut [f32], am: &mut [u32], xs: &[f32], pix: u32) {
+    const L: usize = 16;
+    let full = xs.len() / L * L;
+    for ((y, am), xs) in y[..full]
+        .chunks_exact_mut(L)
+        .zip(am[..full].chunks_exact_mut(L))
+        .zip(xs[..full].chunks_exact(L))
+    {
+        let y: &mut [f32; L] = y.try_into().expect("L lanes");
+        let am: &mut [u32; L] = am.try_into().expect("L lanes");
+        let xs: &[f32; L] = xs.try_into().expect("L lanes");
+        for l in 0..L {
+            let take = xs[l] > y[l] || xs[l].is_nan();
+            y[l] = if take { xs[l] } else { y[l] };
+            am[l] = if take { pix } else { am[l] };
+        }
+    }
+    for i in full..xs.len() {
+        if xs[i] > y[i] || xs[i].is_nan() {
+            y[i] = xs[i];
+            am[i] = pix;
+        }
+    }
 }
 
 /// Max pooling backward: each output gradient goes to its argmax.

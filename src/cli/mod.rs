@@ -1,10 +1,12 @@
 //! Command-line interface: one file per subcommand.
 
+mod check;
 mod children;
 mod compare;
 mod conv;
 mod gemm;
 mod info;
+mod model;
 mod output;
 mod progress;
 mod report;
@@ -38,6 +40,10 @@ enum Command {
     Compare(compare::CompareArgs),
     /// Merge results (any machines, and peers' CSV) into a markdown report with charts
     Report(report::ReportArgs),
+    /// Time whole-model training steps (forward, backward) with a per-layer breakdown, or describe a model
+    Model(Box<model::ModelArgs>),
+    /// Verify a whole model's numerics: fast layers against the reference layers
+    Check(check::CheckArgs),
     /// Describe this machine: CPU, ISA, measured FP32 peak, GPU and its libraries, build
     Info(info::InfoArgs),
 }
@@ -88,6 +94,8 @@ pub fn run() -> Result<ExitCode> {
     match cli.command {
         Command::Conv(args) => conv::run(*args),
         Command::Gemm(args) => gemm::run(*args),
+        Command::Model(args) => model::run(*args),
+        Command::Check(args) => check::run(args),
         Command::Info(args) => info::run(args),
         Command::Report(args) => report::run(args),
         Command::Compare(args) => compare::run(args),

@@ -18,6 +18,14 @@ use std::process::ExitCode;
 pub struct OutputArgs {
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+/// Where results go besides stdout, and what the machine costs: shared by
+/// every measuring subcommand.
+#[derive(Args, Clone, Debug)]
+pub struct StoreArgs {
     /// Write the output here too (rewritten atomically after every record)
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
@@ -40,7 +48,7 @@ pub struct OutputArgs {
     pub instance: Option<String>,
 }
 
-impl OutputArgs {
+impl StoreArgs {
     /// The price from `--price-per-hour` or `--instance`.
     pub fn price(&self) -> Result<Option<cost::Price>> {
         cost::resolve(
@@ -48,6 +56,14 @@ impl OutputArgs {
             self.instance.as_deref(),
             &self.results.join("instances.toml"),
         )
+    }
+
+    /// The store file of this run, unless `--no-save`.
+    pub fn create(&self, subcommand: &str, env: &Environment) -> Result<Option<Store>> {
+        if self.no_save {
+            return Ok(None);
+        }
+        Ok(Some(Store::create(&self.results, subcommand, env)?))
     }
 }
 
@@ -70,18 +86,14 @@ impl Output {
         subcommand: &'static str,
         dtype: DType,
     ) -> Result<Output> {
-        env.price = args.price()?;
-        let store = if args.no_save {
-            None
-        } else {
-            Some(Store::create(&args.results, subcommand, &env)?)
-        };
+        env.price = args.store.price()?;
+        let store = args.store.create(subcommand, &env)?;
         let out = Output {
             env,
             records: Vec::new(),
             skipped: Vec::new(),
             format: args.format,
-            path: args.out.clone(),
+            path: args.store.out.clone(),
             store,
             subcommand,
             dtype,

@@ -21,8 +21,13 @@ pub struct Run {
 /// Loads every results file and peer CSV under `paths`.
 pub fn load(paths: &[PathBuf]) -> Result<Vec<Run>> {
     let mut runs = Vec::new();
+    let mut models = 0;
     for path in store::find_json(paths)? {
         let is_csv = path.extension().is_some_and(|e| e == "csv");
+        if is_model_run(&path, is_csv)? {
+            models += 1;
+            continue;
+        }
         let (file, peer) = if is_csv {
             let (file, peer) = read_peer_csv(&path)?;
             (file, Some(peer))
@@ -39,8 +44,23 @@ pub fn load(paths: &[PathBuf]) -> Result<Vec<Run>> {
             label: String::new(),
         });
     }
+    if models > 0 {
+        eprintln!(
+            "cnnbench: report: skipped {models} model run(s); the report covers conv and gemm runs"
+        );
+    }
     label_runs(&mut runs);
     Ok(runs)
+}
+
+/// Whether a file holds `cnnbench model` results (or the model peer's CSV).
+fn is_model_run(path: &std::path::Path, is_csv: bool) -> Result<bool> {
+    if is_csv {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read '{}'", path.display()))?;
+        return Ok(text.starts_with("model,"));
+    }
+    Ok(store::subcommand_of(path)? == "model")
 }
 
 /// A CSV in cnnbench's columns (what `scripts/peers/*` print) as a run;

@@ -54,12 +54,36 @@ fn numeric(col: usize) -> bool {
     (4..=10).contains(&col)
 }
 
-/// An aligned text table.
-pub fn text(records: &[Record]) -> String {
-    let head = header(records);
-    let rows: Vec<Vec<String>> = records.iter().map(cells).collect();
-    let mut width: Vec<usize> = head.iter().map(|h| h.len()).collect();
-    for row in &rows {
+/// Column alignment in [`aligned`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Align {
+    Left,
+    Right,
+}
+
+/// An aligned text table, or a GitHub-flavoured markdown one with `md`.
+pub fn aligned<S: AsRef<str>>(
+    head: &[S],
+    align: &[Align],
+    rows: &[Vec<String>],
+    md: bool,
+) -> String {
+    let head: Vec<String> = head.iter().map(|h| h.as_ref().to_string()).collect();
+    let right = |i: usize| align.get(i) == Some(&Align::Right);
+    if md {
+        let mut out = format!("| {} |\n", head.join(" | "));
+        let marks: Vec<&str> = (0..head.len())
+            .map(|i| if right(i) { "---:" } else { "---" })
+            .collect();
+        out += &format!("|{}|\n", marks.join("|"));
+        for row in rows {
+            let row: Vec<String> = row.iter().map(|c| c.replace('|', "\\|")).collect();
+            out += &format!("| {} |\n", row.join(" | "));
+        }
+        return out;
+    }
+    let mut width: Vec<usize> = head.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
         for (w, c) in width.iter_mut().zip(row) {
             *w = (*w).max(c.chars().count());
         }
@@ -69,7 +93,7 @@ pub fn text(records: &[Record]) -> String {
             .iter()
             .enumerate()
             .map(|(i, c)| {
-                if numeric(i) {
+                if right(i) {
                     format!("{c:>w$}", w = width[i])
                 } else {
                     format!("{c:<w$}", w = width[i])
@@ -80,28 +104,35 @@ pub fn text(records: &[Record]) -> String {
     };
     let mut out = line(&head);
     out += &line(&width.iter().map(|w| "-".repeat(*w)).collect::<Vec<_>>());
-    for row in &rows {
+    for row in rows {
         out += &line(row);
     }
     out
 }
 
+fn record_table(records: &[Record], md: bool) -> String {
+    let head = header(records);
+    let align: Vec<Align> = (0..head.len())
+        .map(|i| {
+            if numeric(i) {
+                Align::Right
+            } else {
+                Align::Left
+            }
+        })
+        .collect();
+    let rows: Vec<Vec<String>> = records.iter().map(cells).collect();
+    aligned(&head, &align, &rows, md)
+}
+
+/// An aligned text table.
+pub fn text(records: &[Record]) -> String {
+    record_table(records, false)
+}
+
 /// A GitHub-flavoured markdown table.
 pub fn markdown(records: &[Record]) -> String {
-    let head = header(records);
-    let mut out = format!("| {} |\n", head.join(" | "));
-    let align: Vec<&str> = (0..head.len())
-        .map(|i| if numeric(i) { "---:" } else { "---" })
-        .collect();
-    out += &format!("|{}|\n", align.join("|"));
-    for r in records {
-        let row: Vec<String> = cells(r)
-            .into_iter()
-            .map(|c| c.replace('|', "\\|"))
-            .collect();
-        out += &format!("| {} |\n", row.join(" | "));
-    }
-    out
+    record_table(records, true)
 }
 
 /// Algorithms that were asked for but not timed, one line each (empty when

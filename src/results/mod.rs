@@ -3,9 +3,11 @@
 
 pub mod dump;
 pub mod environment;
+pub mod model_record;
 pub mod record;
 pub mod store;
 pub mod writers;
 
 pub use environment::Environment;
+pub use model_record::{LayerTime, MemoryBytes, ModelRecord};
 pub use record::{Check, Record, Skipped};

@@ -13,8 +13,10 @@ use std::path::{Path, PathBuf};
 /// the same way.
 pub const FORMAT_VERSION: u32 = 1;
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct RunFile {
+/// One run's file. `R` is the record type: [`Record`] for `conv` and
+/// `gemm`, [`super::ModelRecord`] for `model`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunFile<R = Record> {
     #[serde(default)]
     pub format_version: u32,
     /// `conv`, `gemm`, ... (empty in version-0 files).
@@ -22,13 +24,26 @@ pub struct RunFile {
     pub subcommand: String,
     #[serde(default)]
     pub environment: Environment,
-    #[serde(default)]
-    pub records: Vec<Record>,
+    #[serde(default = "Vec::new")]
+    pub records: Vec<R>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub skipped: Vec<Skipped>,
     /// False while the run is going, and after it was stopped early.
     #[serde(default = "finished_by_default")]
     pub complete: bool,
+}
+
+impl<R> Default for RunFile<R> {
+    fn default() -> Self {
+        RunFile {
+            format_version: 0,
+            subcommand: String::new(),
+            environment: Environment::default(),
+            records: Vec::new(),
+            skipped: Vec::new(),
+            complete: finished_by_default(),
+        }
+    }
 }
 
 /// A file without the field was a finished `--format json` document.
@@ -71,18 +86,32 @@ impl Store {
     }
 
     /// Rewrites the file with everything so far (temp file, then rename).
-    pub fn save(&self, file: &RunFile) -> Result<()> {
+    pub fn save<R: Serialize>(&self, file: &RunFile<R>) -> Result<()> {
         let mut text = serde_json::to_string_pretty(file)?;
         text.push('\n');
         writers::write_atomic(&self.path, &text)
     }
 }
 
-/// Reads one run file, of this or an older format version.
-pub fn load(path: &Path) -> Result<RunFile> {
+/// The subcommand that wrote a results file, read without its records.
+pub fn subcommand_of(path: &Path) -> Result<String> {
+    #[derive(Deserialize)]
+    struct Head {
+        #[serde(default)]
+        subcommand: String,
+    }
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read '{}'", path.display()))?;
-    let file: RunFile = serde_json::from_str(&text)
+    let head: Head = serde_json::from_str(&text)
+        .with_context(|| format!("'{}' is not a cnnbench results file", path.display()))?;
+    Ok(head.subcommand)
+}
+
+/// Reads one run file, of this or an older format version.
+pub fn load<R: serde::de::DeserializeOwned>(path: &Path) -> Result<RunFile<R>> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read '{}'", path.display()))?;
+    let file: RunFile<R> = serde_json::from_str(&text)
         .with_context(|| format!("'{}' is not a cnnbench results file", path.display()))?;
     if file.format_version > FORMAT_VERSION {
         bail!(
@@ -145,7 +174,7 @@ mod tests {
         store.save(&file).unwrap();
         file.complete = true;
         store.save(&file).unwrap();
-        assert_eq!(load(&store.path).unwrap(), file);
+        assert_eq!(load::<Record>(&store.path).unwrap(), file);
         // Only the file itself is left: the temporary was renamed over it.
         let names: Vec<_> = std::fs::read_dir(dir.path().join("r")).unwrap().collect();
         assert_eq!(names.len(), 1);
@@ -176,7 +205,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("old.json");
         std::fs::write(&p, v0).unwrap();
-        let f = load(&p).unwrap();
+        let f = load::<Record>(&p).unwrap();
         assert_eq!(f.format_version, 0);
         assert!(f.complete);
         assert_eq!(f.records.len(), 1);
@@ -189,12 +218,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("new.json");
         std::fs::write(&p, r#"{"format_version": 99, "records": []}"#).unwrap();
-        assert!(load(&p)
+        assert!(load::<Record>(&p)
             .unwrap_err()
             .to_string()
             .contains("format version 99"));
         std::fs::write(&p, "[1, 2]").unwrap();
-        assert!(load(&p)
+        assert!(load::<Record>(&p)
             .unwrap_err()
             .to_string()
             .contains("not a cnnbench results file"));

@@ -305,6 +305,19 @@ impl CpuNet {
         &self.acts[self.act_of[i]]
     }
 
+    /// Takes `other`'s layer outputs (same graph and batch) as this
+    /// network's, so that a backward pass next decides every ReLU mask and
+    /// max-pool winner as `other` did. `check` uses it: two correct
+    /// implementations differ by rounding, and a value rounding to either
+    /// side of a ReLU's kink or a pooling tie sends a gradient down a
+    /// different path, an O(1) difference that says nothing about either.
+    pub fn adopt_activations(&mut self, other: &CpuNet) {
+        assert_eq!(self.acts.len(), other.acts.len(), "same network");
+        for (mine, theirs) in self.acts.iter_mut().zip(&other.acts) {
+            mine.copy_from_slice(theirs);
+        }
+    }
+
     /// The image batch, to set inputs by hand (tests).
     pub fn input_mut(&mut self) -> &mut [f32] {
         &mut self.acts[0]

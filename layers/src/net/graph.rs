@@ -327,7 +327,7 @@ impl Builder {
     pub fn conv(&mut self, name: &str, x: TensorId, s: ConvSpec) -> TensorId {
         let d = self.dims(x);
         assert!(
-            d.c % s.groups == 0 && s.oc % s.groups == 0,
+            d.c.is_multiple_of(s.groups) && s.oc.is_multiple_of(s.groups),
             "{name}: channels not divisible by groups"
         );
         let out = Dims::new(

@@ -1,0 +1,640 @@
+//! `cnnbench model`: time whole-model training steps (forward, backward,
+//! optionally the SGD update) with a per-layer breakdown, or describe a
+//! model's layers without running it.
+
+use super::output::StoreArgs;
+use super::{init_threads, Device, TimingArgs};
+use crate::bench::{RunPolicy, Stats};
+use crate::problem::ConvProblem;
+use crate::report::table::{aligned, Align};
+use crate::results::environment::available_memory_bytes;
+use crate::results::model_record::MODEL_CSV_HEADER;
+use crate::results::store::{RunFile, Store, FORMAT_VERSION};
+use crate::results::{writers, Environment, LayerTime, MemoryBytes, ModelRecord};
+use anyhow::{bail, Context, Result};
+use clap::{Args, ValueEnum};
+use cnnbench_kernels::Isa;
+use cnnbench_layers::net::cpu::{estimate, CpuNet, CpuOptions};
+use cnnbench_layers::net::{Graph, Op};
+use cnnbench_layers::{cuda::Gpu, zoo, DType, Layout};
+use serde::Serialize;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+#[derive(Args, Debug)]
+#[command(after_help = "Examples:
+    cnnbench model resnet50 --batch 16 --per-layer
+    cnnbench model all --batch 8 --format csv --out models.csv
+    cnnbench model resnet50 --describe
+    cnnbench model resnet50 --describe --format benchdnn > resnet50.txt && cnnbench conv --from resnet50.txt
+
+Models: alexnet googlenet inception-v3 vgg16 vgg19 resnet18 resnet34 resnet50 resnet101 resnet152 resnet200")]
+pub struct ModelArgs {
+    /// Model names, or `all`
+    #[arg(required = true, value_name = "NAME")]
+    pub models: Vec<String>,
+    /// Images per step
+    #[arg(long, default_value_t = 16)]
+    pub batch: usize,
+    /// Where to run (the GPU backend for whole models is not built yet)
+    #[arg(long, value_enum, default_value_t = Device::Cpu)]
+    pub device: Device,
+    /// Precision: f32 on the CPU
+    #[arg(long, default_value = "f32")]
+    pub dtype: String,
+    /// Activation layout: nhwc on the CPU
+    #[arg(long, default_value = "nhwc")]
+    pub layout: String,
+    /// Also report each layer's forward and backward time
+    #[arg(long)]
+    pub per_layer: bool,
+    /// Include a weight update in every step (SGD, momentum 0.9, lr 0.01)
+    #[arg(long, value_enum)]
+    pub update: Option<Update>,
+    /// Print the layer table (name, type, output, parameters, MACs) without running
+    #[arg(long)]
+    pub describe: bool,
+    #[arg(long, value_enum, default_value_t = ModelFormat::Table)]
+    pub format: ModelFormat,
+    /// Worker threads [default: all logical CPUs]
+    #[arg(long, value_name = "N", env = "CNNBENCH_THREADS")]
+    pub threads: Option<usize>,
+    #[command(flatten)]
+    pub timing: TimingArgs,
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// No progress bar
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Update {
+    Sgd,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ModelFormat {
+    /// Aligned text for people
+    Table,
+    /// One row per model (the columns scripts/peers/pytorch_model.py prints)
+    Csv,
+    /// {"environment": ..., "records": [...]}; with --describe, the layer table
+    Json,
+    /// A markdown table
+    Md,
+    /// With --describe: one benchdnn descriptor per convolution layer
+    Benchdnn,
+}
+
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+/// The graphs named on the command line (`all` expands), or a one-line
+/// error naming the models there are.
+pub fn resolve(names: &[String]) -> Result<Vec<Graph>> {
+    let mut out = Vec::new();
+    for n in names {
+        if n == "all" {
+            out.extend(zoo::NAMES.iter().filter_map(|m| zoo::build(m)));
+            continue;
+        }
+        match zoo::build(n) {
+            Some(g) => out.push(g),
+            None => bail!(
+                "unknown model '{n}'; there are: {}, or all",
+                zoo::NAMES.join(", ")
+            ),
+        }
+    }
+    Ok(out)
+}
+
+pub fn run(args: ModelArgs) -> Result<ExitCode> {
+    let graphs = resolve(&args.models)?;
+    if args.batch == 0 {
+        bail!("--batch must be at least 1");
+    }
+    if args.describe {
+        return describe(&graphs, &args);
+    }
+    if args.format == ModelFormat::Benchdnn {
+        bail!("--format benchdnn goes with --describe");
+    }
+    let policy = args.timing.policy()?;
+    let dtype = DType::parse(&args.dtype)?;
+    let layout = Layout::parse(&args.layout)?;
+    let no_gpu = match args.device {
+        Device::Cpu => None,
+        Device::Gpu | Device::Auto => {
+            let why = match Gpu::open() {
+                Ok(g) => format!(
+                    "the GPU backend for whole models is not built yet ({} left unused)",
+                    g.info.name
+                ),
+                Err(why) => why,
+            };
+            if args.device == Device::Gpu {
+                bail!("--device gpu: {why}");
+            }
+            Some(why)
+        }
+    };
+    if dtype != DType::F32 || layout != Layout::Nhwc {
+        bail!("--dtype {dtype} --layout {layout}: the CPU path runs f32 in nhwc only");
+    }
+    let threads = init_threads(args.threads)?;
+    let isa = Isa::detect();
+    if let (Some(why), false) = (&no_gpu, args.quiet) {
+        eprintln!("cnnbench: device auto: {why}; using the CPU ({threads} threads, {isa})");
+    }
+    ctrlc::set_handler(|| INTERRUPTED.store(true, Ordering::Relaxed))
+        .context("installing the Ctrl-C handler")?;
+    let env = Environment::here(threads, isa.name().into(), None, "wall clock");
+    let mut out = ModelOutput::new(env, &args)?;
+    let bar = super::progress::bar(graphs.len() as u64, args.quiet);
+    for g in &graphs {
+        bar.set_message(g.name.clone());
+        let rec = run_cpu(g, &args, policy, isa, &bar)?;
+        let Some(rec) = rec else { break };
+        out.push(rec)?;
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    out.finish(INTERRUPTED.load(Ordering::Relaxed))
+}
+
+/// Training FLOPs of one step at `batch`: forward 2·MACs; backward 2·MACs
+/// for the weights, and 2·MACs for the data gradient except where the
+/// layer's input is the image.
+pub fn step_flops(g: &Graph, batch: usize) -> u64 {
+    let mut f = 0;
+    for (i, n) in g.nodes.iter().enumerate() {
+        let m = g.node_macs(i);
+        let data = if n.inputs.first() == Some(&0) {
+            0
+        } else {
+            2 * m
+        };
+        f += 4 * m + data;
+    }
+    f * batch as u64
+}
+
+fn base_record(g: &Graph, batch: usize, status: &str) -> ModelRecord {
+    ModelRecord {
+        model: g.name.clone(),
+        batch,
+        device: "cpu".into(),
+        dtype: "f32".into(),
+        layout: "nhwc".into(),
+        params: g.params(),
+        macs: g.macs(),
+        status: status.into(),
+        forward_ms: None,
+        backward_ms: None,
+        update_ms: None,
+        total_ms: None,
+        images_per_sec: None,
+        gflops: None,
+        runs: 0,
+        loss: None,
+        memory: None,
+        layers: Vec::new(),
+    }
+}
+
+/// Times one model; `None` when interrupted before it finished.
+fn run_cpu(
+    g: &Graph,
+    args: &ModelArgs,
+    policy: RunPolicy,
+    isa: Isa,
+    bar: &indicatif::ProgressBar,
+) -> Result<Option<ModelRecord>> {
+    let need = estimate(g, args.batch);
+    if let Some(avail) = available_memory_bytes() {
+        if need > avail * 9 / 10 {
+            eprintln!(
+                "cnnbench: {} at batch {}: needs about {:.1} GiB, {:.1} GiB available: OOM",
+                g.name,
+                args.batch,
+                need as f64 / (1u128 << 30) as f64,
+                avail as f64 / (1u128 << 30) as f64
+            );
+            return Ok(Some(base_record(g, args.batch, "OOM")));
+        }
+    }
+    let opts = CpuOptions {
+        isa,
+        reference: false,
+        seed: args.timing.seed,
+    };
+    let mut net = CpuNet::new(g, args.batch, opts);
+    let update = args.update.is_some();
+    let step = |net: &mut CpuNet| -> [f64; 3] {
+        net.next_step();
+        let t0 = Instant::now();
+        net.forward();
+        let t1 = Instant::now();
+        net.backward();
+        let t2 = Instant::now();
+        if update {
+            net.sgd_update(0.01, 0.9);
+        }
+        let t3 = Instant::now();
+        [t1 - t0, t2 - t1, t3 - t2].map(|d| d.as_secs_f64() * 1e3)
+    };
+    // The first step always runs untimed: it times the convolution
+    // algorithms of each layer and keeps the fastest.
+    for i in 0..policy.warmup.max(1) {
+        if INTERRUPTED.load(Ordering::Relaxed) {
+            return Ok(None);
+        }
+        bar.set_message(format!("{}: warm-up step {}", g.name, i + 1));
+        step(&mut net);
+    }
+    let n = g.nodes.len();
+    let (mut fwd, mut bwd, mut upd, mut total) = (vec![], vec![], vec![], vec![]);
+    let mut layer_f: Vec<Vec<f64>> = vec![Vec::new(); n];
+    let mut layer_b: Vec<Vec<f64>> = vec![Vec::new(); n];
+    let start = Instant::now();
+    while fwd.len() < policy.max_runs
+        && (fwd.len() < policy.min_runs || start.elapsed() < policy.min_time)
+    {
+        if INTERRUPTED.load(Ordering::Relaxed) {
+            return Ok(None);
+        }
+        bar.set_message(format!("{}: step {}", g.name, fwd.len() + 1));
+        let [f, b, u] = step(&mut net);
+        fwd.push(f);
+        bwd.push(b);
+        upd.push(u);
+        total.push(f + b + u);
+        for i in 0..n {
+            layer_f[i].push(net.fwd_secs[i] * 1e3);
+            layer_b[i].push(net.bwd_secs[i] * 1e3);
+        }
+    }
+    let loss = net.loss();
+    if !loss.is_finite() {
+        eprintln!("cnnbench: warning: {}: the loss is {loss}", g.name);
+    }
+    let stats = |v: &[f64]| Stats::of(v).expect("at least one timed step");
+    let total_s = stats(&total);
+    let mem = net.memory();
+    let mut rec = base_record(g, args.batch, "ok");
+    rec.forward_ms = Some(stats(&fwd));
+    rec.backward_ms = Some(stats(&bwd));
+    rec.update_ms = update.then(|| stats(&upd));
+    rec.total_ms = Some(total_s);
+    rec.images_per_sec = Some(args.batch as f64 / (total_s.median / 1e3));
+    rec.gflops = Some(step_flops(g, args.batch) as f64 / (total_s.median * 1e6));
+    rec.runs = fwd.len();
+    rec.loss = Some(loss);
+    rec.memory = Some(MemoryBytes {
+        params: mem.params,
+        activations: mem.activations,
+        workspace: mem.workspace,
+        total: mem.total(),
+    });
+    if args.per_layer {
+        for i in 1..n {
+            let node = &g.nodes[i];
+            let (f, b) = (median(&layer_f[i]), median(&layer_b[i]));
+            rec.layers.push(LayerTime {
+                name: node.name.clone(),
+                kind: node.op.kind().into(),
+                output: node.out.to_string(),
+                forward_ms: f,
+                backward_ms: b,
+                percent: 100.0 * (f + b) / total_s.median,
+                kernels: net.kernels(i),
+            });
+        }
+    }
+    Ok(Some(rec))
+}
+
+fn median(v: &[f64]) -> f64 {
+    Stats::of(v).map_or(0.0, |s| s.median)
+}
+
+/// Renders and keeps the records of a model run.
+struct ModelOutput {
+    env: Environment,
+    records: Vec<ModelRecord>,
+    format: ModelFormat,
+    path: Option<std::path::PathBuf>,
+    store: Option<Store>,
+}
+
+impl ModelOutput {
+    fn new(mut env: Environment, args: &ModelArgs) -> Result<ModelOutput> {
+        env.price = args.store.price()?;
+        let out = ModelOutput {
+            store: args.store.create("model", &env)?,
+            env,
+            records: Vec::new(),
+            format: args.format,
+            path: args.store.out.clone(),
+        };
+        out.save(false)?;
+        Ok(out)
+    }
+
+    fn push(&mut self, r: ModelRecord) -> Result<()> {
+        self.records.push(r);
+        self.save(false)
+    }
+
+    fn save(&self, complete: bool) -> Result<()> {
+        if let Some(path) = &self.path {
+            writers::write_atomic(path, &self.render()?)?;
+        }
+        if let Some(store) = &self.store {
+            store.save(&RunFile {
+                format_version: FORMAT_VERSION,
+                subcommand: "model".into(),
+                environment: self.env.clone(),
+                records: self.records.clone(),
+                skipped: Vec::new(),
+                complete,
+            })?;
+        }
+        Ok(())
+    }
+
+    fn render(&self) -> Result<String> {
+        Ok(match self.format {
+            ModelFormat::Json => {
+                #[derive(Serialize)]
+                struct Doc<'a> {
+                    environment: &'a Environment,
+                    records: &'a [ModelRecord],
+                }
+                let doc = Doc {
+                    environment: &self.env,
+                    records: &self.records,
+                };
+                serde_json::to_string_pretty(&doc)? + "\n"
+            }
+            ModelFormat::Csv => {
+                let mut w = csv::Writer::from_writer(Vec::new());
+                w.write_record(MODEL_CSV_HEADER)?;
+                for r in &self.records {
+                    w.write_record(r.csv_row())?;
+                }
+                String::from_utf8(w.into_inner().context("flushing CSV")?)?
+            }
+            ModelFormat::Table | ModelFormat::Md | ModelFormat::Benchdnn => {
+                let md = self.format == ModelFormat::Md;
+                let e = &self.env;
+                let mut s = format!(
+                    "# cnnbench {} ({}) | {} | {} threads | isa {} | training steps, median (min-max) of timed steps, wall clock\n",
+                    e.cnnbench.version, e.cnnbench.git, e.cpu, e.threads, e.isa
+                );
+                s += &models_table(&self.records, md);
+                for r in self.records.iter().filter(|r| !r.layers.is_empty()) {
+                    s += &format!("\n## {} (batch {}), per layer\n", r.model, r.batch);
+                    s += &layers_table(&r.layers, md);
+                }
+                s
+            }
+        })
+    }
+
+    fn finish(&self, interrupted: bool) -> Result<ExitCode> {
+        self.save(!interrupted)?;
+        match &self.path {
+            Some(p) => eprintln!(
+                "cnnbench: wrote {} records to {}",
+                self.records.len(),
+                p.display()
+            ),
+            None => print!("{}", self.render()?),
+        }
+        if interrupted {
+            let kept = self
+                .store
+                .as_ref()
+                .map_or(String::new(), |s| format!(" (in {})", s.path.display()));
+            eprintln!(
+                "cnnbench: interrupted; kept the {} finished models{kept}",
+                self.records.len()
+            );
+            return Ok(ExitCode::from(130));
+        }
+        Ok(ExitCode::SUCCESS)
+    }
+}
+
+fn ms_range(s: &Option<Stats>) -> String {
+    s.map_or("-".into(), |s| {
+        format!("{:.1} ({:.1}-{:.1})", s.median, s.min, s.max)
+    })
+}
+
+fn gib(b: usize) -> String {
+    format!("{:.2} GiB", b as f64 / (1u64 << 30) as f64)
+}
+
+fn models_table(records: &[ModelRecord], md: bool) -> String {
+    let header = [
+        "model", "batch", "params", "fwd ms", "bwd ms", "step ms", "img/s", "GFLOP/s", "memory",
+        "runs", "status",
+    ];
+    let rows: Vec<Vec<String>> = records
+        .iter()
+        .map(|r| {
+            vec![
+                r.model.clone(),
+                r.batch.to_string(),
+                r.params.to_string(),
+                ms_range(&r.forward_ms),
+                ms_range(&r.backward_ms),
+                ms_range(&r.total_ms),
+                r.images_per_sec.map_or("-".into(), |v| format!("{v:.1}")),
+                r.gflops.map_or("-".into(), |v| format!("{v:.1}")),
+                r.memory.map_or("-".into(), |m| gib(m.total)),
+                r.runs.to_string(),
+                r.status.clone(),
+            ]
+        })
+        .collect();
+    use Align::{Left as L, Right as R};
+    aligned(&header, &[L, R, R, R, R, R, R, R, R, R, L], &rows, md)
+}
+
+fn layers_table(layers: &[LayerTime], md: bool) -> String {
+    let header = [
+        "layer",
+        "type",
+        "output",
+        "fwd ms",
+        "bwd ms",
+        "% step",
+        "algorithms",
+    ];
+    let rows: Vec<Vec<String>> = layers
+        .iter()
+        .map(|l| {
+            vec![
+                l.name.clone(),
+                l.kind.clone(),
+                l.output.clone(),
+                format!("{:.3}", l.forward_ms),
+                format!("{:.3}", l.backward_ms),
+                format!("{:.1}", l.percent),
+                l.kernels.clone(),
+            ]
+        })
+        .collect();
+    use Align::{Left as L, Right as R};
+    aligned(&header, &[L, L, R, R, R, R, L], &rows, md)
+}
+
+/// One layer of `--describe --format json`.
+#[derive(Serialize)]
+struct LayerDesc {
+    name: String,
+    kind: &'static str,
+    output: String,
+    params: usize,
+    macs: u64,
+    /// The benchdnn descriptor at the chosen batch (convolutions only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    desc: Option<String>,
+}
+
+#[derive(Serialize)]
+struct ModelDesc {
+    model: String,
+    params: usize,
+    macs: u64,
+    input: String,
+    layers: Vec<LayerDesc>,
+}
+
+/// The benchdnn descriptor of convolution node `i` at `batch`, named
+/// `model:layer`.
+pub fn conv_descriptor(g: &Graph, i: usize, batch: usize) -> String {
+    ConvProblem {
+        shape: g.conv_shape(i, batch),
+        name: Some(format!("{}:{}", g.name, g.nodes[i].name)),
+    }
+    .canonical()
+}
+
+fn model_desc(g: &Graph, batch: usize) -> ModelDesc {
+    let layers = (1..g.nodes.len())
+        .map(|i| {
+            let n = &g.nodes[i];
+            LayerDesc {
+                name: n.name.clone(),
+                kind: n.op.kind(),
+                output: n.out.to_string(),
+                params: g.node_params(i),
+                macs: g.node_macs(i),
+                desc: matches!(n.op, Op::Conv(_)).then(|| conv_descriptor(g, i, batch)),
+            }
+        })
+        .collect();
+    ModelDesc {
+        model: g.name.clone(),
+        params: g.params(),
+        macs: g.macs(),
+        input: g.input().to_string(),
+        layers,
+    }
+}
+
+fn describe(graphs: &[Graph], args: &ModelArgs) -> Result<ExitCode> {
+    let mut s = String::new();
+    match args.format {
+        ModelFormat::Json => {
+            let descs: Vec<ModelDesc> = graphs.iter().map(|g| model_desc(g, args.batch)).collect();
+            s = if descs.len() == 1 {
+                serde_json::to_string_pretty(&descs[0])?
+            } else {
+                serde_json::to_string_pretty(&descs)?
+            };
+            s.push('\n');
+        }
+        ModelFormat::Benchdnn => {
+            for g in graphs {
+                let convs: Vec<usize> = (0..g.nodes.len())
+                    .filter(|&i| matches!(g.nodes[i].op, Op::Conv(_)))
+                    .collect();
+                s += &format!(
+                    "# {}: {} convolutions at batch {}, input {}\n",
+                    g.name,
+                    convs.len(),
+                    args.batch,
+                    g.input()
+                );
+                for i in convs {
+                    s += &conv_descriptor(g, i, args.batch);
+                    s.push('\n');
+                }
+            }
+        }
+        ModelFormat::Csv => {
+            let mut w = csv::Writer::from_writer(Vec::new());
+            w.write_record(["model", "layer", "kind", "output", "params", "macs", "desc"])?;
+            for g in graphs {
+                for l in model_desc(g, args.batch).layers {
+                    w.write_record([
+                        g.name.clone(),
+                        l.name,
+                        l.kind.into(),
+                        l.output,
+                        l.params.to_string(),
+                        l.macs.to_string(),
+                        l.desc.unwrap_or_default(),
+                    ])?;
+                }
+            }
+            s = String::from_utf8(w.into_inner().context("flushing CSV")?)?;
+        }
+        ModelFormat::Table | ModelFormat::Md => {
+            let md = args.format == ModelFormat::Md;
+            for g in graphs {
+                let d = model_desc(g, args.batch);
+                s += &format!(
+                    "# {}: {} parameters, {:.3} GMACs per image, input {}\n",
+                    d.model,
+                    d.params,
+                    d.macs as f64 / 1e9,
+                    d.input
+                );
+                let rows: Vec<Vec<String>> = d
+                    .layers
+                    .iter()
+                    .map(|l| {
+                        vec![
+                            l.name.clone(),
+                            l.kind.into(),
+                            l.output.clone(),
+                            l.params.to_string(),
+                            l.macs.to_string(),
+                        ]
+                    })
+                    .collect();
+                use Align::{Left as L, Right as R};
+                s += &aligned(
+                    &["layer", "type", "output", "params", "MACs"],
+                    &[L, L, R, R, R],
+                    &rows,
+                    md,
+                );
+                s.push('\n');
+            }
+        }
+    }
+    match &args.store.out {
+        Some(p) => writers::write_atomic(p, &s)?,
+        None => print!("{s}"),
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,127 @@
+//! One measured model: a training step's forward and backward times with
+//! their statistics, throughput, size and memory, and optionally the
+//! per-layer breakdown. The JSON and CSV contract of `cnnbench model`.
+
+use crate::bench::Stats;
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ModelRecord {
+    pub model: String,
+    pub batch: usize,
+    pub device: String,
+    pub dtype: String,
+    pub layout: String,
+    pub params: usize,
+    /// Forward multiply-accumulates per image (convolutions and fully
+    /// connected layers).
+    pub macs: u64,
+    /// `ok`, or `OOM` (then no times).
+    pub status: String,
+    pub forward_ms: Option<Stats>,
+    pub backward_ms: Option<Stats>,
+    /// The SGD step, with `--update sgd`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub update_ms: Option<Stats>,
+    /// Per step: forward + backward (+ update).
+    pub total_ms: Option<Stats>,
+    pub images_per_sec: Option<f64>,
+    /// Training FLOPs of the step (forward 2·MACs; backward 2·MACs for the
+    /// weights and 2·MACs for the data gradient, except where the input is
+    /// the image) over the median step.
+    pub gflops: Option<f64>,
+    pub runs: usize,
+    /// The loss of the last timed step (finite, or the numbers are suspect).
+    pub loss: Option<f32>,
+    pub memory: Option<MemoryBytes>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub layers: Vec<LayerTime>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MemoryBytes {
+    /// Parameters, their gradients and momentum buffers.
+    pub params: usize,
+    /// Layer outputs and their gradients.
+    pub activations: usize,
+    /// Convolution workspaces, masks and saved statistics.
+    pub workspace: usize,
+    pub total: usize,
+}
+
+/// One layer's share of the step: medians over the timed steps.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LayerTime {
+    pub name: String,
+    pub kind: String,
+    /// `CxHxW`, or `C` for a vector.
+    pub output: String,
+    pub forward_ms: f64,
+    pub backward_ms: f64,
+    /// (forward + backward) over the median step, in percent.
+    pub percent: f64,
+    /// Algorithms per direction (convolutions).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub kernels: String,
+}
+
+pub const MODEL_CSV_HEADER: [&str; 21] = [
+    "model",
+    "batch",
+    "device",
+    "dtype",
+    "layout",
+    "params",
+    "macs",
+    "fwd_ms_min",
+    "fwd_ms_median",
+    "fwd_ms_max",
+    "fwd_ms_mean",
+    "fwd_ms_stddev",
+    "bwd_ms_min",
+    "bwd_ms_median",
+    "bwd_ms_max",
+    "bwd_ms_mean",
+    "bwd_ms_stddev",
+    "total_ms_median",
+    "images_per_sec",
+    "runs",
+    "status",
+];
+
+impl ModelRecord {
+    /// The CSV row, the same columns `scripts/peers/pytorch_model.py` prints.
+    pub fn csv_row(&self) -> Vec<String> {
+        let stats = |s: &Option<Stats>| -> Vec<String> {
+            match s {
+                Some(s) => [s.min, s.median, s.max, s.mean, s.stddev]
+                    .iter()
+                    .map(|v| format!("{v:.3}"))
+                    .collect(),
+                None => vec![String::new(); 5],
+            }
+        };
+        let mut row = vec![
+            self.model.clone(),
+            self.batch.to_string(),
+            self.device.clone(),
+            self.dtype.clone(),
+            self.layout.clone(),
+            self.params.to_string(),
+            self.macs.to_string(),
+        ];
+        row.extend(stats(&self.forward_ms));
+        row.extend(stats(&self.backward_ms));
+        row.push(
+            self.total_ms
+                .map_or(String::new(), |s| format!("{:.3}", s.median)),
+        );
+        row.push(
+            self.images_per_sec
+                .map_or(String::new(), |v| format!("{v:.1}")),
+        );
+        row.push(self.runs.to_string());
+        row.push(self.status.clone());
+        row
+    }
+}
