@@ -16,18 +16,21 @@ if [ ! -x "$venv/bin/python" ]; then
     echo "creating $venv" >&2
     "$python" -m venv "$venv"
 fi
-# Skip pip entirely when the pinned versions are already there.
-if ! "$venv/bin/python" - "$here/requirements.txt" <<'PY' 2>/dev/null
+# Whether every version pinned in file $1 is installed (a local suffix such
+# as +cu132 is ignored), so that pip is skipped entirely on re-runs.
+pinned_ok() {
+    "$venv/bin/python" - "$1" <<'PY' 2>/dev/null
 import sys
 from importlib.metadata import version
 for line in open(sys.argv[1]):
     line = line.split("#")[0].strip()
     if line:
         name, want = line.split("==")
-        if version(name) != want:
+        if version(name).split("+")[0] != want:
             sys.exit(1)
 PY
-then
-    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$here/requirements.txt"
-fi
-"$venv/bin/python" -c 'import torch; print("torch", torch.__version__, "mkldnn available:", torch.backends.mkldnn.is_available())'
+}
+pip=("$venv/bin/python" -m pip install --quiet --disable-pip-version-check)
+pinned_ok "$here/requirements.txt" || "${pip[@]}" -r "$here/requirements.txt"
+pinned_ok "$here/requirements-nodeps.txt" || "${pip[@]}" --no-deps -r "$here/requirements-nodeps.txt"
+"$venv/bin/python" -c 'import torch, torchvision; print("torch", torch.__version__, "torchvision", torchvision.__version__, "mkldnn available:", torch.backends.mkldnn.is_available())'

@@ -50,11 +50,11 @@ pub enum CheckFormat {
     Json,
 }
 
-/// Relative L2 error allowed on whole-network f32 outputs: 10x the fp32
-/// threshold of a single layer (`conv --check`: 1e-5), since rounding
-/// differences accumulate through 10 to 200 layers and each batch norm
-/// rescales them. Correct networks here show 4e-7 to 2e-5; a real mistake
-/// gives errors of order 1.
+/// Relative L2 error allowed per layer output and per parameter gradient,
+/// each computed from the same inputs: the fp32 threshold of one layer
+/// (`conv --check`: 1e-5), times 10 for the end-to-end loss and for the
+/// long sums of batch norm and the classifier. Correct layers here show
+/// 1e-7 to 1e-5; a real mistake gives errors of order 1.
 pub const NETWORK_TOLERANCE: f64 = 1e-4;
 
 #[derive(Serialize)]
@@ -129,15 +129,18 @@ fn compare_cpu(g: &Graph, batch: usize, seed: u64) -> Vec<Compared> {
             passed: rel_err <= NETWORK_TOLERANCE,
         })
     };
-    let (lf, ls) = (fast.forward(), slow.forward());
-    push("logits".into(), rel_l2_error(fast.logits(), slow.logits()));
-    push("loss".into(), rel_l2_error(&[lf], &[ls]));
-    // The backward passes start from the same activations, so that both
-    // take the same paths through ReLUs and max pools (see
-    // `CpuNet::adopt_activations`).
-    slow.adopt_activations(&fast);
+    // End to end: the loss of each network run on its own.
+    let lf = fast.forward();
+    let ls = slow.forward();
+    push("loss (end to end)".into(), rel_l2_error(&[lf], &[ls]));
+    // Layer by layer: each reference layer reads the fast network's inputs
+    // and output gradients (see `CpuNet::forward_from`).
+    let errs = slow.forward_from(&fast);
+    for (i, e) in errs.iter().enumerate().skip(1) {
+        push(format!("{}.output", g.nodes[i].name), *e);
+    }
     fast.backward();
-    slow.backward();
+    slow.backward_from(&fast);
     let want: Vec<Vec<f32>> = slow.params_mut().iter().map(|p| p.grad.clone()).collect();
     let rms = rms_of(&want);
     for ((name, p), w) in fast.named_params().into_iter().zip(&want) {
@@ -193,18 +196,24 @@ fn table(all: &[Compared], verbose: bool) -> String {
             rows.extend(of.iter().map(|c| fmt(c)));
             continue;
         }
-        // Logits, loss, and the worst gradient with how many were compared.
-        rows.extend(of.iter().take(2).map(|c| fmt(c)));
-        let grads = &of[2..];
-        if let Some(worst) = grads.iter().max_by(|a, b| a.rel_err.total_cmp(&b.rel_err)) {
-            let mut row = fmt(worst);
-            row[1] = format!("worst of {} gradients: {}", grads.len(), worst.tensor);
-            row[4] = if grads.iter().all(|c| c.passed) {
-                "pass".into()
-            } else {
-                format!("FAIL ({})", grads.iter().filter(|c| !c.passed).count())
-            };
-            rows.push(row);
+        // The loss, then the worst layer output and the worst gradient,
+        // with how many were compared.
+        rows.push(fmt(of[0]));
+        for (what, suffix) in [("layer outputs", ".output"), ("gradients", ".grad")] {
+            let part: Vec<&Compared> = of
+                .iter()
+                .copied()
+                .filter(|c| c.tensor.ends_with(suffix))
+                .collect();
+            if let Some(worst) = part.iter().max_by(|a, b| a.rel_err.total_cmp(&b.rel_err)) {
+                let mut row = fmt(worst);
+                row[1] = format!("worst of {} {what}: {}", part.len(), worst.tensor);
+                let failed = part.iter().filter(|c| !c.passed).count();
+                if failed > 0 {
+                    row[4] = format!("FAIL ({failed})");
+                }
+                rows.push(row);
+            }
         }
     }
     use Align::{Left as L, Right as R};

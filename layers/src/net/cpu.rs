@@ -190,23 +190,28 @@ impl CpuNet {
         self.ctx.step_seed = self.step.wrapping_mul(0x2545_F491_4F6C_DD1D) ^ self.seed;
         for i in 1..self.graph.nodes.len() {
             let t0 = Instant::now();
-            if self.graph.nodes[i].op != Op::Flatten {
-                let out_id = self.act_of[i];
-                let mut out = std::mem::take(&mut self.acts[out_id]);
-                {
-                    let inputs: Vec<&[f32]> = self.graph.nodes[i]
-                        .inputs
-                        .iter()
-                        .map(|&t| &self.acts[self.act_of[t]][..])
-                        .collect();
-                    let layer = self.layers[i].as_mut().expect("every node has a layer");
-                    layer.forward(&mut self.ctx, &inputs, &mut out);
-                }
-                self.acts[out_id] = out;
-            }
+            self.forward_node(i);
             self.fwd_secs[i] = t0.elapsed().as_secs_f64();
         }
         self.loss()
+    }
+
+    fn forward_node(&mut self, i: usize) {
+        if self.graph.nodes[i].op == Op::Flatten {
+            return;
+        }
+        let out_id = self.act_of[i];
+        let mut out = std::mem::take(&mut self.acts[out_id]);
+        {
+            let inputs: Vec<&[f32]> = self.graph.nodes[i]
+                .inputs
+                .iter()
+                .map(|&t| &self.acts[self.act_of[t]][..])
+                .collect();
+            let layer = self.layers[i].as_mut().expect("every node has a layer");
+            layer.forward(&mut self.ctx, &inputs, &mut out);
+        }
+        self.acts[out_id] = out;
     }
 
     pub fn loss(&self) -> f32 {
@@ -305,16 +310,46 @@ impl CpuNet {
         &self.acts[self.act_of[i]]
     }
 
-    /// Takes `other`'s layer outputs (same graph and batch) as this
-    /// network's, so that a backward pass next decides every ReLU mask and
-    /// max-pool winner as `other` did. `check` uses it: two correct
-    /// implementations differ by rounding, and a value rounding to either
-    /// side of a ReLU's kink or a pooling tie sends a gradient down a
-    /// different path, an O(1) difference that says nothing about either.
-    pub fn adopt_activations(&mut self, other: &CpuNet) {
+    /// The forward pass with every layer reading `other`'s outputs (same
+    /// graph and batch) as its inputs: each layer's own error against
+    /// `other`, free of what earlier layers did. Returns each node's
+    /// output error (relative L2; the input's is 0).
+    ///
+    /// `check` uses it, and [`CpuNet::backward_from`]: run free, two
+    /// correct implementations drift apart by rounding that deep networks
+    /// amplify, and a value rounding to the other side of a ReLU's kink or
+    /// a max-pooling tie sends its gradient down another path; neither
+    /// says anything about the layers.
+    pub fn forward_from(&mut self, other: &CpuNet) -> Vec<f64> {
         assert_eq!(self.acts.len(), other.acts.len(), "same network");
+        self.ctx.step_seed = other.ctx.step_seed;
+        let mut errs = vec![0.0; self.graph.nodes.len()];
+        for i in 1..self.graph.nodes.len() {
+            for &t in &self.graph.nodes[i].inputs {
+                let b = self.act_of[t];
+                self.acts[b].copy_from_slice(&other.acts[b]);
+            }
+            self.forward_node(i);
+            errs[i] = rel_l2(&self.acts[self.act_of[i]], &other.acts[self.act_of[i]]);
+        }
+        errs
+    }
+
+    /// The backward pass with every layer reading `other`'s output
+    /// gradients and activations (see [`CpuNet::forward_from`]), after
+    /// which each parameter gradient carries its own layer's error only.
+    pub fn backward_from(&mut self, other: &CpuNet) {
         for (mine, theirs) in self.acts.iter_mut().zip(&other.acts) {
             mine.copy_from_slice(theirs);
+        }
+        for i in (1..self.graph.nodes.len()).rev() {
+            if passes_gradient(&self.graph.nodes[i].op) {
+                continue;
+            }
+            for &p in &self.dy_parts[i] {
+                self.grads[p].copy_from_slice(&other.grads[p]);
+            }
+            self.backward_node(i);
         }
     }
 
@@ -348,6 +383,10 @@ impl CpuNet {
             workspace,
         }
     }
+}
+
+fn rel_l2(got: &[f32], want: &[f32]) -> f64 {
+    cnnbench_kernels::conv::reference::rel_l2_error(got, want)
 }
 
 /// Bytes [`CpuNet::new`] will allocate before any convolution plan: the
