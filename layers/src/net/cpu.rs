@@ -324,6 +324,7 @@ impl CpuNet {
         assert_eq!(self.acts.len(), other.acts.len(), "same network");
         self.ctx.step_seed = other.ctx.step_seed;
         let mut errs = vec![0.0; self.graph.nodes.len()];
+        #[allow(clippy::needless_range_loop)] // `i` names the node throughout
         for i in 1..self.graph.nodes.len() {
             for &t in &self.graph.nodes[i].inputs {
                 let b = self.act_of[t];
