@@ -204,7 +204,7 @@ fn check_passes_alexnet_and_prints_a_table() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let out = stdout(&o);
     assert!(
-        out.contains("logits") && out.contains("worst of 16 gradients"),
+        out.contains("layer outputs") && out.contains("worst of 16 gradients"),
         "{out}"
     );
     assert!(!out.contains("FAIL"), "{out}");
