@@ -97,7 +97,6 @@ Bad input (model name, option, a device or dtype this machine or PyTorch
 cannot run) prints one line on stderr and exits 2.
 """
 
-import argparse
 import contextlib
 import csv
 import gc
@@ -106,6 +105,10 @@ import os
 import statistics
 import sys
 import time
+
+# Shared with the convolution peer: one-line errors, cnnbench's run policy
+# and statistics.
+from pytorch_conv import InputError, Parser, run_policy, stats
 
 PROG = "pytorch_model.py"
 
@@ -139,10 +142,6 @@ RESNET200_SHORTCUT_BN = True
 # pre-activation, as in the other layers.
 RESNET200_LAYER1_PREACT = False
 RESNET200_BLOCKS = (3, 24, 36, 3)
-
-
-class InputError(Exception):
-    """Bad user input: reported as one line, exit status 2."""
 
 
 # --------------------------------------------------------------------------
@@ -269,12 +268,6 @@ def count_macs(torch, nn, model, size, device, memory_format):
 # Options
 
 
-class Parser(argparse.ArgumentParser):
-    def error(self, message):  # one line, exit 2
-        sys.stderr.write(f"{self.prog}: error: {message}\n")
-        sys.exit(2)
-
-
 def parse_args(argv):
     ap = Parser(prog=PROG, description="Time whole-network training steps (forward, backward) with PyTorch.")
     ap.add_argument("models", nargs="*", metavar="MODEL", help=f"{' '.join(MODELS)}, or all")
@@ -317,15 +310,6 @@ def expand_models(names):
         else:
             raise InputError(f"unknown model '{n}' (known: {', '.join(MODELS)}, or all)")
     return out
-
-
-def run_policy(warmup, iters, min_time):
-    """(warmup, min_runs, min_time_s, max_runs), cnnbench's RunPolicy::from_options."""
-    warmup = 3 if warmup is None else warmup
-    if iters is not None and min_time is None:
-        return warmup, iters, 0.0, iters
-    n = 10 if iters is None else iters
-    return warmup, n, (1.0 if min_time is None else min_time), max(100_000, iters or 0)
 
 
 # --------------------------------------------------------------------------
@@ -400,13 +384,6 @@ def bench_model(torch, nn, tv, name, a, policy, info):
         upd.append(u)
         tot.append(f + b + u)
     return fwd, bwd, upd, tot
-
-
-def stats(ms):
-    """min, median, max, mean, sample stddev: cnnbench's Stats::of."""
-    v = sorted(ms)
-    sd = statistics.stdev(v) if len(v) > 1 else 0.0
-    return v[0], statistics.median(v), v[-1], statistics.fmean(v), sd
 
 
 HEADER = ["model", "batch", "device", "dtype", "layout", "params", "macs",

@@ -4,14 +4,13 @@
 //! training step each, from the same weights and data, compared on the
 //! logits, the loss and every parameter gradient.
 
-use super::model::resolve;
+use super::model::{cpu_only, resolve};
 use super::{init_threads, Device};
 use crate::report::table::{aligned, Align};
 use anyhow::{bail, Result};
 use clap::{Args, ValueEnum};
 use cnnbench_kernels::conv::reference::rel_l2_error;
 use cnnbench_kernels::Isa;
-use cnnbench_layers::cuda::Gpu;
 use cnnbench_layers::net::cpu::{CpuNet, CpuOptions};
 use cnnbench_layers::net::Graph;
 use serde::Serialize;
@@ -71,21 +70,8 @@ pub fn run(args: CheckArgs) -> Result<ExitCode> {
     if args.batch == 0 {
         bail!("--batch must be at least 1");
     }
-    match args.device {
-        Device::Cpu => {}
-        Device::Gpu | Device::Auto => {
-            let why = match Gpu::open() {
-                Ok(g) => format!(
-                    "the GPU backend for whole models is not built yet ({} left unused)",
-                    g.info.name
-                ),
-                Err(why) => why,
-            };
-            if args.device == Device::Gpu {
-                bail!("--device gpu: {why}");
-            }
-            eprintln!("cnnbench: device auto: {why}; checking the CPU");
-        }
+    if let Some(why) = cpu_only(args.device)? {
+        eprintln!("cnnbench: device auto: {why}; checking the CPU");
     }
     let threads = init_threads(args.threads)?;
     let mut all = Vec::new();

@@ -2,7 +2,7 @@
 //! optionally the SGD update) with a per-layer breakdown, or describe a
 //! model's layers without running it.
 
-use super::output::StoreArgs;
+use super::output::{end_run, save_run, StoreArgs};
 use super::{init_threads, Device, TimingArgs};
 use crate::bench::{RunPolicy, Stats};
 use crate::problem::ConvProblem;
@@ -124,22 +124,7 @@ pub fn run(args: ModelArgs) -> Result<ExitCode> {
     let policy = args.timing.policy()?;
     let dtype = DType::parse(&args.dtype)?;
     let layout = Layout::parse(&args.layout)?;
-    let no_gpu = match args.device {
-        Device::Cpu => None,
-        Device::Gpu | Device::Auto => {
-            let why = match Gpu::open() {
-                Ok(g) => format!(
-                    "the GPU backend for whole models is not built yet ({} left unused)",
-                    g.info.name
-                ),
-                Err(why) => why,
-            };
-            if args.device == Device::Gpu {
-                bail!("--device gpu: {why}");
-            }
-            Some(why)
-        }
-    };
+    let no_gpu = cpu_only(args.device)?;
     if dtype != DType::F32 || layout != Layout::Nhwc {
         bail!("--dtype {dtype} --layout {layout}: the CPU path runs f32 in nhwc only");
     }
@@ -162,6 +147,25 @@ pub fn run(args: ModelArgs) -> Result<ExitCode> {
     }
     bar.finish_and_clear();
     out.finish(INTERRUPTED.load(Ordering::Relaxed))
+}
+
+/// Whole models run on the CPU only: `--device gpu` is a one-line error
+/// and `auto` falls back, with the reason returned for the user.
+pub fn cpu_only(device: Device) -> Result<Option<String>> {
+    if device == Device::Cpu {
+        return Ok(None);
+    }
+    let why = match Gpu::open() {
+        Ok(g) => format!(
+            "the GPU backend for whole models is not built yet ({} left unused)",
+            g.info.name
+        ),
+        Err(why) => why,
+    };
+    if device == Device::Gpu {
+        bail!("--device gpu: {why}");
+    }
+    Ok(Some(why))
 }
 
 /// Training FLOPs of one step at `batch`: forward 2·MACs; backward 2·MACs
@@ -349,20 +353,20 @@ impl ModelOutput {
     }
 
     fn save(&self, complete: bool) -> Result<()> {
-        if let Some(path) = &self.path {
-            writers::write_atomic(path, &self.render()?)?;
-        }
-        if let Some(store) = &self.store {
-            store.save(&RunFile {
-                format_version: FORMAT_VERSION,
-                subcommand: "model".into(),
-                environment: self.env.clone(),
-                records: self.records.clone(),
-                skipped: Vec::new(),
-                complete,
-            })?;
-        }
-        Ok(())
+        let file = RunFile {
+            format_version: FORMAT_VERSION,
+            subcommand: "model".into(),
+            environment: self.env.clone(),
+            records: self.records.clone(),
+            skipped: Vec::new(),
+            complete,
+        };
+        save_run(
+            self.path.as_deref(),
+            || self.render(),
+            self.store.as_ref(),
+            &file,
+        )
     }
 
     fn render(&self) -> Result<String> {
@@ -406,26 +410,15 @@ impl ModelOutput {
 
     fn finish(&self, interrupted: bool) -> Result<ExitCode> {
         self.save(!interrupted)?;
-        match &self.path {
-            Some(p) => eprintln!(
-                "cnnbench: wrote {} records to {}",
-                self.records.len(),
-                p.display()
-            ),
-            None => print!("{}", self.render()?),
-        }
-        if interrupted {
-            let kept = self
-                .store
-                .as_ref()
-                .map_or(String::new(), |s| format!(" (in {})", s.path.display()));
-            eprintln!(
-                "cnnbench: interrupted; kept the {} finished models{kept}",
-                self.records.len()
-            );
-            return Ok(ExitCode::from(130));
-        }
-        Ok(ExitCode::SUCCESS)
+        let out = self.path.as_deref();
+        let end = end_run(
+            out,
+            self.render()?,
+            self.records.len(),
+            self.store.as_ref(),
+            interrupted,
+        );
+        Ok(end.unwrap_or(ExitCode::SUCCESS))
     }
 }
 

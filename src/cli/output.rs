@@ -169,44 +169,35 @@ impl Output {
 
     /// Rewrites `--out` and the store file with everything so far.
     fn save(&self, complete: bool) -> Result<()> {
-        if let Some(path) = &self.path {
-            writers::write_atomic(path, &self.render()?)?;
-        }
-        if let Some(store) = &self.store {
-            store.save(&RunFile {
-                format_version: FORMAT_VERSION,
-                subcommand: self.subcommand.into(),
-                environment: self.env.clone(),
-                records: self.records.clone(),
-                skipped: self.skipped.clone(),
-                complete,
-            })?;
-        }
-        Ok(())
+        let file = RunFile {
+            format_version: FORMAT_VERSION,
+            subcommand: self.subcommand.into(),
+            environment: self.env.clone(),
+            records: self.records.clone(),
+            skipped: self.skipped.clone(),
+            complete,
+        };
+        save_run(
+            self.path.as_deref(),
+            || self.render(),
+            self.store.as_ref(),
+            &file,
+        )
     }
 
     /// Writes the final output and turns what happened into the exit code:
     /// 130 when interrupted, 1 when a check failed.
     pub fn finish(&self, interrupted: bool) -> Result<ExitCode> {
         self.save(!interrupted)?;
-        match &self.path {
-            Some(path) => eprintln!(
-                "cnnbench: wrote {} records to {}",
-                self.records.len(),
-                path.display()
-            ),
-            None => print!("{}", self.render()?),
-        }
-        let kept = self
-            .store
-            .as_ref()
-            .map_or(String::new(), |s| format!(" (in {})", s.path.display()));
-        if interrupted {
-            eprintln!(
-                "cnnbench: interrupted; kept the {} finished records{kept}",
-                self.records.len()
-            );
-            return Ok(ExitCode::from(130));
+        let out = self.path.as_deref();
+        if let Some(code) = end_run(
+            out,
+            self.render()?,
+            self.records.len(),
+            self.store.as_ref(),
+            interrupted,
+        ) {
+            return Ok(code);
         }
         let failed = self
             .records
@@ -219,4 +210,45 @@ impl Output {
         }
         Ok(ExitCode::SUCCESS)
     }
+}
+
+/// Rewrites `--out` (when given) with what `render` makes, and the store
+/// file (unless `--no-save`) with `file`: after every record, so that an
+/// interrupted run keeps what it finished. Shared by every measuring
+/// subcommand, whatever its records.
+pub fn save_run<R: serde::Serialize>(
+    out: Option<&std::path::Path>,
+    render: impl FnOnce() -> Result<String>,
+    store: Option<&Store>,
+    file: &RunFile<R>,
+) -> Result<()> {
+    if let Some(path) = out {
+        writers::write_atomic(path, &render()?)?;
+    }
+    if let Some(store) = store {
+        store.save(file)?;
+    }
+    Ok(())
+}
+
+/// The end of a run: the output on stdout (or a line saying where `--out`
+/// put it), and when interrupted, where the finished records are and exit
+/// code 130.
+pub fn end_run(
+    out: Option<&std::path::Path>,
+    rendered: String,
+    records: usize,
+    store: Option<&Store>,
+    interrupted: bool,
+) -> Option<ExitCode> {
+    match out {
+        Some(path) => eprintln!("cnnbench: wrote {records} records to {}", path.display()),
+        None => print!("{rendered}"),
+    }
+    if !interrupted {
+        return None;
+    }
+    let kept = store.map_or(String::new(), |s| format!(" (in {})", s.path.display()));
+    eprintln!("cnnbench: interrupted; kept the {records} finished records{kept}");
+    Some(ExitCode::from(130))
 }

@@ -113,6 +113,11 @@ impl CpuNet {
             .iter()
             .map(|nd| vec![None; nd.inputs.len()])
             .collect();
+        let mut rng = SplitMix64::new(opts.seed ^ 0x1abe1);
+        let classes = graph.classes() as u64;
+        let labels: Vec<u32> = (0..batch)
+            .map(|_| (rng.next_u64() % classes) as u32)
+            .collect();
         let mut layers: Vec<Option<Box<dyn CpuLayer>>> = (0..n).map(|_| None).collect();
         for i in (1..n).rev() {
             let node = &graph.nodes[i];
@@ -124,7 +129,7 @@ impl CpuNet {
                     }
                 }
             }
-            let layer = make_layer(graph, i, batch, opts.seed);
+            let layer = make_layer(graph, i, &labels, opts.seed);
             if parts.len() > 1 && !layer.sums_gradients() {
                 grads.push(vec![0.0; len(i)]);
                 dy_sum[i] = Some(grads.len() - 1);
@@ -148,14 +153,6 @@ impl CpuNet {
             dy_parts[i] = parts;
             layers[i] = Some(layer);
         }
-        let mut rng = SplitMix64::new(opts.seed ^ 0x1abe1);
-        let classes = graph.classes() as u64;
-        let labels: Vec<u32> = (0..batch)
-            .map(|_| (rng.next_u64() % classes) as u32)
-            .collect();
-        if let Some(last) = layers.last_mut() {
-            *last = Some(Box::new(SoftmaxXentLayer::new(graph.classes(), labels)));
-        }
         CpuNet {
             graph: graph.clone(),
             batch,
@@ -163,7 +160,6 @@ impl CpuNet {
                 isa: opts.isa,
                 reference: opts.reference,
                 step_seed: opts.seed,
-                batch,
                 conv_choice: HashMap::new(),
             },
             layers,
@@ -405,7 +401,10 @@ pub fn estimate(graph: &Graph, batch: usize) -> u128 {
     elems * 4
 }
 
-fn make_layer(graph: &Graph, i: usize, batch: usize, seed: u64) -> Box<dyn CpuLayer> {
+/// The CPU layer of node `i`; `labels` holds one seeded class per image
+/// (the batch size).
+fn make_layer(graph: &Graph, i: usize, labels: &[u32], seed: u64) -> Box<dyn CpuLayer> {
+    let batch = labels.len();
     let node = &graph.nodes[i];
     let x = graph.nodes[node.inputs.first().copied().unwrap_or(0)].out;
     let layer_seed = seed ^ (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
@@ -458,7 +457,6 @@ fn make_layer(graph: &Graph, i: usize, batch: usize, seed: u64) -> Box<dyn CpuLa
         }
         Op::Add => Box::new(AddLayer),
         Op::Flatten => Box::new(FlattenLayer),
-        // Replaced in `CpuNet::new` once the labels are drawn.
-        Op::SoftmaxXent => Box::new(SoftmaxXentLayer::new(x.c, vec![0; batch])),
+        Op::SoftmaxXent => Box::new(SoftmaxXentLayer::new(x.c, labels.to_vec())),
     }
 }

@@ -12,7 +12,6 @@ pub struct Ctx {
     pub reference: bool,
     /// Changes every training step (dropout draws a new mask).
     pub step_seed: u64,
-    pub batch: usize,
     /// The fastest convolution algorithm per problem and direction, found
     /// by timing the candidates on the first run of each shape.
     pub conv_choice: HashMap<(ConvShape, Direction), &'static str>,

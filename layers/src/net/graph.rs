@@ -252,8 +252,8 @@ impl Graph {
         }
     }
 
-    /// Layers whose output feeds more than one layer (their gradients are
-    /// sums).
+    /// The layers that read each layer's output (more than one: its
+    /// gradient is a sum).
     pub fn consumers(&self) -> Vec<Vec<usize>> {
         let mut c = vec![Vec::new(); self.nodes.len()];
         for (i, n) in self.nodes.iter().enumerate() {
