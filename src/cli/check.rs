@@ -1,25 +1,32 @@
 //! `cnnbench check`: verify a whole model's numerics. On the CPU the fast
 //! layers run against the naive reference layers (f64-accumulating
-//! convolution and GEMM, textbook batch norm, pooling and LRN): one
-//! training step each, from the same weights and data, compared on the
-//! logits, the loss and every parameter gradient.
+//! convolution and GEMM, textbook batch norm, pooling and LRN); on the GPU
+//! the cuDNN/cuBLAS layers run against the CPU's fast layers. One training
+//! step each, from the same weights and data, compared on the loss, every
+//! layer's output (the logits included) and every parameter gradient.
 
-use super::model::{cpu_only, resolve};
+use super::model::{pick_device, resolve};
 use super::{init_threads, Device};
 use crate::report::table::{aligned, Align};
 use anyhow::{bail, Result};
 use clap::{Args, ValueEnum};
 use cnnbench_kernels::conv::reference::rel_l2_error;
 use cnnbench_kernels::Isa;
+use cnnbench_layers::cuda::nvrtc::Kernels;
+use cnnbench_layers::cuda::{Gpu, GpuResult};
 use cnnbench_layers::net::cpu::{CpuNet, CpuOptions};
-use cnnbench_layers::net::Graph;
+use cnnbench_layers::net::gpu::{GpuNet, GpuOptions};
+use cnnbench_layers::net::plan::passes_gradient;
+use cnnbench_layers::net::{Graph, Op};
+use cnnbench_layers::{DType, Layout};
 use serde::Serialize;
 use std::process::ExitCode;
 
 #[derive(Args, Debug)]
 #[command(after_help = "Examples:
     cnnbench check --model resnet50
-    cnnbench check --model all --batch 2 --format json")]
+    cnnbench check --model all --batch 2 --format json
+    cnnbench check --model resnet50 --device gpu --dtype f16 --layout nhwc")]
 pub struct CheckArgs {
     /// Models to check, or `all`
     #[arg(long = "model", value_name = "NAME", default_value = "all")]
@@ -27,9 +34,16 @@ pub struct CheckArgs {
     /// Images per step
     #[arg(long, default_value_t = 2)]
     pub batch: usize,
-    /// Which backend to check (the GPU backend for whole models is not built yet)
+    /// Which backend to check: cpu (fast layers against the reference), gpu (against the
+    /// CPU), or auto (the GPU when one is usable)
     #[arg(long, value_enum, default_value_t = Device::Cpu)]
     pub device: Device,
+    /// GPU precision: f32, tf32, f16 or bf16
+    #[arg(long, default_value = "f32")]
+    pub dtype: String,
+    /// GPU activation layout: nhwc or nchw
+    #[arg(long, default_value = "nhwc")]
+    pub layout: String,
     /// Worker threads [default: all logical CPUs]
     #[arg(long, value_name = "N", env = "CNNBENCH_THREADS")]
     pub threads: Option<usize>,
@@ -65,22 +79,69 @@ struct Compared {
     passed: bool,
 }
 
+/// The GPU's thresholds against the CPU, per dtype, on the same relative
+/// L2 errors. f32 allows for cuDNN's FFT and Winograd algorithms, which
+/// round differently from direct summation; tf32 and f16 round every
+/// product's inputs to 10 mantissa bits (2^-11), bf16 to 7 (2^-8), and a
+/// layer's output adds its own rounding to the storage type. A real
+/// mistake gives errors of order 1.
+pub fn gpu_tolerance(d: DType) -> f64 {
+    match d {
+        DType::F32 => 1e-3,
+        DType::Tf32 | DType::F16 => 1e-2,
+        DType::Bf16 => 5e-2,
+    }
+}
+
 pub fn run(args: CheckArgs) -> Result<ExitCode> {
     let graphs = resolve(&args.models)?;
     if args.batch == 0 {
         bail!("--batch must be at least 1");
     }
-    if let Some(why) = cpu_only(args.device)? {
-        eprintln!("cnnbench: device auto: {why}; checking the CPU");
+    let dtype = DType::parse(&args.dtype)?;
+    let layout = Layout::parse(&args.layout)?;
+    let gpu = match pick_device(args.device)? {
+        Ok(g) => Some(g),
+        Err(why) => {
+            if args.device == Device::Auto {
+                eprintln!("cnnbench: device auto: {why}; checking the CPU");
+            }
+            None
+        }
+    };
+    if gpu.is_none() && (dtype != DType::F32 || layout != Layout::Nhwc) {
+        bail!("--dtype {dtype} --layout {layout}: the CPU path runs f32 in nhwc only");
     }
     let threads = init_threads(args.threads)?;
     let mut all = Vec::new();
-    for g in &graphs {
-        eprintln!(
-            "cnnbench: checking {} at batch {} on the CPU ({threads} threads; the reference is slow)",
-            g.name, args.batch
-        );
-        all.extend(compare_cpu(g, args.batch, args.seed));
+    if let Some(gpu) = gpu {
+        super::conv::dtype_supported(&gpu.info.compute_capability, dtype)?;
+        let cc = super::model::gpu::compute_capability(&gpu.info.compute_capability);
+        let kernels = Kernels::compile(&gpu.ctx, cc).map_err(|e| anyhow::anyhow!("{e}"))?;
+        for g in &graphs {
+            eprintln!(
+                "cnnbench: checking {} at batch {} on {} ({dtype}, {layout}) against the CPU",
+                g.name, args.batch, gpu.info.name
+            );
+            let opts = GpuOptions {
+                dtype,
+                layout,
+                seed: args.seed,
+                workspace_limit: super::model::gpu::DEFAULT_WORKSPACE_LIMIT,
+                per_layer: false,
+            };
+            let found = compare_gpu(&gpu, &kernels, g, args.batch, opts)
+                .map_err(|e| anyhow::anyhow!("{} on the GPU: {e}", g.name))?;
+            all.extend(found);
+        }
+    } else {
+        for g in &graphs {
+            eprintln!(
+                "cnnbench: checking {} at batch {} on the CPU ({threads} threads; the reference is slow)",
+                g.name, args.batch
+            );
+            all.extend(compare_cpu(g, args.batch, args.seed));
+        }
     }
     let failed = all.iter().filter(|c| !c.passed).count();
     match args.format {
@@ -92,6 +153,119 @@ pub fn run(args: CheckArgs) -> Result<ExitCode> {
         return Ok(ExitCode::from(1));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn compared(model: &str, tensor: String, rel_err: f64, tolerance: f64) -> Compared {
+    Compared {
+        model: model.into(),
+        tensor,
+        rel_err,
+        tolerance,
+        // NaN (a tensor left unwritten) fails.
+        passed: rel_err <= tolerance,
+    }
+}
+
+/// One training step on the GPU and on the CPU's fast layers, compared as
+/// `compare_cpu` compares the CPU's: the loss end to end, then each GPU
+/// layer on the CPU's inputs and output gradients.
+fn compare_gpu(
+    gpu: &Gpu,
+    kernels: &Kernels,
+    g: &Graph,
+    batch: usize,
+    opts: GpuOptions,
+) -> GpuResult<Vec<Compared>> {
+    let tol = gpu_tolerance(opts.dtype);
+    let mut cpu = CpuNet::new(
+        g,
+        batch,
+        CpuOptions {
+            isa: Isa::detect(),
+            reference: false,
+            seed: opts.seed,
+        },
+    );
+    let mut dev = GpuNet::new(gpu, kernels, g, batch, opts)?;
+    let mut out = Vec::new();
+    let lc = cpu.forward();
+    cpu.backward();
+    dev.forward()?;
+    let lg = dev.loss()?;
+    out.push(compared(
+        &g.name,
+        "loss (end to end)".into(),
+        rel_l2_error(&[lg], &[lc]),
+        tol,
+    ));
+    let n = g.nodes.len();
+    for i in 1..n {
+        if g.nodes[i].op == Op::Flatten {
+            continue;
+        }
+        for &t in &g.nodes[i].inputs {
+            dev.upload_output(t, cpu.output(t))?;
+        }
+        dev.forward_one(i)?;
+        let err = if i == n - 1 {
+            rel_l2_error(&[dev.loss()?], &[cpu.loss()])
+        } else {
+            rel_l2_error(&dev.output(i)?, cpu.output(i))
+        };
+        out.push(compared(
+            &g.name,
+            format!("{}.output", g.nodes[i].name),
+            err,
+            tol,
+        ));
+    }
+    let want: Vec<(String, Vec<f32>)> = cpu
+        .named_params()
+        .into_iter()
+        .map(|(name, p)| (name, p.grad.clone()))
+        .collect();
+    let rms = rms_of(&want.iter().map(|(_, g)| g.clone()).collect::<Vec<_>>());
+    let mut grads = Vec::new();
+    for i in (1..n).rev() {
+        if passes_gradient(&g.nodes[i].op) {
+            continue;
+        }
+        let parts = cpu.dy_parts(i);
+        let scale = loss_scale(opts.dtype, &parts);
+        dev.backward_one(i, &parts, scale)?;
+        for (name, mut got) in dev.layer_grads(i)? {
+            got.iter_mut().for_each(|v| *v /= scale);
+            grads.push((name, got));
+        }
+    }
+    // In the CPU's (graph) order.
+    for (name, w) in &want {
+        let err = grads
+            .iter()
+            .find(|(n, _)| n == name)
+            .map_or(f64::NAN, |(_, got)| grad_error(got, w, rms));
+        out.push(compared(&g.name, format!("{name}.grad"), err, tol));
+    }
+    Ok(out)
+}
+
+/// The power of two that brings a layer's largest output gradient to 1/16
+/// for half-precision runs (1 otherwise): the gradients training sees
+/// (down to 1e-8 here) are below f16's normal range, where mixed-precision
+/// training scales the loss for the same reason. The layer is linear in
+/// its output gradient, so its gradients are divided by the same factor.
+pub fn loss_scale(d: DType, parts: &[&[f32]]) -> f32 {
+    if !matches!(d, DType::F16 | DType::Bf16) {
+        return 1.0;
+    }
+    let max = parts
+        .iter()
+        .flat_map(|p| p.iter())
+        .fold(0f32, |m, v| m.max(v.abs()));
+    if max == 0.0 || !max.is_finite() {
+        return 1.0;
+    }
+    2f32.powi((1.0 / 16.0 / max).log2().floor() as i32)
 }
 
 /// One training step of the fast network and of the reference network,
@@ -106,14 +280,7 @@ fn compare_cpu(g: &Graph, batch: usize, seed: u64) -> Vec<Compared> {
     let mut slow = CpuNet::new(g, batch, opts(true));
     let mut out = Vec::new();
     let mut push = |tensor: String, rel_err: f64| {
-        out.push(Compared {
-            model: g.name.clone(),
-            tensor,
-            rel_err,
-            tolerance: NETWORK_TOLERANCE,
-            // NaN (a tensor left unwritten) fails.
-            passed: rel_err <= NETWORK_TOLERANCE,
-        })
+        out.push(compared(&g.name, tensor, rel_err, NETWORK_TOLERANCE))
     };
     // End to end: the loss of each network run on its own.
     let lf = fast.forward();
@@ -209,4 +376,27 @@ fn table(all: &[Compared], verbose: bool) -> String {
         &rows,
         false,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn half_runs_scale_gradients_by_a_power_of_two() {
+        let parts: [&[f32]; 2] = [&[1e-6, -3e-6], &[2e-6]];
+        assert_eq!(loss_scale(DType::F32, &parts), 1.0);
+        let s = loss_scale(DType::F16, &parts);
+        assert_eq!(s.log2().fract(), 0.0, "{s}");
+        let top = 3e-6 * s;
+        assert!((1.0 / 32.0..=1.0 / 16.0).contains(&top), "{top}");
+        assert_eq!(loss_scale(DType::Bf16, &[&[0.0]]), 1.0);
+    }
+
+    #[test]
+    fn tolerances_widen_with_lower_precision() {
+        let t: Vec<f64> = DType::ALL.iter().map(|&d| gpu_tolerance(d)).collect();
+        assert!(t.windows(2).all(|w| w[0] <= w[1]), "{t:?}");
+        assert!(NETWORK_TOLERANCE < gpu_tolerance(DType::F32));
+    }
 }

@@ -2,6 +2,7 @@
 //! the CPU (here) or the GPU ([`gpu`]).
 
 mod gpu;
+pub(super) use gpu::{dtype_supported, DEFAULT_WORKSPACE_LIMIT};
 
 use super::output::{Output, OutputArgs};
 use super::{init_threads, Device, TimingArgs};

@@ -17,6 +17,8 @@ use cnnbench_kernels::Isa;
 use cnnbench_layers::net::cpu::{estimate, CpuNet, CpuOptions};
 use cnnbench_layers::net::{Graph, Op};
 use cnnbench_layers::{cuda::Gpu, zoo, DType, Layout};
+
+pub(crate) mod gpu;
 use serde::Serialize;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -25,6 +27,7 @@ use std::time::Instant;
 #[derive(Args, Debug)]
 #[command(after_help = "Examples:
     cnnbench model resnet50 --batch 16 --per-layer
+    cnnbench model resnet50 --device gpu --dtype f16 --batch 64
     cnnbench model all --batch 8 --format csv --out models.csv
     cnnbench model resnet50 --describe
     cnnbench model resnet50 --describe --format benchdnn > resnet50.txt && cnnbench conv --from resnet50.txt
@@ -37,15 +40,20 @@ pub struct ModelArgs {
     /// Images per step
     #[arg(long, default_value_t = 16)]
     pub batch: usize,
-    /// Where to run (the GPU backend for whole models is not built yet)
+    /// Where to run: cpu, gpu (cuDNN and cuBLAS), or auto (the GPU when one is usable)
     #[arg(long, value_enum, default_value_t = Device::Cpu)]
     pub device: Device,
-    /// Precision: f32 on the CPU
+    /// Precision: f32 on the CPU; f32, tf32, f16 or bf16 on the GPU (f16/bf16: half
+    /// activations, fp32 master weights and loss)
     #[arg(long, default_value = "f32")]
     pub dtype: String,
-    /// Activation layout: nhwc on the CPU
+    /// Activation layout: nhwc on the CPU; nhwc or nchw on the GPU
     #[arg(long, default_value = "nhwc")]
     pub layout: String,
+    /// GPU: most cuDNN workspace a convolution algorithm may use, in bytes (K/M/G suffixes)
+    /// [default: 4G, halved until the search's scratch fits]
+    #[arg(long, value_name = "BYTES")]
+    pub workspace_limit: Option<String>,
     /// Also report each layer's forward and backward time
     #[arg(long)]
     pub per_layer: bool,
@@ -88,7 +96,7 @@ pub enum ModelFormat {
     Benchdnn,
 }
 
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+pub(crate) static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
 /// The graphs named on the command line (`all` expands), or a one-line
 /// error naming the models there are.
@@ -124,17 +132,48 @@ pub fn run(args: ModelArgs) -> Result<ExitCode> {
     let policy = args.timing.policy()?;
     let dtype = DType::parse(&args.dtype)?;
     let layout = Layout::parse(&args.layout)?;
-    let no_gpu = cpu_only(args.device)?;
-    if dtype != DType::F32 || layout != Layout::Nhwc {
+    let workspace_limit = args
+        .workspace_limit
+        .as_deref()
+        .map(crate::plan::parse_bytes)
+        .transpose()
+        .context("--workspace-limit")?
+        .unwrap_or(gpu::DEFAULT_WORKSPACE_LIMIT);
+    let gpu = match pick_device(args.device)? {
+        Ok(g) => Some(g),
+        Err(why) => {
+            if !args.quiet && args.device == Device::Auto {
+                eprintln!("cnnbench: device auto: {why}; using the CPU");
+            }
+            None
+        }
+    };
+    if gpu.is_none() && (dtype != DType::F32 || layout != Layout::Nhwc) {
         bail!("--dtype {dtype} --layout {layout}: the CPU path runs f32 in nhwc only");
     }
     let threads = init_threads(args.threads)?;
     let isa = Isa::detect();
-    if let (Some(why), false) = (&no_gpu, args.quiet) {
-        eprintln!("cnnbench: device auto: {why}; using the CPU ({threads} threads, {isa})");
-    }
     ctrlc::set_handler(|| INTERRUPTED.store(true, Ordering::Relaxed))
         .context("installing the Ctrl-C handler")?;
+    if let Some(g) = gpu {
+        let setup = gpu::Setup::new(g, dtype, layout, workspace_limit)?;
+        let env = setup.environment(threads, isa);
+        let mut out = ModelOutput::new(env, &args)?;
+        let bar = super::progress::bar(graphs.len() as u64, args.quiet);
+        for g in &graphs {
+            bar.set_message(g.name.clone());
+            let Some(rec) = gpu::run(&setup, g, &args, policy, &bar)? else {
+                break;
+            };
+            out.push(rec)?;
+            bar.inc(1);
+        }
+        bar.finish_and_clear();
+        return out.finish(INTERRUPTED.load(Ordering::Relaxed));
+    }
+    if !args.quiet && args.device == Device::Cpu {
+        eprintln!("cnnbench: model on the CPU ({threads} threads, {isa})");
+    }
     let env = Environment::here(threads, isa.name().into(), None, "wall clock");
     let mut out = ModelOutput::new(env, &args)?;
     let bar = super::progress::bar(graphs.len() as u64, args.quiet);
@@ -149,23 +188,28 @@ pub fn run(args: ModelArgs) -> Result<ExitCode> {
     out.finish(INTERRUPTED.load(Ordering::Relaxed))
 }
 
-/// Whole models run on the CPU only: `--device gpu` is a one-line error
-/// and `auto` falls back, with the reason returned for the user.
-pub fn cpu_only(device: Device) -> Result<Option<String>> {
-    if device == Device::Cpu {
-        return Ok(None);
-    }
-    let why = match Gpu::open() {
-        Ok(g) => format!(
-            "the GPU backend for whole models is not built yet ({} left unused)",
-            g.info.name
-        ),
-        Err(why) => why,
+/// The GPU for `--device gpu` (or a one-line error), `auto` (or the
+/// reason to fall back to the CPU), and nothing for `cpu`.
+pub fn pick_device(device: Device) -> Result<Result<Gpu, String>> {
+    let opened = match device {
+        Device::Cpu => return Ok(Err("--device cpu".into())),
+        Device::Gpu | Device::Auto => open_gpu(),
     };
-    if device == Device::Gpu {
-        bail!("--device gpu: {why}");
+    match (opened, device) {
+        (Err(why), Device::Gpu) => bail!("--device gpu: {why}"),
+        (r, _) => Ok(r),
     }
-    Ok(Some(why))
+}
+
+/// A GPU with everything whole models need (NVRTC besides cuDNN and
+/// cuBLAS), or one line saying what is missing.
+fn open_gpu() -> Result<Gpu, String> {
+    if let Some(why) = cnnbench_layers::cuda::nvrtc_missing() {
+        if cnnbench_layers::cuda::Presence::detect().driver {
+            return Err(why);
+        }
+    }
+    Gpu::open()
 }
 
 /// Training FLOPs of one step at `batch`: forward 2·MACs; backward 2·MACs
@@ -185,13 +229,20 @@ pub fn step_flops(g: &Graph, batch: usize) -> u64 {
     f * batch as u64
 }
 
-fn base_record(g: &Graph, batch: usize, status: &str) -> ModelRecord {
+/// A record with what is known before running: `device` is `cpu` or
+/// `gpu`, the dtype and layout those of the run.
+pub(crate) fn base_record(
+    g: &Graph,
+    batch: usize,
+    status: &str,
+    [device, dtype, layout]: [&str; 3],
+) -> ModelRecord {
     ModelRecord {
         model: g.name.clone(),
         batch,
-        device: "cpu".into(),
-        dtype: "f32".into(),
-        layout: "nhwc".into(),
+        device: device.into(),
+        dtype: dtype.into(),
+        layout: layout.into(),
         params: g.params(),
         macs: g.macs(),
         status: status.into(),
@@ -207,6 +258,8 @@ fn base_record(g: &Graph, batch: usize, status: &str) -> ModelRecord {
         layers: Vec::new(),
     }
 }
+
+const CPU: [&str; 3] = ["cpu", "f32", "nhwc"];
 
 /// Times one model; `None` when interrupted before it finished.
 fn run_cpu(
@@ -226,7 +279,7 @@ fn run_cpu(
                 need as f64 / (1u128 << 30) as f64,
                 avail as f64 / (1u128 << 30) as f64
             );
-            return Ok(Some(base_record(g, args.batch, "OOM")));
+            return Ok(Some(base_record(g, args.batch, "OOM", CPU)));
         }
     }
     let opts = CpuOptions {
@@ -234,90 +287,161 @@ fn run_cpu(
         reference: false,
         seed: args.timing.seed,
     };
-    let mut net = CpuNet::new(g, args.batch, opts);
-    let update = args.update.is_some();
-    let step = |net: &mut CpuNet| -> [f64; 3] {
+    let mut steps = CpuSteps {
+        net: CpuNet::new(g, args.batch, opts),
+        update: args.update.is_some(),
+    };
+    // The first step always runs untimed: it times the convolution
+    // algorithms of each layer and keeps the fastest.
+    let Some(timed) = time_steps(g, &mut steps, policy, bar)? else {
+        return Ok(None);
+    };
+    let net = &steps.net;
+    let mem = net.memory();
+    let mem = MemoryBytes {
+        params: mem.params,
+        activations: mem.activations,
+        workspace: mem.workspace,
+        total: mem.total(),
+    };
+    let base = base_record(g, args.batch, "ok", CPU);
+    Ok(Some(timed.record(g, args, base, net.loss(), mem, |i| {
+        net.kernels(i)
+    })))
+}
+
+/// What the timing loop needs from a backend.
+pub(crate) trait Steps {
+    /// One training step: forward, backward and update milliseconds.
+    fn step(&mut self) -> Result<[f64; 3]>;
+    /// Node `i`'s forward and backward milliseconds in the last step.
+    fn layer_ms(&self, i: usize) -> (f64, f64);
+}
+
+struct CpuSteps {
+    net: CpuNet,
+    update: bool,
+}
+
+impl Steps for CpuSteps {
+    fn step(&mut self) -> Result<[f64; 3]> {
+        let net = &mut self.net;
         net.next_step();
         let t0 = Instant::now();
         net.forward();
         let t1 = Instant::now();
         net.backward();
         let t2 = Instant::now();
-        if update {
+        if self.update {
             net.sgd_update(0.01, 0.9);
         }
         let t3 = Instant::now();
-        [t1 - t0, t2 - t1, t3 - t2].map(|d| d.as_secs_f64() * 1e3)
-    };
-    // The first step always runs untimed: it times the convolution
-    // algorithms of each layer and keeps the fastest.
+        Ok([t1 - t0, t2 - t1, t3 - t2].map(|d| d.as_secs_f64() * 1e3))
+    }
+
+    fn layer_ms(&self, i: usize) -> (f64, f64) {
+        (self.net.fwd_secs[i] * 1e3, self.net.bwd_secs[i] * 1e3)
+    }
+}
+
+/// The timed steps' milliseconds, per phase and per layer.
+pub(crate) struct Timed {
+    fwd: Vec<f64>,
+    bwd: Vec<f64>,
+    upd: Vec<f64>,
+    total: Vec<f64>,
+    layer_f: Vec<Vec<f64>>,
+    layer_b: Vec<Vec<f64>>,
+}
+
+/// Warm-up steps (at least one, untimed), then timed steps until the
+/// policy is met; `None` when interrupted.
+pub(crate) fn time_steps(
+    g: &Graph,
+    s: &mut dyn Steps,
+    policy: RunPolicy,
+    bar: &indicatif::ProgressBar,
+) -> Result<Option<Timed>> {
     for i in 0..policy.warmup.max(1) {
         if INTERRUPTED.load(Ordering::Relaxed) {
             return Ok(None);
         }
         bar.set_message(format!("{}: warm-up step {}", g.name, i + 1));
-        step(&mut net);
+        s.step()?;
     }
     let n = g.nodes.len();
-    let (mut fwd, mut bwd, mut upd, mut total) = (vec![], vec![], vec![], vec![]);
-    let mut layer_f: Vec<Vec<f64>> = vec![Vec::new(); n];
-    let mut layer_b: Vec<Vec<f64>> = vec![Vec::new(); n];
+    let mut t = Timed {
+        fwd: vec![],
+        bwd: vec![],
+        upd: vec![],
+        total: vec![],
+        layer_f: vec![Vec::new(); n],
+        layer_b: vec![Vec::new(); n],
+    };
     let start = Instant::now();
-    while fwd.len() < policy.max_runs
-        && (fwd.len() < policy.min_runs || start.elapsed() < policy.min_time)
+    while t.fwd.len() < policy.max_runs
+        && (t.fwd.len() < policy.min_runs || start.elapsed() < policy.min_time)
     {
         if INTERRUPTED.load(Ordering::Relaxed) {
             return Ok(None);
         }
-        bar.set_message(format!("{}: step {}", g.name, fwd.len() + 1));
-        let [f, b, u] = step(&mut net);
-        fwd.push(f);
-        bwd.push(b);
-        upd.push(u);
-        total.push(f + b + u);
+        bar.set_message(format!("{}: step {}", g.name, t.fwd.len() + 1));
+        let [f, b, u] = s.step()?;
+        t.fwd.push(f);
+        t.bwd.push(b);
+        t.upd.push(u);
+        t.total.push(f + b + u);
         for i in 0..n {
-            layer_f[i].push(net.fwd_secs[i] * 1e3);
-            layer_b[i].push(net.bwd_secs[i] * 1e3);
+            let (lf, lb) = s.layer_ms(i);
+            t.layer_f[i].push(lf);
+            t.layer_b[i].push(lb);
         }
     }
-    let loss = net.loss();
-    if !loss.is_finite() {
-        eprintln!("cnnbench: warning: {}: the loss is {loss}", g.name);
-    }
-    let stats = |v: &[f64]| Stats::of(v).expect("at least one timed step");
-    let total_s = stats(&total);
-    let mem = net.memory();
-    let mut rec = base_record(g, args.batch, "ok");
-    rec.forward_ms = Some(stats(&fwd));
-    rec.backward_ms = Some(stats(&bwd));
-    rec.update_ms = update.then(|| stats(&upd));
-    rec.total_ms = Some(total_s);
-    rec.images_per_sec = Some(args.batch as f64 / (total_s.median / 1e3));
-    rec.gflops = Some(step_flops(g, args.batch) as f64 / (total_s.median * 1e6));
-    rec.runs = fwd.len();
-    rec.loss = Some(loss);
-    rec.memory = Some(MemoryBytes {
-        params: mem.params,
-        activations: mem.activations,
-        workspace: mem.workspace,
-        total: mem.total(),
-    });
-    if args.per_layer {
-        for i in 1..n {
-            let node = &g.nodes[i];
-            let (f, b) = (median(&layer_f[i]), median(&layer_b[i]));
-            rec.layers.push(LayerTime {
-                name: node.name.clone(),
-                kind: node.op.kind().into(),
-                output: node.out.to_string(),
-                forward_ms: f,
-                backward_ms: b,
-                percent: 100.0 * (f + b) / total_s.median,
-                kernels: net.kernels(i),
-            });
+    Ok(Some(t))
+}
+
+impl Timed {
+    /// The record: statistics, throughput, the loss, memory and (with
+    /// `--per-layer`) the layer table.
+    pub(crate) fn record(
+        &self,
+        g: &Graph,
+        args: &ModelArgs,
+        mut rec: ModelRecord,
+        loss: f32,
+        memory: MemoryBytes,
+        kernels: impl Fn(usize) -> String,
+    ) -> ModelRecord {
+        if !loss.is_finite() {
+            eprintln!("cnnbench: warning: {}: the loss is {loss}", g.name);
         }
+        let stats = |v: &[f64]| Stats::of(v).expect("at least one timed step");
+        let total_s = stats(&self.total);
+        rec.forward_ms = Some(stats(&self.fwd));
+        rec.backward_ms = Some(stats(&self.bwd));
+        rec.update_ms = args.update.is_some().then(|| stats(&self.upd));
+        rec.total_ms = Some(total_s);
+        rec.images_per_sec = Some(args.batch as f64 / (total_s.median / 1e3));
+        rec.gflops = Some(step_flops(g, args.batch) as f64 / (total_s.median * 1e6));
+        rec.runs = self.fwd.len();
+        rec.loss = Some(loss);
+        rec.memory = Some(memory);
+        if args.per_layer {
+            for (i, node) in g.nodes.iter().enumerate().skip(1) {
+                let (f, b) = (median(&self.layer_f[i]), median(&self.layer_b[i]));
+                rec.layers.push(LayerTime {
+                    name: node.name.clone(),
+                    kind: node.op.kind().into(),
+                    output: node.out.to_string(),
+                    forward_ms: f,
+                    backward_ms: b,
+                    percent: 100.0 * (f + b) / total_s.median,
+                    kernels: kernels(i),
+                });
+            }
+        }
+        rec
     }
-    Ok(Some(rec))
 }
 
 fn median(v: &[f64]) -> f64 {
@@ -394,9 +518,19 @@ impl ModelOutput {
             ModelFormat::Table | ModelFormat::Md | ModelFormat::Benchdnn => {
                 let md = self.format == ModelFormat::Md;
                 let e = &self.env;
+                let (machine, clock) = match &e.gpu {
+                    Some(g) => (
+                        format!("{} | cuDNN {} | cuBLAS {}", g.name, g.cudnn, g.cublas),
+                        "GPU time (CUDA events)",
+                    ),
+                    None => (
+                        format!("{} | {} threads | isa {}", e.cpu, e.threads, e.isa),
+                        "wall clock",
+                    ),
+                };
                 let mut s = format!(
-                    "# cnnbench {} ({}) | {} | {} threads | isa {} | training steps, median (min-max) of timed steps, wall clock\n",
-                    e.cnnbench.version, e.cnnbench.git, e.cpu, e.threads, e.isa
+                    "# cnnbench {} ({}) | {machine} | training steps, median (min-max) of timed steps, {clock}\n",
+                    e.cnnbench.version, e.cnnbench.git
                 );
                 s += &models_table(&self.records, md);
                 for r in self.records.iter().filter(|r| !r.layers.is_empty()) {

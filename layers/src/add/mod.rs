@@ -1,6 +1,8 @@
 //! The residual add. Its backward is free: the executor hands the output
 //! gradient to both inputs as it is (no copy), see `net::cpu`.
 
+pub mod cuda;
+
 use crate::net::cpu_layer::{CpuLayer, Ctx};
 use cnnbench_kernels::eltwise;
 

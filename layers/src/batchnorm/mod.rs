@@ -2,6 +2,8 @@
 //! output, and the running averages are updated as PyTorch does (unbiased
 //! variance, `momentum` weight on the new batch).
 
+pub mod cuda;
+
 use crate::net::cpu_layer::{CpuLayer, Ctx, Param};
 use cnnbench_kernels::norm::batchnorm::{self as kernel, reference, Stats};
 

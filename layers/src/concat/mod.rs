@@ -1,6 +1,8 @@
 //! Channel concatenation (Inception modules): NHWC, so every pixel's
 //! channels are copied from each input in turn.
 
+pub mod cuda;
+
 use crate::net::cpu_layer::{CpuLayer, Ctx};
 use cnnbench_kernels::eltwise;
 

@@ -5,15 +5,13 @@
 //! algorithm is prepared, never inside [`GpuConv::run`], which only
 //! enqueues cuDNN calls on the benchmark stream.
 
+pub use super::cudnn_conv::geometry;
+use super::cudnn_conv::{ConvDescs, ConvPtrs, Workspace};
 use super::{cudnn_algos, ConvTensors};
-use crate::cuda::cudnn::{
-    self, ConvDesc, ConvFns, ConvGeometry, FilterDesc, RawAlgoPerf, TensorDesc,
-};
-use crate::cuda::{check_cudnn, DeviceBuffer, Gpu, GpuResult};
+use crate::cuda::cudnn;
+use crate::cuda::{DeviceBuffer, Gpu, GpuResult};
 use crate::{DType, Layout};
 use cnnbench_kernels::conv::{ConvShape, Direction};
-use cudarc::cudnn::sys;
-use std::ffi::c_void;
 
 /// Device copies of every tensor of a problem, in one dtype and layout.
 struct TensorSet {
@@ -55,15 +53,10 @@ pub struct GpuConv<'g> {
     pub shape: ConvShape,
     pub dtype: DType,
     pub layout: Layout,
-    x: TensorDesc,
-    y: TensorDesc,
-    bias_desc: TensorDesc,
-    w: FilterDesc,
-    conv: ConvDesc,
+    d: ConvDescs,
     sets: Vec<TensorSet>,
     next_set: usize,
     workspace: Option<DeviceBuffer>,
-    fns: &'static ConvFns,
 }
 
 /// Bytes of one set of device tensors.
@@ -101,11 +94,7 @@ impl<'g> GpuConv<'g> {
         sets: usize,
     ) -> GpuResult<Self> {
         let p = t.shape;
-        let x = TensorDesc::new(layout, dtype, p.mb, p.ic, p.ih, p.iw)?;
-        let y = TensorDesc::new(layout, dtype, p.mb, p.oc, p.oh, p.ow)?;
-        let bias_desc = TensorDesc::new(layout, dtype, 1, p.oc, 1, 1)?;
-        let w = FilterDesc::new(layout, dtype, p.oc, p.icg(), p.kh, p.kw)?;
-        let conv = ConvDesc::new(&geometry(&p), cudnn::math_for(dtype))?;
+        let d = ConvDescs::new(p, dtype, layout)?;
         let enc_act = |v: &[f32], h, w, c| dtype.encode(&layout.from_nhwc(v, p.mb, h, w, c));
         let src = enc_act(&t.src, p.ih, p.iw, p.ic);
         let diff_dst = enc_act(&t.diff_dst, p.oh, p.ow, p.oc);
@@ -140,15 +129,10 @@ impl<'g> GpuConv<'g> {
             shape: p,
             dtype,
             layout,
-            x,
-            y,
-            bias_desc,
-            w,
-            conv,
+            d,
             sets: all,
             next_set: 0,
             workspace: None,
-            fns: ConvFns::get()?,
         })
     }
 
@@ -158,218 +142,30 @@ impl<'g> GpuConv<'g> {
 
     /// How many algorithms cuDNN has for `dir`.
     pub fn algo_count(&self, dir: Direction) -> GpuResult<u32> {
-        let h = self.gpu.cudnn.0;
-        let mut n = 0;
-        // SAFETY: valid handle, out-pointer to a local.
-        let (call, st) = unsafe {
-            match dir {
-                Direction::Fwd => (
-                    "cudnnGetConvolutionForwardAlgorithmMaxCount",
-                    sys::cudnnGetConvolutionForwardAlgorithmMaxCount(h, &mut n),
-                ),
-                Direction::BwdData => (
-                    "cudnnGetConvolutionBackwardDataAlgorithmMaxCount",
-                    sys::cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, &mut n),
-                ),
-                Direction::BwdFilter => (
-                    "cudnnGetConvolutionBackwardFilterAlgorithmMaxCount",
-                    sys::cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h, &mut n),
-                ),
-            }
-        };
-        check_cudnn(call, st)?;
-        Ok(n.max(0) as u32)
+        self.d.algo_count(&self.gpu.cudnn, dir)
     }
 
     /// Workspace bytes algorithm `id` needs for `dir`, or why it cannot run.
     pub fn workspace_size(&self, dir: Direction, id: u32) -> GpuResult<usize> {
-        let h = self.gpu.cudnn.0;
-        let mut bytes = 0usize;
-        // SAFETY: valid handle and descriptors, out-pointer to a local.
-        let (call, st) = unsafe {
-            match dir {
-                Direction::Fwd => (
-                    "cudnnGetConvolutionForwardWorkspaceSize",
-                    (self.fns.fwd_ws)(h, self.x.0, self.w.0, self.conv.0, self.y.0, id, &mut bytes),
-                ),
-                Direction::BwdData => (
-                    "cudnnGetConvolutionBackwardDataWorkspaceSize",
-                    (self.fns.bwd_data_ws)(
-                        h,
-                        self.w.0,
-                        self.y.0,
-                        self.conv.0,
-                        self.x.0,
-                        id,
-                        &mut bytes,
-                    ),
-                ),
-                Direction::BwdFilter => (
-                    "cudnnGetConvolutionBackwardFilterWorkspaceSize",
-                    (self.fns.bwd_filter_ws)(
-                        h,
-                        self.x.0,
-                        self.y.0,
-                        self.conv.0,
-                        self.w.0,
-                        id,
-                        &mut bytes,
-                    ),
-                ),
-            }
-        };
-        cudnn::check_raw(call, st)?;
-        Ok(bytes)
+        self.d.workspace_size(&self.gpu.cudnn, dir, id)
     }
 
     /// cuDNN's heuristic ranking (`Get_v7`), best first.
     pub fn heuristic(&self, dir: Direction) -> GpuResult<Vec<AlgoInfo>> {
-        self.reset_math()?;
-        let h = self.gpu.cudnn.0;
-        let mut perf = vec![RawAlgoPerf::default(); self.algo_count(dir)?.max(1) as usize];
-        let mut got = 0;
-        let n = perf.len() as i32;
-        let out = perf.as_mut_ptr();
-        // SAFETY: `perf` holds `n` entries laid out as cuDNN's perf structs.
-        let (call, st) = unsafe {
-            match dir {
-                Direction::Fwd => (
-                    "cudnnGetConvolutionForwardAlgorithm_v7",
-                    sys::cudnnGetConvolutionForwardAlgorithm_v7(
-                        h,
-                        self.x.0,
-                        self.w.0,
-                        self.conv.0,
-                        self.y.0,
-                        n,
-                        &mut got,
-                        out.cast(),
-                    ),
-                ),
-                Direction::BwdData => (
-                    "cudnnGetConvolutionBackwardDataAlgorithm_v7",
-                    sys::cudnnGetConvolutionBackwardDataAlgorithm_v7(
-                        h,
-                        self.w.0,
-                        self.y.0,
-                        self.conv.0,
-                        self.x.0,
-                        n,
-                        &mut got,
-                        out.cast(),
-                    ),
-                ),
-                Direction::BwdFilter => (
-                    "cudnnGetConvolutionBackwardFilterAlgorithm_v7",
-                    sys::cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-                        h,
-                        self.x.0,
-                        self.y.0,
-                        self.conv.0,
-                        self.w.0,
-                        n,
-                        &mut got,
-                        out.cast(),
-                    ),
-                ),
-            }
-        };
-        check_cudnn(call, st)?;
-        Ok(perf[..got.clamp(0, n) as usize]
-            .iter()
-            .map(|r| info(r, false))
-            .collect())
+        self.d.heuristic(&self.gpu.cudnn, dir)
     }
 
     /// cuDNN's exhaustive search (`FindEx`) on set 0, with at most
     /// `workspace_limit` bytes of workspace; sorted by cuDNN's time.
     pub fn find(&mut self, dir: Direction, workspace_limit: usize) -> GpuResult<Vec<AlgoInfo>> {
-        self.reset_math()?;
-        // The workspace FindEx may use: the most any algorithm needs,
-        // within the limit.
-        let mut ws = 0;
-        for id in 0..self.algo_count(dir)? {
-            if let Ok(b) = self.workspace_size(dir, id) {
-                if b <= workspace_limit {
-                    ws = ws.max(b);
-                }
-            }
-        }
+        let h = &self.gpu.cudnn;
+        let ws = self.d.search_workspace(h, dir, workspace_limit)?;
         self.ensure_workspace(ws)?;
-        let h = self.gpu.cudnn.0;
-        let mut perf = vec![RawAlgoPerf::default(); self.algo_count(dir)?.max(1) as usize];
-        let mut got = 0;
-        let n = perf.len() as i32;
-        let out = perf.as_mut_ptr();
-        let set = &self.sets[0];
-        let (wsp, wsb) = self.workspace_ptr();
-        // SAFETY: buffers sized for this problem and dtype; `perf` as above.
-        let (call, st) = unsafe {
-            match dir {
-                Direction::Fwd => (
-                    "cudnnFindConvolutionForwardAlgorithmEx",
-                    sys::cudnnFindConvolutionForwardAlgorithmEx(
-                        h,
-                        self.x.0,
-                        set.src.as_void(),
-                        self.w.0,
-                        set.wei.as_void(),
-                        self.conv.0,
-                        self.y.0,
-                        set.dst.as_void(),
-                        n,
-                        &mut got,
-                        out.cast(),
-                        wsp,
-                        wsb,
-                    ),
-                ),
-                Direction::BwdData => (
-                    "cudnnFindConvolutionBackwardDataAlgorithmEx",
-                    sys::cudnnFindConvolutionBackwardDataAlgorithmEx(
-                        h,
-                        self.w.0,
-                        set.wei.as_void(),
-                        self.y.0,
-                        set.diff_dst.as_void(),
-                        self.conv.0,
-                        self.x.0,
-                        set.diff_src.as_void(),
-                        n,
-                        &mut got,
-                        out.cast(),
-                        wsp,
-                        wsb,
-                    ),
-                ),
-                Direction::BwdFilter => (
-                    "cudnnFindConvolutionBackwardFilterAlgorithmEx",
-                    sys::cudnnFindConvolutionBackwardFilterAlgorithmEx(
-                        h,
-                        self.x.0,
-                        set.src.as_void(),
-                        self.y.0,
-                        set.diff_dst.as_void(),
-                        self.conv.0,
-                        self.w.0,
-                        set.diff_wei.as_void(),
-                        n,
-                        &mut got,
-                        out.cast(),
-                        wsp,
-                        wsb,
-                    ),
-                ),
-            }
-        };
-        check_cudnn(call, st)?;
+        let found = self.d.find(h, dir, &self.ptrs(0), self.workspace())?;
         self.gpu.synchronize()?;
         // FindEx wrote set 0's output: poison it again for the check.
         self.poison(dir)?;
-        Ok(perf[..got.clamp(0, n) as usize]
-            .iter()
-            .map(|r| info(r, true))
-            .collect())
+        Ok(found)
     }
 
     /// Sets the math type and allocates the workspace for `algo` (outside
@@ -384,7 +180,7 @@ impl<'g> GpuConv<'g> {
         at_least: usize,
     ) -> GpuResult<Prepared> {
         // The workspace size depends on the math type: set it first.
-        self.conv.set_math(math)?;
+        self.d.conv.set_math(math)?;
         let workspace_bytes = self.workspace_size(dir, algo)?.max(at_least);
         self.ensure_workspace(workspace_bytes)?;
         Ok(Prepared {
@@ -396,11 +192,10 @@ impl<'g> GpuConv<'g> {
         })
     }
 
-    /// Puts the descriptor back to the dtype's math type, so that searches
-    /// and workspace queries for the next direction see every algorithm the
-    /// dtype allows (`prepare` leaves the last choice's math type set).
+    /// Puts the descriptor back to the dtype's math type (`prepare` leaves
+    /// the last choice's math type set).
     pub fn reset_math(&self) -> GpuResult<()> {
-        self.conv.set_math(cudnn::math_for(self.dtype))
+        self.d.reset_math()
     }
 
     fn ensure_workspace(&mut self, bytes: usize) -> GpuResult<()> {
@@ -412,117 +207,45 @@ impl<'g> GpuConv<'g> {
         Ok(())
     }
 
-    fn workspace_ptr(&self) -> (*mut c_void, usize) {
+    fn workspace(&self) -> Workspace {
         self.workspace
             .as_ref()
-            .map_or((std::ptr::null_mut(), 0), |w| (w.as_void(), w.bytes()))
+            .map_or(Workspace::NONE, |w| Workspace {
+                ptr: w.as_void(),
+                bytes: w.bytes(),
+            })
+    }
+
+    fn ptrs(&self, set: usize) -> ConvPtrs {
+        let s = &self.sets[set];
+        ConvPtrs {
+            src: s.src.as_void(),
+            wei: s.wei.as_void(),
+            bias: s.bias.as_void(),
+            dst: s.dst.as_void(),
+            diff_dst: s.diff_dst.as_void(),
+            diff_src: s.diff_src.as_void(),
+            diff_wei: s.diff_wei.as_void(),
+            diff_bias: s.diff_bias.as_void(),
+        }
     }
 
     /// Enqueues one run of a prepared algorithm on the next tensor set.
     pub fn run(&mut self, p: &Prepared) -> GpuResult<()> {
-        let set = &self.sets[self.next_set];
+        let set = self.next_set;
         self.next_set = (self.next_set + 1) % self.sets.len();
-        let h = self.gpu.cudnn.0;
-        let (one, zero) = (1f32, 0f32);
-        let (one, zero) = (
-            &one as *const f32 as *const c_void,
-            &zero as *const f32 as *const c_void,
-        );
-        let (wsp, wsb) = self.workspace_ptr();
-        // SAFETY: buffers and workspace sized for this problem and
-        // algorithm; alpha/beta are floats, as cuDNN wants for float,
-        // half and bfloat16 data.
+        // SAFETY: the set's buffers and the workspace are sized for this
+        // problem and algorithm (`prepare`).
         unsafe {
-            match p.dir {
-                Direction::Fwd => {
-                    cudnn::check_raw(
-                        "cudnnConvolutionForward",
-                        (self.fns.fwd)(
-                            h,
-                            one,
-                            self.x.0,
-                            set.src.as_void(),
-                            self.w.0,
-                            set.wei.as_void(),
-                            self.conv.0,
-                            p.algo,
-                            wsp,
-                            wsb,
-                            zero,
-                            self.y.0,
-                            set.dst.as_void(),
-                        ),
-                    )?;
-                    if p.bias {
-                        check_cudnn(
-                            "cudnnAddTensor",
-                            sys::cudnnAddTensor(
-                                h,
-                                one,
-                                self.bias_desc.0,
-                                set.bias.as_void(),
-                                one,
-                                self.y.0,
-                                set.dst.as_void(),
-                            ),
-                        )?;
-                    }
-                }
-                Direction::BwdData => cudnn::check_raw(
-                    "cudnnConvolutionBackwardData",
-                    (self.fns.bwd_data)(
-                        h,
-                        one,
-                        self.w.0,
-                        set.wei.as_void(),
-                        self.y.0,
-                        set.diff_dst.as_void(),
-                        self.conv.0,
-                        p.algo,
-                        wsp,
-                        wsb,
-                        zero,
-                        self.x.0,
-                        set.diff_src.as_void(),
-                    ),
-                )?,
-                Direction::BwdFilter => {
-                    cudnn::check_raw(
-                        "cudnnConvolutionBackwardFilter",
-                        (self.fns.bwd_filter)(
-                            h,
-                            one,
-                            self.x.0,
-                            set.src.as_void(),
-                            self.y.0,
-                            set.diff_dst.as_void(),
-                            self.conv.0,
-                            p.algo,
-                            wsp,
-                            wsb,
-                            zero,
-                            self.w.0,
-                            set.diff_wei.as_void(),
-                        ),
-                    )?;
-                    if p.bias {
-                        check_cudnn(
-                            "cudnnConvolutionBackwardBias",
-                            sys::cudnnConvolutionBackwardBias(
-                                h,
-                                one,
-                                self.y.0,
-                                set.diff_dst.as_void(),
-                                zero,
-                                self.bias_desc.0,
-                                set.diff_bias.as_void(),
-                            ),
-                        )?;
-                    }
-                }
-            }
+            self.d.run(
+                &self.gpu.cudnn,
+                p.dir,
+                p.algo,
+                p.bias,
+                &self.ptrs(set),
+                self.workspace(),
+            )
         }
-        Ok(())
     }
 
     /// Poisons set 0's outputs of `dir` (all-ones bytes: NaN) and makes the
@@ -570,27 +293,6 @@ impl<'g> GpuConv<'g> {
             cudnn_algos::name(p.dir, p.algo),
             cudnn::math::name(p.math)
         )
-    }
-}
-
-/// cuDNN's geometry for a oneDNN-convention shape (dilation 0 = dense).
-pub fn geometry(p: &ConvShape) -> ConvGeometry {
-    ConvGeometry {
-        pad: [p.ph, p.pw],
-        stride: [p.sh, p.sw],
-        dilation: [p.dh + 1, p.dw + 1],
-        groups: p.g,
-    }
-}
-
-fn info(r: &RawAlgoPerf, timed: bool) -> AlgoInfo {
-    let ok = r.status == 0;
-    AlgoInfo {
-        id: r.algo,
-        status: cudnn::status_name(r.status),
-        cudnn_ms: (timed && ok && r.time >= 0.0).then_some(r.time as f64),
-        workspace_bytes: r.memory,
-        math: r.math_type,
     }
 }
 

@@ -5,6 +5,8 @@ pub mod cpu;
 pub mod cpu_layer;
 pub mod cuda;
 pub mod cudnn_algos;
+pub mod cudnn_conv;
+pub mod gpu_layer;
 #[cfg(test)]
 mod tests;
 

@@ -165,6 +165,24 @@ impl TensorDesc {
     }
 }
 
+impl TensorDesc {
+    /// The per-channel descriptor cuDNN's batch norm wants for `x` (fp32
+    /// for float and half data alike).
+    pub fn derived_bn(x: &TensorDesc, mode: sys::cudnnBatchNormMode_t) -> GpuResult<Self> {
+        let mut p = std::ptr::null_mut();
+        // SAFETY: out-pointer to a local.
+        check_cudnn("cudnnCreateTensorDescriptor", unsafe {
+            sys::cudnnCreateTensorDescriptor(&mut p)
+        })?;
+        let desc = TensorDesc(p);
+        // SAFETY: both descriptors are valid; `x` is set.
+        check_cudnn("cudnnDeriveBNTensorDescriptor", unsafe {
+            sys::cudnnDeriveBNTensorDescriptor(p, x.0, mode)
+        })?;
+        Ok(desc)
+    }
+}
+
 impl Drop for TensorDesc {
     fn drop(&mut self) {
         // SAFETY: created above, destroyed once.

@@ -6,15 +6,17 @@
 
 pub mod cublas;
 pub mod cudnn;
+pub mod cudnn_ops;
 pub mod device;
 mod error;
 pub mod memory;
+pub mod nvrtc;
 mod probe;
 
 pub use device::{DeviceInfo, Peak};
-pub use error::{check_cudnn, GpuError, GpuResult};
+pub use error::{check_cudnn, check_driver as error_driver, GpuError, GpuResult};
 pub use memory::DeviceBuffer;
-pub use probe::Presence;
+pub use probe::{nvrtc_missing, Presence};
 
 use crate::DType;
 use cudarc::driver::sys::{CUdevice_attribute as Attr, CUevent_flags};

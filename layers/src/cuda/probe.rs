@@ -48,6 +48,20 @@ impl Presence {
     }
 }
 
+/// One line saying that NVRTC, which compiles cnnbench's own kernels at
+/// start-up, cannot be loaded, or `None` when it can. Checked before the
+/// first NVRTC call, since cudarc panics on a missing library.
+pub fn nvrtc_missing() -> Option<String> {
+    // SAFETY: this only tries `dlopen` on the candidate names.
+    nvrtc_message(unsafe { cudarc::nvrtc::sys::is_culib_present() })
+}
+
+fn nvrtc_message(present: bool) -> Option<String> {
+    (!present).then(|| {
+        "no usable GPU: NVRTC (libnvrtc.so) not found; put its folder on LD_LIBRARY_PATH".into()
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -92,5 +106,15 @@ mod tests {
         // On a machine without CUDA this is all false; with one, all true.
         let p = Presence::detect();
         assert_eq!(p.missing().is_none(), p.driver && p.cudnn && p.cublas);
+    }
+
+    #[test]
+    fn one_line_when_nvrtc_is_missing() {
+        assert_eq!(nvrtc_message(true), None);
+        let m = nvrtc_message(false).unwrap();
+        assert!(m.starts_with("no usable GPU: NVRTC (libnvrtc.so) not found"));
+        assert!(m.ends_with("put its folder on LD_LIBRARY_PATH") && !m.contains('\n'));
+        // Probing never panics, whatever is installed.
+        let _ = nvrtc_missing();
     }
 }

@@ -1,6 +1,8 @@
 //! Dropout in training mode: a fresh mask every step, kept elements scaled
 //! by `1/(1-p)`.
 
+pub mod cuda;
+
 use crate::net::cpu_layer::{CpuLayer, Ctx};
 use cnnbench_kernels::eltwise;
 

@@ -1,5 +1,7 @@
 //! Fully connected: `y[N×out] = x[N×in]·W[in×out] + b`, on the tiled GEMM.
 
+pub mod cuda;
+
 use crate::net::cpu_layer::{CpuLayer, Ctx, Param};
 use crate::net::init::fan_in_uniform;
 use cnnbench_kernels::gemm::{self, GemmShape};

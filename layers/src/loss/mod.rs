@@ -1,5 +1,7 @@
 //! Softmax cross-entropy loss against seeded labels (mean over the batch).
 
+pub mod cuda;
+
 use crate::net::cpu_layer::{CpuLayer, Ctx};
 use cnnbench_kernels::loss;
 

@@ -1,5 +1,7 @@
 //! Local response normalisation across channels (AlexNet).
 
+pub mod cuda;
+
 use crate::net::cpu_layer::{CpuLayer, Ctx};
 use cnnbench_kernels::norm::lrn::{self, LrnParams};
 

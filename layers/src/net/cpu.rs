@@ -2,15 +2,13 @@
 //! once, forward in graph order, backward in reverse, per-layer wall-clock
 //! times of the last step.
 //!
-//! Gradients flow along edges. Each (consumer, input) edge owns a gradient
-//! buffer, except where the consumer passes its output gradient through
-//! unchanged (residual add, flatten): there the edge shares the consumer's
-//! buffer, so nothing is copied. A tensor read by several layers gets the
-//! sum of their gradients, either on the way (ReLU) or in one pass before
-//! its producer's backward.
+//! The buffers follow [`super::plan::BufferPlan`]; ReLU's backward sums
+//! the gradients of its output's consumers on the way.
 
 use super::cpu_layer::{CpuLayer, Ctx, Param};
 use super::graph::{Graph, Op, PoolKind};
+use super::init;
+use super::plan::{passes_gradient, BufferPlan};
 use crate::add::AddLayer;
 use crate::batchnorm::BatchNormLayer;
 use crate::concat::ConcatLayer;
@@ -25,7 +23,6 @@ use crate::relu::ReluLayer;
 use cnnbench_kernels::eltwise;
 use cnnbench_kernels::norm::lrn::LrnParams;
 use cnnbench_kernels::pool::PoolShape;
-use cnnbench_kernels::rng::{fill_uniform, SplitMix64};
 use cnnbench_kernels::Isa;
 use std::collections::HashMap;
 use std::time::Instant;
@@ -79,79 +76,21 @@ pub struct CpuNet {
     seed: u64,
 }
 
-/// Nodes whose backward hands the output gradient to the inputs as is.
-fn passes_gradient(op: &Op) -> bool {
-    matches!(op, Op::Add | Op::Flatten)
-}
-
 impl CpuNet {
     /// Allocates every tensor and makes every layer (convolution plans are
     /// made on their first run). The caller checks the memory estimate
     /// ([`estimate`]) first.
     pub fn new(graph: &Graph, batch: usize, opts: CpuOptions) -> CpuNet {
         let n = graph.nodes.len();
-        let len = |i: usize| batch * graph.nodes[i].out.len();
-        let mut acts = Vec::new();
-        let mut act_of = Vec::with_capacity(n);
-        for (i, node) in graph.nodes.iter().enumerate() {
-            if node.op == Op::Flatten {
-                act_of.push(act_of[node.inputs[0]]);
-            } else {
-                acts.push(vec![0.0f32; len(i)]);
-                act_of.push(acts.len() - 1);
-            }
-        }
-        fill_uniform(&mut acts[0], opts.seed, 1.0);
-
-        // Gradient buffers, from the loss back (consumers come first).
-        let consumers = graph.consumers();
-        let mut grads: Vec<Vec<f32>> = Vec::new();
-        let mut dy_parts = vec![Vec::new(); n];
-        let mut dy_sum = vec![None; n];
-        let mut dx_of: Vec<Vec<Option<usize>>> = graph
-            .nodes
-            .iter()
-            .map(|nd| vec![None; nd.inputs.len()])
-            .collect();
-        let mut rng = SplitMix64::new(opts.seed ^ 0x1abe1);
-        let classes = graph.classes() as u64;
-        let labels: Vec<u32> = (0..batch)
-            .map(|_| (rng.next_u64() % classes) as u32)
-            .collect();
+        // ReLU's backward sums its consumers' gradients on the way.
+        let plan = BufferPlan::new(graph, batch, |op| *op == Op::Relu);
+        let mut acts: Vec<Vec<f32>> = plan.act_len.iter().map(|&l| vec![0.0; l]).collect();
+        acts[0].copy_from_slice(&init::input(graph, batch, opts.seed));
+        let grads = plan.grad_len.iter().map(|&l| vec![0.0; l]).collect();
+        let labels = init::labels(graph, batch, opts.seed);
         let mut layers: Vec<Option<Box<dyn CpuLayer>>> = (0..n).map(|_| None).collect();
-        for i in (1..n).rev() {
-            let node = &graph.nodes[i];
-            let mut parts = Vec::new();
-            for &k in &consumers[i] {
-                for (s, &t) in graph.nodes[k].inputs.iter().enumerate() {
-                    if t == i {
-                        parts.extend(dx_of[k][s]);
-                    }
-                }
-            }
-            let layer = make_layer(graph, i, &labels, opts.seed);
-            if parts.len() > 1 && !layer.sums_gradients() {
-                grads.push(vec![0.0; len(i)]);
-                dy_sum[i] = Some(grads.len() - 1);
-            }
-            let through = if parts.len() == 1 {
-                Some(parts[0])
-            } else {
-                dy_sum[i]
-            };
-            for (s, &t) in node.inputs.iter().enumerate() {
-                if t == 0 {
-                    continue;
-                }
-                dx_of[i][s] = if passes_gradient(&node.op) {
-                    through
-                } else {
-                    grads.push(vec![0.0; len(t)]);
-                    Some(grads.len() - 1)
-                };
-            }
-            dy_parts[i] = parts;
-            layers[i] = Some(layer);
+        for (i, layer) in layers.iter_mut().enumerate().skip(1) {
+            *layer = Some(make_layer(graph, i, &labels, opts.seed));
         }
         CpuNet {
             graph: graph.clone(),
@@ -164,11 +103,11 @@ impl CpuNet {
             },
             layers,
             acts,
-            act_of,
+            act_of: plan.act_of,
             grads,
-            dy_parts,
-            dy_sum,
-            dx_of,
+            dy_parts: plan.dy_parts,
+            dy_sum: plan.dy_sum,
+            dx_of: plan.dx_of,
             fwd_secs: vec![0.0; n],
             bwd_secs: vec![0.0; n],
             step: 0,
@@ -218,21 +157,34 @@ impl CpuNet {
     pub fn backward(&mut self) {
         for i in (1..self.graph.nodes.len()).rev() {
             let t0 = Instant::now();
-            if !passes_gradient(&self.graph.nodes[i].op) {
+            if passes_gradient(&self.graph.nodes[i].op) {
+                // Nothing to compute, but the gradient handed through may
+                // be a sum (a residual sum read by two layers).
+                self.sum_gradients(i);
+            } else {
                 self.backward_node(i);
             }
             self.bwd_secs[i] = t0.elapsed().as_secs_f64();
         }
     }
 
-    fn backward_node(&mut self, i: usize) {
-        let parts = &self.dy_parts[i];
+    /// Sums node `i`'s output gradients into their own buffer, where the
+    /// plan has one.
+    fn sum_gradients(&mut self, i: usize) {
         if let Some(sum) = self.dy_sum[i] {
             let mut dst = std::mem::take(&mut self.grads[sum]);
-            let srcs: Vec<&[f32]> = parts.iter().map(|&p| &self.grads[p][..]).collect();
+            let srcs: Vec<&[f32]> = self.dy_parts[i]
+                .iter()
+                .map(|&p| &self.grads[p][..])
+                .collect();
             eltwise::sum(self.ctx.isa, &srcs, &mut dst);
             self.grads[sum] = dst;
         }
+    }
+
+    fn backward_node(&mut self, i: usize) {
+        self.sum_gradients(i);
+        let parts = &self.dy_parts[i];
         // Take the written buffers out so the read ones can be borrowed.
         let dx_ids = self.dx_of[i].clone();
         let mut dx_bufs: Vec<Option<Vec<f32>>> = dx_ids
@@ -350,6 +302,13 @@ impl CpuNet {
         }
     }
 
+    /// Node `i`'s output gradients of the last backward pass, one per
+    /// consuming edge, in the [`BufferPlan`]'s order (`check` hands them
+    /// to another backend's layer).
+    pub fn dy_parts(&self, i: usize) -> Vec<&[f32]> {
+        self.dy_parts[i].iter().map(|&p| &self.grads[p][..]).collect()
+    }
+
     /// The image batch, to set inputs by hand (tests).
     pub fn input_mut(&mut self) -> &mut [f32] {
         &mut self.acts[0]
@@ -407,7 +366,7 @@ fn make_layer(graph: &Graph, i: usize, labels: &[u32], seed: u64) -> Box<dyn Cpu
     let batch = labels.len();
     let node = &graph.nodes[i];
     let x = graph.nodes[node.inputs.first().copied().unwrap_or(0)].out;
-    let layer_seed = seed ^ (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    let layer_seed = init::layer_seed(seed, i);
     match node.op {
         Op::Input => unreachable!("the input has no layer"),
         Op::Conv(s) => Box::new(ConvLayer::new(

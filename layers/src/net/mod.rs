@@ -2,8 +2,11 @@
 
 pub mod cpu;
 pub mod cpu_layer;
+pub mod gpu;
+pub mod gpu_layer;
 pub mod graph;
 pub mod init;
+pub mod plan;
 #[cfg(test)]
 pub(crate) mod tests;
 

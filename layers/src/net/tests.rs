@@ -202,3 +202,57 @@ fn sgd_lowers_the_loss() {
     let last = net.forward();
     assert!(last < first, "loss {first} -> {last}");
 }
+
+/// Pre-activation residual blocks: each sum is read by the next block's
+/// batch norm and by the next sum, so the gradient of an add's output is
+/// itself a sum of two.
+pub fn preact_net() -> Graph {
+    let (mut b, x) = Builder::new("preact", Dims::new(6, 6, 3));
+    let mut s = b.conv("conv", x, ConvSpec::square(8, 3, 1, 1).with_bias());
+    for blk in ["b1", "b2"] {
+        let y = b.bn(&format!("{blk}.bn"), s);
+        let y = b.relu(&format!("{blk}.relu"), y);
+        let y = b.conv(&format!("{blk}.conv"), y, ConvSpec::square(8, 3, 1, 1));
+        s = b.add(&format!("{blk}.add"), y, s);
+    }
+    let f = b.linear("fc", s, 5);
+    b.finish(f)
+}
+
+#[test]
+fn an_add_read_twice_matches_finite_differences() {
+    check_finite_differences(&preact_net(), 2);
+}
+
+#[test]
+fn every_backend_starts_from_the_cpu_layers_parameters() {
+    let g = every_op_net();
+    let mut net = CpuNet::new(&g, 2, opts(false));
+    let from_init: Vec<Vec<f32>> = (0..g.nodes.len())
+        .flat_map(|i| super::init::layer_params(&g, i, opts(false).seed))
+        .collect();
+    let held: Vec<Vec<f32>> = net.params_mut().iter().map(|p| p.value.clone()).collect();
+    assert_eq!(from_init, held);
+    assert_eq!(
+        net.input_mut().to_vec(),
+        super::init::input(&g, 2, opts(false).seed)
+    );
+}
+
+#[test]
+fn the_buffer_plan_sums_only_where_layers_do_not() {
+    use super::plan::BufferPlan;
+    let g = preact_net();
+    let cpu = BufferPlan::new(&g, 2, |op| *op == super::Op::Relu);
+    let gpu = BufferPlan::new(&g, 2, |_| false);
+    // The stem conv and the first add are each read twice (by a batch
+    // norm and by the next add); every ReLU is read once.
+    let summed = |p: &BufferPlan| p.dy_sum.iter().filter(|s| s.is_some()).count();
+    assert_eq!(summed(&cpu), 2);
+    assert_eq!(summed(&gpu), 2);
+    assert_eq!(cpu.grad_len.len(), gpu.grad_len.len());
+    // The loss has no output gradient; everything else one to read.
+    let last = g.nodes.len() - 1;
+    assert_eq!(gpu.dy_of(last), None);
+    assert!((1..last).all(|i| gpu.dy_of(i).is_some()));
+}

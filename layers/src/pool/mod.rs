@@ -1,5 +1,7 @@
 //! Max and average pooling (global average included).
 
+pub mod cuda;
+
 use crate::net::cpu_layer::{CpuLayer, Ctx};
 use cnnbench_kernels::pool::{self, reference, PoolShape};
 

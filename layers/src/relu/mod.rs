@@ -1,6 +1,8 @@
 //! ReLU. Its backward sums the gradients of all consumers of its output on
 //! the way (a ResNet block's input feeds both the branch and the shortcut).
 
+pub mod cuda;
+
 use crate::net::cpu_layer::{CpuLayer, Ctx};
 use cnnbench_kernels::eltwise;
 

@@ -1,0 +1,162 @@
+//! `cnnbench model --device gpu`: whole models on cuDNN and cuBLAS, timed
+//! with CUDA events on the benchmark stream (GPU time per phase, and per
+//! layer with `--per-layer`).
+
+use super::{base_record, time_steps, ModelArgs, Steps};
+use crate::bench::RunPolicy;
+use crate::cli::conv::dtype_supported;
+use crate::results::{Environment, MemoryBytes, ModelRecord};
+use anyhow::{Context, Result};
+use cnnbench_kernels::Isa;
+use cnnbench_layers::cuda::nvrtc::Kernels;
+use cnnbench_layers::cuda::{Gpu, GpuError};
+use cnnbench_layers::net::gpu::{estimate, GpuNet, GpuOptions};
+use cnnbench_layers::net::Graph;
+use cnnbench_layers::{DType, Layout};
+
+/// A whole network's search may try this much cuDNN workspace per
+/// convolution (as `conv`'s default).
+pub const DEFAULT_WORKSPACE_LIMIT: usize = crate::cli::conv::DEFAULT_WORKSPACE_LIMIT;
+
+pub const TIMER: &str =
+    "CUDA events recorded around each phase (and layer, with --per-layer) on one non-blocking stream (GPU time)";
+
+/// What is decided once for every model of a run.
+pub struct Setup {
+    gpu: Gpu,
+    kernels: Kernels,
+    dtype: DType,
+    layout: Layout,
+    workspace_limit: usize,
+}
+
+impl Setup {
+    /// Checks the dtype against the GPU and compiles the NVRTC kernels
+    /// (once, for every model).
+    pub fn new(gpu: Gpu, dtype: DType, layout: Layout, workspace_limit: usize) -> Result<Setup> {
+        dtype_supported(&gpu.info.compute_capability, dtype)?;
+        let cc = compute_capability(&gpu.info.compute_capability);
+        let kernels = Kernels::compile(&gpu.ctx, cc).context("compiling the CUDA kernels")?;
+        Ok(Setup {
+            gpu,
+            kernels,
+            dtype,
+            layout,
+            workspace_limit,
+        })
+    }
+
+    pub fn environment(&self, threads: usize, isa: Isa) -> Environment {
+        Environment {
+            gpu: Some(self.gpu.info.clone()),
+            ..Environment::here(threads, isa.name().into(), None, TIMER)
+        }
+    }
+
+    fn labels(&self) -> [&'static str; 3] {
+        ["gpu", self.dtype.name(), self.layout.name()]
+    }
+}
+
+/// `9.0` as `(9, 0)`.
+pub fn compute_capability(cc: &str) -> (i32, i32) {
+    let mut it = cc.split('.').map(|v| v.parse().unwrap_or(0));
+    (it.next().unwrap_or(0), it.next().unwrap_or(0))
+}
+
+struct GpuSteps<'g> {
+    net: GpuNet<'g>,
+    update: bool,
+}
+
+impl Steps for GpuSteps<'_> {
+    fn step(&mut self) -> Result<[f64; 3]> {
+        let t = self
+            .net
+            .step(self.update.then_some((0.01, 0.9)))
+            .map_err(gpu_err)?;
+        Ok([t.forward, t.backward, t.update])
+    }
+
+    fn layer_ms(&self, i: usize) -> (f64, f64) {
+        (self.net.fwd_ms[i], self.net.bwd_ms[i])
+    }
+}
+
+fn gpu_err(e: GpuError) -> anyhow::Error {
+    anyhow::anyhow!("{e}")
+}
+
+/// Times one model on the GPU; an `OOM` record when it does not fit, and
+/// `None` when interrupted.
+pub fn run(
+    s: &Setup,
+    g: &Graph,
+    args: &ModelArgs,
+    policy: RunPolicy,
+    bar: &indicatif::ProgressBar,
+) -> Result<Option<ModelRecord>> {
+    let oom = |why: String| {
+        eprintln!(
+            "cnnbench: {} at batch {} on the GPU: {why}: OOM",
+            g.name, args.batch
+        );
+        Ok(Some(base_record(g, args.batch, "OOM", s.labels())))
+    };
+    let need = estimate(g, args.batch, s.dtype);
+    let free = s.gpu.free_memory().map_err(gpu_err)? as u128;
+    if need > free / 10 * 9 {
+        return oom(format!(
+            "needs about {:.1} GiB, {:.1} GiB free",
+            need as f64 / (1u128 << 30) as f64,
+            free as f64 / (1u128 << 30) as f64
+        ));
+    }
+    bar.set_message(format!("{}: choosing convolution algorithms", g.name));
+    let opts = GpuOptions {
+        dtype: s.dtype,
+        layout: s.layout,
+        seed: args.timing.seed,
+        workspace_limit: s.workspace_limit,
+        per_layer: args.per_layer,
+    };
+    let net = match GpuNet::new(&s.gpu, &s.kernels, g, args.batch, opts) {
+        Ok(n) => n,
+        Err(e) if e.oom => return oom(e.to_string()),
+        Err(e) => return Err(gpu_err(e)).context(format!("{} on the GPU", g.name)),
+    };
+    let mut steps = GpuSteps {
+        net,
+        update: args.update.is_some(),
+    };
+    let timed = match time_steps(g, &mut steps, policy, bar) {
+        Ok(Some(t)) => t,
+        Ok(None) => return Ok(None),
+        Err(e) => return Err(e).context(format!("{} on the GPU", g.name)),
+    };
+    let net = &steps.net;
+    let m = net.memory();
+    let mem = MemoryBytes {
+        params: m.params,
+        activations: m.activations,
+        workspace: m.workspace,
+        total: m.params + m.activations + m.workspace,
+    };
+    let loss = net.loss().map_err(gpu_err)?;
+    let base = base_record(g, args.batch, "ok", s.labels());
+    Ok(Some(
+        timed.record(g, args, base, loss, mem, |i| net.kernels(i)),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn compute_capability_parses() {
+        assert_eq!(compute_capability("9.0"), (9, 0));
+        assert_eq!(compute_capability("12.1"), (12, 1));
+        assert_eq!(compute_capability("?"), (0, 0));
+    }
+}
