@@ -306,7 +306,10 @@ impl CpuNet {
     /// consuming edge, in the [`BufferPlan`]'s order (`check` hands them
     /// to another backend's layer).
     pub fn dy_parts(&self, i: usize) -> Vec<&[f32]> {
-        self.dy_parts[i].iter().map(|&p| &self.grads[p][..]).collect()
+        self.dy_parts[i]
+            .iter()
+            .map(|&p| &self.grads[p][..])
+            .collect()
     }
 
     /// The image batch, to set inputs by hand (tests).
