@@ -6,9 +6,10 @@ and backward passes on them with PyTorch, and prints cnnbench's model CSV
 columns, so the two can be put side by side. On CPU, PyTorch's convolutions
 run on its bundled oneDNN (MKL-DNN); on NVIDIA GPUs, on cuDNN and cuBLAS.
 
-Set up once (creates .venv at the repository root, see setup.sh; this script
-also needs torchvision, the release paired with the pinned torch, installed
-with `.venv/bin/pip install --no-deps torchvision==<version>`):
+Set up once (creates .venv at the repository root, see setup.sh; it also
+installs torchvision, the release paired with the pinned torch, with
+`.venv/bin/pip install --no-deps torchvision==<version>`; without it only
+googlenet and inception-v3 cannot run, see "Without torchvision" below):
 
     scripts/peers/setup.sh
 
@@ -20,22 +21,59 @@ to the OS, so they are not page-faulted in again on every step):
             [--batch N] [--device cpu|cuda] [--dtype f32|tf32|f16|bf16]
             [--layout nhwc|nchw] [--update none|sgd] [--warmup N] [--iters N]
             [--min-time SECS] [--threads N] [--seed N]
+    .venv/bin/python scripts/peers/pytorch_model.py --check-fallback [MODEL ...]
 
 Models (cnnbench's names; `all` runs every one, in this order):
   alexnet       BVLC/Caffe AlexNet (the one-GPU Caffe model, with grouped
                 conv2/4/5, LRN and ceil-mode pooling), 227x227, built here;
                 60,965,224 parameters (checked)
   googlenet     torchvision googlenet(aux_logits=False, init_weights=False), 224x224
+                (torchvision only)
   inception-v3  torchvision inception_v3(aux_logits=False, init_weights=False), 299x299
-  vgg16 vgg19   torchvision, 224x224
+                (torchvision only)
+  vgg16 vgg19   torchvision, 224x224; 138,357,544 / 143,667,240 parameters
   resnet18 resnet34 resnet50 resnet101 resnet152
-                torchvision (v1.5: stride on the 3x3 conv), 224x224
+                torchvision (v1.5: stride on the 3x3 conv), 224x224;
+                11,689,512 / 21,797,672 / 25,557,032 / 44,549,160 / 60,192,808
+                parameters
   resnet200     pre-activation bottleneck ResNet, [3, 24, 36, 3] blocks, as in
                 fb.resnet.torch models/preresnet.lua, 224x224, built here
                 (its reading of the Lua source is set by the RESNET200_*
                 constants below)
 All have 1000 classes and random (seeded) weights; torchvision's models are
 built with weights=None, so there is no input transform.
+
+Without torchvision. torchvision is used whenever `import torchvision`
+succeeds. When it fails (ImportError, or any other exception raised while
+importing, such as an operator mismatch with torch), or when the environment
+variable CNNBENCH_NO_TORCHVISION is set to anything but "" or "0" (to force
+this path where torchvision is installed):
+  - the ResNets and VGGs are built by copies of torchvision 0.29's
+    definitions in this script (build_resnet_here, build_vgg_here): same
+    modules, names and order, forward, parameter count (checked when built)
+    and MACs, and the same weight initialization, so with the same torch and
+    seed even the initial weights are torchvision's (--check-fallback reports
+    it; only timings are taken, so an initialization that drifted from a
+    later torchvision would not matter). stderr gets one line per model:
+    "torchvision not importable (WHY); building resnet50 in the script";
+  - googlenet and inception-v3 are not built: each gets a CSV row with empty
+    params, macs, times and runs and status `unavailable` (like an OOM row;
+    the other models go on, exit status 0) and one stderr line saying why.
+    When every model asked for is one of these two, nothing is timed: one
+    line on stderr and exit status 1, as when torch itself cannot be imported.
+
+--check-fallback times nothing: it checks the in-script copies against
+torchvision's models, the named ones (default, or `all`: resnet18 resnet34
+resnet50 resnet101 resnet152 vgg16 vgg19). Each is built by both from the
+same seed (on --device) and compared: parameter count (and the expected one
+above), the parameter shapes in order, the state_dict's names and shapes,
+the modules' names and classes, the MACs, and then, with torchvision's
+weights loaded into the copy, the output shape and values of one eval-mode
+forward at batch 1 (max |diff| at most 1e-4 of max |output|); whether the
+seeded initial weights are equal is reported too. One line per model and a
+summary on stdout; exit 0 if all match, 1 if any differs or torchvision is
+not importable (it needs the real torchvision and ignores
+CNNBENCH_NO_TORCHVISION). About 75 s on 2 CPU cores for all seven.
 
 What is timed. The model is in train() mode (batch norm normalizes with the
 batch's statistics and updates its running averages; dropout is active). For
@@ -87,11 +125,13 @@ forward at batch 1 (eval mode, no_grad); ms columns have 3 decimals, stddev is
 the sample standard deviation (n-1), as cnnbench's; total_ms_median is the
 median over steps of each step's fwd + bwd (+ update); images_per_sec =
 batch / total_ms_median (in seconds), 1 decimal; runs is the number of timed
-steps; status is ok or OOM.
+steps; status is ok, OOM, or unavailable (needs torchvision, see above).
 
-On stderr: one line about torch, threads, oneDNN (or the CUDA device and
-cuDNN) and the dtype; then one line per model with its input size, parameter
-and MAC counts, and the median update time with --update sgd.
+On stderr: one line about torch, torchvision (its version, or why it is not
+importable), threads, oneDNN (or the CUDA device and cuDNN) and the dtype;
+then one line per model with its input size, parameter and MAC counts, and
+the median update time with --update sgd (preceded by the "building ... in
+the script" line when torchvision is not importable).
 
 Bad input (model name, option, a device or dtype this machine or PyTorch
 cannot run) prints one line on stderr and exits 2.
@@ -116,8 +156,27 @@ MODELS = ["alexnet", "googlenet", "inception-v3", "vgg16", "vgg19", "resnet18", 
           "resnet50", "resnet101", "resnet152", "resnet200"]
 INPUT_SIZE = {m: 224 for m in MODELS}
 INPUT_SIZE.update({"alexnet": 227, "inception-v3": 299})
-NEEDS_TORCHVISION = {m for m in MODELS if m not in ("alexnet", "resnet200")}
 NUM_CLASSES = 1000
+
+# Models torchvision builds when it imports; without it, the in-script copies
+# below build them (see build_resnet_here, build_vgg_here).
+RESNET_BLOCKS = {"resnet18": ("basic", (2, 2, 2, 2)), "resnet34": ("basic", (3, 4, 6, 3)),
+                 "resnet50": ("bottleneck", (3, 4, 6, 3)), "resnet101": ("bottleneck", (3, 4, 23, 3)),
+                 "resnet152": ("bottleneck", (3, 8, 36, 3))}
+VGG_CFG = {  # torchvision's cfgs "D" and "E": output channels of each 3x3 conv, "M" = 2x2 max pool
+    "vgg16": [64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M", 512, 512, 512, "M"],
+    "vgg19": [64, 64, "M", 128, 128, "M", 256, 256, 256, 256, "M", 512, 512, 512, 512, "M",
+              512, 512, 512, 512, "M"],
+}
+# Parameter counts of torchvision's models (1000 classes); the in-script
+# copies are checked against these when built.
+HERE_PARAMS = {"resnet18": 11_689_512, "resnet34": 21_797_672, "resnet50": 25_557_032,
+               "resnet101": 44_549_160, "resnet152": 60_192_808, "vgg16": 138_357_544,
+               "vgg19": 143_667_240}
+TORCHVISION_ONLY = {"googlenet", "inception-v3"}  # no in-script copy: need torchvision
+NEEDS_TORCHVISION = TORCHVISION_ONLY | set(HERE_PARAMS)  # use it when it imports
+# Set to anything but "" or "0": behave as if `import torchvision` failed.
+NO_TORCHVISION_ENV = "CNNBENCH_NO_TORCHVISION"
 
 ALEXNET_PARAMS = 60_965_224  # BVLC/Caffe bvlc_alexnet, checked after building
 
@@ -221,11 +280,187 @@ def build_resnet200(nn):
     return nn.Sequential(*layers)
 
 
+def build_resnet_here(name, nn):
+    """torchvision 0.29's resnet18/34/50/101/152(weights=None), without torchvision.
+
+    A copy of torchvision.models.resnet's ResNet, BasicBlock and Bottleneck for
+    the defaults those builders use (ResNet v1.5: the stride is on the
+    bottleneck's 3x3 conv; zero_init_residual=False, groups=1, width 64, no
+    dilation), with the same module names, construction order, forward and
+    weight initialization (kaiming_normal_(fan_out, relu) on every conv, BN
+    weight 1 and bias 0, nn.Linear's default for fc). So the parameters, their
+    order and shapes, and the MACs are torchvision's, and with the same seed
+    the initial weights are too (--check-here checks all of this).
+    """
+    import torch
+
+    def conv3x3(cin, cout, stride=1):
+        return nn.Conv2d(cin, cout, kernel_size=3, stride=stride, padding=1, bias=False)
+
+    def conv1x1(cin, cout, stride=1):
+        return nn.Conv2d(cin, cout, kernel_size=1, stride=stride, bias=False)
+
+    class BasicBlock(nn.Module):
+        expansion = 1
+
+        def __init__(self, inplanes, planes, stride=1, downsample=None):
+            super().__init__()
+            self.conv1 = conv3x3(inplanes, planes, stride)
+            self.bn1 = nn.BatchNorm2d(planes)
+            self.relu = nn.ReLU(inplace=True)
+            self.conv2 = conv3x3(planes, planes)
+            self.bn2 = nn.BatchNorm2d(planes)
+            self.downsample = downsample
+            self.stride = stride
+
+        def forward(self, x):
+            identity = x
+            out = self.relu(self.bn1(self.conv1(x)))
+            out = self.bn2(self.conv2(out))
+            if self.downsample is not None:
+                identity = self.downsample(x)
+            out += identity
+            return self.relu(out)
+
+    class Bottleneck(nn.Module):
+        expansion = 4
+
+        def __init__(self, inplanes, planes, stride=1, downsample=None):
+            super().__init__()
+            self.conv1 = conv1x1(inplanes, planes)
+            self.bn1 = nn.BatchNorm2d(planes)
+            self.conv2 = conv3x3(planes, planes, stride)  # v1.5: stride here
+            self.bn2 = nn.BatchNorm2d(planes)
+            self.conv3 = conv1x1(planes, planes * self.expansion)
+            self.bn3 = nn.BatchNorm2d(planes * self.expansion)
+            self.relu = nn.ReLU(inplace=True)
+            self.downsample = downsample
+            self.stride = stride
+
+        def forward(self, x):
+            identity = x
+            out = self.relu(self.bn1(self.conv1(x)))
+            out = self.relu(self.bn2(self.conv2(out)))
+            out = self.bn3(self.conv3(out))
+            if self.downsample is not None:
+                identity = self.downsample(x)
+            out += identity
+            return self.relu(out)
+
+    class ResNet(nn.Module):
+        def __init__(self, block, layers, num_classes):
+            super().__init__()
+            self.inplanes = 64
+            self.conv1 = nn.Conv2d(3, 64, kernel_size=7, stride=2, padding=3, bias=False)
+            self.bn1 = nn.BatchNorm2d(64)
+            self.relu = nn.ReLU(inplace=True)
+            self.maxpool = nn.MaxPool2d(kernel_size=3, stride=2, padding=1)
+            self.layer1 = self._make_layer(block, 64, layers[0])
+            self.layer2 = self._make_layer(block, 128, layers[1], stride=2)
+            self.layer3 = self._make_layer(block, 256, layers[2], stride=2)
+            self.layer4 = self._make_layer(block, 512, layers[3], stride=2)
+            self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
+            self.fc = nn.Linear(512 * block.expansion, num_classes)
+            for m in self.modules():
+                if isinstance(m, nn.Conv2d):
+                    nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+                elif isinstance(m, nn.BatchNorm2d):
+                    nn.init.constant_(m.weight, 1)
+                    nn.init.constant_(m.bias, 0)
+
+        def _make_layer(self, block, planes, blocks, stride=1):
+            downsample = None
+            if stride != 1 or self.inplanes != planes * block.expansion:
+                downsample = nn.Sequential(conv1x1(self.inplanes, planes * block.expansion, stride),
+                                           nn.BatchNorm2d(planes * block.expansion))
+            layers = [block(self.inplanes, planes, stride, downsample)]
+            self.inplanes = planes * block.expansion
+            layers += [block(self.inplanes, planes) for _ in range(1, blocks)]
+            return nn.Sequential(*layers)
+
+        def forward(self, x):
+            x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
+            x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
+            x = torch.flatten(self.avgpool(x), 1)
+            return self.fc(x)
+
+    kind, blocks = RESNET_BLOCKS[name]
+    return ResNet(BasicBlock if kind == "basic" else Bottleneck, blocks, NUM_CLASSES)
+
+
+def build_vgg_here(name, nn):
+    """torchvision 0.29's vgg16/vgg19(weights=None), without torchvision.
+
+    A copy of torchvision.models.vgg's VGG and make_layers (no batch norm):
+    features (3x3 convs with bias, padding 1, each followed by ReLU; 2x2 max
+    pools), avgpool AdaptiveAvgPool2d((7, 7)), classifier Linear(25088, 4096)
+    ReLU Dropout(0.5) Linear(4096, 4096) ReLU Dropout(0.5) Linear(4096, 1000),
+    and init_weights=True's initialization (kaiming_normal_(fan_out, relu) and
+    zero bias on convs, normal(0, 0.01) and zero bias on linears).
+    """
+    import torch
+
+    class VGG(nn.Module):
+        def __init__(self, features, num_classes):
+            super().__init__()
+            self.features = features
+            self.avgpool = nn.AdaptiveAvgPool2d((7, 7))
+            self.classifier = nn.Sequential(
+                nn.Linear(512 * 7 * 7, 4096), nn.ReLU(True), nn.Dropout(p=0.5),
+                nn.Linear(4096, 4096), nn.ReLU(True), nn.Dropout(p=0.5),
+                nn.Linear(4096, num_classes),
+            )
+            for m in self.modules():
+                if isinstance(m, nn.Conv2d):
+                    nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+                    nn.init.constant_(m.bias, 0)
+                elif isinstance(m, nn.Linear):
+                    nn.init.normal_(m.weight, 0, 0.01)
+                    nn.init.constant_(m.bias, 0)
+
+        def forward(self, x):
+            x = self.avgpool(self.features(x))
+            return self.classifier(torch.flatten(x, 1))
+
+    layers, cin = [], 3
+    for v in VGG_CFG[name]:
+        if v == "M":
+            layers.append(nn.MaxPool2d(kernel_size=2, stride=2))
+        else:
+            layers += [nn.Conv2d(cin, v, kernel_size=3, padding=1), nn.ReLU(inplace=True)]
+            cin = v
+    return VGG(nn.Sequential(*layers), NUM_CLASSES)
+
+
+def build_here(name, nn):
+    """The in-script copy of torchvision's `name`, its parameter count checked."""
+    model = build_vgg_here(name, nn) if name in VGG_CFG else build_resnet_here(name, nn)
+    n = sum(p.numel() for p in model.parameters())
+    if n != HERE_PARAMS[name]:
+        raise AssertionError(f"in-script {name} has {n} parameters, torchvision's has {HERE_PARAMS[name]}")
+    return model
+
+
+def import_torchvision(honor_env=True):
+    """(torchvision module, None), or (None, why it is not importable)."""
+    if honor_env and os.environ.get(NO_TORCHVISION_ENV, "") not in ("", "0"):
+        return None, f"{NO_TORCHVISION_ENV}={os.environ[NO_TORCHVISION_ENV]}"
+    try:
+        import torchvision
+    except Exception as e:  # noqa: BLE001 - ImportError, or e.g. a torch/torchvision operator mismatch
+        msg = str(e).splitlines()[0] if str(e) else ""
+        return None, f"{type(e).__name__}: {msg}" if msg else type(e).__name__
+    return torchvision, None
+
+
 def build_model(name, nn, tv):
+    """tv: the torchvision module, or None when it is not importable."""
     if name == "alexnet":
         return build_alexnet(nn)
     if name == "resnet200":
         return build_resnet200(nn)
+    if tv is None:
+        return build_here(name, nn)  # main() says so on stderr; TORCHVISION_ONLY never get here
     m = tv.models
     if name == "googlenet":
         return m.googlenet(weights=None, aux_logits=False, init_weights=False, num_classes=NUM_CLASSES)
@@ -286,6 +521,8 @@ def parse_args(argv):
                     help="keep timing until this long has been spent (default 1)")
     ap.add_argument("--threads", type=int, default=None, metavar="N", help="torch.set_num_threads(N)")
     ap.add_argument("--seed", type=int, default=0, help="seed of the weights and inputs (default 0)")
+    ap.add_argument("--check-fallback", action="store_true",
+                    help="time nothing: check the in-script ResNets and VGGs against torchvision's")
     a = ap.parse_args(argv)
     for opt, v, lo in (("--batch", a.batch, 1), ("--warmup", a.warmup, 0), ("--iters", a.iters, 1),
                        ("--threads", a.threads, 1)):
@@ -293,22 +530,22 @@ def parse_args(argv):
             ap.error(f"{opt} must be at least {lo}, got {v}")
     if a.min_time is not None and not (a.min_time >= 0 and math.isfinite(a.min_time)):
         ap.error(f"--min-time must be a non-negative number of seconds, got {a.min_time}")
-    if not a.models:
+    if not a.models and not a.check_fallback:
         ap.error(f"no models: give one or more of {', '.join(MODELS)}, or all")
     if a.device == "cpu" and a.dtype != "f32":
         ap.error(f"--dtype {a.dtype} needs --device cuda (the CPU runs f32 only)")
     return a
 
 
-def expand_models(names):
+def expand_models(names, known=MODELS):
     out = []
     for n in names:
         if n == "all":
-            out.extend(MODELS)
-        elif n in MODELS:
+            out.extend(known)
+        elif n in known:
             out.append(n)
         else:
-            raise InputError(f"unknown model '{n}' (known: {', '.join(MODELS)}, or all)")
+            raise InputError(f"unknown model '{n}' (known: {', '.join(known)}, or all)")
     return out
 
 
@@ -386,6 +623,84 @@ def bench_model(torch, nn, tv, name, a, policy, info):
     return fwd, bwd, upd, tot
 
 
+def check_fallback(torch, nn, tv, names, a):
+    """--check-fallback: the in-script copies against torchvision's models; 0 if all match, else 1.
+
+    Each model is built twice from the same seed, by torchvision and in the
+    script, and compared: parameter count (and HERE_PARAMS), the list of
+    parameter shapes in order, the state_dict's names and shapes (buffers
+    included), the modules' names and class names, MACs (count_macs), and
+    whether the seeded initial weights are equal (reported, not required).
+    Then torchvision's weights are loaded into the copy (strict) and both run
+    one eval-mode forward on the same random batch of 1: the output shapes
+    must be equal and the outputs agree (max |diff| <= 1e-4 * max |output|).
+    """
+    device = torch.device(a.device)
+    fmt = torch.contiguous_format
+    bad = 0
+    for name in names:
+        size = INPUT_SIZE[name]
+        torch.manual_seed(a.seed)
+        ref = build_model(name, nn, tv).to(device)
+        torch.manual_seed(a.seed)
+        try:
+            here = build_model(name, nn, None).to(device)
+        except AssertionError as e:
+            print(f"{name}: FAIL: {e}", flush=True)
+            bad += 1
+            continue
+        problems = []
+        n_ref = sum(p.numel() for p in ref.parameters())
+        n_here = sum(p.numel() for p in here.parameters())
+        if not n_ref == n_here == HERE_PARAMS[name]:
+            problems.append(f"params torchvision {n_ref:,}, script {n_here:,}, "
+                            f"expected {HERE_PARAMS[name]:,}")
+        shapes = [[tuple(p.shape) for p in m.parameters()] for m in (ref, here)]
+        if shapes[0] != shapes[1]:
+            i = next((i for i, (x, y) in enumerate(zip(*shapes)) if x != y), min(map(len, shapes)))
+            problems.append(f"parameter shapes differ from #{i} "
+                            f"({len(shapes[0])} vs {len(shapes[1])} tensors)")
+        sds = [m.state_dict() for m in (ref, here)]
+        keys = [[(k, tuple(v.shape)) for k, v in sd.items()] for sd in sds]
+        same_sd = keys[0] == keys[1]
+        if not same_sd:
+            problems.append("state_dict names/shapes differ")
+        mods = [[(k, type(v).__name__) for k, v in m.named_modules()] for m in (ref, here)]
+        if mods[0] != mods[1]:
+            problems.append("module names/classes differ")
+        init_same = same_sd and all(torch.equal(sds[0][k], sds[1][k]) for k in sds[0])
+        macs = [count_macs(torch, nn, m, size, device, fmt) for m in (ref, here)]
+        if macs[0] != macs[1]:
+            problems.append(f"MACs torchvision {macs[0]:,}, script {macs[1]:,}")
+        out_note = ""
+        if same_sd:
+            here.load_state_dict(sds[0], strict=True)
+            ref.eval()
+            here.eval()
+            x = torch.randn(1, 3, size, size, generator=torch.Generator().manual_seed(a.seed)).to(device)
+            with torch.no_grad():
+                y_ref, y_here = ref(x), here(x)
+            if y_ref.shape != y_here.shape:
+                problems.append(f"output shapes {tuple(y_ref.shape)} vs {tuple(y_here.shape)}")
+            else:
+                diff = (y_ref - y_here).abs().max().item()
+                scale = y_ref.abs().max().item()
+                if not diff <= 1e-4 * scale:
+                    problems.append(f"outputs differ: max |diff| {diff:.3g} (max |output| {scale:.3g})")
+                out_note = f", output {tuple(y_ref.shape)} both, max |diff| {diff:.3g} with the same weights"
+        status = "ok" if not problems else "FAIL: " + "; ".join(problems)
+        bad += bool(problems)
+        print(f"{name}: {status}: {n_here:,} params (torchvision {n_ref:,}), {len(shapes[1])} parameter "
+              f"tensors, shapes in order {'same' if shapes[0] == shapes[1] else 'DIFFER'}, "
+              f"{macs[1] / 1e9:.3f} GMACs (torchvision {macs[0] / 1e9:.3f}){out_note}, "
+              f"seeded init {'identical' if init_same else 'differs'}", flush=True)
+        del ref, here, sds
+        gc.collect()
+    print(f"{PROG}: --check-fallback: {len(names) - bad} of {len(names)} match torchvision {tv.__version__} "
+          f"(torch {torch.__version__})", flush=True)
+    return 1 if bad else 0
+
+
 HEADER = ["model", "batch", "device", "dtype", "layout", "params", "macs",
           "fwd_ms_min", "fwd_ms_median", "fwd_ms_max", "fwd_ms_mean", "fwd_ms_stddev",
           "bwd_ms_min", "bwd_ms_median", "bwd_ms_max", "bwd_ms_mean", "bwd_ms_stddev",
@@ -395,7 +710,10 @@ HEADER = ["model", "batch", "device", "dtype", "layout", "params", "macs",
 def main(argv):
     a = parse_args(argv)
     try:
-        models = expand_models(a.models)
+        if a.check_fallback:
+            models = expand_models(a.models or ["all"], list(HERE_PARAMS))
+        else:
+            models = expand_models(a.models)
     except InputError as e:
         sys.stderr.write(f"{PROG}: error: {e}\n")
         return 2
@@ -411,16 +729,26 @@ def main(argv):
     if a.device == "cuda" and not torch.cuda.is_available():
         sys.stderr.write(f"{PROG}: error: --device cuda: PyTorch sees no CUDA device on this machine\n")
         return 2
-    tv = None
-    if any(m in NEEDS_TORCHVISION for m in models):
-        try:
-            import torchvision as tv
-        except ImportError as e:
-            sys.stderr.write(f"{PROG}: error: cannot import torchvision ({e}); install the release paired "
-                             f"with torch {torch.__version__} into .venv with pip install --no-deps\n")
-            return 1
+    install = (f"install the torchvision release paired with torch {torch.__version__} into .venv with "
+               "pip install --no-deps (scripts/peers/requirements-nodeps.txt)")
     if a.threads is not None:
         torch.set_num_threads(a.threads)
+    if a.check_fallback:  # the reference must be the real torchvision, whatever NO_TORCHVISION_ENV says
+        tv, no_tv = import_torchvision(honor_env=False)
+        if tv is None:
+            sys.stderr.write(f"{PROG}: error: --check-fallback needs torchvision, which is not importable "
+                             f"({no_tv}); {install}\n")
+            return 1
+        return check_fallback(torch, nn, tv, models, a)
+    tv = no_tv = None
+    if any(m in NEEDS_TORCHVISION for m in models):
+        tv, no_tv = import_torchvision()
+        if tv is None and all(m in TORCHVISION_ONLY for m in models):
+            names = list(dict.fromkeys(models))
+            verb = "needs" if len(names) == 1 else "need"
+            sys.stderr.write(f"{PROG}: error: {' and '.join(names)} {verb} torchvision, "
+                             f"which is not importable ({no_tv}); {install}\n")
+            return 1
 
     version = torch.__version__.split("+")[0]
     if a.device == "cuda":
@@ -442,6 +770,7 @@ def main(argv):
     malloc_ok = os.environ.get("MALLOC_MMAP_MAX_") == "0"
     sys.stderr.write(
         f"torch {torch.__version__}" + (f", torchvision {tv.__version__}" if tv else "")
+        + (f", torchvision not importable ({no_tv})" if no_tv else "")
         + f", threads {torch.get_num_threads()}, {where}, dtype {a.dtype}, layout {a.layout}, "
         f"update {a.update}, batch {a.batch}, {len(models)} model(s)"
         + ("" if malloc_ok or a.device == "cuda" else ", MALLOC_MMAP_MAX_=0 not set") + "\n")
@@ -451,6 +780,15 @@ def main(argv):
     sys.stdout.flush()
     for name in models:
         info = {"params": "", "macs": ""}
+        head = [name, a.batch, device_col, a.dtype, a.layout, "", ""]
+        if tv is None and name in TORCHVISION_ONLY:
+            out.writerow(head + [""] * 13 + ["unavailable"])
+            sys.stdout.flush()
+            sys.stderr.write(f"{PROG}: {name}: unavailable: needs torchvision, which is not importable "
+                             f"({no_tv})\n")
+            continue
+        if tv is None and name in HERE_PARAMS:
+            sys.stderr.write(f"{PROG}: torchvision not importable ({no_tv}); building {name} in the script\n")
         oom = None
         try:
             fwd, bwd, upd, tot = bench_model(torch, nn, tv, name, a, policy, info)

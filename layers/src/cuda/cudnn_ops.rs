@@ -207,7 +207,8 @@ impl OpTensorDesc {
 }
 
 /// Batch norm over N·H·W per channel. Channels-last data uses cuDNN's
-/// persistent kernels (as PyTorch does in training); NCHW the plain ones.
+/// persistent kernels (PyTorch's choice in training with channels_last);
+/// NCHW the plain ones.
 pub fn bn_mode(layout: Layout) -> sys::cudnnBatchNormMode_t {
     match layout {
         Layout::Nhwc => sys::cudnnBatchNormMode_t::CUDNN_BATCHNORM_SPATIAL_PERSISTENT,
@@ -215,9 +216,10 @@ pub fn bn_mode(layout: Layout) -> sys::cudnnBatchNormMode_t {
     }
 }
 
-/// cuDNN refuses an epsilon below `CUDNN_BN_MIN_EPSILON` (1e-5).
+/// The layer's epsilon as cuDNN takes it (cuDNN 9's
+/// `CUDNN_BN_MIN_EPSILON` is 0, so nothing is clamped).
 pub fn bn_epsilon(eps: f32) -> f64 {
-    (eps as f64).max(1e-5)
+    eps as f64
 }
 
 fn to_int(call: &'static str, v: usize) -> GpuResult<i32> {
@@ -260,6 +262,6 @@ mod tests {
             sys::cudnnBatchNormMode_t::CUDNN_BATCHNORM_SPATIAL_PERSISTENT
         );
         assert_eq!(bn_epsilon(1e-3), 1e-3f32 as f64);
-        assert_eq!(bn_epsilon(1e-7), 1e-5);
+        assert_eq!(bn_epsilon(1e-7), 1e-7f32 as f64);
     }
 }

@@ -425,9 +425,19 @@ impl<'g> GpuNet<'g> {
         Ok(f32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]))
     }
 
+    /// The dims of the tensor node `i`'s buffer holds: a flatten's buffer
+    /// is its input's, laid out as that input (NCHW or NHWC), so host
+    /// values convert with the input's dims.
+    fn buffer_dims(&self, mut i: usize) -> super::Dims {
+        while self.graph.nodes[i].op == Op::Flatten {
+            i = self.graph.nodes[i].inputs[0];
+        }
+        self.graph.nodes[i].out
+    }
+
     /// Node `i`'s output as NHWC f32 (waits for the GPU).
     pub fn output(&self, i: usize) -> GpuResult<Vec<f32>> {
-        let d = self.graph.nodes[i].out;
+        let d = self.buffer_dims(i);
         let bytes = self.acts[self.plan.act_of[i]].download()?;
         let v = if i == self.graph.nodes.len() - 1 {
             DType::F32.decode(&bytes)
@@ -440,14 +450,14 @@ impl<'g> GpuNet<'g> {
     /// Sets node `i`'s output from NHWC f32 values (`check` feeds each
     /// layer the CPU's inputs).
     pub fn upload_output(&mut self, i: usize, host: &[f32]) -> GpuResult<()> {
-        let d = self.graph.nodes[i].out;
+        let d = self.buffer_dims(i);
         let v = self.opts.layout.from_nhwc(host, self.batch, d.h, d.w, d.c);
         self.acts[self.plan.act_of[i]].upload(&self.opts.dtype.encode(&v))
     }
 
     /// Sets gradient buffer `b` (of node `i`'s output) from NHWC f32.
     fn upload_grad(&mut self, b: usize, i: usize, host: &[f32]) -> GpuResult<()> {
-        let d = self.graph.nodes[i].out;
+        let d = self.buffer_dims(i);
         let v = self.opts.layout.from_nhwc(host, self.batch, d.h, d.w, d.c);
         self.grads[b].upload(&self.opts.dtype.encode(&v))
     }
