@@ -52,14 +52,14 @@ if [ -z "${SKIP_CHECK:-}" ]; then
 fi
 
 cn() { # model batch dtype tag
+    # CSV for the summary; the store file (JSON, with the per-layer table)
+    # goes to $out/results.
     "$bin" model "$1" --device gpu --batch "$2" --dtype "$3" --layout nhwc \
         --format csv --out "$out/cn_$1_$2_$3_$4.csv" -q --per-layer \
-        2> "$out/cn_$1_$2_$3_$4.err"
+        --results "$out/results" 2> "$out/cn_$1_$2_$3_$4.err"
     local rc=$?
     log "cnnbench $1 b$2 $3 ($4): exit $rc"
     [ $rc -eq 0 ] || status=1
-    "$bin" model "$1" --device gpu --batch "$2" --dtype "$3" --layout nhwc --per-layer \
-        --no-save -q > "$out/cn_$1_$2_$3_$4_layers.txt" 2>/dev/null || true
 }
 pt() {
     "$py" "$here/../peers/pytorch_model.py" "$1" --device cuda --batch "$2" --dtype "$3" \

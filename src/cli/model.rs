@@ -17,12 +17,12 @@ use cnnbench_kernels::Isa;
 use cnnbench_layers::net::cpu::{estimate, CpuNet, CpuOptions};
 use cnnbench_layers::net::{Graph, Op};
 use cnnbench_layers::{cuda::Gpu, zoo, DType, Layout};
-
-pub(crate) mod gpu;
 use serde::Serialize;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
+
+pub(crate) mod gpu;
 
 #[derive(Args, Debug)]
 #[command(after_help = "Examples:
@@ -96,7 +96,7 @@ pub enum ModelFormat {
     Benchdnn,
 }
 
-pub(crate) static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
 /// The graphs named on the command line (`all` expands), or a one-line
 /// error naming the models there are.
@@ -170,9 +170,6 @@ pub fn run(args: ModelArgs) -> Result<ExitCode> {
         }
         bar.finish_and_clear();
         return out.finish(INTERRUPTED.load(Ordering::Relaxed));
-    }
-    if !args.quiet && args.device == Device::Cpu {
-        eprintln!("cnnbench: model on the CPU ({threads} threads, {isa})");
     }
     let env = Environment::here(threads, isa.name().into(), None, "wall clock");
     let mut out = ModelOutput::new(env, &args)?;
