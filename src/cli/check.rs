@@ -224,7 +224,7 @@ fn compare_gpu(
         .into_iter()
         .map(|(name, p)| (name, p.grad.clone()))
         .collect();
-    let rms = rms_of(&want.iter().map(|(_, g)| g.clone()).collect::<Vec<_>>());
+    let rms = rms_of(want.iter().map(|(_, g)| &g[..]));
     let mut grads = Vec::new();
     for i in (1..n).rev() {
         if passes_gradient(&g.nodes[i].op) {
@@ -295,7 +295,7 @@ fn compare_cpu(g: &Graph, batch: usize, seed: u64) -> Vec<Compared> {
     fast.backward();
     slow.backward_from(&fast);
     let want: Vec<Vec<f32>> = slow.params_mut().iter().map(|p| p.grad.clone()).collect();
-    let rms = rms_of(&want);
+    let rms = rms_of(want.iter().map(|g| &g[..]));
     for ((name, p), w) in fast.named_params().into_iter().zip(&want) {
         push(format!("{name}.grad"), grad_error(&p.grad, w, rms));
     }
@@ -303,9 +303,8 @@ fn compare_cpu(g: &Graph, batch: usize, seed: u64) -> Vec<Compared> {
 }
 
 /// The root mean square of every element of every gradient.
-fn rms_of(grads: &[Vec<f32>]) -> f64 {
+fn rms_of<'a>(grads: impl Iterator<Item = &'a [f32]>) -> f64 {
     let (sq, n) = grads
-        .iter()
         .flatten()
         .fold((0.0, 0usize), |(s, n), &g| (s + (g as f64).powi(2), n + 1));
     (sq / n.max(1) as f64).sqrt()

@@ -6,7 +6,7 @@
 //! the gradients of its output's consumers on the way.
 
 use super::cpu_layer::{CpuLayer, Ctx, Param};
-use super::graph::{Graph, Op, PoolKind};
+use super::graph::{Graph, Op};
 use super::init;
 use super::plan::{passes_gradient, BufferPlan};
 use crate::add::AddLayer;
@@ -22,7 +22,6 @@ use crate::pool::PoolLayer;
 use crate::relu::ReluLayer;
 use cnnbench_kernels::eltwise;
 use cnnbench_kernels::norm::lrn::LrnParams;
-use cnnbench_kernels::pool::PoolShape;
 use cnnbench_kernels::Isa;
 use std::collections::HashMap;
 use std::time::Instant;
@@ -380,26 +379,8 @@ fn make_layer(graph: &Graph, i: usize, labels: &[u32], seed: u64) -> Box<dyn Cpu
         )),
         Op::BatchNorm { eps, momentum } => Box::new(BatchNormLayer::new(x.c, eps, momentum)),
         Op::Relu => Box::new(ReluLayer),
-        Op::Pool(p) => {
-            let (max, count_pad) = match p.kind {
-                PoolKind::Max => (true, false),
-                PoolKind::Avg { count_pad } => (false, count_pad),
-            };
-            let shape = PoolShape {
-                mb: batch,
-                c: x.c,
-                ih: x.h,
-                iw: x.w,
-                oh: node.out.h,
-                ow: node.out.w,
-                kh: p.kh,
-                kw: p.kw,
-                sh: p.sh,
-                sw: p.sw,
-                ph: p.ph,
-                pw: p.pw,
-                count_pad,
-            };
+        Op::Pool(_) => {
+            let (shape, max) = graph.pool_shape(i, batch);
             Box::new(PoolLayer::new(shape, max))
         }
         Op::Lrn(s) => {

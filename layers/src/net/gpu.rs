@@ -8,7 +8,7 @@
 //! op-tensor into a buffer of their own before its producer's backward.
 
 use super::gpu_layer::{DevPtr, GpuCtx, GpuLayer, GpuParam, HostOrder, PlanTensors};
-use super::graph::{Graph, Op, PoolKind};
+use super::graph::{Graph, Op};
 use super::init;
 use super::plan::{passes_gradient, BufferPlan};
 use crate::add::cuda::{add_into, AddGpuLayer};
@@ -27,7 +27,6 @@ use crate::lrn::cuda::LrnGpuLayer;
 use crate::pool::cuda::PoolGpuLayer;
 use crate::relu::cuda::ReluGpuLayer;
 use crate::{DType, Layout};
-use cnnbench_kernels::pool::PoolShape;
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::CudaEvent;
 
@@ -58,6 +57,17 @@ pub struct StepMs {
     pub update: f64,
 }
 
+/// The device pointers a node's layer reads and writes: fixed once the
+/// buffers exist, so the timed passes look them up instead of building
+/// them.
+struct NodePtrs {
+    x: Vec<DevPtr>,
+    y: DevPtr,
+    /// The output gradient the backward reads (0 for the loss).
+    dy: DevPtr,
+    dx: Vec<Option<DevPtr>>,
+}
+
 pub struct GpuNet<'g> {
     pub graph: Graph,
     pub batch: usize,
@@ -68,6 +78,7 @@ pub struct GpuNet<'g> {
     acts: Vec<DeviceBuffer>,
     grads: Vec<DeviceBuffer>,
     plan: BufferPlan,
+    ptrs: Vec<NodePtrs>,
     /// Descriptors of the nodes whose output gradients are summed.
     sum_desc: Vec<Option<TensorDesc>>,
     add: OpTensorDesc,
@@ -160,6 +171,21 @@ impl<'g> GpuNet<'g> {
                 *d = Some(desc(graph, i, batch, &opts)?);
             }
         }
+        let ptr = |b: usize| acts[plan.act_of[b]].ptr();
+        let ptrs = graph
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, node)| NodePtrs {
+                x: node.inputs.iter().map(|&t| ptr(t)).collect(),
+                y: ptr(i),
+                dy: plan.dy_of(i).map_or(0, |b| grads[b].ptr()),
+                dx: plan.dx_of[i]
+                    .iter()
+                    .map(|b| b.map(|b| grads[b].ptr()))
+                    .collect(),
+            })
+            .collect();
         let per_layer = if opts.per_layer { n + 1 } else { 0 };
         let events = |k: usize| (0..k).map(|_| event(gpu)).collect::<GpuResult<Vec<_>>>();
         let mut net = GpuNet {
@@ -172,6 +198,7 @@ impl<'g> GpuNet<'g> {
             acts,
             grads,
             plan,
+            ptrs,
             sum_desc,
             add: OpTensorDesc::add()?,
             workspace: None,
@@ -206,13 +233,12 @@ impl<'g> GpuNet<'g> {
         };
         let mut need = 0;
         for i in 1..self.graph.nodes.len() {
-            let x: Vec<DevPtr> = self.inputs(i);
-            let dx: Vec<Option<DevPtr>> = self.dxs(i);
+            let p = &self.ptrs[i];
             let t = PlanTensors {
-                x: &x,
-                y: self.out(i),
-                dy: self.plan.dy_of(i).map(|b| self.grads[b].ptr()),
-                dx: &dx,
+                x: &p.x,
+                y: p.y,
+                dy: (p.dy != 0).then_some(p.dy),
+                dx: &p.dx,
                 search: ws,
                 limit,
             };
@@ -246,25 +272,6 @@ impl<'g> GpuNet<'g> {
             })
     }
 
-    fn out(&self, i: usize) -> DevPtr {
-        self.acts[self.plan.act_of[i]].ptr()
-    }
-
-    fn inputs(&self, i: usize) -> Vec<DevPtr> {
-        self.graph.nodes[i]
-            .inputs
-            .iter()
-            .map(|&t| self.out(t))
-            .collect()
-    }
-
-    fn dxs(&self, i: usize) -> Vec<Option<DevPtr>> {
-        self.plan.dx_of[i]
-            .iter()
-            .map(|b| b.map(|b| self.grads[b].ptr()))
-            .collect()
-    }
-
     /// Moves to the next training step: dropout draws new masks.
     pub fn next_step(&mut self) {
         self.step += 1;
@@ -289,9 +296,9 @@ impl<'g> GpuNet<'g> {
         if self.graph.nodes[i].op == Op::Flatten {
             return Ok(());
         }
-        let (x, y) = (self.inputs(i), self.out(i));
+        let p = &self.ptrs[i];
         match self.layers[i].as_mut() {
-            Some(l) => l.forward(cx, &x, y),
+            Some(l) => l.forward(cx, &p.x, p.y),
             None => Ok(()),
         }
     }
@@ -345,10 +352,9 @@ impl<'g> GpuNet<'g> {
 
     fn backward_node(&mut self, cx: &GpuCtx, i: usize) -> GpuResult<()> {
         self.sum_gradients(cx, i)?;
-        let dy = self.plan.dy_of(i).map_or(0, |b| self.grads[b].ptr());
-        let (x, y, dx) = (self.inputs(i), self.out(i), self.dxs(i));
+        let p = &self.ptrs[i];
         match self.layers[i].as_mut() {
-            Some(l) => l.backward(cx, &x, y, dy, &dx),
+            Some(l) => l.backward(cx, &p.x, p.y, p.dy, &p.dx),
             None => Ok(()),
         }
     }
@@ -591,26 +597,8 @@ fn make_layer(
             input_grad,
         )?),
         Op::Relu => Box::new(ReluGpuLayer::new(desc(graph, i, batch, o)?)?),
-        Op::Pool(p) => {
-            let (max, count_pad) = match p.kind {
-                PoolKind::Max => (true, false),
-                PoolKind::Avg { count_pad } => (false, count_pad),
-            };
-            let shape = PoolShape {
-                mb: batch,
-                c: x.c,
-                ih: x.h,
-                iw: x.w,
-                oh: node.out.h,
-                ow: node.out.w,
-                kh: p.kh,
-                kw: p.kw,
-                sh: p.sh,
-                sw: p.sw,
-                ph: p.ph,
-                pw: p.pw,
-                count_pad,
-            };
+        Op::Pool(_) => {
+            let (shape, max) = graph.pool_shape(i, batch);
             Box::new(PoolGpuLayer::new(shape, max, o.dtype, o.layout)?)
         }
         Op::Lrn(s) => Box::new(LrnGpuLayer::new(desc(graph, i, batch, o)?, &s)?),

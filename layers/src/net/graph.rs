@@ -4,6 +4,7 @@
 //! every batch size, and describing it allocates nothing.
 
 use cnnbench_kernels::conv::ConvShape;
+use cnnbench_kernels::pool::PoolShape;
 
 /// The index of the layer that produces a tensor (0 is the input image).
 pub type TensorId = usize;
@@ -222,6 +223,36 @@ impl Graph {
 
     pub fn macs(&self) -> u64 {
         (0..self.nodes.len()).map(|i| self.node_macs(i)).sum()
+    }
+
+    /// The pooling problem of node `i` at batch `mb`, and whether it is max
+    /// pooling; panics when node `i` is not a pooling layer.
+    pub fn pool_shape(&self, i: usize, mb: usize) -> (PoolShape, bool) {
+        let n = &self.nodes[i];
+        let Op::Pool(p) = n.op else {
+            panic!("node {} ({}) is not a pooling layer", i, n.name)
+        };
+        let x = self.nodes[n.inputs[0]].out;
+        let (max, count_pad) = match p.kind {
+            PoolKind::Max => (true, false),
+            PoolKind::Avg { count_pad } => (false, count_pad),
+        };
+        let shape = PoolShape {
+            mb,
+            c: x.c,
+            ih: x.h,
+            iw: x.w,
+            oh: n.out.h,
+            ow: n.out.w,
+            kh: p.kh,
+            kw: p.kw,
+            sh: p.sh,
+            sw: p.sw,
+            ph: p.ph,
+            pw: p.pw,
+            count_pad,
+        };
+        (shape, max)
     }
 
     /// The convolution problem of node `i` at batch `mb`; panics when node
