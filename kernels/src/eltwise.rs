@@ -1,11 +1,12 @@
 //! Elementwise kernels: ReLU, sums (residual add, gradient accumulation),
 //! dropout, channel concat/split and the SGD update. All stream over memory
 //! in chunks of [`CHUNK`] on rayon's global pool, compiled for the ISA the
-//! caller passes (see [`with_isa`]). Each has a scalar reference next to it
+//! caller passes (see [`on_isa!`](crate::on_isa)). Each has a scalar reference next to it
 //! where the fast one is more than a one-line loop.
 
+use crate::on_isa;
 use crate::rng::SplitMix64;
-use crate::simd::{with_isa, CHUNK};
+use crate::simd::CHUNK;
 use crate::Isa;
 use rayon::prelude::*;
 
@@ -15,7 +16,7 @@ pub fn relu_fwd(isa: Isa, x: &[f32], y: &mut [f32]) {
     y.par_chunks_mut(CHUNK)
         .zip(x.par_chunks(CHUNK))
         .for_each(|(y, x)| {
-            with_isa(isa, || {
+            on_isa!(isa, {
                 for (y, &x) in y.iter_mut().zip(x) {
                     *y = x.max(0.0);
                 }
@@ -30,33 +31,39 @@ pub fn relu_bwd(isa: Isa, y: &[f32], dys: &[&[f32]], dx: &mut [f32]) {
     dx.par_chunks_mut(CHUNK).enumerate().for_each(|(ci, dx)| {
         let (o, n) = (ci * CHUNK, dx.len());
         let y = &y[o..o + n];
-        with_isa(isa, || match dys {
-            [d] => {
-                for ((dx, &y), &d) in dx.iter_mut().zip(y).zip(&d[o..o + n]) {
-                    *dx = if y > 0.0 { d } else { 0.0 };
-                }
-            }
-            // A ResNet block's output: the next block and its shortcut.
-            [d0, d1] => {
-                let ds = d0[o..o + n].iter().zip(&d1[o..o + n]);
-                for ((dx, &y), (&a, &b)) in dx.iter_mut().zip(y).zip(ds) {
-                    *dx = if y > 0.0 { a + b } else { 0.0 };
-                }
-            }
-            _ => {
-                dx.copy_from_slice(&dys[0][o..o + n]);
-                for d in &dys[1..] {
-                    for (dx, &d) in dx.iter_mut().zip(&d[o..o + n]) {
-                        *dx += d;
+        on_isa!(
+            isa,
+            match dys {
+                [d] => {
+                    for ((dx, &y), &d) in dx.iter_mut().zip(y).zip(&d[o..o + n]) {
+                        *dx = if y > 0.0 { d } else { 0.0 };
                     }
                 }
-                for (dx, &y) in dx.iter_mut().zip(y) {
-                    if y <= 0.0 {
-                        *dx = 0.0;
+                // A ResNet block's output: the next block and its shortcut.
+                [d0, d1] => {
+                    let ds = d0[o..o + n].iter().zip(&d1[o..o + n]);
+                    for ((dx, &y), (&a, &b)) in dx.iter_mut().zip(y).zip(ds) {
+                        // The sum before the select: a conditional add
+                        // does not vectorise.
+                        let s = a + b;
+                        *dx = if y > 0.0 { s } else { 0.0 };
+                    }
+                }
+                _ => {
+                    dx.copy_from_slice(&dys[0][o..o + n]);
+                    for d in &dys[1..] {
+                        for (dx, &d) in dx.iter_mut().zip(&d[o..o + n]) {
+                            *dx += d;
+                        }
+                    }
+                    for (dx, &y) in dx.iter_mut().zip(y) {
+                        if y <= 0.0 {
+                            *dx = 0.0;
+                        }
                     }
                 }
             }
-        })
+        )
     });
 }
 
@@ -66,7 +73,7 @@ pub fn sum(isa: Isa, srcs: &[&[f32]], dst: &mut [f32]) {
     dst.par_chunks_mut(CHUNK).enumerate().for_each(|(ci, dst)| {
         let o = ci * CHUNK;
         let n = dst.len();
-        with_isa(isa, || {
+        on_isa!(isa, {
             dst.copy_from_slice(&srcs[0][o..o + n]);
             for s in &srcs[1..] {
                 for (d, &v) in dst.iter_mut().zip(&s[o..o + n]) {
@@ -83,7 +90,7 @@ pub fn accumulate(isa: Isa, src: &[f32], dst: &mut [f32]) {
     dst.par_chunks_mut(CHUNK)
         .zip(src.par_chunks(CHUNK))
         .for_each(|(d, s)| {
-            with_isa(isa, || {
+            on_isa!(isa, {
                 for (d, &s) in d.iter_mut().zip(s) {
                     *d += s;
                 }
@@ -113,7 +120,7 @@ pub fn dropout_fwd(isa: Isa, x: &[f32], p: f32, seed: u64, mask: &mut [u8], y: &
             for (j, m) in m.iter_mut().enumerate() {
                 *m = dropout_keep(seed, o + j, p) as u8;
             }
-            with_isa(isa, || {
+            on_isa!(isa, {
                 for j in 0..y.len() {
                     y[j] = x[o + j] * (m[j] as f32 * scale);
                 }
@@ -127,7 +134,7 @@ pub fn dropout_bwd(isa: Isa, dy: &[f32], p: f32, mask: &[u8], dx: &mut [f32]) {
     let scale = 1.0 / (1.0 - p);
     dx.par_chunks_mut(CHUNK).enumerate().for_each(|(ci, dx)| {
         let o = ci * CHUNK;
-        with_isa(isa, || {
+        on_isa!(isa, {
             for j in 0..dx.len() {
                 dx[j] = dy[o + j] * (mask[o + j] as f32 * scale);
             }
@@ -178,7 +185,7 @@ pub fn sgd_update(isa: Isa, w: &mut [f32], g: &[f32], v: &mut [f32], lr: f32, mo
         .zip(v.par_chunks_mut(CHUNK))
         .zip(g.par_chunks(CHUNK))
         .for_each(|((w, v), g)| {
-            with_isa(isa, || {
+            on_isa!(isa, {
                 for i in 0..w.len() {
                     v[i] = momentum * v[i] + g[i];
                     w[i] -= lr * v[i];

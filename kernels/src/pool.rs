@@ -1,7 +1,7 @@
 //! Max and average pooling, NHWC, forward and backward. Each output pixel's
 //! window is clipped to the input; vectors run across channels.
 
-use crate::simd::with_isa;
+use crate::on_isa;
 use crate::Isa;
 use rayon::prelude::*;
 
@@ -68,6 +68,7 @@ fn window(o: usize, s: usize, p: usize, k: usize, n: usize) -> (usize, usize, us
 /// pixel (`h·iw + w` within its image) that won.
 pub fn max_fwd(isa: Isa, p: &PoolShape, x: &[f32], y: &mut [f32], argmax: &mut [u32]) {
     let c = p.c;
+    let max_into = max_into_for(isa);
     y.par_chunks_mut(p.ow * c)
         .zip(argmax.par_chunks_mut(p.ow * c))
         .enumerate()
@@ -75,50 +76,104 @@ pub fn max_fwd(isa: Isa, p: &PoolShape, x: &[f32], y: &mut [f32], argmax: &mut [
             let (n, oh) = (row / p.oh, row % p.oh);
             let img = &x[n * p.ih * p.iw * c..(n + 1) * p.ih * p.iw * c];
             let (r0, r1, _) = p.rows(oh);
-            with_isa(isa, || {
-                for ow in 0..p.ow {
-                    let (c0, c1, _) = p.cols(ow);
-                    let (y, am) = (&mut y[ow * c..ow * c + c], &mut am[ow * c..ow * c + c]);
-                    y.fill(f32::NEG_INFINITY);
-                    am.fill((r0 * p.iw + c0) as u32);
-                    for ih in r0..r1 {
-                        for iw in c0..c1 {
-                            let pix = ih * p.iw + iw;
-                            let xs = &img[pix * c..pix * c + c];
-                            max_into(y, am, xs, pix as u32);
-                        }
+            for ow in 0..p.ow {
+                let (c0, c1, _) = p.cols(ow);
+                let (y, am) = (&mut y[ow * c..ow * c + c], &mut am[ow * c..ow * c + c]);
+                y.fill(f32::NEG_INFINITY);
+                am.fill((r0 * p.iw + c0) as u32);
+                for ih in r0..r1 {
+                    for iw in c0..c1 {
+                        let pix = ih * p.iw + iw;
+                        max_into(y, am, &img[pix * c..pix * c + c], pix as u32);
                     }
                 }
-            })
+            }
         });
 }
 
-/// `y = max(y, xs)` lane by lane, recording `pix` where `xs` won. Keeps
-/// the first maximum; a NaN input wins and stays (it must not be hidden).
-/// Blocks of 16 channels in fixed-size arrays so that it vectorises.
-#[inline(always)]
-fn max_into(y: &mut [f32], am: &mut [u32], xs: &[f32], pix: u32) {
-    const L: usize = 16;
-    let full = xs.len() / L * L;
-    for ((y, am), xs) in y[..full]
-        .chunks_exact_mut(L)
-        .zip(am[..full].chunks_exact_mut(L))
-        .zip(xs[..full].chunks_exact(L))
-    {
-        let y: &mut [f32; L] = y.try_into().expect("L lanes");
-        let am: &mut [u32; L] = am.try_into().expect("L lanes");
-        let xs: &[f32; L] = xs.try_into().expect("L lanes");
-        for l in 0..L {
-            let take = xs[l] > y[l] || xs[l].is_nan();
-            y[l] = if take { xs[l] } else { y[l] };
-            am[l] = if take { pix } else { am[l] };
+/// `y = max(y, xs)` lane by lane over one pixel's channels, recording
+/// `pix` where `xs` won. Keeps the first maximum; a NaN input wins and
+/// stays (it must not be hidden).
+type MaxInto = fn(&mut [f32], &mut [u32], &[f32], u32);
+
+/// The max-pooling lane kernel for `isa`, chosen once per call.
+fn max_into_for(isa: Isa) -> MaxInto {
+    match isa {
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 if Isa::Avx512.is_supported() => x86::max_into_avx512,
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 if Isa::Avx2.is_supported() => x86::max_into_avx2,
+        _ => max_into_scalar,
+    }
+}
+
+/// The scalar lanes (and every kernel's tail). LLVM does not vectorise
+/// this compare-and-select pair, hence the `std::arch` versions.
+fn max_into_scalar(y: &mut [f32], am: &mut [u32], xs: &[f32], pix: u32) {
+    for ((y, am), &x) in y.iter_mut().zip(am.iter_mut()).zip(xs) {
+        if x > *y || x.is_nan() {
+            *y = x;
+            *am = pix;
         }
     }
-    for i in full..xs.len() {
-        if xs[i] > y[i] || xs[i].is_nan() {
-            y[i] = xs[i];
-            am[i] = pix;
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use super::max_into_scalar;
+    use std::arch::x86_64::*;
+
+    pub fn max_into_avx512(y: &mut [f32], am: &mut [u32], xs: &[f32], pix: u32) {
+        // SAFETY: chosen by `max_into_for` only where AVX-512F is present.
+        unsafe { avx512_max_into_f32x16(y, am, xs, pix) }
+    }
+
+    pub fn max_into_avx2(y: &mut [f32], am: &mut [u32], xs: &[f32], pix: u32) {
+        // SAFETY: chosen by `max_into_for` only where AVX2 is present.
+        unsafe { avx2_max_into_f32x8(y, am, xs, pix) }
+    }
+
+    #[target_feature(enable = "avx512f")]
+    unsafe fn avx512_max_into_f32x16(y: &mut [f32], am: &mut [u32], xs: &[f32], pix: u32) {
+        let n = xs.len().min(y.len()).min(am.len());
+        let full = n / 16 * 16;
+        let p = _mm512_set1_epi32(pix as i32);
+        for i in (0..full).step_by(16) {
+            // SAFETY: i + 16 <= n for all three slices.
+            unsafe {
+                let x = _mm512_loadu_ps(xs.as_ptr().add(i));
+                let yv = _mm512_loadu_ps(y.as_ptr().add(i));
+                let take = _mm512_cmp_ps_mask::<_CMP_GT_OQ>(x, yv)
+                    | _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(x, x);
+                _mm512_storeu_ps(y.as_mut_ptr().add(i), _mm512_mask_mov_ps(yv, take, x));
+                let a = _mm512_loadu_si512(am.as_ptr().add(i).cast());
+                let a = _mm512_mask_mov_epi32(a, take, p);
+                _mm512_storeu_si512(am.as_mut_ptr().add(i).cast(), a);
+            }
         }
+        max_into_scalar(&mut y[full..n], &mut am[full..n], &xs[full..n], pix);
+    }
+
+    #[target_feature(enable = "avx2")]
+    unsafe fn avx2_max_into_f32x8(y: &mut [f32], am: &mut [u32], xs: &[f32], pix: u32) {
+        let n = xs.len().min(y.len()).min(am.len());
+        let full = n / 8 * 8;
+        let p = _mm256_castsi256_ps(_mm256_set1_epi32(pix as i32));
+        for i in (0..full).step_by(8) {
+            // SAFETY: i + 8 <= n for all three slices.
+            unsafe {
+                let x = _mm256_loadu_ps(xs.as_ptr().add(i));
+                let yv = _mm256_loadu_ps(y.as_ptr().add(i));
+                let take = _mm256_or_ps(
+                    _mm256_cmp_ps::<_CMP_GT_OQ>(x, yv),
+                    _mm256_cmp_ps::<_CMP_UNORD_Q>(x, x),
+                );
+                _mm256_storeu_ps(y.as_mut_ptr().add(i), _mm256_blendv_ps(yv, x, take));
+                let a = _mm256_loadu_ps(am.as_ptr().add(i).cast());
+                _mm256_storeu_ps(am.as_mut_ptr().add(i).cast(), _mm256_blendv_ps(a, p, take));
+            }
+        }
+        max_into_scalar(&mut y[full..n], &mut am[full..n], &xs[full..n], pix);
     }
 }
 
@@ -147,7 +202,7 @@ pub fn avg_fwd(isa: Isa, p: &PoolShape, x: &[f32], y: &mut [f32]) {
         let (n, oh) = (row / p.oh, row % p.oh);
         let img = &x[n * p.ih * p.iw * c..(n + 1) * p.ih * p.iw * c];
         let (r0, r1, _) = p.rows(oh);
-        with_isa(isa, || {
+        on_isa!(isa, {
             for ow in 0..p.ow {
                 let (c0, c1, _) = p.cols(ow);
                 let y = &mut y[ow * c..ow * c + c];
@@ -173,7 +228,7 @@ pub fn avg_bwd(isa: Isa, p: &PoolShape, dy: &[f32], dx: &mut [f32]) {
     let (img_in, img_out) = (p.ih * p.iw * c, p.oh * p.ow * c);
     dx.par_chunks_mut(img_in).enumerate().for_each(|(n, dx)| {
         let dy = &dy[n * img_out..(n + 1) * img_out];
-        with_isa(isa, || {
+        on_isa!(isa, {
             dx.fill(0.0);
             for oh in 0..p.oh {
                 let (r0, r1, _) = p.rows(oh);
@@ -285,6 +340,34 @@ mod tests {
             ph: pad,
             pw: pad,
             count_pad,
+        }
+    }
+
+    #[test]
+    fn every_isas_max_lanes_keep_ties_first_and_nans() {
+        // 37 lanes: full vectors of 16 and 8 and a tail on every ISA.
+        let c = 37;
+        let pixels: Vec<Vec<f32>> = (0..5u32)
+            .map(|p| {
+                (0..c)
+                    .map(|l| match (l + p as usize) % 6 {
+                        0 => f32::NAN,
+                        1 => 1.0, // ties between pixels
+                        k => (k as f32) * if p % 2 == 0 { 1.0 } else { -1.0 },
+                    })
+                    .collect()
+            })
+            .collect();
+        let run = |f: MaxInto| {
+            let (mut y, mut am) = (vec![f32::NEG_INFINITY; c], vec![0u32; c]);
+            for (p, xs) in pixels.iter().enumerate() {
+                f(&mut y, &mut am, xs, p as u32);
+            }
+            (y.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), am)
+        };
+        let want = run(max_into_scalar);
+        for isa in Isa::supported() {
+            assert_eq!(run(max_into_for(isa)), want, "{isa:?}");
         }
     }
 

@@ -5,7 +5,7 @@
 //! loop vectorises across channels) and are carried in f64, so a 200,000-row
 //! reduction loses no more than a 32-term one.
 
-use crate::simd::with_isa;
+use crate::on_isa;
 use crate::Isa;
 use rayon::prelude::*;
 
@@ -25,12 +25,18 @@ fn row_tasks(rows: usize) -> usize {
 }
 
 /// Σ f(row) per channel over all rows, each task summing its rows.
-/// `f` adds one row's contribution into the f32 block accumulators.
+/// `f` adds one row's contribution into the f32 block accumulators; mark
+/// it `#[inline(always)]` (see [`on_isa!`](crate::on_isa)).
+///
+/// The accumulators are plain slices and every loop here zips (no
+/// indexing): a store through a `Vec` may alias its header as far as LLVM
+/// knows, so indexed loops over `Vec`s reload pointers per element and
+/// stay scalar.
 fn channel_sums<const K: usize>(
     isa: Isa,
     rows: usize,
     c: usize,
-    row_fn: impl Fn(usize, &mut [Vec<f32>; K]) + Sync,
+    row_fn: impl Fn(usize, &mut [&mut [f32]; K]) + Sync,
 ) -> [Vec<f64>; K] {
     let per = row_tasks(rows);
     let tasks = rows.div_ceil(per);
@@ -38,12 +44,15 @@ fn channel_sums<const K: usize>(
         .into_par_iter()
         .map(|t| {
             let mut total: [Vec<f64>; K] = std::array::from_fn(|_| vec![0.0; c]);
-            let mut block: [Vec<f32>; K] = std::array::from_fn(|_| vec![0.0; c]);
+            let mut block_mem = vec![0.0f32; K * c];
+            let mut parts = block_mem.chunks_exact_mut(c);
+            let mut block: [&mut [f32]; K] =
+                std::array::from_fn(|_| parts.next().expect("K blocks of c"));
             let (r0, r1) = (t * per, ((t + 1) * per).min(rows));
             let mut r = r0;
             while r < r1 {
                 let end = (r + BLOCK).min(r1);
-                with_isa(isa, || {
+                on_isa!(isa, {
                     for b in block.iter_mut() {
                         b.fill(0.0);
                     }
@@ -51,7 +60,7 @@ fn channel_sums<const K: usize>(
                         row_fn(row, &mut block);
                     }
                     for (tot, b) in total.iter_mut().zip(&block) {
-                        for (t, &v) in tot.iter_mut().zip(b) {
+                        for (t, &v) in tot.iter_mut().zip(b.iter()) {
                             *t += v as f64;
                         }
                     }
@@ -79,10 +88,11 @@ fn scale_shift(isa: Isa, c: usize, x: &[f32], scale: &[f32], shift: &[f32], y: &
     y.par_chunks_mut(rows_per * c)
         .zip(x.par_chunks(rows_per * c))
         .for_each(|(y, x)| {
-            with_isa(isa, || {
+            on_isa!(isa, {
                 for (y, x) in y.chunks_exact_mut(c).zip(x.chunks_exact(c)) {
-                    for i in 0..c {
-                        y[i] = x[i] * scale[i] + shift[i];
+                    let coefs = scale.iter().zip(shift);
+                    for ((y, &x), (&a, &b)) in y.iter_mut().zip(x).zip(coefs) {
+                        *y = x * a + b;
                     }
                 }
             })
@@ -109,14 +119,20 @@ pub fn fwd_train(
     // Sums of x - x₀ (the first row) keep E[x²] - E[x]² from cancelling
     // when the mean is large against the spread.
     let x0 = &x[..c];
-    let [s, ss] = channel_sums::<2>(isa, rows, c, |r, [s, ss]| {
-        let x = &x[r * c..r * c + c];
-        for i in 0..c {
-            let d = x[i] - x0[i];
-            s[i] += d;
-            ss[i] += d * d;
-        }
-    });
+    let [s, ss] = channel_sums::<2>(
+        isa,
+        rows,
+        c,
+        #[inline(always)]
+        |r, [s, ss]| {
+            let x = &x[r * c..r * c + c];
+            for ((s, ss), (&x, &x0)) in s.iter_mut().zip(ss.iter_mut()).zip(x.iter().zip(x0)) {
+                let d = x - x0;
+                *s += d;
+                *ss += d * d;
+            }
+        },
+    );
     let m = rows as f64;
     let mut scale = vec![0.0; c];
     let mut shift = vec![0.0; c];
@@ -150,13 +166,20 @@ pub fn bwd(
     let rows = x.len() / c;
     assert!(dy.len() == x.len() && dx.len() == x.len() && rows > 0);
     let mean = stats.mean;
-    let [sd, sdx] = channel_sums::<2>(isa, rows, c, |r, [sd, sdx]| {
-        let (x, dy) = (&x[r * c..r * c + c], &dy[r * c..r * c + c]);
-        for i in 0..c {
-            sd[i] += dy[i];
-            sdx[i] += dy[i] * (x[i] - mean[i]);
-        }
-    });
+    let [sd, sdx] = channel_sums::<2>(
+        isa,
+        rows,
+        c,
+        #[inline(always)]
+        |r, [sd, sdx]| {
+            let (x, dy) = (&x[r * c..r * c + c], &dy[r * c..r * c + c]);
+            let sums = sd.iter_mut().zip(sdx.iter_mut());
+            for ((sd, sdx), ((&x, &dy), &mu)) in sums.zip(x.iter().zip(dy).zip(mean)) {
+                *sd += dy;
+                *sdx += dy * (x - mu);
+            }
+        },
+    );
     let m = rows as f64;
     // dx = γ·is·(dy - Σdy/M - x̂·Σ(dy·x̂)/M), with x̂ = (x-μ)·is, as
     // dx = a·dy + b·x + k per channel.
@@ -176,14 +199,17 @@ pub fn bwd(
     dx.par_chunks_mut(rows_per * c)
         .zip(x.par_chunks(rows_per * c).zip(dy.par_chunks(rows_per * c)))
         .for_each(|(dx, (x, dy))| {
-            with_isa(isa, || {
+            on_isa!(isa, {
                 for ((dx, x), dy) in dx
                     .chunks_exact_mut(c)
                     .zip(x.chunks_exact(c))
                     .zip(dy.chunks_exact(c))
                 {
-                    for i in 0..c {
-                        dx[i] = a[i] * dy[i] + b[i] * x[i] + k[i];
+                    let coefs = a.iter().zip(&b).zip(&k);
+                    for ((dx, (&x, &dy)), ((&a, &b), &k)) in
+                        dx.iter_mut().zip(x.iter().zip(dy)).zip(coefs)
+                    {
+                        *dx = a * dy + b * x + k;
                     }
                 }
             })
