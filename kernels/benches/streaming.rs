@@ -7,7 +7,7 @@
 //! A kernel that falls well below its neighbours' GB/s is usually not
 //! vectorised for the ISA (see `simd::on_isa!`).
 
-use cnnbench_kernels::norm::batchnorm::{self, Stats};
+use cnnbench_kernels::norm::batchnorm::{self, BatchStats};
 use cnnbench_kernels::pool::{max_bwd, max_fwd, PoolShape};
 use cnnbench_kernels::{eltwise, Isa};
 use std::time::Instant;
@@ -47,42 +47,34 @@ fn main() {
         eltwise::relu_bwd(isa, &y, &[&a, &b], &mut out)
     });
     time("sum of 2", 3 * f, || eltwise::sum(isa, &[&a, &b], &mut out));
+    time("sum of 2 + relu", 3 * f, || {
+        eltwise::sum_relu(isa, &[&a, &b], &mut out)
+    });
 
     let c = 256;
     let (gamma, beta) = (vec![1.0f32; c], vec![0.0f32; c]);
-    let (mut mean, mut var, mut invstd) = (vec![0.0; c], vec![0.0; c], vec![0.0; c]);
-    time("batchnorm fwd", 3 * f, || {
-        batchnorm::fwd_train(
-            isa,
-            c,
-            &y,
-            &gamma,
-            &beta,
-            1e-5,
-            &mut out,
-            &mut mean,
-            &mut var,
-            &mut invstd,
-        )
-    });
+    let mut st = BatchStats::new(c);
     let (mut dgamma, mut dbeta) = (vec![0.0; c], vec![0.0; c]);
-    time("batchnorm bwd", 5 * f, || {
-        let stats = Stats {
-            mean: &mean,
-            invstd: &invstd,
-        };
-        batchnorm::bwd(
-            isa,
-            c,
-            &y,
-            &a,
-            &gamma,
-            stats,
-            &mut out,
-            &mut dgamma,
-            &mut dbeta,
-        )
-    });
+    for relu in [false, true] {
+        let with = if relu { " + relu" } else { "" };
+        time(&format!("batchnorm fwd{with}"), 3 * f, || {
+            batchnorm::fwd_train(isa, c, &y, &gamma, &beta, 1e-5, relu, &mut out, &mut st)
+        });
+        time(&format!("batchnorm bwd{with}"), 5 * f, || {
+            batchnorm::bwd(
+                isa,
+                c,
+                &y,
+                &a,
+                &gamma,
+                &st,
+                relu,
+                &mut out,
+                &mut dgamma,
+                &mut dbeta,
+            )
+        });
+    }
 
     // ResNet's stem pool: 3x3 stride 2 over 16x64x112x112.
     let p = PoolShape {

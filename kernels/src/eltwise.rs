@@ -69,6 +69,15 @@ pub fn relu_bwd(isa: Isa, y: &[f32], dys: &[&[f32]], dx: &mut [f32]) {
 
 /// `dst = Σ srcs` (the residual add forward, and gradient sums).
 pub fn sum(isa: Isa, srcs: &[&[f32]], dst: &mut [f32]) {
+    sum_impl::<false>(isa, srcs, dst)
+}
+
+/// `dst = max(Σ srcs, 0)`: a residual add with the ReLU after it fused.
+pub fn sum_relu(isa: Isa, srcs: &[&[f32]], dst: &mut [f32]) {
+    sum_impl::<true>(isa, srcs, dst)
+}
+
+fn sum_impl<const RELU: bool>(isa: Isa, srcs: &[&[f32]], dst: &mut [f32]) {
     assert!(!srcs.is_empty() && srcs.iter().all(|s| s.len() == dst.len()));
     dst.par_chunks_mut(CHUNK).enumerate().for_each(|(ci, dst)| {
         let o = ci * CHUNK;
@@ -79,6 +88,10 @@ pub fn sum(isa: Isa, srcs: &[&[f32]], dst: &mut [f32]) {
                 for (d, &v) in dst.iter_mut().zip(&s[o..o + n]) {
                     *d += v;
                 }
+            }
+            // The chunk is still in cache.
+            if RELU {
+                dst.iter_mut().for_each(|v| *v = v.max(0.0));
             }
         })
     });
@@ -267,6 +280,16 @@ mod tests {
         let mut s = vec![0.0; n];
         sum(Isa::detect(), &[&a, &a, &a], &mut s);
         assert!(s.iter().zip(&a).all(|(s, a)| *s == 3.0 * a));
+        let b: Vec<f32> = (0..n).map(|i| -(i as f32) * 2.0 + 100.0).collect();
+        for isa in Isa::supported() {
+            let mut r = vec![f32::NAN; n];
+            sum_relu(isa, &[&a, &b], &mut r);
+            assert!(r
+                .iter()
+                .zip(&a)
+                .zip(&b)
+                .all(|((r, a), b)| *r == (a + b).max(0.0)));
+        }
         accumulate(Isa::Scalar, &a, &mut s);
         assert!(s.iter().zip(&a).all(|(s, a)| *s == 4.0 * a));
         let (mut w, mut v) = (vec![1.0; n], vec![1.0; n]);

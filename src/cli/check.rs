@@ -184,6 +184,8 @@ fn compare_gpu(
             isa: Isa::detect(),
             reference: false,
             seed: opts.seed,
+            // Each GPU layer is compared with its own CPU layer's output.
+            fuse_relu: false,
         },
     );
     let mut dev = GpuNet::new(gpu, kernels, g, batch, opts)?;
@@ -275,6 +277,7 @@ fn compare_cpu(g: &Graph, batch: usize, seed: u64) -> Vec<Compared> {
         isa: Isa::detect(),
         reference,
         seed,
+        fuse_relu: !reference,
     };
     let mut fast = CpuNet::new(g, batch, opts(false));
     let mut slow = CpuNet::new(g, batch, opts(true));
@@ -290,7 +293,14 @@ fn compare_cpu(g: &Graph, batch: usize, seed: u64) -> Vec<Compared> {
     // and output gradients (see `CpuNet::forward_from`).
     let errs = slow.forward_from(&fast);
     for (i, e) in errs.iter().enumerate().skip(1) {
-        push(format!("{}.output", g.nodes[i].name), *e);
+        // A fused layer's own output is not formed: its ReLU's row checks
+        // the fused output, named for both.
+        let Some(e) = *e else { continue };
+        let name = match fast.fused_into(i) {
+            Some(p) => format!("{}+{}", g.nodes[p].name, g.nodes[i].name),
+            None => g.nodes[i].name.clone(),
+        };
+        push(format!("{name}.output"), e);
     }
     fast.backward();
     slow.backward_from(&fast);

@@ -57,6 +57,10 @@ pub struct ModelArgs {
     /// Also report each layer's forward and backward time
     #[arg(long)]
     pub per_layer: bool,
+    /// CPU: run every ReLU as a pass of its own, as PyTorch's eager mode
+    /// does, rather than inside the batch norm or residual add before it
+    #[arg(long)]
+    pub no_fuse: bool,
     /// Include a weight update in every step (SGD, momentum 0.9, lr 0.01)
     #[arg(long, value_enum)]
     pub update: Option<Update>,
@@ -252,6 +256,7 @@ pub(crate) fn base_record(
         runs: 0,
         loss: None,
         memory: None,
+        fused: None,
         layers: Vec::new(),
     }
 }
@@ -283,6 +288,7 @@ fn run_cpu(
         isa,
         reference: false,
         seed: args.timing.seed,
+        fuse_relu: !args.no_fuse,
     };
     let mut steps = CpuSteps {
         net: CpuNet::new(g, args.batch, opts),
@@ -301,7 +307,8 @@ fn run_cpu(
         workspace: mem.workspace,
         total: mem.total(),
     };
-    let base = base_record(g, args.batch, "ok", CPU);
+    let mut base = base_record(g, args.batch, "ok", CPU);
+    base.fused = (net.fused_relus() > 0).then(|| "relu".into());
     Ok(Some(timed.record(g, args, base, net.loss(), mem, |i| {
         net.kernels(i)
     })))

@@ -34,6 +34,11 @@ pub struct ModelRecord {
     /// The loss of the last timed step (finite, or the numbers are suspect).
     pub loss: Option<f32>,
     pub memory: Option<MemoryBytes>,
+    /// Layers run inside others' passes: `relu` when each ReLU that alone
+    /// reads a batch norm's or residual add's output ran inside it (CPU,
+    /// unless `--no-fuse`); absent when every layer ran on its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fused: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub layers: Vec<LayerTime>,
 }

@@ -12,10 +12,29 @@ use rayon::prelude::*;
 /// Rows summed in f32 before the partial sum moves to f64.
 const BLOCK: usize = 32;
 
-/// Batch statistics saved by the forward pass for the backward pass.
-pub struct Stats<'a> {
-    pub mean: &'a [f32],
-    pub invstd: &'a [f32],
+/// What the forward pass keeps, per channel, for the backward pass.
+pub struct BatchStats {
+    pub mean: Vec<f32>,
+    /// The biased variance.
+    pub var: Vec<f32>,
+    pub invstd: Vec<f32>,
+    /// `y = x·scale + shift`. A fused ReLU's backward recomputes each
+    /// element's sign from these exact values, so it decides every element
+    /// as the forward pass did.
+    pub scale: Vec<f32>,
+    pub shift: Vec<f32>,
+}
+
+impl BatchStats {
+    pub fn new(c: usize) -> BatchStats {
+        BatchStats {
+            mean: vec![0.0; c],
+            var: vec![0.0; c],
+            invstd: vec![0.0; c],
+            scale: vec![0.0; c],
+            shift: vec![0.0; c],
+        }
+    }
 }
 
 /// Row ranges for the parallel reductions: about four per thread.
@@ -82,8 +101,15 @@ fn channel_sums<const K: usize>(
         )
 }
 
-/// `y = x·scale[c] + shift[c]`, row-parallel.
-fn scale_shift(isa: Isa, c: usize, x: &[f32], scale: &[f32], shift: &[f32], y: &mut [f32]) {
+/// `y = x·scale[c] + shift[c]`, then `max(y, 0)` if `RELU`, row-parallel.
+fn scale_shift<const RELU: bool>(
+    isa: Isa,
+    c: usize,
+    x: &[f32],
+    scale: &[f32],
+    shift: &[f32],
+    y: &mut [f32],
+) {
     let rows_per = (crate::simd::CHUNK / c).max(1);
     y.par_chunks_mut(rows_per * c)
         .zip(x.par_chunks(rows_per * c))
@@ -92,15 +118,16 @@ fn scale_shift(isa: Isa, c: usize, x: &[f32], scale: &[f32], shift: &[f32], y: &
                 for (y, x) in y.chunks_exact_mut(c).zip(x.chunks_exact(c)) {
                     let coefs = scale.iter().zip(shift);
                     for ((y, &x), (&a, &b)) in y.iter_mut().zip(x).zip(coefs) {
-                        *y = x * a + b;
+                        let v = x * a + b;
+                        *y = if RELU { v.max(0.0) } else { v };
                     }
                 }
             })
         });
 }
 
-/// Forward, training mode. Writes `y`, the batch `mean`, the biased
-/// variance `var` and `invstd = 1/√(var+ε)`.
+/// Forward, training mode: `y`, and the batch statistics in `st`. With
+/// `relu`, `y = max(BN(x), 0)` in the same pass (a fused ReLU).
 #[allow(clippy::too_many_arguments)]
 pub fn fwd_train(
     isa: Isa,
@@ -109,10 +136,9 @@ pub fn fwd_train(
     gamma: &[f32],
     beta: &[f32],
     eps: f32,
+    relu: bool,
     y: &mut [f32],
-    mean: &mut [f32],
-    var: &mut [f32],
-    invstd: &mut [f32],
+    st: &mut BatchStats,
 ) {
     let rows = x.len() / c;
     assert!(x.len() == rows * c && y.len() == x.len() && rows > 0);
@@ -134,23 +160,28 @@ pub fn fwd_train(
         },
     );
     let m = rows as f64;
-    let mut scale = vec![0.0; c];
-    let mut shift = vec![0.0; c];
     for i in 0..c {
         let d = s[i] / m;
         let mu = x0[i] as f64 + d;
         let v = (ss[i] / m - d * d).max(0.0);
         let is = 1.0 / (v + eps as f64).sqrt();
-        mean[i] = mu as f32;
-        var[i] = v as f32;
-        invstd[i] = is as f32;
-        scale[i] = (gamma[i] as f64 * is) as f32;
-        shift[i] = (beta[i] as f64 - mu * gamma[i] as f64 * is) as f32;
+        st.mean[i] = mu as f32;
+        st.var[i] = v as f32;
+        st.invstd[i] = is as f32;
+        st.scale[i] = (gamma[i] as f64 * is) as f32;
+        st.shift[i] = (beta[i] as f64 - mu * gamma[i] as f64 * is) as f32;
     }
-    scale_shift(isa, c, x, &scale, &shift, y);
+    if relu {
+        scale_shift::<true>(isa, c, x, &st.scale, &st.shift, y);
+    } else {
+        scale_shift::<false>(isa, c, x, &st.scale, &st.shift, y);
+    }
 }
 
-/// Backward: `dx`, `dγ = Σ dy·x̂`, `dβ = Σ dy`.
+/// Backward: `dx`, `dγ = Σ dy·x̂`, `dβ = Σ dy`. With `relu` (the forward
+/// pass was fused with a ReLU and `dy` is the ReLU's output gradient), `dy`
+/// is first zeroed where the forward pass's `x·scale + shift` was not
+/// positive: the ReLU's backward in the same passes, with no extra read.
 #[allow(clippy::too_many_arguments)]
 pub fn bwd(
     isa: Isa,
@@ -158,14 +189,44 @@ pub fn bwd(
     x: &[f32],
     dy: &[f32],
     gamma: &[f32],
-    stats: Stats,
+    st: &BatchStats,
+    relu: bool,
+    dx: &mut [f32],
+    dgamma: &mut [f32],
+    dbeta: &mut [f32],
+) {
+    if relu {
+        bwd_impl::<true>(isa, c, x, dy, gamma, st, dx, dgamma, dbeta);
+    } else {
+        bwd_impl::<false>(isa, c, x, dy, gamma, st, dx, dgamma, dbeta);
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn bwd_impl<const RELU: bool>(
+    isa: Isa,
+    c: usize,
+    x: &[f32],
+    dy: &[f32],
+    gamma: &[f32],
+    st: &BatchStats,
     dx: &mut [f32],
     dgamma: &mut [f32],
     dbeta: &mut [f32],
 ) {
     let rows = x.len() / c;
     assert!(dy.len() == x.len() && dx.len() == x.len() && rows > 0);
-    let mean = stats.mean;
+    let (mean, scale, shift) = (&st.mean[..], &st.scale[..], &st.shift[..]);
+    // The gradient reaching the batch norm: `dy`, or the ReLU's backward
+    // of it. A select, not a branch, so that the loops vectorise.
+    #[inline(always)]
+    fn masked<const RELU: bool>(dy: f32, x: f32, scale: f32, shift: f32) -> f32 {
+        if RELU && x * scale + shift <= 0.0 {
+            0.0
+        } else {
+            dy
+        }
+    }
     let [sd, sdx] = channel_sums::<2>(
         isa,
         rows,
@@ -174,18 +235,20 @@ pub fn bwd(
         |r, [sd, sdx]| {
             let (x, dy) = (&x[r * c..r * c + c], &dy[r * c..r * c + c]);
             let sums = sd.iter_mut().zip(sdx.iter_mut());
-            for ((sd, sdx), ((&x, &dy), &mu)) in sums.zip(x.iter().zip(dy).zip(mean)) {
-                *sd += dy;
-                *sdx += dy * (x - mu);
+            let coefs = mean.iter().zip(scale.iter().zip(shift));
+            for ((sd, sdx), ((&x, &dy), (&mu, (&a, &b)))) in sums.zip(x.iter().zip(dy).zip(coefs)) {
+                let g = masked::<RELU>(dy, x, a, b);
+                *sd += g;
+                *sdx += g * (x - mu);
             }
         },
     );
     let m = rows as f64;
-    // dx = γ·is·(dy - Σdy/M - x̂·Σ(dy·x̂)/M), with x̂ = (x-μ)·is, as
-    // dx = a·dy + b·x + k per channel.
+    // dx = γ·is·(g - Σg/M - x̂·Σ(g·x̂)/M), with x̂ = (x-μ)·is, as
+    // dx = a·g + b·x + k per channel.
     let (mut a, mut b, mut k) = (vec![0.0; c], vec![0.0; c], vec![0.0; c]);
     for i in 0..c {
-        let is = stats.invstd[i] as f64;
+        let is = st.invstd[i] as f64;
         let g = gamma[i] as f64;
         dbeta[i] = sd[i] as f32;
         dgamma[i] = (sdx[i] * is) as f32;
@@ -205,11 +268,12 @@ pub fn bwd(
                     .zip(x.chunks_exact(c))
                     .zip(dy.chunks_exact(c))
                 {
-                    let coefs = a.iter().zip(&b).zip(&k);
-                    for ((dx, (&x, &dy)), ((&a, &b), &k)) in
+                    let coefs = a.iter().zip(&b).zip(&k).zip(scale.iter().zip(shift));
+                    for ((dx, (&x, &dy)), (((&a, &b), &k), (&sc, &sh))) in
                         dx.iter_mut().zip(x.iter().zip(dy)).zip(coefs)
                     {
-                        *dx = a * dy + b * x + k;
+                        let g = masked::<RELU>(dy, x, sc, sh);
+                        *dx = a * g + b * x + k;
                     }
                 }
             })
@@ -304,16 +368,52 @@ mod tests {
             reference::bwd(c, &x, &dy, &g, wm, wi, &mut wdx, &mut wdg, &mut wdb);
             for isa in Isa::supported() {
                 let mut y = vec![f32::NAN; n];
-                let (mut m, mut v, mut is) = (vec![0.0; c], vec![0.0; c], vec![0.0; c]);
-                fwd_train(isa, c, &x, &g, &b, 1e-5, &mut y, &mut m, &mut v, &mut is);
+                let mut st = BatchStats::new(c);
+                fwd_train(isa, c, &x, &g, &b, 1e-5, false, &mut y, &mut st);
                 assert!(rel_l2_error(&y, wy) < 1e-5, "y {rows}x{c} {isa}");
-                assert!(rel_l2_error(&v, wv) < 1e-5, "var {rows}x{c} {isa}");
+                assert!(rel_l2_error(&st.var, wv) < 1e-5, "var {rows}x{c} {isa}");
                 let (mut dx, mut dg, mut db) = (vec![f32::NAN; n], vec![0.0; c], vec![0.0; c]);
-                let st = Stats {
-                    mean: &m,
-                    invstd: &is,
-                };
-                bwd(isa, c, &x, &dy, &g, st, &mut dx, &mut dg, &mut db);
+                bwd(isa, c, &x, &dy, &g, &st, false, &mut dx, &mut dg, &mut db);
+                let e = rel_l2_error(&dx, &wdx);
+                assert!(e < 1e-4, "dx {rows}x{c} {isa}: {e}");
+                assert!(rel_l2_error(&dg, &wdg) < 1e-5, "dgamma {rows}x{c} {isa}");
+                assert!(rel_l2_error(&db, &wdb) < 1e-5, "dbeta {rows}x{c} {isa}");
+            }
+        }
+    }
+
+    /// BN + ReLU in one pass each way equals the reference BN followed by
+    /// a ReLU, whose backward masks with the fused forward's own signs.
+    #[test]
+    fn fused_relu_matches_the_reference_then_a_relu() {
+        for &(rows, c) in &[(7, 3), (1000, 64), (33, 17)] {
+            let n = rows * c;
+            let mut x = vec![0.0; n];
+            fill_uniform(&mut x, 5, 1.0);
+            let mut dy = vec![0.0; n];
+            fill_uniform(&mut dy, 6, 1.0);
+            let (mut g, mut b) = (vec![0.0; c], vec![0.0; c]);
+            fill_uniform(&mut g, 7, 1.0);
+            fill_uniform(&mut b, 8, 1.0);
+            let mut want = [vec![0.0; n], vec![0.0; c], vec![0.0; c], vec![0.0; c]];
+            let [wy, wm, wv, wi] = &mut want;
+            reference::fwd_train(c, &x, &g, &b, 1e-5, wy, wm, wv, wi);
+            let wrelu: Vec<f32> = wy.iter().map(|v| v.max(0.0)).collect();
+            for isa in Isa::supported() {
+                let mut y = vec![f32::NAN; n];
+                let mut st = BatchStats::new(c);
+                fwd_train(isa, c, &x, &g, &b, 1e-5, true, &mut y, &mut st);
+                assert!(rel_l2_error(&y, &wrelu) < 1e-5, "y {rows}x{c} {isa}");
+                assert!(y.iter().all(|&v| v >= 0.0));
+                let masked: Vec<f32> = dy
+                    .iter()
+                    .zip(&y)
+                    .map(|(&d, &y)| if y > 0.0 { d } else { 0.0 })
+                    .collect();
+                let (mut wdx, mut wdg, mut wdb) = (vec![0.0; n], vec![0.0; c], vec![0.0; c]);
+                reference::bwd(c, &x, &masked, &g, wm, wi, &mut wdx, &mut wdg, &mut wdb);
+                let (mut dx, mut dg, mut db) = (vec![f32::NAN; n], vec![0.0; c], vec![0.0; c]);
+                bwd(isa, c, &x, &dy, &g, &st, true, &mut dx, &mut dg, &mut db);
                 let e = rel_l2_error(&dx, &wdx);
                 assert!(e < 1e-4, "dx {rows}x{c} {isa}: {e}");
                 assert!(rel_l2_error(&dg, &wdg) < 1e-5, "dgamma {rows}x{c} {isa}");

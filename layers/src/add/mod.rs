@@ -3,14 +3,23 @@
 
 pub mod cuda;
 
-use crate::net::cpu_layer::{CpuLayer, Ctx};
+use crate::net::cpu_layer::{CpuLayer, Ctx, ReluFusion};
 use cnnbench_kernels::eltwise;
 
-pub struct AddLayer;
+#[derive(Default)]
+pub struct AddLayer {
+    /// Applies the ReLU after it in the same pass (forward only: the
+    /// ReLU's backward still runs, on this fused output).
+    relu: bool,
+}
 
 impl CpuLayer for AddLayer {
     fn forward(&mut self, ctx: &mut Ctx, inputs: &[&[f32]], out: &mut [f32]) {
-        eltwise::sum(ctx.isa, inputs, out);
+        if self.relu {
+            eltwise::sum_relu(ctx.isa, inputs, out);
+        } else {
+            eltwise::sum(ctx.isa, inputs, out);
+        }
     }
 
     /// Never called: the executor aliases both input gradients to the
@@ -23,5 +32,18 @@ impl CpuLayer for AddLayer {
         _: &[&[f32]],
         _: &mut [Option<&mut [f32]>],
     ) {
+    }
+
+    fn fuse_relu(&mut self, _backward: bool) -> ReluFusion {
+        self.relu = true;
+        ReluFusion::Forward
+    }
+
+    fn kernels(&self) -> String {
+        if self.relu {
+            "relu fused (forward)".into()
+        } else {
+            String::new()
+        }
     }
 }

@@ -4,8 +4,8 @@
 
 pub mod cuda;
 
-use crate::net::cpu_layer::{CpuLayer, Ctx, Param};
-use cnnbench_kernels::norm::batchnorm::{self as kernel, reference, Stats};
+use crate::net::cpu_layer::{CpuLayer, Ctx, Param, ReluFusion};
+use cnnbench_kernels::norm::batchnorm::{self as kernel, reference, BatchStats};
 
 pub struct BatchNormLayer {
     c: usize,
@@ -15,9 +15,9 @@ pub struct BatchNormLayer {
     beta: Param,
     pub running_mean: Vec<f32>,
     pub running_var: Vec<f32>,
-    mean: Vec<f32>,
-    var: Vec<f32>,
-    invstd: Vec<f32>,
+    stats: BatchStats,
+    /// The ReLU after it runs inside its passes (see [`ReluFusion`]).
+    relu: ReluFusion,
 }
 
 impl BatchNormLayer {
@@ -31,9 +31,8 @@ impl BatchNormLayer {
             beta: Param::new(vec![0.0; c]),
             running_mean: vec![0.0; c],
             running_var: vec![1.0; c],
-            mean: vec![0.0; c],
-            var: vec![0.0; c],
-            invstd: vec![0.0; c],
+            stats: BatchStats::new(c),
+            relu: ReluFusion::None,
         }
     }
 }
@@ -42,18 +41,21 @@ impl CpuLayer for BatchNormLayer {
     fn forward(&mut self, ctx: &mut Ctx, inputs: &[&[f32]], out: &mut [f32]) {
         let x = inputs[0];
         let (g, b) = (&self.gamma.value, &self.beta.value);
-        let (m, v, is) = (&mut self.mean, &mut self.var, &mut self.invstd);
+        let st = &mut self.stats;
         if ctx.reference {
+            assert_eq!(self.relu, ReluFusion::None, "reference layers run unfused");
+            let (m, v, is) = (&mut st.mean, &mut st.var, &mut st.invstd);
             reference::fwd_train(self.c, x, g, b, self.eps, out, m, v, is);
         } else {
-            kernel::fwd_train(ctx.isa, self.c, x, g, b, self.eps, out, m, v, is);
+            let relu = self.relu != ReluFusion::None;
+            kernel::fwd_train(ctx.isa, self.c, x, g, b, self.eps, relu, out, st);
         }
         let rows = (x.len() / self.c) as f32;
         let unbias = rows / (rows - 1.0).max(1.0);
         for i in 0..self.c {
             let mo = self.momentum;
-            self.running_mean[i] = (1.0 - mo) * self.running_mean[i] + mo * self.mean[i];
-            self.running_var[i] = (1.0 - mo) * self.running_var[i] + mo * self.var[i] * unbias;
+            self.running_mean[i] = (1.0 - mo) * self.running_mean[i] + mo * st.mean[i];
+            self.running_var[i] = (1.0 - mo) * self.running_var[i] + mo * st.var[i] * unbias;
         }
     }
 
@@ -75,16 +77,24 @@ impl CpuLayer for BatchNormLayer {
             }
         };
         let (dg, db) = (&mut self.gamma.grad, &mut self.beta.grad);
-        let g = &self.gamma.value;
+        let (g, st) = (&self.gamma.value, &self.stats);
         if ctx.reference {
-            reference::bwd(self.c, x, dy, g, &self.mean, &self.invstd, dx, dg, db);
+            reference::bwd(self.c, x, dy, g, &st.mean, &st.invstd, dx, dg, db);
         } else {
-            let st = Stats {
-                mean: &self.mean,
-                invstd: &self.invstd,
-            };
-            kernel::bwd(ctx.isa, self.c, x, dy, g, st, dx, dg, db);
+            let relu = self.relu == ReluFusion::ForwardBackward;
+            kernel::bwd(ctx.isa, self.c, x, dy, g, st, relu, dx, dg, db);
         }
+    }
+
+    /// Forward always; backward too where the executor lets it (the ReLU's
+    /// output has one consumer, so its output gradient is one tensor).
+    fn fuse_relu(&mut self, backward: bool) -> ReluFusion {
+        self.relu = if backward {
+            ReluFusion::ForwardBackward
+        } else {
+            ReluFusion::Forward
+        };
+        self.relu
     }
 
     fn params(&mut self) -> Vec<&mut Param> {
@@ -92,6 +102,14 @@ impl CpuLayer for BatchNormLayer {
     }
 
     fn scratch_bytes(&self) -> usize {
-        5 * self.c * 4
+        7 * self.c * 4
+    }
+
+    fn kernels(&self) -> String {
+        match self.relu {
+            ReluFusion::None => String::new(),
+            ReluFusion::Forward => "relu fused (forward)".into(),
+            ReluFusion::ForwardBackward => "relu fused (forward, backward)".into(),
+        }
     }
 }

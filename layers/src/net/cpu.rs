@@ -4,8 +4,16 @@
 //!
 //! The buffers follow [`super::plan::BufferPlan`]; ReLU's backward sums
 //! the gradients of its output's consumers on the way.
+//!
+//! With [`CpuOptions::fuse_relu`], a ReLU that alone reads a batch norm's
+//! or a residual add's output runs inside that layer's passes (see
+//! [`ReluFusion`]): the layer writes the ReLU's output buffer, its own
+//! output buffer is freed, and the ReLU's node does nothing in the
+//! forward pass (nor in the backward pass, for batch norm when the ReLU's
+//! output has one reader). The per-layer table books the ReLU's time under
+//! the layer and says so in the kernels column.
 
-use super::cpu_layer::{CpuLayer, Ctx, Param};
+use super::cpu_layer::{CpuLayer, Ctx, Param, ReluFusion};
 use super::graph::{Graph, Op};
 use super::init;
 use super::plan::{passes_gradient, BufferPlan};
@@ -32,6 +40,9 @@ pub struct CpuOptions {
     /// Naive reference kernels everywhere (for `check`).
     pub reference: bool,
     pub seed: u64,
+    /// Fuse each ReLU into the batch norm or residual add before it, where
+    /// it alone reads that layer's output (never with `reference`).
+    pub fuse_relu: bool,
 }
 
 /// Bytes held, by kind.
@@ -68,6 +79,8 @@ pub struct CpuNet {
     /// The buffer each node's backward writes per input (`None`: no
     /// gradient needed, or passed through).
     dx_of: Vec<Vec<Option<usize>>>,
+    /// Per ReLU node: the node whose layer runs it, and how much of it.
+    fused_into: Vec<Option<(usize, ReluFusion)>>,
     /// Wall-clock seconds of each node in the last forward and backward.
     pub fwd_secs: Vec<f64>,
     pub bwd_secs: Vec<f64>,
@@ -91,7 +104,7 @@ impl CpuNet {
         for (i, layer) in layers.iter_mut().enumerate().skip(1) {
             *layer = Some(make_layer(graph, i, &labels, opts.seed));
         }
-        CpuNet {
+        let mut net = CpuNet {
             graph: graph.clone(),
             batch,
             ctx: Ctx {
@@ -107,11 +120,70 @@ impl CpuNet {
             dy_parts: plan.dy_parts,
             dy_sum: plan.dy_sum,
             dx_of: plan.dx_of,
+            fused_into: vec![None; n],
             fwd_secs: vec![0.0; n],
             bwd_secs: vec![0.0; n],
             step: 0,
             seed: opts.seed,
+        };
+        if opts.fuse_relu && !opts.reference {
+            net.fuse_relus();
         }
+        net
+    }
+
+    /// Hands each ReLU that alone reads its producer's output to the
+    /// producer's layer, where the layer takes it, and rewires the buffers.
+    fn fuse_relus(&mut self) {
+        let consumers = self.graph.consumers();
+        for r in 1..self.graph.nodes.len() {
+            let node = &self.graph.nodes[r];
+            let p = node.inputs[0];
+            if node.op != Op::Relu || p == 0 || consumers[p] != [r] {
+                continue;
+            }
+            // The ReLU's output gradient must be one tensor for the
+            // producer's backward to read it in the ReLU's place.
+            let one_dy = self.dy_parts[r].len() == 1 && self.dy_sum[r].is_none();
+            let layer = self.layers[p].as_mut().expect("a layer per node");
+            let fusion = layer.fuse_relu(one_dy);
+            if fusion == ReluFusion::None {
+                continue;
+            }
+            // The producer writes the ReLU's output; its own is not needed.
+            let relu_out = self.act_of[r];
+            let own = std::mem::replace(&mut self.act_of[p], relu_out);
+            self.acts[own] = Vec::new();
+            if fusion == ReluFusion::ForwardBackward {
+                // The producer reads the ReLU's output gradient, and the
+                // gradient between the two is never formed.
+                let between = self.dx_of[r][0]
+                    .take()
+                    .expect("a gradient for the producer");
+                self.grads[between] = Vec::new();
+                self.dy_parts[p] = self.dy_parts[r].clone();
+                self.dy_sum[p] = None;
+            }
+            self.fused_into[r] = Some((p, fusion));
+        }
+    }
+
+    /// The node whose layer runs ReLU node `i`, if it was fused.
+    pub fn fused_into(&self, i: usize) -> Option<usize> {
+        self.fused_into[i].map(|(p, _)| p)
+    }
+
+    /// How many ReLUs run inside the layer before them.
+    pub fn fused_relus(&self) -> usize {
+        self.fused_into.iter().flatten().count()
+    }
+
+    fn skips_forward(&self, i: usize) -> bool {
+        self.fused_into[i].is_some()
+    }
+
+    fn skips_backward(&self, i: usize) -> bool {
+        matches!(self.fused_into[i], Some((_, ReluFusion::ForwardBackward)))
     }
 
     /// Moves to the next training step: dropout draws new masks.
@@ -124,7 +196,9 @@ impl CpuNet {
         self.ctx.step_seed = self.step.wrapping_mul(0x2545_F491_4F6C_DD1D) ^ self.seed;
         for i in 1..self.graph.nodes.len() {
             let t0 = Instant::now();
-            self.forward_node(i);
+            if !self.skips_forward(i) {
+                self.forward_node(i);
+            }
             self.fwd_secs[i] = t0.elapsed().as_secs_f64();
         }
         self.loss()
@@ -156,7 +230,9 @@ impl CpuNet {
     pub fn backward(&mut self) {
         for i in (1..self.graph.nodes.len()).rev() {
             let t0 = Instant::now();
-            if passes_gradient(&self.graph.nodes[i].op) {
+            if self.skips_backward(i) {
+                // The producer's backward masks the gradient itself.
+            } else if passes_gradient(&self.graph.nodes[i].op) {
                 // Nothing to compute, but the gradient handed through may
                 // be a sum (a residual sum read by two layers).
                 self.sum_gradients(i);
@@ -267,18 +343,28 @@ impl CpuNet {
     /// amplify, and a value rounding to the other side of a ReLU's kink or
     /// a max-pooling tie sends its gradient down another path; neither
     /// says anything about the layers.
-    pub fn forward_from(&mut self, other: &CpuNet) -> Vec<f64> {
+    ///
+    /// `self` runs unfused; `other` may have fused ReLUs (see the module
+    /// notes). A tensor `other` does not hold (a fused layer's output
+    /// before its ReLU) is not compared (`None`), and `self` reads its own
+    /// there: the ReLU's node then compares the fused layer's output.
+    pub fn forward_from(&mut self, other: &CpuNet) -> Vec<Option<f64>> {
         assert_eq!(self.acts.len(), other.acts.len(), "same network");
+        assert!(
+            self.fused_into.iter().all(Option::is_none),
+            "self runs unfused"
+        );
         self.ctx.step_seed = other.ctx.step_seed;
-        let mut errs = vec![0.0; self.graph.nodes.len()];
+        let mut errs = vec![None; self.graph.nodes.len()];
         #[allow(clippy::needless_range_loop)] // `i` names the node throughout
         for i in 1..self.graph.nodes.len() {
             for &t in &self.graph.nodes[i].inputs {
                 let b = self.act_of[t];
-                self.acts[b].copy_from_slice(&other.acts[b]);
+                copy_held(&mut self.acts[b], &other.acts[b]);
             }
             self.forward_node(i);
-            errs[i] = rel_l2(&self.acts[self.act_of[i]], &other.acts[self.act_of[i]]);
+            let b = self.act_of[i];
+            errs[i] = held(&other.acts[b]).then(|| rel_l2(&self.acts[b], &other.acts[b]));
         }
         errs
     }
@@ -288,14 +374,14 @@ impl CpuNet {
     /// which each parameter gradient carries its own layer's error only.
     pub fn backward_from(&mut self, other: &CpuNet) {
         for (mine, theirs) in self.acts.iter_mut().zip(&other.acts) {
-            mine.copy_from_slice(theirs);
+            copy_held(mine, theirs);
         }
         for i in (1..self.graph.nodes.len()).rev() {
             if passes_gradient(&self.graph.nodes[i].op) {
                 continue;
             }
             for &p in &self.dy_parts[i] {
-                self.grads[p].copy_from_slice(&other.grads[p]);
+                copy_held(&mut self.grads[p], &other.grads[p]);
             }
             self.backward_node(i);
         }
@@ -318,10 +404,13 @@ impl CpuNet {
 
     /// The kernels each layer ran (convolutions: algorithm per direction).
     pub fn kernels(&self, i: usize) -> String {
-        self.layers[i]
-            .as_ref()
-            .map(|l| l.kernels())
-            .unwrap_or_default()
+        match self.fused_into[i] {
+            Some((p, _)) => format!("fused into {}", self.graph.nodes[p].name),
+            None => self.layers[i]
+                .as_ref()
+                .map(|l| l.kernels())
+                .unwrap_or_default(),
+        }
     }
 
     pub fn memory(&self) -> Memory {
@@ -340,6 +429,19 @@ impl CpuNet {
             activations,
             workspace,
         }
+    }
+}
+
+/// Whether a network holds a tensor: fusion frees the buffers it makes
+/// unnecessary (a batch of at least one image leaves no other empty).
+fn held(buf: &[f32]) -> bool {
+    !buf.is_empty()
+}
+
+/// Copies `theirs` where the other network holds it; else keeps `mine`.
+fn copy_held(mine: &mut [f32], theirs: &[f32]) {
+    if held(theirs) {
+        mine.copy_from_slice(theirs);
     }
 }
 
@@ -398,7 +500,7 @@ fn make_layer(graph: &Graph, i: usize, labels: &[u32], seed: u64) -> Box<dyn Cpu
             let widths = node.inputs.iter().map(|&t| graph.nodes[t].out.c).collect();
             Box::new(ConcatLayer::new(batch * x.h * x.w, widths))
         }
-        Op::Add => Box::new(AddLayer),
+        Op::Add => Box::new(AddLayer::default()),
         Op::Flatten => Box::new(FlattenLayer),
         Op::SoftmaxXent => Box::new(SoftmaxXentLayer::new(x.c, labels.to_vec())),
     }

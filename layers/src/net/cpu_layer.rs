@@ -35,6 +35,18 @@ impl Param {
     }
 }
 
+/// How much of the ReLU that follows a layer the layer runs itself, in
+/// its own passes over memory (see [`CpuLayer::fuse_relu`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReluFusion {
+    None,
+    /// The layer writes `max(y, 0)`; the ReLU's backward still runs.
+    Forward,
+    /// Also the ReLU's backward: the layer's backward receives the ReLU's
+    /// output gradient and masks it itself.
+    ForwardBackward,
+}
+
 /// One layer's CPU side. Tensors are NHWC `f32` slices of the whole batch.
 pub trait CpuLayer: Send {
     /// `out = f(inputs)`.
@@ -67,6 +79,16 @@ pub trait CpuLayer: Send {
     /// statistics), for the memory report.
     fn scratch_bytes(&self) -> usize {
         0
+    }
+
+    /// Takes over the ReLU that alone reads this layer's output, and says
+    /// how much of it ([`ReluFusion::None`]: nothing, the default). The
+    /// executor then writes the ReLU's output through this layer and skips
+    /// the ReLU's forward (and its backward for `ForwardBackward`, which it
+    /// allows only when `backward` is true). Never asked of reference
+    /// layers.
+    fn fuse_relu(&mut self, _backward: bool) -> ReluFusion {
+        ReluFusion::None
     }
 
     /// The kernels that ran, for the per-layer table (`conv` layers name

@@ -11,6 +11,7 @@ fn opts(reference: bool) -> CpuOptions {
         isa: Isa::detect(),
         reference,
         seed: 5,
+        fuse_relu: !reference,
     }
 }
 
@@ -255,4 +256,87 @@ fn the_buffer_plan_sums_only_where_layers_do_not() {
     let last = g.nodes.len() - 1;
     assert_eq!(gpu.dy_of(last), None);
     assert!((1..last).all(|i| gpu.dy_of(i).is_some()));
+}
+
+/// A ReLU read by two layers (its batch norm can only fuse the forward
+/// pass), then a residual add with its ReLU.
+fn branching_relu_net() -> Graph {
+    let (mut b, x) = Builder::new("branching", Dims::new(6, 6, 3));
+    let y = b.conv("conv", x, ConvSpec::square(8, 3, 1, 1));
+    let y = b.bn("bn", y);
+    let y = b.relu("relu", y);
+    let l = b.conv("left", y, ConvSpec::square(8, 3, 1, 1));
+    let r = b.conv("right", y, ConvSpec::square(8, 1, 1, 0));
+    let s = b.add("add", l, r);
+    let s = b.relu("add.relu", s);
+    let f = b.linear("fc", s, 5);
+    b.finish(f)
+}
+
+#[test]
+fn fused_relus_compute_what_separate_ones_do() {
+    for (g, fused) in [
+        (every_op_net(), 4),
+        (branching_relu_net(), 2),
+        (preact_net(), 2),
+    ] {
+        let mut on = CpuNet::new(&g, 3, opts(false));
+        let mut off = CpuNet::new(
+            &g,
+            3,
+            CpuOptions {
+                fuse_relu: false,
+                ..opts(false)
+            },
+        );
+        assert_eq!(on.fused_relus(), fused, "{}", g.name);
+        assert_eq!(off.fused_relus(), 0);
+        assert!(on.memory().activations < off.memory().activations);
+        let (a, b) = (on.forward(), off.forward());
+        assert!(
+            (a - b).abs() <= 1e-6 * b.abs(),
+            "{}: loss {a} vs {b}",
+            g.name
+        );
+        on.backward();
+        off.backward();
+        let want: Vec<Vec<f32>> = off.params_mut().iter().map(|p| p.grad.clone()).collect();
+        for ((name, p), w) in on.named_params().into_iter().zip(&want) {
+            let e = rel_l2_error(&p.grad, w);
+            assert!(e < 1e-5, "{}: {name}: {e:e}", g.name);
+        }
+    }
+    check_finite_differences(&branching_relu_net(), 2);
+}
+
+/// `check`'s layer-by-layer comparison against a fused network: the fused
+/// layers' own outputs are skipped, their ReLUs' rows check them.
+#[test]
+fn layer_by_layer_comparison_reads_around_fused_layers() {
+    let g = branching_relu_net();
+    let mut fast = CpuNet::new(&g, 2, opts(false));
+    let mut slow = CpuNet::new(&g, 2, opts(true));
+    fast.forward();
+    let errs = slow.forward_from(&fast);
+    for (i, node) in g.nodes.iter().enumerate().skip(1) {
+        let fused_layer = g
+            .nodes
+            .iter()
+            .enumerate()
+            .any(|(r, _)| fast.fused_into(r) == Some(i));
+        match errs[i] {
+            None => assert!(fused_layer, "{} not compared", node.name),
+            Some(e) => {
+                assert!(!fused_layer, "{} compared", node.name);
+                assert!(e < 1e-5, "{}: {e:e}", node.name);
+            }
+        }
+    }
+    fast.backward();
+    slow.backward_from(&fast);
+    let want: Vec<Vec<f32>> = slow.params_mut().iter().map(|p| p.grad.clone()).collect();
+    for ((name, p), w) in fast.named_params().into_iter().zip(&want) {
+        let e = rel_l2_error(&p.grad, w);
+        assert!(e < 1e-4, "{name}: {e:e}");
+    }
 }
