@@ -138,8 +138,11 @@ impl CpuNet {
         let consumers = self.graph.consumers();
         for r in 1..self.graph.nodes.len() {
             let node = &self.graph.nodes[r];
+            if node.op != Op::Relu {
+                continue;
+            }
             let p = node.inputs[0];
-            if node.op != Op::Relu || p == 0 || consumers[p] != [r] {
+            if p == 0 || consumers[p] != [r] {
                 continue;
             }
             // The ReLU's output gradient must be one tensor for the
@@ -328,7 +331,8 @@ impl CpuNet {
         &self.acts[self.act_of[loss.inputs[0]]]
     }
 
-    /// The output of node `i` of the last forward pass.
+    /// The output of node `i` of the last forward pass (for a layer with a
+    /// fused ReLU, the ReLU's output).
     pub fn output(&self, i: usize) -> &[f32] {
         &self.acts[self.act_of[i]]
     }
@@ -405,6 +409,9 @@ impl CpuNet {
     /// The kernels each layer ran (convolutions: algorithm per direction).
     pub fn kernels(&self, i: usize) -> String {
         match self.fused_into[i] {
+            Some((p, ReluFusion::Forward)) => {
+                format!("forward fused into {}", self.graph.nodes[p].name)
+            }
             Some((p, _)) => format!("fused into {}", self.graph.nodes[p].name),
             None => self.layers[i]
                 .as_ref()
