@@ -91,7 +91,9 @@ fn sum_impl<const RELU: bool>(isa: Isa, srcs: &[&[f32]], dst: &mut [f32]) {
             }
             // The chunk is still in cache.
             if RELU {
-                dst.iter_mut().for_each(|v| *v = v.max(0.0));
+                for v in dst.iter_mut() {
+                    *v = v.max(0.0);
+                }
             }
         })
     });
@@ -133,9 +135,10 @@ pub fn dropout_fwd(isa: Isa, x: &[f32], p: f32, seed: u64, mask: &mut [u8], y: &
             for (j, m) in m.iter_mut().enumerate() {
                 *m = dropout_keep(seed, o + j, p) as u8;
             }
+            let x = &x[o..o + y.len()];
             on_isa!(isa, {
-                for j in 0..y.len() {
-                    y[j] = x[o + j] * (m[j] as f32 * scale);
+                for ((y, &x), &m) in y.iter_mut().zip(x).zip(m.iter()) {
+                    *y = x * (m as f32 * scale);
                 }
             })
         });
@@ -147,9 +150,10 @@ pub fn dropout_bwd(isa: Isa, dy: &[f32], p: f32, mask: &[u8], dx: &mut [f32]) {
     let scale = 1.0 / (1.0 - p);
     dx.par_chunks_mut(CHUNK).enumerate().for_each(|(ci, dx)| {
         let o = ci * CHUNK;
+        let (dy, mask) = (&dy[o..o + dx.len()], &mask[o..o + dx.len()]);
         on_isa!(isa, {
-            for j in 0..dx.len() {
-                dx[j] = dy[o + j] * (mask[o + j] as f32 * scale);
+            for ((dx, &dy), &m) in dx.iter_mut().zip(dy).zip(mask) {
+                *dx = dy * (m as f32 * scale);
             }
         })
     });

@@ -35,7 +35,12 @@ impl Isa {
             #[cfg(target_arch = "x86_64")]
             Isa::Avx2 => is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma"),
             #[cfg(target_arch = "x86_64")]
-            Isa::Avx512 => is_x86_feature_detected!("avx512f"),
+            // The AVX-512 kernels are compiled with AVX2 and FMA too.
+            Isa::Avx512 => {
+                is_x86_feature_detected!("avx512f")
+                    && is_x86_feature_detected!("avx2")
+                    && is_x86_feature_detected!("fma")
+            }
             #[cfg(not(target_arch = "x86_64"))]
             _ => false,
         }

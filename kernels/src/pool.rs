@@ -124,11 +124,13 @@ mod x86 {
     use std::arch::x86_64::*;
 
     pub fn max_into_avx512(y: &mut [f32], am: &mut [u32], xs: &[f32], pix: u32) {
+        debug_assert!(is_x86_feature_detected!("avx512f"));
         // SAFETY: chosen by `max_into_for` only where AVX-512F is present.
         unsafe { avx512_max_into_f32x16(y, am, xs, pix) }
     }
 
     pub fn max_into_avx2(y: &mut [f32], am: &mut [u32], xs: &[f32], pix: u32) {
+        debug_assert!(is_x86_feature_detected!("avx2"));
         // SAFETY: chosen by `max_into_for` only where AVX2 is present.
         unsafe { avx2_max_into_f32x8(y, am, xs, pix) }
     }
@@ -216,7 +218,9 @@ pub fn avg_fwd(isa: Isa, p: &PoolShape, x: &[f32], y: &mut [f32]) {
                     }
                 }
                 let inv = 1.0 / p.divisor(oh, ow);
-                y.iter_mut().for_each(|v| *v *= inv);
+                for v in y.iter_mut() {
+                    *v *= inv;
+                }
             }
         })
     });

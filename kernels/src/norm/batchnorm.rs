@@ -218,13 +218,15 @@ fn bwd_impl<const RELU: bool>(
     assert!(dy.len() == x.len() && dx.len() == x.len() && rows > 0);
     let (mean, scale, shift) = (&st.mean[..], &st.scale[..], &st.shift[..]);
     // The gradient reaching the batch norm: `dy`, or the ReLU's backward
-    // of it. A select, not a branch, so that the loops vectorise.
+    // of it. A select, not a branch, so that the loops vectorise. Written
+    // as `v > 0 keeps dy`: a NaN's forward output is `max(NaN, 0) = 0`,
+    // so its gradient is 0 too.
     #[inline(always)]
     fn masked<const RELU: bool>(dy: f32, x: f32, scale: f32, shift: f32) -> f32 {
-        if RELU && x * scale + shift <= 0.0 {
-            0.0
-        } else {
+        if !RELU || x * scale + shift > 0.0 {
             dy
+        } else {
+            0.0
         }
     }
     let [sd, sdx] = channel_sums::<2>(

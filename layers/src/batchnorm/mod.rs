@@ -102,7 +102,8 @@ impl CpuLayer for BatchNormLayer {
     }
 
     fn scratch_bytes(&self) -> usize {
-        7 * self.c * 4
+        // The saved statistics (mean, var, invstd, scale, shift).
+        5 * self.c * 4
     }
 
     fn kernels(&self) -> String {

@@ -159,7 +159,10 @@ impl CpuNet {
             self.acts[own] = Vec::new();
             if fusion == ReluFusion::ForwardBackward {
                 // The producer reads the ReLU's output gradient, and the
-                // gradient between the two is never formed.
+                // gradient between the two is never formed. (A producer
+                // that passed gradients through would hand that freed
+                // buffer on to its inputs.)
+                assert!(!passes_gradient(&self.graph.nodes[p].op));
                 let between = self.dx_of[r][0]
                     .take()
                     .expect("a gradient for the producer");
