@@ -183,6 +183,19 @@ fn a_model_run_honours_the_json_contract_and_is_stored() {
     assert_eq!(kept["subcommand"], "model");
     assert_eq!(kept["complete"], true);
     assert_eq!(kept["records"][0]["params"], 11_689_512);
+    // And `report` shows it.
+    let rep = cnnbench(&["report", store.path().to_str().unwrap()]);
+    assert_eq!(rep.status.code(), Some(0), "{}", stderr(&rep));
+    let md = stdout(&rep);
+    assert!(md.contains("## Models"), "{md}");
+    let row = md
+        .lines()
+        .find(|l| l.starts_with("| resnet18 | 1 |"))
+        .unwrap();
+    assert!(
+        row.contains("| cpu | f32 | nhwc |") && row.contains("fused: relu"),
+        "{row}"
+    );
 }
 
 #[test]

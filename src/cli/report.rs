@@ -2,7 +2,7 @@
 //! machines) and peers' CSV files into one markdown report with charts.
 
 use crate::report::markdown::{self, ChartsDir, Options};
-use crate::report::{cost, merge};
+use crate::report::{cost, merge, models};
 use crate::results::writers::write_atomic;
 use anyhow::{bail, Context, Result};
 use clap::Args;
@@ -45,7 +45,8 @@ pub struct ReportArgs {
 
 pub fn run(args: ReportArgs) -> Result<ExitCode> {
     let runs = merge::load(&args.paths)?;
-    if runs.is_empty() {
+    let model_runs = models::load(&args.paths)?;
+    if runs.is_empty() && model_runs.is_empty() {
         bail!(
             "no results with records under {}",
             args.paths
@@ -81,13 +82,13 @@ pub fn run(args: ReportArgs) -> Result<ExitCode> {
         epochs: args.epochs,
         dataset_images: args.dataset_images,
     };
-    let md = markdown::render(&runs, &opts)?;
+    let md = markdown::render(&runs, &model_runs, &opts)?;
     match &args.out {
         Some(path) => {
             write_atomic(path, &md)?;
             eprintln!(
                 "cnnbench: wrote the report of {} runs to {}",
-                runs.len(),
+                runs.len() + model_runs.len(),
                 path.display()
             );
         }

@@ -4,6 +4,7 @@
 
 use super::charts::{self, Series};
 use super::merge::Run;
+use super::models::ModelRun;
 use crate::results::Record;
 use anyhow::{bail, Result};
 use std::collections::BTreeMap;
@@ -137,10 +138,23 @@ pub fn scaling(points: &[(usize, f64)]) -> Vec<(usize, f64, f64)> {
         .collect()
 }
 
-pub fn render(runs: &[Run], opts: &Options) -> Result<String> {
+/// The report: the layer sections over `runs` (conv and gemm), then the
+/// model section over `models`; either may be empty.
+pub fn render(runs: &[Run], models: &[ModelRun], opts: &Options) -> Result<String> {
     let mut md = String::new();
-    let t = best_per_label(runs);
     writeln!(md, "# cnnbench report\n")?;
+    if !runs.is_empty() {
+        layer_sections(&mut md, runs, opts)?;
+    }
+    if !models.is_empty() {
+        super::models::render(&mut md, models, opts)?;
+    }
+    Ok(md)
+}
+
+fn layer_sections(md: &mut String, runs: &[Run], opts: &Options) -> Result<()> {
+    let md = &mut *md;
+    let t = best_per_label(runs);
     writeln!(
         md,
         "{} runs, {} records, {} problems. Times are the median of each record's timed runs; where a run timed several algorithms, the fastest is shown.\n",
@@ -148,14 +162,14 @@ pub fn render(runs: &[Run], opts: &Options) -> Result<String> {
         runs.iter().map(|r| r.file.records.len()).sum::<usize>(),
         t.keys.len()
     )?;
-    environments(&mut md, runs)?;
-    problems(&mut md, &t, opts)?;
+    environments(md, runs)?;
+    problems(md, &t, opts)?;
     if t.labels.len() > 1 {
-        speedups(&mut md, &t, opts)?;
+        speedups(md, &t, opts)?;
     }
-    thread_scaling(&mut md, runs, &t, opts)?;
-    costs(&mut md, runs, opts)?;
-    Ok(md)
+    thread_scaling(md, runs, &t, opts)?;
+    costs(md, runs, opts)?;
+    Ok(())
 }
 
 /// Images per second of one timed call: the batch over the median time.

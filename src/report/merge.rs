@@ -21,12 +21,10 @@ pub struct Run {
 /// Loads every results file and peer CSV under `paths`.
 pub fn load(paths: &[PathBuf]) -> Result<Vec<Run>> {
     let mut runs = Vec::new();
-    let mut models = 0;
     for path in store::find_json(paths)? {
         let is_csv = path.extension().is_some_and(|e| e == "csv");
         if is_model_run(&path, is_csv)? {
-            models += 1;
-            continue;
+            continue; // see `super::models`
         }
         let (file, peer) = if is_csv {
             let (file, peer) = read_peer_csv(&path)?;
@@ -44,17 +42,12 @@ pub fn load(paths: &[PathBuf]) -> Result<Vec<Run>> {
             label: String::new(),
         });
     }
-    if models > 0 {
-        eprintln!(
-            "cnnbench: report: skipped {models} model run(s); the report covers conv and gemm runs"
-        );
-    }
     label_runs(&mut runs);
     Ok(runs)
 }
 
 /// Whether a file holds `cnnbench model` results (or the model peer's CSV).
-fn is_model_run(path: &std::path::Path, is_csv: bool) -> Result<bool> {
+pub fn is_model_run(path: &std::path::Path, is_csv: bool) -> Result<bool> {
     if is_csv {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read '{}'", path.display()))?;
@@ -162,16 +155,25 @@ pub fn label_runs(runs: &mut [Run]) {
     let own: Vec<usize> = (0..runs.len())
         .filter(|&i| runs[i].peer.is_none())
         .collect();
-    let all: Vec<Vec<(&str, String)>> = own
-        .iter()
-        .map(|&i| facts(&runs[i].file.environment))
-        .collect();
+    let envs: Vec<&Environment> = own.iter().map(|&i| &runs[i].file.environment).collect();
+    for (label, &i) in labels(&envs).into_iter().zip(&own) {
+        runs[i].label = label;
+    }
+    for r in runs.iter_mut().filter(|r| r.peer.is_some()) {
+        r.label = format!("peer:{}", r.peer.as_deref().unwrap_or("?"));
+    }
+}
+
+/// One label per environment: its explicit label, else the facts in which
+/// the environments differ (else the device).
+pub fn labels(envs: &[&Environment]) -> Vec<String> {
+    let all: Vec<Vec<(&str, String)>> = envs.iter().map(|e| facts(e)).collect();
     let differs = |k: usize| all.iter().any(|f| f[k].1 != all[0][k].1);
-    for (n, &i) in own.iter().enumerate() {
-        let f = &all[n];
-        let label = if !f[0].1.is_empty() {
-            f[0].1.clone()
-        } else {
+    all.iter()
+        .map(|f| {
+            if !f[0].1.is_empty() {
+                return f[0].1.clone();
+            }
             let parts: Vec<String> = (1..f.len())
                 .filter(|&k| differs(k) && !f[k].1.is_empty())
                 .map(|k| {
@@ -187,12 +189,8 @@ pub fn label_runs(runs: &mut [Run]) {
             } else {
                 parts.join(" ")
             }
-        };
-        runs[i].label = label;
-    }
-    for r in runs.iter_mut().filter(|r| r.peer.is_some()) {
-        r.label = format!("peer:{}", r.peer.as_deref().unwrap_or("?"));
-    }
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -5,4 +5,5 @@ pub mod charts;
 pub mod cost;
 pub mod markdown;
 pub mod merge;
+pub mod models;
 pub mod table;

@@ -1,0 +1,319 @@
+//! The report's model section: whole-network training steps from
+//! `cnnbench model` runs and from model CSV files (cnnbench's
+//! `--format csv`, or `scripts/peers/pytorch_model.py`), one row per run
+//! and model.
+
+use super::cost;
+use super::markdown::Options;
+use super::merge::{is_model_run, labels};
+use crate::bench::Stats;
+use crate::results::store;
+use crate::results::{Environment, ModelRecord};
+use anyhow::{Context, Result};
+use std::fmt::Write;
+use std::path::{Path, PathBuf};
+
+/// One file of model records.
+pub struct ModelRun {
+    pub path: PathBuf,
+    /// `None` for CSV files, which carry no environment.
+    pub environment: Option<Environment>,
+    /// `Some("pytorch-2.15.0")` for a peer's CSV.
+    pub peer: Option<String>,
+    pub records: Vec<ModelRecord>,
+    /// The results file's run label, the peer (`peer:NAME`), or `csv:FILE`.
+    pub label: String,
+}
+
+/// Every model results file and model CSV under `paths`, labelled.
+pub fn load(paths: &[PathBuf]) -> Result<Vec<ModelRun>> {
+    let mut runs = Vec::new();
+    for path in store::find_json(paths)? {
+        let is_csv = path.extension().is_some_and(|e| e == "csv");
+        if !is_model_run(&path, is_csv)? {
+            continue;
+        }
+        let run = if is_csv {
+            read_model_csv(&path)?
+        } else {
+            let file = store::load::<ModelRecord>(&path)?;
+            ModelRun {
+                path: path.clone(),
+                environment: Some(file.environment),
+                peer: None,
+                records: file.records,
+                label: String::new(),
+            }
+        };
+        if !run.records.is_empty() {
+            runs.push(run);
+        }
+    }
+    let own: Vec<usize> = (0..runs.len())
+        .filter(|&i| runs[i].environment.is_some())
+        .collect();
+    let envs: Vec<&Environment> = own
+        .iter()
+        .filter_map(|&i| runs[i].environment.as_ref())
+        .collect();
+    for (label, &i) in labels(&envs).into_iter().zip(&own) {
+        runs[i].label = label;
+    }
+    for r in runs.iter_mut().filter(|r| r.environment.is_none()) {
+        let stem = r.path.file_stem().unwrap_or_default().to_string_lossy();
+        r.label = match &r.peer {
+            Some(p) => format!("peer:{p} ({stem})"),
+            None => format!("csv:{stem}"),
+        };
+    }
+    Ok(runs)
+}
+
+/// A model CSV (the columns of [`ModelRecord::csv_row`]). A peer writes
+/// its name before the device (`pytorch-2.15.0 cpu`).
+fn read_model_csv(path: &Path) -> Result<ModelRun> {
+    let mut rd = csv::Reader::from_path(path)
+        .with_context(|| format!("cannot read '{}'", path.display()))?;
+    let head = rd.headers()?.clone();
+    let col = |name: &str| head.iter().position(|h| h == name);
+    let mut records = Vec::new();
+    let mut peer = None;
+    for row in rd.records() {
+        let row = row.with_context(|| format!("'{}': bad CSV row", path.display()))?;
+        let get = |name: &str| col(name).and_then(|i| row.get(i)).unwrap_or("").trim();
+        let num = |name: &str| get(name).parse::<f64>().ok();
+        let stats = |pre: &str| {
+            Some(Stats {
+                min: num(&format!("{pre}_min"))?,
+                median: num(&format!("{pre}_median"))?,
+                max: num(&format!("{pre}_max"))?,
+                mean: num(&format!("{pre}_mean"))?,
+                stddev: num(&format!("{pre}_stddev"))?,
+            })
+        };
+        let device = match get("device").rsplit_once(' ') {
+            Some((tool, dev)) => {
+                peer = Some(tool.to_string());
+                dev.to_string()
+            }
+            None => get("device").to_string(),
+        };
+        let total = num("total_ms_median");
+        records.push(ModelRecord {
+            model: get("model").to_string(),
+            batch: num("batch").unwrap_or(0.0) as usize,
+            device,
+            dtype: get("dtype").to_string(),
+            layout: get("layout").to_string(),
+            params: num("params").unwrap_or(0.0) as usize,
+            macs: num("macs").unwrap_or(0.0) as u64,
+            status: get("status").to_string(),
+            forward_ms: stats("fwd_ms"),
+            backward_ms: stats("bwd_ms"),
+            update_ms: None,
+            total_ms: total.map(|m| Stats {
+                min: m,
+                median: m,
+                max: m,
+                mean: m,
+                stddev: 0.0,
+            }),
+            images_per_sec: num("images_per_sec"),
+            gflops: None,
+            runs: num("runs").unwrap_or(0.0) as usize,
+            loss: None,
+            memory: None,
+            fused: None,
+            layers: Vec::new(),
+        });
+    }
+    Ok(ModelRun {
+        path: path.to_path_buf(),
+        environment: None,
+        peer,
+        records,
+        label: String::new(),
+    })
+}
+
+/// The `## Models` section (and `## Model cost` for priced runs).
+pub fn render(md: &mut String, runs: &[ModelRun], opts: &Options) -> Result<()> {
+    table(md, runs)?;
+    costs(md, runs, opts)
+}
+
+/// Every model record, grouped by model, batch and precision, fastest
+/// step first, each against the group's fastest.
+fn table(md: &mut String, runs: &[ModelRun]) -> Result<()> {
+    let mut rows: Vec<(&ModelRun, &ModelRecord)> = runs
+        .iter()
+        .flat_map(|r| r.records.iter().map(move |m| (r, m)))
+        .collect();
+    let step = |m: &ModelRecord| m.total_ms.map(|s| s.median);
+    let group = |m: &ModelRecord| (m.model.clone(), m.batch, m.dtype.clone());
+    rows.sort_by(|a, b| {
+        group(a.1).cmp(&group(b.1)).then(
+            step(a.1)
+                .unwrap_or(f64::INFINITY)
+                .total_cmp(&step(b.1).unwrap_or(f64::INFINITY)),
+        )
+    });
+    writeln!(md, "## Models\n")?;
+    writeln!(
+        md,
+        "Training steps of whole networks (forward and backward, and the update where one was timed), medians over each run's timed steps; min-max in brackets. `x best` is the step time over the fastest row of the same model, batch and precision. `fused: relu`: the ReLUs after batch norms and residual adds ran inside them (cnnbench's CPU default; CSV files do not say).\n"
+    )?;
+    writeln!(
+        md,
+        "| model | batch | run | device | dtype | layout | forward ms | backward ms | step ms | img/s | x best | notes |"
+    )?;
+    writeln!(
+        md,
+        "|---|---:|---|---|---|---|---:|---:|---:|---:|---:|---|"
+    )?;
+    let mut best: Option<((String, usize, String), f64)> = None;
+    for (run, m) in rows {
+        let g = group(m);
+        if best.as_ref().is_none_or(|(k, _)| *k != g) {
+            best = step(m).map(|t| (g.clone(), t));
+        }
+        let ms = |s: &Option<Stats>| {
+            s.map_or("".to_string(), |s| {
+                format!("{:.1} ({:.1}-{:.1})", s.median, s.min, s.max)
+            })
+        };
+        let ratio = match (&best, step(m)) {
+            (Some((k, b)), Some(t)) if *k == g => format!("{:.2}", t / b),
+            _ => String::new(),
+        };
+        let mut notes = Vec::new();
+        if m.status != "ok" {
+            notes.push(m.status.clone());
+        }
+        if let Some(f) = &m.fused {
+            notes.push(format!("fused: {f}"));
+        }
+        writeln!(
+            md,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            m.model,
+            m.batch,
+            run.label,
+            m.device,
+            m.dtype,
+            m.layout,
+            ms(&m.forward_ms),
+            ms(&m.backward_ms),
+            step(m).map_or(String::new(), |t| format!("{t:.1}")),
+            m.images_per_sec
+                .map_or(String::new(), |v| format!("{v:.1}")),
+            ratio,
+            notes.join(", ")
+        )?;
+    }
+    writeln!(md)?;
+    Ok(())
+}
+
+/// What a whole training run would cost at each priced row's throughput:
+/// the run's own price (`model --price-per-hour/--instance`), else the
+/// report's. CSV rows are priced by the report's only.
+fn costs(md: &mut String, runs: &[ModelRun], opts: &Options) -> Result<()> {
+    let priced: Vec<(&ModelRun, &ModelRecord, f64, f64)> = runs
+        .iter()
+        .filter_map(|r| {
+            let own = r.environment.as_ref().and_then(|e| e.price.clone());
+            own.or(opts.price.clone()).map(|p| (r, p.usd_per_hour))
+        })
+        .flat_map(|(r, usd)| {
+            r.records
+                .iter()
+                .filter_map(move |m| m.images_per_sec.map(|ips| (r, m, usd, ips)))
+        })
+        .collect();
+    if priced.is_empty() {
+        return Ok(());
+    }
+    writeln!(md, "## Model cost\n")?;
+    writeln!(
+        md,
+        "At each row's images per second (the model's training steps, nothing else: no data loading, no evaluation): dollars per million images, and the hours and dollars of {} epochs of {} images.\n",
+        opts.epochs, opts.dataset_images
+    )?;
+    writeln!(
+        md,
+        "| model | batch | run | device | dtype | img/s | $/h | $ per 1M images | hours | $ |"
+    )?;
+    writeln!(md, "|---|---:|---|---|---|---:|---:|---:|---:|---:|")?;
+    for (r, m, usd, ips) in priced {
+        let (hours, total) = cost::training(ips, usd, opts.epochs, opts.dataset_images);
+        writeln!(
+            md,
+            "| {} | {} | {} | {} | {} | {:.1} | {:.2} | {:.2} | {:.1} | {:.2} |",
+            m.model,
+            m.batch,
+            r.label,
+            m.device,
+            m.dtype,
+            ips,
+            usd,
+            cost::usd_per_million_images(ips, usd),
+            hours,
+            total
+        )?;
+    }
+    writeln!(md)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HEAD: &str = "model,batch,device,dtype,layout,params,macs,fwd_ms_min,fwd_ms_median,fwd_ms_max,fwd_ms_mean,fwd_ms_stddev,bwd_ms_min,bwd_ms_median,bwd_ms_max,bwd_ms_mean,bwd_ms_stddev,total_ms_median,images_per_sec,runs,status\n";
+
+    #[test]
+    fn model_csvs_become_labelled_rows_against_the_fastest() {
+        let dir = tempfile::tempdir().unwrap();
+        let write = |name: &str, device: &str, step: f64| {
+            let row = format!(
+                "resnet50,16,{device},f32,nhwc,25557032,4089184256,1,{f},2,1,0.1,1,{b},2,1,0.1,{step},6.0,10,ok\n",
+                f = step / 3.0,
+                b = step * 2.0 / 3.0
+            );
+            std::fs::write(dir.path().join(name), format!("{HEAD}{row}")).unwrap();
+        };
+        write("cn.csv", "cpu", 2000.0);
+        write("pt.csv", "pytorch-2.15.0 cpu", 2500.0);
+        let runs = load(&[dir.path().to_path_buf()]).unwrap();
+        let labels: Vec<&str> = runs.iter().map(|r| r.label.as_str()).collect();
+        assert_eq!(labels, ["csv:cn", "peer:pytorch-2.15.0 (pt)"]);
+        assert_eq!(runs[1].records[0].device, "cpu");
+        let mut md = String::new();
+        let opts = Options {
+            baseline: None,
+            charts: None,
+            price: Some(cost::Price {
+                usd_per_hour: 3.6,
+                instance: None,
+                source: String::new(),
+                date: String::new(),
+            }),
+            epochs: 1,
+            dataset_images: 3600,
+        };
+        render(&mut md, &runs, &opts).unwrap();
+        let rows: Vec<&str> = md.lines().filter(|l| l.starts_with("| resnet50")).collect();
+        assert_eq!(rows.len(), 4, "two rows, two costs");
+        assert!(rows[0].contains("csv:cn") && rows[0].contains("| 1.00 |"));
+        assert!(rows[1].contains("peer:pytorch") && rows[1].contains("| 1.25 |"));
+        // At 6 img/s and $3.60/h: $166.67 per million images; 3600 images
+        // take 600 s, $0.60.
+        assert!(md.contains("## Model cost"));
+        let cost = rows[2];
+        assert!(
+            cost.contains("| 6.0 | 3.60 | 166.67 | 0.2 | 0.60 |"),
+            "{cost}"
+        );
+    }
+}
