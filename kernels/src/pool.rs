@@ -68,42 +68,59 @@ fn window(o: usize, s: usize, p: usize, k: usize, n: usize) -> (usize, usize, us
 /// pixel (`h·iw + w` within its image) that won.
 pub fn max_fwd(isa: Isa, p: &PoolShape, x: &[f32], y: &mut [f32], argmax: &mut [u32]) {
     let c = p.c;
-    let max_into = max_into_for(isa);
+    let max_row = max_row_for(isa);
     y.par_chunks_mut(p.ow * c)
         .zip(argmax.par_chunks_mut(p.ow * c))
         .enumerate()
         .for_each(|(row, (y, am))| {
             let (n, oh) = (row / p.oh, row % p.oh);
             let img = &x[n * p.ih * p.iw * c..(n + 1) * p.ih * p.iw * c];
-            let (r0, r1, _) = p.rows(oh);
-            for ow in 0..p.ow {
-                let (c0, c1, _) = p.cols(ow);
-                let (y, am) = (&mut y[ow * c..ow * c + c], &mut am[ow * c..ow * c + c]);
-                y.fill(f32::NEG_INFINITY);
-                am.fill((r0 * p.iw + c0) as u32);
-                for ih in r0..r1 {
-                    for iw in c0..c1 {
-                        let pix = ih * p.iw + iw;
-                        max_into(y, am, &img[pix * c..pix * c + c], pix as u32);
-                    }
-                }
-            }
+            max_row(p, img, oh, y, am);
         });
 }
 
-/// `y = max(y, xs)` lane by lane over one pixel's channels, recording
-/// `pix` where `xs` won. Keeps the first maximum; a NaN input wins and
-/// stays (it must not be hidden).
-type MaxInto = fn(&mut [f32], &mut [u32], &[f32], u32);
+/// One output row `oh` of max pooling over one image: `y` and `am` hold
+/// the row's `ow · c` outputs and winners.
+type MaxRow = fn(&PoolShape, &[f32], usize, &mut [f32], &mut [u32]);
 
-/// The max-pooling lane kernel for `isa`, chosen once per call.
-fn max_into_for(isa: Isa) -> MaxInto {
+/// The max-pooling row kernel for `isa`, chosen once per call; the lane
+/// kernels are inlined into it, so nothing is called per pixel.
+fn max_row_for(isa: Isa) -> MaxRow {
     match isa {
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 if Isa::Avx512.is_supported() => x86::max_into_avx512,
+        Isa::Avx512 if Isa::Avx512.is_supported() => x86::max_row_avx512,
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 if Isa::Avx2.is_supported() => x86::max_into_avx2,
-        _ => max_into_scalar,
+        Isa::Avx2 if Isa::Avx2.is_supported() => x86::max_row_avx2,
+        _ => |p, img, oh, y, am| max_row(p, img, oh, y, am, max_into_scalar),
+    }
+}
+
+/// The window loops of one output row, over `lanes`: `y = max(y, xs)`
+/// lane by lane over one pixel's channels, recording `pix` where `xs`
+/// won. Keeps the first maximum; a NaN input wins and stays (it must not
+/// be hidden).
+#[inline(always)]
+fn max_row(
+    p: &PoolShape,
+    img: &[f32],
+    oh: usize,
+    y: &mut [f32],
+    am: &mut [u32],
+    lanes: impl Fn(&mut [f32], &mut [u32], &[f32], u32),
+) {
+    let c = p.c;
+    let (r0, r1, _) = p.rows(oh);
+    for ow in 0..p.ow {
+        let (c0, c1, _) = p.cols(ow);
+        let (y, am) = (&mut y[ow * c..ow * c + c], &mut am[ow * c..ow * c + c]);
+        y.fill(f32::NEG_INFINITY);
+        am.fill((r0 * p.iw + c0) as u32);
+        for ih in r0..r1 {
+            for iw in c0..c1 {
+                let pix = ih * p.iw + iw;
+                lanes(y, am, &img[pix * c..pix * c + c], pix as u32);
+            }
+        }
     }
 }
 
@@ -120,19 +137,37 @@ fn max_into_scalar(y: &mut [f32], am: &mut [u32], xs: &[f32], pix: u32) {
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use super::max_into_scalar;
+    use super::{max_into_scalar, max_row, PoolShape};
     use std::arch::x86_64::*;
 
-    pub fn max_into_avx512(y: &mut [f32], am: &mut [u32], xs: &[f32], pix: u32) {
+    pub fn max_row_avx512(p: &PoolShape, img: &[f32], oh: usize, y: &mut [f32], am: &mut [u32]) {
         debug_assert!(is_x86_feature_detected!("avx512f"));
-        // SAFETY: chosen by `max_into_for` only where AVX-512F is present.
-        unsafe { avx512_max_into_f32x16(y, am, xs, pix) }
+        // SAFETY: chosen by `max_row_for` only where AVX-512F is present.
+        unsafe { avx512_max_row(p, img, oh, y, am) }
     }
 
-    pub fn max_into_avx2(y: &mut [f32], am: &mut [u32], xs: &[f32], pix: u32) {
+    pub fn max_row_avx2(p: &PoolShape, img: &[f32], oh: usize, y: &mut [f32], am: &mut [u32]) {
         debug_assert!(is_x86_feature_detected!("avx2"));
-        // SAFETY: chosen by `max_into_for` only where AVX2 is present.
-        unsafe { avx2_max_into_f32x8(y, am, xs, pix) }
+        // SAFETY: chosen by `max_row_for` only where AVX2 is present.
+        unsafe { avx2_max_row(p, img, oh, y, am) }
+    }
+
+    // The closures below are defined inside `#[target_feature]` functions,
+    // so they are compiled with those features and inline the lanes.
+    #[target_feature(enable = "avx512f")]
+    unsafe fn avx512_max_row(p: &PoolShape, img: &[f32], oh: usize, y: &mut [f32], am: &mut [u32]) {
+        max_row(p, img, oh, y, am, |y, am, xs, pix| {
+            // SAFETY: this function runs only where AVX-512F is present.
+            unsafe { avx512_max_into_f32x16(y, am, xs, pix) }
+        })
+    }
+
+    #[target_feature(enable = "avx2")]
+    unsafe fn avx2_max_row(p: &PoolShape, img: &[f32], oh: usize, y: &mut [f32], am: &mut [u32]) {
+        max_row(p, img, oh, y, am, |y, am, xs, pix| {
+            // SAFETY: this function runs only where AVX2 is present.
+            unsafe { avx2_max_into_f32x8(y, am, xs, pix) }
+        })
     }
 
     #[target_feature(enable = "avx512f")]
@@ -349,29 +384,42 @@ mod tests {
 
     #[test]
     fn every_isas_max_lanes_keep_ties_first_and_nans() {
-        // 37 lanes: full vectors of 16 and 8 and a tail on every ISA.
+        // One output over a 1x5 window of 37 channels: full vectors of 16
+        // and 8 and a tail on every ISA.
         let c = 37;
-        let pixels: Vec<Vec<f32>> = (0..5u32)
-            .map(|p| {
-                (0..c)
-                    .map(|l| match (l + p as usize) % 6 {
-                        0 => f32::NAN,
-                        1 => 1.0, // ties between pixels
-                        k => (k as f32) * if p % 2 == 0 { 1.0 } else { -1.0 },
-                    })
-                    .collect()
+        let p = PoolShape {
+            mb: 1,
+            c,
+            ih: 1,
+            iw: 5,
+            oh: 1,
+            ow: 1,
+            kh: 1,
+            kw: 5,
+            sh: 1,
+            sw: 1,
+            ph: 0,
+            pw: 0,
+            count_pad: true,
+        };
+        let img: Vec<f32> = (0..5usize)
+            .flat_map(|pix| {
+                (0..c).map(move |l| match (l + pix) % 6 {
+                    0 => f32::NAN,
+                    1 => 1.0, // ties between pixels
+                    k => (k as f32) * if pix % 2 == 0 { 1.0 } else { -1.0 },
+                })
             })
             .collect();
-        let run = |f: MaxInto| {
-            let (mut y, mut am) = (vec![f32::NEG_INFINITY; c], vec![0u32; c]);
-            for (p, xs) in pixels.iter().enumerate() {
-                f(&mut y, &mut am, xs, p as u32);
-            }
+        let run = |f: MaxRow| {
+            let (mut y, mut am) = (vec![0.0; c], vec![0u32; c]);
+            f(&p, &img, 0, &mut y, &mut am);
             (y.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), am)
         };
-        let want = run(max_into_scalar);
+        let want = run(max_row_for(Isa::Scalar));
+        assert!(want.1.iter().any(|&a| a > 0), "later pixels win somewhere");
         for isa in Isa::supported() {
-            assert_eq!(run(max_into_for(isa)), want, "{isa:?}");
+            assert_eq!(run(max_row_for(isa)), want, "{isa:?}");
         }
     }
 
