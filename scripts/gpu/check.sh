@@ -18,14 +18,9 @@ mkdir -p "$out"
 # shellcheck source=scripts/gpu/env.sh
 . "$here/env.sh"
 
-"$bin" info > "$out/info.txt" 2>&1
-"$bin" info --format json > "$out/info.json" 2>/dev/null
-if ! grep -q '"usable": true' "$out/info.json"; then
-    cat "$out/info.txt"
-    echo "gpu-check: no usable GPU; nothing checked" >&2
-    exit 2
-fi
-head -n 12 "$out/info.txt"
+# shellcheck source=scripts/gpu/common.sh
+. "$here/common.sh"
+require_gpu "$bin" "$out" "gpu-check: no usable GPU; nothing checked"
 
 status=0
 run() { # name, then cnnbench arguments
