@@ -44,8 +44,9 @@ pub struct ReportArgs {
 }
 
 pub fn run(args: ReportArgs) -> Result<ExitCode> {
-    let runs = merge::load(&args.paths)?;
-    let model_runs = models::load(&args.paths)?;
+    let (layer_files, model_files) = merge::split(&args.paths)?;
+    let runs = merge::load_files(layer_files)?;
+    let model_runs = models::load_files(model_files)?;
     if runs.is_empty() && model_runs.is_empty() {
         bail!(
             "no results with records under {}",

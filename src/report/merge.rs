@@ -18,14 +18,26 @@ pub struct Run {
     pub label: String,
 }
 
-/// Loads every results file and peer CSV under `paths`.
-pub fn load(paths: &[PathBuf]) -> Result<Vec<Run>> {
-    let mut runs = Vec::new();
+/// The results files and CSVs under `paths`, read once to tell apart:
+/// layer runs (`conv`, `gemm` and their peers) and model runs.
+pub fn split(paths: &[PathBuf]) -> Result<(Vec<PathBuf>, Vec<PathBuf>)> {
+    let (mut layers, mut models) = (Vec::new(), Vec::new());
     for path in store::find_json(paths)? {
         let is_csv = path.extension().is_some_and(|e| e == "csv");
         if is_model_run(&path, is_csv)? {
-            continue; // see `super::models`
+            models.push(path);
+        } else {
+            layers.push(path);
         }
+    }
+    Ok((layers, models))
+}
+
+/// Loads layer results files and peer CSVs (from [`split`]), labelled.
+pub fn load_files(files: Vec<PathBuf>) -> Result<Vec<Run>> {
+    let mut runs = Vec::new();
+    for path in files {
+        let is_csv = path.extension().is_some_and(|e| e == "csv");
         let (file, peer) = if is_csv {
             let (file, peer) = read_peer_csv(&path)?;
             (file, Some(peer))
@@ -47,7 +59,7 @@ pub fn load(paths: &[PathBuf]) -> Result<Vec<Run>> {
 }
 
 /// Whether a file holds `cnnbench model` results (or the model peer's CSV).
-pub fn is_model_run(path: &std::path::Path, is_csv: bool) -> Result<bool> {
+fn is_model_run(path: &std::path::Path, is_csv: bool) -> Result<bool> {
     if is_csv {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read '{}'", path.display()))?;
@@ -196,6 +208,10 @@ pub fn labels(envs: &[&Environment]) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn load(paths: &[PathBuf]) -> Result<Vec<Run>> {
+        load_files(split(paths)?.0)
+    }
 
     fn run(threads: usize, host: &str) -> Run {
         let mut env = Environment::here(threads, "avx512".into(), None, "t");

@@ -5,7 +5,7 @@
 
 use super::cost;
 use super::markdown::Options;
-use super::merge::{is_model_run, labels};
+use super::merge::labels;
 use crate::bench::Stats;
 use crate::results::store;
 use crate::results::{Environment, ModelRecord};
@@ -25,14 +25,11 @@ pub struct ModelRun {
     pub label: String,
 }
 
-/// Every model results file and model CSV under `paths`, labelled.
-pub fn load(paths: &[PathBuf]) -> Result<Vec<ModelRun>> {
+/// Loads model results files and model CSVs (from [`split`]), labelled.
+pub fn load_files(files: Vec<PathBuf>) -> Result<Vec<ModelRun>> {
     let mut runs = Vec::new();
-    for path in store::find_json(paths)? {
+    for path in files {
         let is_csv = path.extension().is_some_and(|e| e == "csv");
-        if !is_model_run(&path, is_csv)? {
-            continue;
-        }
         let run = if is_csv {
             read_model_csv(&path)?
         } else {
@@ -269,6 +266,11 @@ fn costs(md: &mut String, runs: &[ModelRun], opts: &Options) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::merge::split;
+
+    fn load(paths: &[PathBuf]) -> Result<Vec<ModelRun>> {
+        load_files(split(paths)?.1)
+    }
 
     const HEAD: &str = "model,batch,device,dtype,layout,params,macs,fwd_ms_min,fwd_ms_median,fwd_ms_max,fwd_ms_mean,fwd_ms_stddev,bwd_ms_min,bwd_ms_median,bwd_ms_max,bwd_ms_mean,bwd_ms_stddev,total_ms_median,images_per_sec,runs,status\n";
 
