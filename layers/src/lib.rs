@@ -1,25 +1,20 @@
-//! cnnbench layers: tensors, dtypes and layouts, and each op's backends.
+//! cnnbench layers: the building blocks of the networks cnnbench times.
 //!
-//! One folder per op, with its CPU side (and, later, its CUDA side) next to
-//! each other and tests shared between them.
+//! Imports only point down the list:
+//! - [`core`]: element types, layouts, seeded initialisation;
+//! - [`backend`]: the CPU and CUDA backends (devices, memory, cuDNN, cuBLAS,
+//!   NVRTC) and the interface each op's layers implement;
+//! - [`ops`]: one folder per op with its spec, CPU side and CUDA side;
+//! - [`net`]: the graph, its buffer plan and the executors;
+//! - [`zoo`]: the models.
 
-pub mod add;
-pub mod batchnorm;
-pub mod concat;
-pub mod conv;
-pub mod cuda;
-pub mod dropout;
-pub mod dtype;
-pub mod flatten;
-pub mod gemm;
-pub mod layout;
-pub mod linear;
-pub mod loss;
-pub mod lrn;
+pub mod backend;
+pub mod core;
 pub mod net;
-pub mod pool;
-pub mod relu;
+pub mod ops;
 pub mod zoo;
 
-pub use dtype::DType;
-pub use layout::Layout;
+// The paths the binary uses.
+pub use crate::backend::cuda;
+pub use crate::core::{dtype, layout, DType, Layout};
+pub use crate::ops::{conv, gemm};

@@ -13,21 +13,21 @@
 //! output has one reader). The per-layer table books the ReLU's time under
 //! the layer and says so in the kernels column.
 
-use super::cpu_layer::{CpuLayer, Ctx, Param, ReluFusion};
 use super::graph::{Graph, Op};
 use super::init;
 use super::plan::{passes_gradient, BufferPlan};
-use crate::add::AddLayer;
-use crate::batchnorm::BatchNormLayer;
-use crate::concat::ConcatLayer;
-use crate::conv::cpu_layer::ConvLayer;
-use crate::dropout::DropoutLayer;
-use crate::flatten::FlattenLayer;
-use crate::linear::LinearLayer;
-use crate::loss::SoftmaxXentLayer;
-use crate::lrn::LrnLayer;
-use crate::pool::PoolLayer;
-use crate::relu::ReluLayer;
+use crate::backend::cpu::{CpuLayer, Ctx, Param, ReluFusion};
+use crate::ops::add::AddLayer;
+use crate::ops::batchnorm::BatchNormLayer;
+use crate::ops::concat::ConcatLayer;
+use crate::ops::conv::cpu_layer::ConvLayer;
+use crate::ops::dropout::DropoutLayer;
+use crate::ops::flatten::FlattenLayer;
+use crate::ops::linear::LinearLayer;
+use crate::ops::loss::SoftmaxXentLayer;
+use crate::ops::lrn::LrnLayer;
+use crate::ops::pool::PoolLayer;
+use crate::ops::relu::ReluLayer;
 use cnnbench_kernels::eltwise;
 use cnnbench_kernels::norm::lrn::LrnParams;
 use cnnbench_kernels::Isa;

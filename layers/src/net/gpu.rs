@@ -7,26 +7,26 @@
 //! Gradients of a tensor read by several layers are summed by cuDNN's
 //! op-tensor into a buffer of their own before its producer's backward.
 
-use super::gpu_layer::{DevPtr, GpuCtx, GpuLayer, GpuParam, HostOrder, PlanTensors};
 use super::graph::{Graph, Op};
 use super::init;
 use super::plan::{passes_gradient, BufferPlan};
-use crate::add::cuda::{add_into, AddGpuLayer};
-use crate::batchnorm::cuda::BatchNormGpuLayer;
-use crate::concat::cuda::{blocks, ConcatGpuLayer};
-use crate::conv::cudnn_conv::Workspace;
-use crate::conv::gpu_layer::ConvGpuLayer;
-use crate::cuda::cudnn::TensorDesc;
-use crate::cuda::cudnn_ops::{OpTensorDesc, SCALARS};
-use crate::cuda::nvrtc::Kernels;
-use crate::cuda::{check_cudnn, DeviceBuffer, Gpu, GpuError, GpuResult};
-use crate::dropout::cuda::DropoutGpuLayer;
-use crate::linear::cuda::LinearGpuLayer;
-use crate::loss::cuda::SoftmaxXentGpuLayer;
-use crate::lrn::cuda::LrnGpuLayer;
-use crate::pool::cuda::PoolGpuLayer;
-use crate::relu::cuda::ReluGpuLayer;
-use crate::{DType, Layout};
+use crate::backend::cuda::cudnn::TensorDesc;
+use crate::backend::cuda::cudnn_ops::{OpTensorDesc, SCALARS};
+use crate::backend::cuda::layer::{DevPtr, GpuCtx, GpuLayer, GpuParam, HostOrder, PlanTensors};
+use crate::backend::cuda::memory::Workspace;
+use crate::backend::cuda::nvrtc::Kernels;
+use crate::backend::cuda::{check_cudnn, DeviceBuffer, Gpu, GpuError, GpuResult};
+use crate::core::{DType, Layout};
+use crate::ops::add::cuda::{add_into, AddGpuLayer};
+use crate::ops::batchnorm::cuda::BatchNormGpuLayer;
+use crate::ops::concat::cuda::{blocks, ConcatGpuLayer};
+use crate::ops::conv::gpu_layer::ConvGpuLayer;
+use crate::ops::dropout::cuda::DropoutGpuLayer;
+use crate::ops::linear::cuda::LinearGpuLayer;
+use crate::ops::loss::cuda::SoftmaxXentGpuLayer;
+use crate::ops::lrn::cuda::LrnGpuLayer;
+use crate::ops::pool::cuda::PoolGpuLayer;
+use crate::ops::relu::cuda::ReluGpuLayer;
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::CudaEvent;
 
@@ -339,10 +339,10 @@ impl<'g> GpuNet<'g> {
                         cx.cudnn(),
                         SCALARS.one(),
                         d.0,
-                        super::gpu_layer::void(p(k)),
+                        crate::backend::cuda::layer::void(p(k)),
                         SCALARS.one(),
                         d.0,
-                        super::gpu_layer::void(dst),
+                        crate::backend::cuda::layer::void(dst),
                     )
                 })?;
             }

@@ -3,6 +3,9 @@
 //! chosen when the network is planned on a backend, so one `Graph` serves
 //! every batch size, and describing it allocates nothing.
 
+pub use crate::ops::conv::ConvSpec;
+pub use crate::ops::lrn::LrnSpec;
+pub use crate::ops::pool::{PoolKind, PoolSpec};
 use cnnbench_kernels::conv::ConvShape;
 use cnnbench_kernels::pool::PoolShape;
 
@@ -40,76 +43,6 @@ impl std::fmt::Display for Dims {
             write!(f, "{}x{}x{}", self.c, self.h, self.w)
         }
     }
-}
-
-/// A convolution's hyper-parameters (dilation as in oneDNN: 0 is dense).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ConvSpec {
-    pub oc: usize,
-    pub kh: usize,
-    pub kw: usize,
-    pub sh: usize,
-    pub sw: usize,
-    pub ph: usize,
-    pub pw: usize,
-    pub groups: usize,
-    pub bias: bool,
-}
-
-impl ConvSpec {
-    /// A square `k x k` convolution with stride `s` and padding `p`.
-    pub fn square(oc: usize, k: usize, s: usize, p: usize) -> ConvSpec {
-        ConvSpec {
-            oc,
-            kh: k,
-            kw: k,
-            sh: s,
-            sw: s,
-            ph: p,
-            pw: p,
-            groups: 1,
-            bias: false,
-        }
-    }
-    pub fn with_bias(self) -> ConvSpec {
-        ConvSpec { bias: true, ..self }
-    }
-    pub fn groups(self, g: usize) -> ConvSpec {
-        ConvSpec { groups: g, ..self }
-    }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PoolKind {
-    Max,
-    /// Average; `count_pad` counts padded cells in the divisor (PyTorch's
-    /// `count_include_pad=True`, its default).
-    Avg {
-        count_pad: bool,
-    },
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PoolSpec {
-    pub kind: PoolKind,
-    pub kh: usize,
-    pub kw: usize,
-    pub sh: usize,
-    pub sw: usize,
-    pub ph: usize,
-    pub pw: usize,
-    /// Round the output size up (Caffe, and PyTorch's `ceil_mode=True`).
-    pub ceil: bool,
-}
-
-/// Local response normalisation across channels, Caffe/PyTorch style:
-/// `y = x / (k + alpha/size · Σ x²)^beta` over `size` neighbouring channels.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct LrnSpec {
-    pub size: usize,
-    pub alpha: f32,
-    pub beta: f32,
-    pub k: f32,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]

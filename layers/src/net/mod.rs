@@ -1,9 +1,7 @@
 //! Networks: the layer graph ([`graph`]) and the backends that run it.
 
 pub mod cpu;
-pub mod cpu_layer;
 pub mod gpu;
-pub mod gpu_layer;
 pub mod graph;
 pub mod init;
 pub mod plan;

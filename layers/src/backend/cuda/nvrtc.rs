@@ -1,0 +1,1013 @@
+//! The few CUDA kernels cuDNN and cuBLAS lack for whole-model training
+//! (dtype casts, the SGD update, softmax cross-entropy, dropout with the
+//! CPU's mask, and pooling in ceil mode), compiled at run time with NVRTC.
+//!
+//! The sources live in `kernels/cuda/*.cu` and are built into the binary;
+//! [`Kernels::compile`] compiles them once, at start-up, for the device's
+//! architecture (machine code where NVRTC knows it, else PTX: see
+//! [`Target`]), so the binary still builds without a CUDA toolkit and runs
+//! without NVRTC until a GPU is asked for. Each kernel comes in the
+//! storages it is needed in, with a typed launch wrapper here; the caller
+//! owns the device memory and passes raw device pointers.
+//!
+//! The kernels match the CPU kernels in `cnnbench_kernels` bit for bit
+//! where those are f32 and the order of operations allows (casts, SGD,
+//! dropout, pooling): the programs are compiled with `--fmad=false`, since
+//! Rust never contracts a multiply and an add into one FMA.
+
+use super::error::{driver, GpuError, GpuResult};
+use super::probe::nvrtc_missing;
+use crate::core::dtype::Storage;
+use cnnbench_kernels::pool::PoolShape;
+use cudarc::driver::sys::{CUdeviceptr, CUresult};
+use cudarc::driver::{CudaContext, CudaFunction, CudaStream, LaunchConfig, PushKernelArg};
+use cudarc::nvrtc::{result as nvrtc, sys as nvrtc_sys, Ptx};
+use std::collections::HashMap;
+use std::ffi::{CStr, CString};
+use std::sync::Arc;
+
+/// Prepended to every source: storage types and their conversions, the
+/// per-storage instantiation macro, and the dropout hash.
+pub const PRELUDE: &str = include_str!("prelude.cuh");
+
+/// Each program: (file name, CUDA C source without the prelude).
+pub const SOURCES: &[(&str, &str)] = &[
+    ("cast.cu", include_str!("cast.cu")),
+    ("sgd.cu", include_str!("sgd.cu")),
+    ("loss.cu", include_str!("../../ops/loss/loss.cu")),
+    ("dropout.cu", include_str!("../../ops/dropout/dropout.cu")),
+    ("pool.cu", include_str!("../../ops/pool/pool.cu")),
+];
+
+const CAST_F32_TO_F16: &str = "cast_f32_to_f16";
+const CAST_F32_TO_BF16: &str = "cast_f32_to_bf16";
+const CAST_F16_TO_F32: &str = "cast_f16_to_f32";
+const CAST_BF16_TO_F32: &str = "cast_bf16_to_f32";
+const SGD_UPDATE: &str = "sgd_update_f32";
+const MEAN: &str = "mean_f32";
+// Per storage, in the order of `Storage`: F32, F16, Bf16.
+const XENT_FWD: [&str; 3] = [
+    "softmax_xent_fwd_f32",
+    "softmax_xent_fwd_f16",
+    "softmax_xent_fwd_bf16",
+];
+const XENT_BWD: [&str; 3] = [
+    "softmax_xent_bwd_f32",
+    "softmax_xent_bwd_f16",
+    "softmax_xent_bwd_bf16",
+];
+const DROPOUT_FWD: [&str; 3] = ["dropout_fwd_f32", "dropout_fwd_f16", "dropout_fwd_bf16"];
+const DROPOUT_BWD: [&str; 3] = ["dropout_bwd_f32", "dropout_bwd_f16", "dropout_bwd_bf16"];
+const POOL_FWD: [&str; 3] = ["pool_fwd_f32", "pool_fwd_f16", "pool_fwd_bf16"];
+const POOL_BWD: [&str; 3] = ["pool_bwd_f32", "pool_bwd_f16", "pool_bwd_bf16"];
+
+/// Every kernel the sources define; [`Kernels::compile`] loads them all.
+pub const KERNEL_NAMES: &[&str] = &[
+    CAST_F32_TO_F16,
+    CAST_F32_TO_BF16,
+    CAST_F16_TO_F32,
+    CAST_BF16_TO_F32,
+    SGD_UPDATE,
+    MEAN,
+    XENT_FWD[0],
+    XENT_FWD[1],
+    XENT_FWD[2],
+    XENT_BWD[0],
+    XENT_BWD[1],
+    XENT_BWD[2],
+    DROPOUT_FWD[0],
+    DROPOUT_FWD[1],
+    DROPOUT_FWD[2],
+    DROPOUT_BWD[0],
+    DROPOUT_BWD[1],
+    DROPOUT_BWD[2],
+    POOL_FWD[0],
+    POOL_FWD[1],
+    POOL_FWD[2],
+    POOL_BWD[0],
+    POOL_BWD[1],
+    POOL_BWD[2],
+];
+
+/// Threads per block of every launch; the loss kernels' block reductions
+/// are written for exactly this many (`XENT_THREADS` in loss.cu).
+const THREADS: u32 = 256;
+
+/// The most blocks an elementwise launch uses. Their loops are grid-stride,
+/// so this caps the launch, not the size; 65535 blocks of 256 threads are
+/// many times what any GPU keeps resident.
+const MAX_BLOCKS: u64 = 65535;
+
+/// The virtual architecture to compile PTX for on a device of compute
+/// capability `cc` (used when NVRTC cannot make its machine code). PTX is JIT-compiled forward by the driver, so 9.0 and
+/// anything newer (Blackwell included) get `compute_90`; an unknown 8.x
+/// gets `compute_80`. The bf16 rounding uses `cvt.rn.bf16.f32` from
+/// `compute_80`, and an integer fallback below it. NVRTC 13 compiles for
+/// `compute_75` and newer only: on Volta (7.0, 7.2), which this returns
+/// `compute_70`/`compute_72` for, it takes NVRTC 12, else compilation
+/// fails with NVRTC's log naming the architecture. Older GPUs are not
+/// supported (their modules fail to load, and `cuModuleLoadData` says so).
+pub fn arch_for(cc: (i32, i32)) -> &'static str {
+    match cc {
+        (major, _) if major >= 9 => "compute_90",
+        (8, 6) => "compute_86",
+        (8, 7) => "compute_87",
+        (8, 9) => "compute_89",
+        (8, _) => "compute_80",
+        (7, 5) => "compute_75",
+        (7, 2) => "compute_72",
+        _ => "compute_70",
+    }
+}
+
+/// What the kernels are compiled to for one device.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// Machine code for the device's exact architecture (`sm_90`), when
+    /// this NVRTC knows it. Preferred: PTX from NVRTC 13.2 is PTX ISA 9.2,
+    /// which a driver older than CUDA 13.2 refuses, while a CUBIN from any
+    /// 13.x NVRTC loads on every 13.x driver (minor-version compatibility);
+    /// and the driver has nothing to JIT at start-up.
+    Cubin(String),
+    /// PTX for [`arch_for`] (`compute_90`), JIT-compiled by the driver: for
+    /// a GPU newer than this NVRTC.
+    Ptx(&'static str),
+}
+
+impl Target {
+    /// The target for a device of compute capability `cc`, given NVRTC's
+    /// supported architectures ([`supported_archs`], e.g. `[75, 80, 90]`).
+    pub fn for_device(cc: (i32, i32), supported: &[i32]) -> Target {
+        let sm = cc.0 * 10 + cc.1;
+        if (0..100).contains(&cc.1) && supported.contains(&sm) {
+            Target::Cubin(format!("sm_{sm}"))
+        } else {
+            Target::Ptx(arch_for(cc))
+        }
+    }
+
+    /// The `--gpu-architecture` value, e.g. `sm_90` or `compute_90`.
+    pub fn arch(&self) -> &str {
+        match self {
+            Target::Cubin(sm) => sm,
+            Target::Ptx(arch) => arch,
+        }
+    }
+}
+
+/// The real architectures this NVRTC compiles for, as `major·10 + minor`
+/// (NVRTC 13.2: 75 to 121).
+pub fn supported_archs() -> Result<Vec<i32>, String> {
+    if let Some(missing) = nvrtc_missing() {
+        return Err(missing);
+    }
+    let mut n = 0;
+    // SAFETY: out-pointers sized by NVRTC's own count.
+    unsafe {
+        nvrtc_sys::nvrtcGetNumSupportedArchs(&mut n)
+            .result()
+            .map_err(|e| format!("nvrtcGetNumSupportedArchs: {e:?}"))?;
+        let mut archs = vec![0; usize::try_from(n).unwrap_or(0)];
+        if !archs.is_empty() {
+            nvrtc_sys::nvrtcGetSupportedArchs(archs.as_mut_ptr())
+                .result()
+                .map_err(|e| format!("nvrtcGetSupportedArchs: {e:?}"))?;
+        }
+        Ok(archs)
+    }
+}
+
+/// The options every program is compiled with: the architecture, and no
+/// FMA contraction (see the module docs).
+fn options(arch: &str) -> Vec<String> {
+    vec![format!("--gpu-architecture={arch}"), "--fmad=false".into()]
+}
+
+/// Compiles one program for `arch`; returns its PTX text (a `compute_`
+/// arch) or CUBIN (an `sm_` arch) and NVRTC's log (empty, or warnings), or
+/// an error naming the file, with the log.
+fn compile_one(file: &str, source: &str, arch: &str) -> Result<(Vec<u8>, String), String> {
+    let text = format!("{PRELUDE}\n#line 1 \"{file}\"\n{source}");
+    let src = CString::new(text).map_err(|_| format!("{file}: the source contains a NUL byte"))?;
+    let name = CString::new(file).map_err(|_| format!("{file}: the name contains a NUL byte"))?;
+    let prog = nvrtc::create_program(&src, Some(&name)).map_err(|e| format!("{file}: {e:?}"))?;
+    let cubin = arch.starts_with("sm_");
+    // SAFETY: `prog` was just created from `src` and `name`, which outlive
+    // it, and is destroyed once, below, whatever happened in between; the
+    // CUBIN buffer is sized by NVRTC's own count.
+    unsafe {
+        let compiled = nvrtc::compile_program(prog, &options(arch));
+        let log = nvrtc::get_program_log(prog)
+            .map(|raw| {
+                CStr::from_ptr(raw.as_ptr())
+                    .to_string_lossy()
+                    .trim()
+                    .to_owned()
+            })
+            .unwrap_or_default();
+        let code = match compiled {
+            Err(e) => Err(format!("{file} ({arch}): {e:?}\n{log}")),
+            Ok(()) if cubin => {
+                let mut size = 0;
+                nvrtc_sys::nvrtcGetCUBINSize(prog, &mut size)
+                    .result()
+                    .and_then(|()| {
+                        let mut bin = vec![0u8; size];
+                        nvrtc_sys::nvrtcGetCUBIN(prog, bin.as_mut_ptr().cast())
+                            .result()
+                            .map(|()| bin)
+                    })
+                    .map_err(|e| format!("{file}: nvrtcGetCUBIN: {e:?}"))
+            }
+            Ok(()) => nvrtc::get_ptx(prog)
+                .map(|raw| CStr::from_ptr(raw.as_ptr()).to_bytes().to_vec())
+                .map_err(|e| format!("{file}: nvrtcGetPTX: {e:?}")),
+        };
+        let _ = nvrtc::destroy_program(prog);
+        code.map(|code| (code, log))
+    }
+}
+
+/// Compiles the prelude plus each of [`SOURCES`] for `arch` (e.g.
+/// `compute_90`, see [`arch_for`]), the programs in parallel; returns the
+/// PTX text per file. The error names the file and carries NVRTC's log.
+pub fn compile_ptx(arch: &'static str) -> Result<Vec<(&'static str, String)>, String> {
+    if !arch.starts_with("compute_") {
+        return Err(format!("{arch} is not a virtual architecture (compute_XY)"));
+    }
+    let programs = compile_all(arch)?;
+    Ok(programs
+        .into_iter()
+        .map(|(f, ptx, _)| (f, String::from_utf8_lossy(&ptx).into_owned()))
+        .collect())
+}
+
+/// Compiles every source to a CUBIN for the real architecture `sm` (e.g.
+/// `sm_90`, see [`Target`]), in parallel; returns the CUBIN per file.
+pub fn compile_cubin(sm: &str) -> Result<Vec<(&'static str, Vec<u8>)>, String> {
+    if !sm.starts_with("sm_") {
+        return Err(format!("{sm} is not a real architecture (sm_XY)"));
+    }
+    let programs = compile_all(sm)?;
+    Ok(programs.into_iter().map(|(f, bin, _)| (f, bin)).collect())
+}
+
+/// One compiled program: its file, its code (PTX text or CUBIN), NVRTC's log.
+type Compiled = (&'static str, Vec<u8>, String);
+
+/// Each source compiled for `arch` on its own thread.
+fn compile_all(arch: &str) -> Result<Vec<Compiled>, String> {
+    if let Some(missing) = nvrtc_missing() {
+        return Err(missing);
+    }
+    std::thread::scope(|s| {
+        let jobs: Vec<_> = SOURCES
+            .iter()
+            .map(|&(file, src)| (file, s.spawn(move || compile_one(file, src, arch))))
+            .collect();
+        jobs.into_iter()
+            .map(|(file, job)| {
+                let (code, log) = job
+                    .join()
+                    .map_err(|_| format!("{file}: the NVRTC thread panicked"))??;
+                Ok((file, code, log))
+            })
+            .collect()
+    })
+}
+
+/// Device pointer, 64-bit count, int or float: the kernels' parameter
+/// types, each passed by value.
+enum Arg {
+    Ptr(CUdeviceptr),
+    U64(u64),
+    I32(i32),
+    F32(f32),
+}
+
+fn invalid(call: &'static str, status: String) -> GpuError {
+    GpuError {
+        call,
+        status,
+        oom: false,
+    }
+}
+
+fn to_i32(kernel: &'static str, what: &str, v: usize) -> GpuResult<i32> {
+    i32::try_from(v).map_err(|_| invalid(kernel, format!("{what} = {v} does not fit in an int")))
+}
+
+fn to_u64(kernel: &'static str, v: usize) -> GpuResult<u64> {
+    u64::try_from(v).map_err(|_| invalid(kernel, format!("{v} elements do not fit in 64 bits")))
+}
+
+/// Blocks of [`THREADS`] for a grid-stride loop over `n` elements.
+fn blocks_for(n: u64) -> u32 {
+    // At most MAX_BLOCKS, which fits in u32.
+    n.div_ceil(u64::from(THREADS)).min(MAX_BLOCKS) as u32
+}
+
+fn pick(st: Storage, names: [&'static str; 3]) -> &'static str {
+    match st {
+        Storage::F32 => names[0],
+        Storage::F16 => names[1],
+        Storage::Bf16 => names[2],
+    }
+}
+
+/// The compiled kernels, loaded into one context. Every launch goes onto
+/// the stream the caller passes, which must belong to that context.
+pub struct Kernels {
+    funcs: HashMap<&'static str, CudaFunction>,
+    target: Target,
+}
+
+impl Kernels {
+    /// Compiles every source for a device of compute capability `cc` (to a
+    /// CUBIN where this NVRTC knows the architecture, else PTX; see
+    /// [`Target`]) and loads all of [`KERNEL_NAMES`] into `ctx`. Done once,
+    /// at start-up: compilation takes a good fraction of a second.
+    pub fn compile(ctx: &Arc<CudaContext>, cc: (i32, i32)) -> GpuResult<Kernels> {
+        if let Some(missing) = nvrtc_missing() {
+            return Err(invalid("nvrtcCreateProgram", missing));
+        }
+        let supported = supported_archs().map_err(|e| invalid("nvrtcGetSupportedArchs", e))?;
+        let target = Target::for_device(cc, &supported);
+        let compile_err = |log| invalid("nvrtcCompileProgram", log);
+        let programs: Vec<(&str, Ptx)> = match &target {
+            Target::Cubin(sm) => compile_cubin(sm)
+                .map_err(compile_err)?
+                .into_iter()
+                .map(|(f, bin)| (f, Ptx::from_binary(bin)))
+                .collect(),
+            Target::Ptx(arch) => compile_ptx(arch)
+                .map_err(compile_err)?
+                .into_iter()
+                .map(|(f, ptx)| (f, Ptx::from_src(ptx)))
+                .collect(),
+        };
+        let mut funcs = HashMap::new();
+        for (file, code) in programs {
+            let module = ctx.load_module(code).map_err(|e| {
+                let mut err = driver("cuModuleLoadData", e);
+                err.status = if e.0 == CUresult::CUDA_ERROR_UNSUPPORTED_PTX_VERSION {
+                    format!(
+                        "{} for {file}: NVRTC is newer than the driver; \
+                         update the driver or use an NVRTC no newer than it",
+                        err.status
+                    )
+                } else {
+                    format!("{} for {file} ({})", err.status, target.arch())
+                };
+                err
+            })?;
+            // Each kernel is in one of the modules: look for all in each.
+            for &name in KERNEL_NAMES {
+                match module.load_function(name) {
+                    Ok(f) => {
+                        funcs.insert(name, f);
+                    }
+                    Err(e) if e.0 == CUresult::CUDA_ERROR_NOT_FOUND => {}
+                    Err(e) => return Err(driver("cuModuleGetFunction", e)),
+                }
+            }
+        }
+        if let Some(name) = KERNEL_NAMES.iter().find(|n| !funcs.contains_key(*n)) {
+            return Err(invalid(
+                "cuModuleGetFunction",
+                format!("CUDA_ERROR_NOT_FOUND: no kernel {name} in the compiled modules"),
+            ));
+        }
+        Ok(Kernels { funcs, target })
+    }
+
+    /// What the kernels were compiled to (for the run's metadata).
+    pub fn target(&self) -> &Target {
+        &self.target
+    }
+
+    /// Launches `name` with `grid` blocks of [`THREADS`] threads.
+    ///
+    /// # Safety
+    ///
+    /// `args` must match the kernel's parameters in number and type, and
+    /// every pointer among them must be valid for what the kernel reads and
+    /// writes at these sizes, until the launch completes on `stream`.
+    unsafe fn launch(
+        &self,
+        stream: &CudaStream,
+        name: &'static str,
+        grid: u32,
+        args: &[Arg],
+    ) -> GpuResult<()> {
+        let f = self.funcs.get(name).ok_or_else(|| {
+            invalid(
+                "cuModuleGetFunction",
+                format!("CUDA_ERROR_NOT_FOUND: {name}"),
+            )
+        })?;
+        let mut b = stream.launch_builder(f);
+        for a in args {
+            match a {
+                Arg::Ptr(v) | Arg::U64(v) => b.arg(v),
+                Arg::I32(v) => b.arg(v),
+                Arg::F32(v) => b.arg(v),
+            };
+        }
+        let cfg = LaunchConfig {
+            grid_dim: (grid, 1, 1),
+            block_dim: (THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: the caller guarantees the arguments (see above); the
+        // builder holds pointers to `args`, which outlive the call, and
+        // cuLaunchKernel copies the values before it returns.
+        unsafe { b.launch(cfg) }.map(|_| ()).map_err(|e| {
+            let mut err = driver("cuLaunchKernel", e);
+            err.status = format!("{} launching {name}", err.status);
+            err
+        })
+    }
+
+    /// `y = x` converted from `from` to `to`, `n` elements: f32 to f16 or
+    /// bf16 (rounding to nearest even) and back. The same storage on both
+    /// sides is a plain device copy; f16 to bf16 and back is an error
+    /// (nothing needs it; go through f32).
+    ///
+    /// # Safety
+    ///
+    /// `x` and `y` must hold `n` elements of their storage, live until the
+    /// work completes on `stream`, and not overlap.
+    pub unsafe fn cast(
+        &self,
+        stream: &CudaStream,
+        from: Storage,
+        to: Storage,
+        x: CUdeviceptr,
+        y: CUdeviceptr,
+        n: usize,
+    ) -> GpuResult<()> {
+        if n == 0 {
+            return Ok(());
+        }
+        let name = match (from, to) {
+            (Storage::F32, Storage::F16) => CAST_F32_TO_F16,
+            (Storage::F32, Storage::Bf16) => CAST_F32_TO_BF16,
+            (Storage::F16, Storage::F32) => CAST_F16_TO_F32,
+            (Storage::Bf16, Storage::F32) => CAST_BF16_TO_F32,
+            (a, b) if a == b => {
+                let size = if a == Storage::F32 { 4 } else { 2 };
+                let bytes = n
+                    .checked_mul(size)
+                    .ok_or_else(|| invalid("cuMemcpyDtoDAsync", format!("{n} elements")))?;
+                stream
+                    .context()
+                    .bind_to_thread()
+                    .map_err(|e| driver("cuCtxSetCurrent", e))?;
+                // SAFETY: both hold `bytes` (the caller's contract), in
+                // stream order.
+                return unsafe {
+                    cudarc::driver::result::memcpy_dtod_async(y, x, bytes, stream.cu_stream())
+                }
+                .map_err(|e| driver("cuMemcpyDtoDAsync", e));
+            }
+            (a, b) => {
+                return Err(invalid(
+                    "cast",
+                    format!("no kernel casts {a:?} to {b:?}; go through f32"),
+                ))
+            }
+        };
+        let n = to_u64(name, n)?;
+        // SAFETY: (const T* x, U* y, u64 n) with the caller's sizes.
+        unsafe {
+            self.launch(
+                stream,
+                name,
+                blocks_for(n),
+                &[Arg::Ptr(x), Arg::Ptr(y), Arg::U64(n)],
+            )
+        }
+    }
+
+    /// SGD with momentum on f32 master weights, as
+    /// `cnnbench_kernels::eltwise::sgd_update`: `v = momentum·v + g;
+    /// w -= lr·v`, `n` elements.
+    ///
+    /// # Safety
+    ///
+    /// `w`, `g` and `v` must each hold `n` f32s, live until the work
+    /// completes on `stream`, and not overlap.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn sgd_update(
+        &self,
+        stream: &CudaStream,
+        w: CUdeviceptr,
+        g: CUdeviceptr,
+        v: CUdeviceptr,
+        n: usize,
+        lr: f32,
+        momentum: f32,
+    ) -> GpuResult<()> {
+        if n == 0 {
+            return Ok(());
+        }
+        let n = to_u64(SGD_UPDATE, n)?;
+        let args = [
+            Arg::Ptr(w),
+            Arg::Ptr(g),
+            Arg::Ptr(v),
+            Arg::U64(n),
+            Arg::F32(lr),
+            Arg::F32(momentum),
+        ];
+        // SAFETY: (float* w, const float* g, float* v, u64 n, float lr,
+        // float momentum) with the caller's sizes.
+        unsafe { self.launch(stream, SGD_UPDATE, blocks_for(n), &args) }
+    }
+
+    /// Softmax cross-entropy forward over `batch` rows of `classes` logits
+    /// (storage `st`): writes the f32 probabilities (for the backward),
+    /// each row's loss, and their mean into `loss_out[0]`. A label outside
+    /// `0..classes` makes its row's loss, and the mean, NaN.
+    ///
+    /// # Safety
+    ///
+    /// `logits` must hold `batch·classes` elements of `st`, `labels`
+    /// `batch` u32s, `probs` `batch·classes` f32s, `row_loss` `batch`
+    /// f32s and `loss_out` one f32, all live until the work completes on
+    /// `stream`; the outputs must not overlap anything.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn softmax_xent_fwd(
+        &self,
+        stream: &CudaStream,
+        st: Storage,
+        logits: CUdeviceptr,
+        labels: CUdeviceptr,
+        probs: CUdeviceptr,
+        row_loss: CUdeviceptr,
+        loss_out: CUdeviceptr,
+        batch: usize,
+        classes: usize,
+    ) -> GpuResult<()> {
+        let name = pick(st, XENT_FWD);
+        if batch == 0 || classes == 0 {
+            return Err(invalid(
+                name,
+                format!("empty input: batch {batch}, classes {classes}"),
+            ));
+        }
+        let classes = to_i32(name, "classes", classes)?;
+        let rows = to_i32(name, "batch", batch)?;
+        let args = [
+            Arg::Ptr(logits),
+            Arg::Ptr(labels),
+            Arg::Ptr(probs),
+            Arg::Ptr(row_loss),
+            Arg::I32(classes),
+        ];
+        // SAFETY: one block per row; (const T* logits, const u32* labels,
+        // float* probs, float* row_loss, int classes), then (const float*
+        // x, int n, float* out) in one block, with the caller's sizes.
+        unsafe {
+            self.launch(stream, name, rows as u32, &args)?;
+            self.launch(
+                stream,
+                MEAN,
+                1,
+                &[Arg::Ptr(row_loss), Arg::I32(rows), Arg::Ptr(loss_out)],
+            )
+        }
+    }
+
+    /// Softmax cross-entropy backward of the mean loss:
+    /// `dlogits = (probs − onehot(label)) / batch`, in storage `st`.
+    ///
+    /// # Safety
+    ///
+    /// `probs` must hold `batch·classes` f32s, `labels` `batch` u32s and
+    /// `dlogits` `batch·classes` elements of `st`, live until the work
+    /// completes on `stream`; `dlogits` must not overlap the others.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn softmax_xent_bwd(
+        &self,
+        stream: &CudaStream,
+        st: Storage,
+        probs: CUdeviceptr,
+        labels: CUdeviceptr,
+        dlogits: CUdeviceptr,
+        batch: usize,
+        classes: usize,
+    ) -> GpuResult<()> {
+        let name = pick(st, XENT_BWD);
+        let n = batch
+            .checked_mul(classes)
+            .ok_or_else(|| invalid(name, format!("{batch}·{classes} elements")))?;
+        if n == 0 {
+            return Ok(());
+        }
+        let args = [
+            Arg::Ptr(probs),
+            Arg::Ptr(labels),
+            Arg::Ptr(dlogits),
+            Arg::I32(to_i32(name, "classes", classes)?),
+            Arg::I32(to_i32(name, "batch", batch)?),
+        ];
+        // SAFETY: (const float* probs, const u32* labels, T* dlogits, int
+        // classes, int batch) with the caller's sizes.
+        unsafe { self.launch(stream, name, blocks_for(to_u64(name, n)?), &args) }
+    }
+
+    /// Dropout forward on a tensor of `[n, c, h, w]` elements in storage
+    /// `st`, NCHW when `nchw` else NHWC: `mask` gets the keep bits (one
+    /// byte each, in the tensor's memory order) and `y = x·mask/(1 − p)`.
+    /// The mask is the CPU's (`cnnbench_kernels::eltwise::dropout_keep`
+    /// over NHWC indices) for either layout.
+    ///
+    /// # Safety
+    ///
+    /// `x` and `y` must hold `n·c·h·w` elements of `st` and `mask` as many
+    /// bytes, live until the work completes on `stream`; `y` and `mask`
+    /// must not overlap anything (`y` may equal `x`).
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn dropout_fwd(
+        &self,
+        stream: &CudaStream,
+        st: Storage,
+        x: CUdeviceptr,
+        y: CUdeviceptr,
+        mask: CUdeviceptr,
+        [n, c, h, w]: [usize; 4],
+        nchw: bool,
+        p: f32,
+        seed: u64,
+    ) -> GpuResult<()> {
+        let name = pick(st, DROPOUT_FWD);
+        let len = [n, c, h, w]
+            .into_iter()
+            .try_fold(1usize, usize::checked_mul)
+            .ok_or_else(|| invalid(name, format!("{n}·{c}·{h}·{w} elements")))?;
+        if len == 0 {
+            return Ok(());
+        }
+        let len = to_u64(name, len)?;
+        let args = [
+            Arg::Ptr(x),
+            Arg::Ptr(y),
+            Arg::Ptr(mask),
+            Arg::U64(len),
+            Arg::F32(p),
+            Arg::U64(seed),
+            Arg::I32(to_i32(name, "c", c)?),
+            Arg::I32(to_i32(name, "h", h)?),
+            Arg::I32(to_i32(name, "w", w)?),
+            Arg::I32(nchw as i32),
+        ];
+        // SAFETY: (const T* x, T* y, u8* mask, u64 n, float p, u64 seed,
+        // int c, int h, int w, int nchw) with the caller's sizes.
+        unsafe { self.launch(stream, name, blocks_for(len), &args) }
+    }
+
+    /// Dropout backward: `dx = dy·mask/(1 − p)` over `len` elements of
+    /// storage `st` (any layout: the mask is in the same memory order).
+    ///
+    /// # Safety
+    ///
+    /// `dy` and `dx` must hold `len` elements of `st` and `mask` `len`
+    /// bytes, live until the work completes on `stream`; `dx` may equal
+    /// `dy` but must not overlap `mask`.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn dropout_bwd(
+        &self,
+        stream: &CudaStream,
+        st: Storage,
+        dy: CUdeviceptr,
+        mask: CUdeviceptr,
+        dx: CUdeviceptr,
+        len: usize,
+        p: f32,
+    ) -> GpuResult<()> {
+        let name = pick(st, DROPOUT_BWD);
+        if len == 0 {
+            return Ok(());
+        }
+        let len = to_u64(name, len)?;
+        let args = [
+            Arg::Ptr(dy),
+            Arg::Ptr(mask),
+            Arg::Ptr(dx),
+            Arg::U64(len),
+            Arg::F32(p),
+        ];
+        // SAFETY: (const T* dy, const u8* mask, T* dx, u64 n, float p) with
+        // the caller's sizes.
+        unsafe { self.launch(stream, name, blocks_for(len), &args) }
+    }
+
+    /// Max (`max`) or average pooling forward, with the semantics of
+    /// `cnnbench_kernels::pool` (see pool.cu), in storage `st`, NCHW when
+    /// `nchw` else NHWC.
+    ///
+    /// # Safety
+    ///
+    /// `x` must hold `shape.src_len()` and `y` `shape.dst_len()` elements
+    /// of `st`, live until the work completes on `stream`, and not overlap.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn pool_fwd(
+        &self,
+        stream: &CudaStream,
+        st: Storage,
+        shape: &PoolShape,
+        max: bool,
+        nchw: bool,
+        x: CUdeviceptr,
+        y: CUdeviceptr,
+    ) -> GpuResult<()> {
+        let name = pick(st, POOL_FWD);
+        let (ints, n_out, _) = pool_ints(name, shape, max, nchw)?;
+        if n_out == 0 {
+            return Ok(());
+        }
+        let mut args = vec![Arg::Ptr(x), Arg::Ptr(y)];
+        args.extend(ints.map(Arg::I32));
+        // SAFETY: (const T* x, T* y, 15 ints) with the caller's sizes.
+        unsafe { self.launch(stream, name, blocks_for(n_out), &args) }
+    }
+
+    /// Pooling backward: `dx` gets, per input cell, the sum of the
+    /// gradients of the windows it wins (max: the window's first maximum,
+    /// recomputed from `x`) or the windows' `dy / divisor` (average). Every
+    /// element of `dx` is written.
+    ///
+    /// # Safety
+    ///
+    /// `x` and `dx` must hold `shape.src_len()` and `dy` `shape.dst_len()`
+    /// elements of `st`, live until the work completes on `stream`; `dx`
+    /// must not overlap the others.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn pool_bwd(
+        &self,
+        stream: &CudaStream,
+        st: Storage,
+        shape: &PoolShape,
+        max: bool,
+        nchw: bool,
+        x: CUdeviceptr,
+        dy: CUdeviceptr,
+        dx: CUdeviceptr,
+    ) -> GpuResult<()> {
+        let name = pick(st, POOL_BWD);
+        let (ints, _, n_in) = pool_ints(name, shape, max, nchw)?;
+        if n_in == 0 {
+            return Ok(());
+        }
+        let mut args = vec![Arg::Ptr(x), Arg::Ptr(dy), Arg::Ptr(dx)];
+        args.extend(ints.map(Arg::I32));
+        // SAFETY: (const T* x, const T* dy, T* dx, 15 ints) with the
+        // caller's sizes.
+        unsafe { self.launch(stream, name, blocks_for(n_in), &args) }
+    }
+}
+
+/// The pool kernels' int parameters (mb, c, ih, iw, oh, ow, kh, kw, sh, sw,
+/// ph, pw, is_max, count_pad, nchw), checked so that the kernels' int
+/// arithmetic within an image cannot overflow, and the element counts of
+/// the output and the input.
+fn pool_ints(
+    name: &'static str,
+    s: &PoolShape,
+    max: bool,
+    nchw: bool,
+) -> GpuResult<([i32; 15], u64, u64)> {
+    if s.kh == 0 || s.kw == 0 || s.sh == 0 || s.sw == 0 {
+        return Err(invalid(name, format!("empty window or zero stride: {s:?}")));
+    }
+    // window() computes o·s − p + k and n + p; covering() i + p; the
+    // divisor at most kh·kw. All stay below these bounds.
+    let fits = |o: usize, st: usize, k: usize, n: usize, p: usize| {
+        o.checked_mul(st)
+            .and_then(|v| v.checked_add(k + n + p))
+            .is_some_and(|v| v <= i32::MAX as usize)
+    };
+    if !fits(s.oh, s.sh, s.kh, s.ih, s.ph)
+        || !fits(s.ow, s.sw, s.kw, s.iw, s.pw)
+        || s.kh.checked_mul(s.kw).is_none_or(|v| v > i32::MAX as usize)
+    {
+        return Err(invalid(
+            name,
+            format!("pool shape too large for int: {s:?}"),
+        ));
+    }
+    let count = |dims: [usize; 4]| {
+        dims.into_iter()
+            .try_fold(1usize, usize::checked_mul)
+            .and_then(|v| u64::try_from(v).ok())
+            .ok_or_else(|| invalid(name, format!("element count overflows: {s:?}")))
+    };
+    let n_out = count([s.mb, s.c, s.oh, s.ow])?;
+    let n_in = count([s.mb, s.c, s.ih, s.iw])?;
+    let mut ints = [0i32; 15];
+    let dims = [
+        ("mb", s.mb),
+        ("c", s.c),
+        ("ih", s.ih),
+        ("iw", s.iw),
+        ("oh", s.oh),
+        ("ow", s.ow),
+        ("kh", s.kh),
+        ("kw", s.kw),
+        ("sh", s.sh),
+        ("sw", s.sw),
+        ("ph", s.ph),
+        ("pw", s.pw),
+    ];
+    for (slot, (what, v)) in ints.iter_mut().zip(dims) {
+        *slot = to_i32(name, what, v)?;
+    }
+    ints[12] = max as i32;
+    ints[13] = s.count_pad as i32;
+    ints[14] = nchw as i32;
+    Ok((ints, n_out, n_in))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn nvrtc_here() -> bool {
+        // SAFETY: only tries `dlopen` on the candidate names.
+        let present = unsafe { cudarc::nvrtc::sys::is_culib_present() };
+        if !present {
+            eprintln!("skipped: NVRTC (libnvrtc.so) not found");
+        }
+        present
+    }
+
+    #[test]
+    fn every_kernel_compiles_to_ptx() {
+        if !nvrtc_here() {
+            return;
+        }
+        for arch in ["compute_90", "compute_80", "compute_75"] {
+            let programs = compile_all(arch).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(programs.len(), SOURCES.len());
+            for (file, _, log) in &programs {
+                assert!(log.is_empty(), "{file} ({arch}) has warnings:\n{log}");
+            }
+            let ptx = compile_ptx(arch).unwrap();
+            for name in KERNEL_NAMES {
+                let entry = format!(".entry {name}(");
+                let found = ptx.iter().filter(|(_, ptx)| ptx.contains(&entry));
+                assert_eq!(found.count(), 1, "{name} ({arch})");
+            }
+            // The half conversions are single instructions, not calls; bf16
+            // rounding is one from compute_80.
+            let all: String = ptx.iter().map(|(_, ptx)| ptx.as_str()).collect();
+            assert!(all.contains("cvt.f32.f16") && all.contains("cvt.rn.f16.f32"));
+            assert_eq!(all.contains("cvt.rn.bf16.f32"), arch != "compute_75");
+            assert!(!all.contains(".local"), "{arch}: local memory");
+        }
+        assert!(compile_ptx("sm_90").is_err());
+    }
+
+    #[test]
+    fn every_kernel_compiles_to_cubin_for_each_supported_gpu() {
+        if !nvrtc_here() {
+            return;
+        }
+        let supported = supported_archs().unwrap();
+        assert!(supported.contains(&90), "{supported:?}");
+        for cc in [(8, 0), (9, 0), (12, 0)] {
+            let target = Target::for_device(cc, &supported);
+            let Target::Cubin(sm) = &target else {
+                continue;
+            };
+            let programs = compile_all(sm).unwrap_or_else(|e| panic!("{e}"));
+            for (file, bin, log) in &programs {
+                assert!(bin.starts_with(b"\x7fELF"), "{file} ({sm})");
+                assert!(log.is_empty(), "{file} ({sm}) has warnings:\n{log}");
+            }
+            let bins: Vec<&[u8]> = programs.iter().map(|(_, b, _)| b.as_slice()).collect();
+            for name in KERNEL_NAMES {
+                let sym = format!("\0{name}\0");
+                let found = bins
+                    .iter()
+                    .filter(|b| b.windows(sym.len()).any(|w| w == sym.as_bytes()));
+                assert_eq!(found.count(), 1, "{name} ({sm})");
+            }
+        }
+        assert!(compile_cubin("compute_90").is_err());
+    }
+
+    #[test]
+    fn cubin_where_nvrtc_knows_the_gpu_else_ptx() {
+        let nvrtc_13_2 = [75, 80, 86, 87, 88, 89, 90, 100, 103, 110, 120, 121];
+        let t = |cc| Target::for_device(cc, &nvrtc_13_2);
+        assert_eq!(t((9, 0)), Target::Cubin("sm_90".into()));
+        assert_eq!(t((8, 6)), Target::Cubin("sm_86".into()));
+        assert_eq!(t((12, 0)).arch(), "sm_120");
+        assert_eq!(t((13, 0)), Target::Ptx("compute_90"));
+        assert_eq!(t((8, 5)), Target::Ptx("compute_80"));
+        assert_eq!(t((7, 0)), Target::Ptx("compute_70"));
+        assert_eq!(t((9, 0)).arch(), "sm_90");
+        assert_eq!(t((13, 0)).arch(), "compute_90");
+    }
+
+    #[test]
+    fn compile_errors_name_the_file_and_carry_the_log() {
+        if !nvrtc_here() {
+            return;
+        }
+        let e = compile_one(
+            "broken.cu",
+            "extern \"C\" __global__ void k() { x; }",
+            "compute_90",
+        )
+        .unwrap_err();
+        assert!(e.starts_with("broken.cu (compute_90): "), "{e}");
+        assert!(e.contains("identifier \"x\" is undefined"), "{e}");
+    }
+
+    #[test]
+    fn every_wrapper_kernel_is_listed() {
+        let groups = [
+            XENT_FWD,
+            XENT_BWD,
+            DROPOUT_FWD,
+            DROPOUT_BWD,
+            POOL_FWD,
+            POOL_BWD,
+        ];
+        let mut named: Vec<&str> = groups.iter().flatten().copied().collect();
+        named.extend([
+            CAST_F32_TO_F16,
+            CAST_F32_TO_BF16,
+            CAST_F16_TO_F32,
+            CAST_BF16_TO_F32,
+            SGD_UPDATE,
+            MEAN,
+        ]);
+        named.sort_unstable();
+        let mut listed = KERNEL_NAMES.to_vec();
+        listed.sort_unstable();
+        assert_eq!(named, listed);
+        for st in [Storage::F32, Storage::F16, Storage::Bf16] {
+            let suffix = match st {
+                Storage::F32 => "_f32",
+                Storage::F16 => "_f16",
+                Storage::Bf16 => "_bf16",
+            };
+            assert!(groups.iter().all(|g| pick(st, *g).ends_with(suffix)));
+        }
+    }
+
+    #[test]
+    fn arch_table() {
+        assert_eq!(arch_for((12, 0)), "compute_90");
+        assert_eq!(arch_for((10, 0)), "compute_90");
+        assert_eq!(arch_for((9, 0)), "compute_90");
+        assert_eq!(arch_for((8, 9)), "compute_89");
+        assert_eq!(arch_for((8, 7)), "compute_87");
+        assert_eq!(arch_for((8, 6)), "compute_86");
+        assert_eq!(arch_for((8, 0)), "compute_80");
+        assert_eq!(arch_for((8, 8)), "compute_80");
+        assert_eq!(arch_for((7, 5)), "compute_75");
+        assert_eq!(arch_for((7, 2)), "compute_72");
+        assert_eq!(arch_for((7, 0)), "compute_70");
+    }
+
+    #[test]
+    fn launch_sizes_are_checked() {
+        assert_eq!(blocks_for(1), 1);
+        assert_eq!(blocks_for(256), 1);
+        assert_eq!(blocks_for(257), 2);
+        assert_eq!(blocks_for(u64::MAX), MAX_BLOCKS as u32);
+        let shape = PoolShape {
+            mb: 2,
+            c: 3,
+            ih: 13,
+            iw: 13,
+            oh: 6,
+            ow: 6,
+            kh: 3,
+            kw: 3,
+            sh: 2,
+            sw: 2,
+            ph: 0,
+            pw: 0,
+            count_pad: true,
+        };
+        let (ints, n_out, n_in) = pool_ints("pool_fwd_f32", &shape, true, false).unwrap();
+        assert_eq!(ints, [2, 3, 13, 13, 6, 6, 3, 3, 2, 2, 0, 0, 1, 1, 0]);
+        assert_eq!((n_out, n_in), (2 * 3 * 36, 2 * 3 * 169));
+        let huge = PoolShape {
+            ih: 1 << 31,
+            ..shape
+        };
+        let e = pool_ints("pool_fwd_f32", &huge, true, false).unwrap_err();
+        assert_eq!(e.call, "pool_fwd_f32");
+        let zero_stride = PoolShape { sh: 0, ..shape };
+        assert!(pool_ints("pool_fwd_f32", &zero_stride, false, true).is_err());
+        assert!(to_i32("k", "c", 1 << 31).is_err());
+    }
+}

@@ -1,0 +1,46 @@
+//! The CPU side.
+
+use crate::backend::cpu::{CpuLayer, Ctx, ReluFusion};
+use cnnbench_kernels::eltwise;
+
+#[derive(Default)]
+pub struct AddLayer {
+    /// Applies the ReLU after it in the same pass (forward only: the
+    /// ReLU's backward still runs, on this fused output).
+    relu: bool,
+}
+
+impl CpuLayer for AddLayer {
+    fn forward(&mut self, ctx: &mut Ctx, inputs: &[&[f32]], out: &mut [f32]) {
+        if self.relu {
+            eltwise::sum_relu(ctx.isa, inputs, out);
+        } else {
+            eltwise::sum(ctx.isa, inputs, out);
+        }
+    }
+
+    /// Never called: the executor aliases both input gradients to the
+    /// output gradient.
+    fn backward(
+        &mut self,
+        _: &mut Ctx,
+        _: &[&[f32]],
+        _: &[f32],
+        _: &[&[f32]],
+        _: &mut [Option<&mut [f32]>],
+    ) {
+    }
+
+    fn fuse_relu(&mut self, _backward: bool) -> ReluFusion {
+        self.relu = true;
+        ReluFusion::Forward
+    }
+
+    fn kernels(&self) -> String {
+        if self.relu {
+            "relu fused (forward)".into()
+        } else {
+            String::new()
+        }
+    }
+}

@@ -1,0 +1,112 @@
+//! The CPU side.
+
+use crate::backend::cpu::{CpuLayer, Ctx, Param, ReluFusion};
+use cnnbench_kernels::norm::batchnorm::{self as kernel, reference, BatchStats};
+
+pub struct BatchNormLayer {
+    c: usize,
+    eps: f32,
+    momentum: f32,
+    gamma: Param,
+    beta: Param,
+    pub running_mean: Vec<f32>,
+    pub running_var: Vec<f32>,
+    stats: BatchStats,
+    /// The ReLU after it runs inside its passes (see [`ReluFusion`]).
+    relu: ReluFusion,
+}
+
+impl BatchNormLayer {
+    /// γ = 1, β = 0, running mean 0 and variance 1 (PyTorch's start).
+    pub fn new(c: usize, eps: f32, momentum: f32) -> BatchNormLayer {
+        BatchNormLayer {
+            c,
+            eps,
+            momentum,
+            gamma: Param::new(vec![1.0; c]),
+            beta: Param::new(vec![0.0; c]),
+            running_mean: vec![0.0; c],
+            running_var: vec![1.0; c],
+            stats: BatchStats::new(c),
+            relu: ReluFusion::None,
+        }
+    }
+}
+
+impl CpuLayer for BatchNormLayer {
+    fn forward(&mut self, ctx: &mut Ctx, inputs: &[&[f32]], out: &mut [f32]) {
+        let x = inputs[0];
+        let (g, b) = (&self.gamma.value, &self.beta.value);
+        let st = &mut self.stats;
+        if ctx.reference {
+            assert_eq!(self.relu, ReluFusion::None, "reference layers run unfused");
+            let (m, v, is) = (&mut st.mean, &mut st.var, &mut st.invstd);
+            reference::fwd_train(self.c, x, g, b, self.eps, out, m, v, is);
+        } else {
+            let relu = self.relu != ReluFusion::None;
+            kernel::fwd_train(ctx.isa, self.c, x, g, b, self.eps, relu, out, st);
+        }
+        let rows = (x.len() / self.c) as f32;
+        let unbias = rows / (rows - 1.0).max(1.0);
+        for i in 0..self.c {
+            let mo = self.momentum;
+            self.running_mean[i] = (1.0 - mo) * self.running_mean[i] + mo * st.mean[i];
+            self.running_var[i] = (1.0 - mo) * self.running_var[i] + mo * st.var[i] * unbias;
+        }
+    }
+
+    fn backward(
+        &mut self,
+        ctx: &mut Ctx,
+        inputs: &[&[f32]],
+        _out: &[f32],
+        dys: &[&[f32]],
+        dxs: &mut [Option<&mut [f32]>],
+    ) {
+        let (x, dy) = (inputs[0], dys[0]);
+        let mut scratch;
+        let dx = match dxs[0].as_deref_mut() {
+            Some(dx) => dx,
+            None => {
+                scratch = vec![0.0; x.len()];
+                &mut scratch[..]
+            }
+        };
+        let (dg, db) = (&mut self.gamma.grad, &mut self.beta.grad);
+        let (g, st) = (&self.gamma.value, &self.stats);
+        if ctx.reference {
+            reference::bwd(self.c, x, dy, g, &st.mean, &st.invstd, dx, dg, db);
+        } else {
+            let relu = self.relu == ReluFusion::ForwardBackward;
+            kernel::bwd(ctx.isa, self.c, x, dy, g, st, relu, dx, dg, db);
+        }
+    }
+
+    /// Forward always; backward too where the executor lets it (the ReLU's
+    /// output has one consumer, so its output gradient is one tensor).
+    fn fuse_relu(&mut self, backward: bool) -> ReluFusion {
+        self.relu = if backward {
+            ReluFusion::ForwardBackward
+        } else {
+            ReluFusion::Forward
+        };
+        self.relu
+    }
+
+    fn params(&mut self) -> Vec<&mut Param> {
+        vec![&mut self.gamma, &mut self.beta]
+    }
+
+    fn scratch_bytes(&self) -> usize {
+        // The saved statistics (mean, var, invstd, scale, shift).
+        5 * self.c * 4
+    }
+
+    fn kernels(&self) -> String {
+        match self.relu {
+            ReluFusion::None => String::new(),
+            ReluFusion::Forward => "relu fused (forward)".into(),
+            ReluFusion::ForwardBackward => "relu fused (forward, backward)".into(),
+        }
+    }
+}

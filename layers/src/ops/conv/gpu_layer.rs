@@ -1,0 +1,188 @@
+//! A network's convolution layer on cuDNN: per direction, the fastest
+//! algorithm that cuDNN's exhaustive search (FindEx) finds on the layer's
+//! own tensors within the workspace limit, as PyTorch's
+//! `cudnn.benchmark=True` does. The search runs once, before any timed
+//! step; each direction keeps its own descriptors with its chosen math
+//! type, so nothing is set or rebuilt while timing.
+
+use super::cuda::first_usable;
+use super::cudnn_algos;
+use super::cudnn_conv::{ConvDescs, ConvPtrs};
+use crate::backend::cuda::layer::{void, DevPtr, GpuCtx, GpuLayer, GpuParam, PlanTensors};
+use crate::backend::cuda::{cudnn, GpuError, GpuResult};
+use crate::core::{DType, Layout};
+use cnnbench_kernels::conv::{ConvShape, Direction};
+
+#[derive(Clone, Copy, Debug)]
+struct Choice {
+    algo: u32,
+    math: u32,
+}
+
+pub struct ConvGpuLayer {
+    /// One set per direction (Fwd, BwdData, BwdFilter).
+    descs: [ConvDescs; 3],
+    choice: [Option<Choice>; 3],
+    weight: GpuParam,
+    bias: Option<GpuParam>,
+    input_grad: bool,
+}
+
+fn index(dir: Direction) -> usize {
+    match dir {
+        Direction::Fwd => 0,
+        Direction::BwdData => 1,
+        Direction::BwdFilter => 2,
+    }
+}
+
+impl ConvGpuLayer {
+    pub fn new(
+        shape: ConvShape,
+        dtype: DType,
+        layout: Layout,
+        weight: GpuParam,
+        bias: Option<GpuParam>,
+        input_grad: bool,
+    ) -> GpuResult<ConvGpuLayer> {
+        let d = || ConvDescs::new(shape, dtype, layout);
+        Ok(ConvGpuLayer {
+            descs: [d()?, d()?, d()?],
+            choice: [None; 3],
+            weight,
+            bias,
+            input_grad,
+        })
+    }
+
+    fn dirs(&self) -> Vec<Direction> {
+        let mut d = vec![Direction::Fwd, Direction::BwdFilter];
+        if self.input_grad {
+            d.insert(1, Direction::BwdData);
+        }
+        d
+    }
+
+    fn ptrs(&self, x: DevPtr, y: DevPtr, dy: DevPtr, dx: Option<DevPtr>) -> ConvPtrs {
+        ConvPtrs {
+            src: void(x),
+            wei: void(self.weight.compute()),
+            bias: self
+                .bias
+                .as_ref()
+                .map_or(std::ptr::null_mut(), |b| void(b.compute())),
+            dst: void(y),
+            diff_dst: void(dy),
+            diff_src: dx.map_or(std::ptr::null_mut(), void),
+            diff_wei: void(self.weight.compute_grad()),
+            diff_bias: self
+                .bias
+                .as_ref()
+                .map_or(std::ptr::null_mut(), |b| void(b.compute_grad())),
+        }
+    }
+
+    unsafe fn run(&self, cx: &GpuCtx, dir: Direction, t: &ConvPtrs) -> GpuResult<()> {
+        let c = self.choice[index(dir)].ok_or_else(|| GpuError {
+            call: "cnnbench conv layer",
+            status: "run before its algorithms were chosen".into(),
+            oom: false,
+        })?;
+        self.descs[index(dir)].run(
+            &cx.gpu.cudnn,
+            dir,
+            c.algo,
+            self.bias.is_some() && dir != Direction::BwdData,
+            t,
+            cx.workspace,
+        )
+    }
+}
+
+impl GpuLayer for ConvGpuLayer {
+    fn plan(&mut self, cx: &GpuCtx, t: &PlanTensors) -> GpuResult<usize> {
+        let h = &cx.gpu.cudnn;
+        let ptrs = self.ptrs(t.x[0], t.y, t.dy.unwrap_or(0), t.dx[0]);
+        let mut need = 0;
+        for dir in self.dirs() {
+            let d = &self.descs[index(dir)];
+            let found = d.find(h, dir, &ptrs, t.search)?;
+            let best = first_usable(&found, d.dtype, t.limit).ok_or_else(|| GpuError {
+                call: "cudnnFind*AlgorithmEx",
+                status: format!(
+                    "no {} algorithm for {} ran within the workspace limit",
+                    dir.name(),
+                    d.dtype
+                ),
+                oom: false,
+            })?;
+            d.conv.set_math(best.math)?;
+            let ws = d.workspace_size(h, dir, best.id)?.max(best.workspace_bytes);
+            need = need.max(ws);
+            self.choice[index(dir)] = Some(Choice {
+                algo: best.id,
+                math: best.math,
+            });
+        }
+        Ok(need)
+    }
+
+    fn forward(&mut self, cx: &GpuCtx, x: &[DevPtr], y: DevPtr) -> GpuResult<()> {
+        let t = self.ptrs(x[0], y, 0, None);
+        // SAFETY: the executor sized x and y for this shape; the shared
+        // workspace holds what the chosen algorithm needs (`plan`).
+        unsafe { self.run(cx, Direction::Fwd, &t) }
+    }
+
+    fn backward(
+        &mut self,
+        cx: &GpuCtx,
+        x: &[DevPtr],
+        y: DevPtr,
+        dy: DevPtr,
+        dx: &[Option<DevPtr>],
+    ) -> GpuResult<()> {
+        let t = self.ptrs(x[0], y, dy, dx[0]);
+        // SAFETY: as in `forward`; dx is sized like x.
+        unsafe {
+            if dx[0].is_some() {
+                self.run(cx, Direction::BwdData, &t)?;
+            }
+            self.run(cx, Direction::BwdFilter, &t)?;
+        }
+        self.weight.finish_grad(cx.gpu, cx.kernels)?;
+        if let Some(b) = &self.bias {
+            b.finish_grad(cx.gpu, cx.kernels)?;
+        }
+        Ok(())
+    }
+
+    fn params(&mut self) -> Vec<&mut GpuParam> {
+        let mut p = vec![&mut self.weight];
+        p.extend(self.bias.as_mut());
+        p
+    }
+
+    fn params_ref(&self) -> Vec<&GpuParam> {
+        let mut p = vec![&self.weight];
+        p.extend(self.bias.as_ref());
+        p
+    }
+
+    fn kernels(&self) -> String {
+        self.dirs()
+            .iter()
+            .filter_map(|&dir| {
+                self.choice[index(dir)].map(|c| {
+                    format!(
+                        "{}:{}({})",
+                        dir.name(),
+                        cudnn_algos::name(dir, c.algo),
+                        cudnn::math::name(c.math)
+                    )
+                })
+            })
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}

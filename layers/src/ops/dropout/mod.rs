@@ -1,0 +1,7 @@
+//! Dropout in training mode: a fresh mask every step, kept elements scaled
+//! by `1/(1-p)`.
+
+pub mod cpu;
+pub mod cuda;
+
+pub use cpu::DropoutLayer;

@@ -1,0 +1,42 @@
+//! The CPU side.
+
+use crate::backend::cpu::{CpuLayer, Ctx};
+use cnnbench_kernels::loss;
+
+pub struct SoftmaxXentLayer {
+    classes: usize,
+    pub labels: Vec<u32>,
+    probs: Vec<f32>,
+}
+
+impl SoftmaxXentLayer {
+    pub fn new(classes: usize, labels: Vec<u32>) -> SoftmaxXentLayer {
+        let n = labels.len();
+        SoftmaxXentLayer {
+            classes,
+            labels,
+            probs: vec![0.0; n * classes],
+        }
+    }
+}
+
+impl CpuLayer for SoftmaxXentLayer {
+    fn forward(&mut self, _: &mut Ctx, inputs: &[&[f32]], out: &mut [f32]) {
+        let l = loss::softmax_xent_fwd(self.classes, inputs[0], &self.labels, &mut self.probs);
+        out.fill(l);
+    }
+
+    /// The loss is the network's output: its gradient is 1, whatever `dys`.
+    fn backward(
+        &mut self,
+        _: &mut Ctx,
+        _: &[&[f32]],
+        _: &[f32],
+        _: &[&[f32]],
+        dxs: &mut [Option<&mut [f32]>],
+    ) {
+        if let Some(dx) = dxs[0].as_deref_mut() {
+            loss::softmax_xent_bwd(self.classes, &self.probs, &self.labels, dx);
+        }
+    }
+}

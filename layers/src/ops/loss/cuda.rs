@@ -1,0 +1,81 @@
+//! Softmax cross-entropy on cnnbench's NVRTC kernels: logits in the run's
+//! dtype, probabilities and the loss in fp32 (the loss node's buffer is
+//! fp32 whatever the dtype).
+
+use crate::backend::cuda::layer::{DevPtr, GpuCtx, GpuLayer};
+use crate::backend::cuda::{DeviceBuffer, Gpu, GpuResult};
+use crate::core::DType;
+
+pub struct SoftmaxXentGpuLayer {
+    batch: usize,
+    classes: usize,
+    dtype: DType,
+    labels: DeviceBuffer,
+    probs: DeviceBuffer,
+    row_loss: DeviceBuffer,
+}
+
+impl SoftmaxXentGpuLayer {
+    pub fn new(gpu: &Gpu, classes: usize, labels: &[u32], dtype: DType) -> GpuResult<Self> {
+        let s = &gpu.stream;
+        let bytes: Vec<u8> = labels.iter().flat_map(|l| l.to_le_bytes()).collect();
+        Ok(SoftmaxXentGpuLayer {
+            batch: labels.len(),
+            classes,
+            dtype,
+            labels: DeviceBuffer::from_bytes(s, &bytes)?,
+            probs: DeviceBuffer::alloc(s, labels.len() * classes * 4)?,
+            row_loss: DeviceBuffer::alloc(s, labels.len() * 4)?,
+        })
+    }
+}
+
+impl GpuLayer for SoftmaxXentGpuLayer {
+    fn forward(&mut self, cx: &GpuCtx, x: &[DevPtr], y: DevPtr) -> GpuResult<()> {
+        // SAFETY: x holds batch×classes logits; y at least one f32.
+        unsafe {
+            cx.kernels.softmax_xent_fwd(
+                &cx.gpu.stream,
+                self.dtype.storage(),
+                x[0],
+                self.labels.ptr(),
+                self.probs.ptr(),
+                self.row_loss.ptr(),
+                y,
+                self.batch,
+                self.classes,
+            )
+        }
+    }
+
+    fn backward(
+        &mut self,
+        cx: &GpuCtx,
+        _x: &[DevPtr],
+        _y: DevPtr,
+        _dy: DevPtr,
+        dx: &[Option<DevPtr>],
+    ) -> GpuResult<()> {
+        let Some(dx) = dx[0] else { return Ok(()) };
+        // SAFETY: dx holds batch×classes elements of the dtype.
+        unsafe {
+            cx.kernels.softmax_xent_bwd(
+                &cx.gpu.stream,
+                self.dtype.storage(),
+                self.probs.ptr(),
+                self.labels.ptr(),
+                dx,
+                self.batch,
+                self.classes,
+            )
+        }
+    }
+
+    fn scratch_bytes(&self) -> usize {
+        self.probs.bytes() + self.row_loss.bytes() + self.labels.bytes()
+    }
+
+    fn kernels(&self) -> String {
+        "nvrtc softmax_xent".into()
+    }
+}

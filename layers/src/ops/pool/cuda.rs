@@ -1,0 +1,144 @@
+//! Max and average pooling on the GPU: cuDNN where its output size (always
+//! rounded down) is the layer's, cnnbench's NVRTC kernel (same window rule
+//! as the CPU's) for ceil-mode layers whose output is one larger.
+
+use crate::backend::cuda::cudnn::TensorDesc;
+use crate::backend::cuda::cudnn_ops::{cudnn_pool_size, PoolMode, PoolingDesc, SCALARS};
+use crate::backend::cuda::layer::{void, DevPtr, GpuCtx, GpuLayer};
+use crate::backend::cuda::{check_cudnn, GpuResult};
+use crate::core::{DType, Layout};
+use cnnbench_kernels::pool::PoolShape;
+use cudarc::cudnn::sys;
+
+struct Cudnn {
+    desc: PoolingDesc,
+    x: TensorDesc,
+    y: TensorDesc,
+}
+
+pub struct PoolGpuLayer {
+    shape: PoolShape,
+    max: bool,
+    dtype: DType,
+    layout: Layout,
+    /// `None`: the NVRTC kernel runs.
+    cudnn: Option<Cudnn>,
+}
+
+/// Whether cuDNN computes this pooling (its output size matches).
+pub fn cudnn_fits(p: &PoolShape) -> bool {
+    cudnn_pool_size(p.ih, p.kh, p.sh, p.ph) == p.oh
+        && cudnn_pool_size(p.iw, p.kw, p.sw, p.pw) == p.ow
+}
+
+impl PoolGpuLayer {
+    pub fn new(shape: PoolShape, max: bool, dtype: DType, layout: Layout) -> GpuResult<Self> {
+        let p = shape;
+        let cudnn = if cudnn_fits(&p) {
+            Some(Cudnn {
+                desc: PoolingDesc::new(
+                    PoolMode::new(max, p.count_pad),
+                    [p.kh, p.kw],
+                    [p.sh, p.sw],
+                    [p.ph, p.pw],
+                )?,
+                x: TensorDesc::new(layout, dtype, p.mb, p.c, p.ih, p.iw)?,
+                y: TensorDesc::new(layout, dtype, p.mb, p.c, p.oh, p.ow)?,
+            })
+        } else {
+            None
+        };
+        Ok(PoolGpuLayer {
+            shape,
+            max,
+            dtype,
+            layout,
+            cudnn,
+        })
+    }
+}
+
+impl GpuLayer for PoolGpuLayer {
+    fn forward(&mut self, cx: &GpuCtx, x: &[DevPtr], y: DevPtr) -> GpuResult<()> {
+        let nchw = self.layout == Layout::Nchw;
+        match &self.cudnn {
+            // SAFETY: x and y hold the described tensors.
+            Some(c) => check_cudnn("cudnnPoolingForward", unsafe {
+                sys::cudnnPoolingForward(
+                    cx.cudnn(),
+                    c.desc.0,
+                    SCALARS.one(),
+                    c.x.0,
+                    void(x[0]),
+                    SCALARS.zero(),
+                    c.y.0,
+                    void(y),
+                )
+            }),
+            // SAFETY: x and y hold the shape's tensors in the run's dtype.
+            None => unsafe {
+                cx.kernels.pool_fwd(
+                    &cx.gpu.stream,
+                    self.dtype.storage(),
+                    &self.shape,
+                    self.max,
+                    nchw,
+                    x[0],
+                    y,
+                )
+            },
+        }
+    }
+
+    fn backward(
+        &mut self,
+        cx: &GpuCtx,
+        x: &[DevPtr],
+        y: DevPtr,
+        dy: DevPtr,
+        dx: &[Option<DevPtr>],
+    ) -> GpuResult<()> {
+        let Some(dx) = dx[0] else { return Ok(()) };
+        let nchw = self.layout == Layout::Nchw;
+        match &self.cudnn {
+            // SAFETY: every tensor is the described one.
+            Some(c) => check_cudnn("cudnnPoolingBackward", unsafe {
+                sys::cudnnPoolingBackward(
+                    cx.cudnn(),
+                    c.desc.0,
+                    SCALARS.one(),
+                    c.y.0,
+                    void(y),
+                    c.y.0,
+                    void(dy),
+                    c.x.0,
+                    void(x[0]),
+                    SCALARS.zero(),
+                    c.x.0,
+                    void(dx),
+                )
+            }),
+            // SAFETY: as in `forward`.
+            None => unsafe {
+                cx.kernels.pool_bwd(
+                    &cx.gpu.stream,
+                    self.dtype.storage(),
+                    &self.shape,
+                    self.max,
+                    nchw,
+                    x[0],
+                    dy,
+                    dx,
+                )
+            },
+        }
+    }
+
+    fn kernels(&self) -> String {
+        let what = if self.max { "max" } else { "avg" };
+        match self.cudnn {
+            Some(_) => format!("cudnn pooling {what}"),
+            None => format!("nvrtc pool_{what} (ceil mode)"),
+        }
+    }
+}

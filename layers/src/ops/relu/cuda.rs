@@ -1,0 +1,71 @@
+//! ReLU on cuDNN's activation forward and backward.
+
+use crate::backend::cuda::cudnn::TensorDesc;
+use crate::backend::cuda::cudnn_ops::{ActivationDesc, SCALARS};
+use crate::backend::cuda::layer::{void, DevPtr, GpuCtx, GpuLayer};
+use crate::backend::cuda::{check_cudnn, GpuResult};
+use cudarc::cudnn::sys;
+
+pub struct ReluGpuLayer {
+    t: TensorDesc,
+    act: ActivationDesc,
+}
+
+impl ReluGpuLayer {
+    pub fn new(t: TensorDesc) -> GpuResult<ReluGpuLayer> {
+        Ok(ReluGpuLayer {
+            t,
+            act: ActivationDesc::relu()?,
+        })
+    }
+}
+
+impl GpuLayer for ReluGpuLayer {
+    fn forward(&mut self, cx: &GpuCtx, x: &[DevPtr], y: DevPtr) -> GpuResult<()> {
+        // SAFETY: x and y hold the described tensor.
+        check_cudnn("cudnnActivationForward", unsafe {
+            sys::cudnnActivationForward(
+                cx.cudnn(),
+                self.act.0,
+                SCALARS.one(),
+                self.t.0,
+                void(x[0]),
+                SCALARS.zero(),
+                self.t.0,
+                void(y),
+            )
+        })
+    }
+
+    fn backward(
+        &mut self,
+        cx: &GpuCtx,
+        x: &[DevPtr],
+        y: DevPtr,
+        dy: DevPtr,
+        dx: &[Option<DevPtr>],
+    ) -> GpuResult<()> {
+        let Some(dx) = dx[0] else { return Ok(()) };
+        // SAFETY: every tensor is the described one.
+        check_cudnn("cudnnActivationBackward", unsafe {
+            sys::cudnnActivationBackward(
+                cx.cudnn(),
+                self.act.0,
+                SCALARS.one(),
+                self.t.0,
+                void(y),
+                self.t.0,
+                void(dy),
+                self.t.0,
+                void(x[0]),
+                SCALARS.zero(),
+                self.t.0,
+                void(dx),
+            )
+        })
+    }
+
+    fn kernels(&self) -> String {
+        "cudnn activation relu".into()
+    }
+}
