@@ -140,7 +140,10 @@ pub fn run(args: CheckArgs) -> Result<ExitCode> {
                 "cnnbench: checking {} at batch {} on the CPU ({threads} threads; the reference is slow)",
                 g.name, args.batch
             );
-            all.extend(compare_cpu(g, args.batch, args.seed));
+            all.extend(
+                compare_cpu(g, args.batch, args.seed)
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", g.name))?,
+            );
         }
     }
     let failed = all.iter().filter(|c| !c.passed).count();
@@ -187,11 +190,12 @@ fn compare_gpu(
             // Each GPU layer is compared with its own CPU layer's output.
             fuse_relu: false,
         },
-    );
+    )?;
     let mut dev = GpuNet::new(gpu, kernels, g, batch, opts)?;
     let mut out = Vec::new();
-    let lc = cpu.forward();
-    cpu.backward();
+    cpu.forward()?;
+    let lc = cpu.loss()?;
+    cpu.backward()?;
     dev.forward()?;
     let lg = dev.loss()?;
     out.push(compared(
@@ -210,9 +214,9 @@ fn compare_gpu(
         }
         dev.forward_one(i)?;
         let err = if i == n - 1 {
-            rel_l2_error(&[dev.loss()?], &[cpu.loss()])
+            rel_l2_error(&[dev.loss()?], &[lc])
         } else {
-            rel_l2_error(&dev.output(i)?, cpu.output(i))
+            rel_l2_error(&dev.output_host(i)?, cpu.output(i))
         };
         out.push(compared(
             &g.name,
@@ -272,26 +276,27 @@ pub fn loss_scale(d: DType, parts: &[&[f32]]) -> f32 {
 
 /// One training step of the fast network and of the reference network,
 /// compared tensor by tensor.
-fn compare_cpu(g: &Graph, batch: usize, seed: u64) -> Vec<Compared> {
+fn compare_cpu(g: &Graph, batch: usize, seed: u64) -> GpuResult<Vec<Compared>> {
     let opts = |reference| CpuOptions {
         isa: Isa::detect(),
         reference,
         seed,
         fuse_relu: !reference,
     };
-    let mut fast = CpuNet::new(g, batch, opts(false));
-    let mut slow = CpuNet::new(g, batch, opts(true));
+    let mut fast = CpuNet::new(g, batch, opts(false))?;
+    let mut slow = CpuNet::new(g, batch, opts(true))?;
     let mut out = Vec::new();
     let mut push = |tensor: String, rel_err: f64| {
         out.push(compared(&g.name, tensor, rel_err, NETWORK_TOLERANCE))
     };
     // End to end: the loss of each network run on its own.
-    let lf = fast.forward();
-    let ls = slow.forward();
+    fast.forward()?;
+    slow.forward()?;
+    let (lf, ls) = (fast.loss()?, slow.loss()?);
     push("loss (end to end)".into(), rel_l2_error(&[lf], &[ls]));
     // Layer by layer: each reference layer reads the fast network's inputs
     // and output gradients (see `CpuNet::forward_from`).
-    let errs = slow.forward_from(&fast);
+    let errs = slow.forward_from(&fast)?;
     for (i, e) in errs.iter().enumerate().skip(1) {
         // A fused layer's own output is not formed: its ReLU's row checks
         // the fused output, named for both.
@@ -302,14 +307,14 @@ fn compare_cpu(g: &Graph, batch: usize, seed: u64) -> Vec<Compared> {
         };
         push(format!("{name}.output"), e);
     }
-    fast.backward();
-    slow.backward_from(&fast);
+    fast.backward()?;
+    slow.backward_from(&fast)?;
     let want: Vec<Vec<f32>> = slow.params_mut().iter().map(|p| p.grad.clone()).collect();
     let rms = rms_of(want.iter().map(|g| &g[..]));
     for ((name, p), w) in fast.named_params().into_iter().zip(&want) {
         push(format!("{name}.grad"), grad_error(&p.grad, w, rms));
     }
-    out
+    Ok(out)
 }
 
 /// The root mean square of every element of every gradient.

@@ -14,7 +14,9 @@ use crate::results::{writers, Environment, LayerTime, MemoryBytes, ModelRecord};
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use cnnbench_kernels::Isa;
+use cnnbench_layers::core::backend::Backend;
 use cnnbench_layers::net::cpu::{estimate, CpuNet, CpuOptions};
+use cnnbench_layers::net::Executor;
 use cnnbench_layers::net::{Graph, Op};
 use cnnbench_layers::{cuda::Gpu, zoo, DType, Layout};
 use serde::Serialize;
@@ -290,8 +292,8 @@ fn run_cpu(
         seed: args.timing.seed,
         fuse_relu: !args.no_fuse,
     };
-    let mut steps = CpuSteps {
-        net: CpuNet::new(g, args.batch, opts),
+    let mut steps = NetSteps {
+        net: CpuNet::new(g, args.batch, opts).map_err(|e| anyhow::anyhow!("{}: {e}", g.name))?,
         update: args.update.is_some(),
     };
     // The first step always runs untimed: it times the convolution
@@ -309,9 +311,10 @@ fn run_cpu(
     };
     let mut base = base_record(g, args.batch, "ok", CPU);
     base.fused = (net.fused_relus() > 0).then(|| "relu".into());
-    Ok(Some(timed.record(g, args, base, net.loss(), mem, |i| {
-        net.kernels(i)
-    })))
+    let loss = net.loss().map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(Some(
+        timed.record(g, args, base, loss, mem, |i| net.kernels(i)),
+    ))
 }
 
 /// What the timing loop needs from a backend.
@@ -322,29 +325,25 @@ pub(crate) trait Steps {
     fn layer_ms(&self, i: usize) -> (f64, f64);
 }
 
-struct CpuSteps {
-    net: CpuNet,
-    update: bool,
+/// A network on any backend, stepped by the one executor: phases and
+/// layers timed on the backend's clock (host clock on the CPU, CUDA events
+/// on a GPU).
+pub(crate) struct NetSteps<B: Backend> {
+    pub net: Executor<B>,
+    pub update: bool,
 }
 
-impl Steps for CpuSteps {
+impl<B: Backend> Steps for NetSteps<B> {
     fn step(&mut self) -> Result<[f64; 3]> {
-        let net = &mut self.net;
-        net.next_step();
-        let t0 = Instant::now();
-        net.forward();
-        let t1 = Instant::now();
-        net.backward();
-        let t2 = Instant::now();
-        if self.update {
-            net.sgd_update(0.01, 0.9);
-        }
-        let t3 = Instant::now();
-        Ok([t1 - t0, t2 - t1, t3 - t2].map(|d| d.as_secs_f64() * 1e3))
+        let t = self
+            .net
+            .step(self.update.then_some((0.01, 0.9)))
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        Ok([t.forward, t.backward, t.update])
     }
 
     fn layer_ms(&self, i: usize) -> (f64, f64) {
-        (self.net.fwd_secs[i] * 1e3, self.net.bwd_secs[i] * 1e3)
+        (self.net.fwd_ms[i], self.net.bwd_ms[i])
     }
 }
 

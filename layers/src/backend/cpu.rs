@@ -1,9 +1,13 @@
-//! The interface between the CPU executor ([`super::cpu::CpuNet`]) and each
-//! op's CPU side.
+//! The CPU backend: tensors are NHWC `f32` vectors in host memory, every
+//! call is synchronous, and the host clock times it.
 
+use crate::core::backend::{Backend, BatchDims, Elem};
+use crate::core::error::{Error, Result};
 use cnnbench_kernels::conv::{ConvShape, Direction};
+use cnnbench_kernels::eltwise;
 use cnnbench_kernels::Isa;
 use std::collections::HashMap;
+use std::time::Instant;
 
 /// What every layer may consult while it runs.
 pub struct Ctx {
@@ -35,65 +39,108 @@ impl Param {
     }
 }
 
-/// How much of the ReLU that follows a layer the layer runs itself, in
-/// its own passes over memory (see [`CpuLayer::fuse_relu`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ReluFusion {
-    None,
-    /// The layer writes `max(y, 0)`; the ReLU's backward still runs.
-    Forward,
-    /// Also the ReLU's backward: the layer's backward receives the ReLU's
-    /// output gradient and masks it itself.
-    ForwardBackward,
+/// The CPU backend: the ISA its kernels run at.
+#[derive(Clone, Copy, Debug)]
+pub struct Cpu {
+    pub isa: Isa,
 }
 
-/// One layer's CPU side. Tensors are NHWC `f32` slices of the whole batch.
-pub trait CpuLayer: Send {
-    /// `out = f(inputs)`.
-    fn forward(&mut self, ctx: &mut Ctx, inputs: &[&[f32]], out: &mut [f32]);
+/// `len` zeroed floats, or an error where the allocator refuses them.
+pub fn zeroed(len: usize) -> Result<Vec<f32>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(len)
+        .map_err(|_| Error::host_oom(len.saturating_mul(4)))?;
+    v.resize(len, 0.0);
+    Ok(v)
+}
 
-    /// Gradients of the inputs for which `dxs[k]` is `Some`, and of the
-    /// parameters, from the output gradient. `dys` holds one gradient per
-    /// consumer of the output; unless [`CpuLayer::sums_gradients`] is true
-    /// the executor sums them first and passes exactly one.
-    fn backward(
-        &mut self,
-        ctx: &mut Ctx,
-        inputs: &[&[f32]],
-        out: &[f32],
-        dys: &[&[f32]],
-        dxs: &mut [Option<&mut [f32]>],
-    );
+impl Backend for Cpu {
+    type Buf = Vec<f32>;
+    type In<'a> = &'a [f32];
+    type Out<'a> = &'a mut [f32];
+    type Param = Param;
+    type Ctx = Ctx;
+    type Event = Option<Instant>;
+    type SumPlan = ();
 
-    /// Whether `backward` sums several output gradients itself (on the way,
-    /// for free) instead of the executor summing them beforehand.
-    fn sums_gradients(&self) -> bool {
-        false
+    fn input<'a>(buf: &'a Vec<f32>) -> &'a [f32]
+    where
+        Self: 'a,
+    {
+        buf
     }
 
-    fn params(&mut self) -> Vec<&mut Param> {
-        Vec::new()
+    fn output<'a>(buf: &'a mut Vec<f32>) -> &'a mut [f32]
+    where
+        Self: 'a,
+    {
+        buf
     }
 
-    /// Bytes of scratch memory held (convolution workspaces, masks, saved
-    /// statistics), for the memory report.
-    fn scratch_bytes(&self) -> usize {
+    fn alloc(&self, len: usize, _elem: Elem) -> Result<Vec<f32>> {
+        zeroed(len)
+    }
+
+    fn buf_bytes(buf: &Vec<f32>) -> usize {
+        buf.len() * 4
+    }
+
+    fn download(&self, buf: &Vec<f32>, _dims: BatchDims, _elem: Elem) -> Result<Vec<f32>> {
+        Ok(buf.clone())
+    }
+
+    fn upload(&self, buf: &mut Vec<f32>, host: &[f32], _: BatchDims, _: Elem) -> Result<()> {
+        buf.copy_from_slice(host);
+        Ok(())
+    }
+
+    fn plan_sum(&self, _dims: BatchDims) -> Result<()> {
+        Ok(())
+    }
+
+    fn sum(&self, cx: &mut Ctx, _: &(), parts: &[&[f32]], dst: &mut [f32]) -> Result<()> {
+        eltwise::sum(cx.isa, parts, dst);
+        Ok(())
+    }
+
+    fn sgd(&self, cx: &mut Ctx, p: &mut Param, lr: f32, momentum: f32) -> Result<()> {
+        eltwise::sgd_update(cx.isa, &mut p.value, &p.grad, &mut p.velocity, lr, momentum);
+        Ok(())
+    }
+
+    fn param_grad(&self, p: &Param) -> Result<Vec<f32>> {
+        Ok(p.grad.clone())
+    }
+
+    fn param_bytes(p: &Param) -> usize {
+        p.value.len() * 12
+    }
+
+    fn set_step_seed(cx: &mut Ctx, seed: u64) {
+        cx.step_seed = seed;
+    }
+
+    fn ctx_bytes(_cx: &Ctx) -> usize {
         0
     }
 
-    /// Takes over the ReLU that alone reads this layer's output, and says
-    /// how much of it ([`ReluFusion::None`]: nothing, the default). The
-    /// executor then writes the ReLU's output through this layer and skips
-    /// the ReLU's forward (and its backward for `ForwardBackward`, which it
-    /// allows only when `backward` is true). Never asked of reference
-    /// layers.
-    fn fuse_relu(&mut self, _backward: bool) -> ReluFusion {
-        ReluFusion::None
+    fn event(&self) -> Result<Option<Instant>> {
+        Ok(None)
     }
 
-    /// The kernels that ran, for the per-layer table (`conv` layers name
-    /// their algorithm per direction).
-    fn kernels(&self) -> String {
-        String::new()
+    fn record(&self, e: &mut Option<Instant>) -> Result<()> {
+        *e = Some(Instant::now());
+        Ok(())
+    }
+
+    fn wait(&self, _e: &Option<Instant>) -> Result<()> {
+        Ok(())
+    }
+
+    fn elapsed_ms(&self, a: &Option<Instant>, b: &Option<Instant>) -> Result<f64> {
+        Ok(match (a, b) {
+            (Some(a), Some(b)) => b.duration_since(*a).as_secs_f64() * 1e3,
+            _ => 0.0,
+        })
     }
 }

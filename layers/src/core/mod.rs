@@ -1,7 +1,10 @@
-//! What every other module builds on: element types, tensor layouts and
-//! seeded initialisation.
+//! What every other module builds on: element types, tensor layouts,
+//! seeded initialisation, the one error type, and the [`backend::Backend`]
+//! and [`backend::Layer`] traits.
 
+pub mod backend;
 pub mod dtype;
+pub mod error;
 pub mod init;
 pub mod layout;
 

@@ -1,6 +1,7 @@
 //! Networks: the layer graph ([`graph`]) and the backends that run it.
 
 pub mod cpu;
+pub mod exec;
 pub mod gpu;
 pub mod graph;
 pub mod init;
@@ -8,4 +9,5 @@ pub mod plan;
 #[cfg(test)]
 pub(crate) mod tests;
 
+pub use exec::{ExecOptions, Executor, Memory, StepMs};
 pub use graph::{Builder, ConvSpec, Dims, Graph, LrnSpec, Node, Op, PoolKind, PoolSpec, TensorId};

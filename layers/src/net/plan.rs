@@ -32,9 +32,9 @@ pub fn passes_gradient(op: &Op) -> bool {
 }
 
 impl BufferPlan {
-    /// `sums_gradients(op)`: whether the backend's layer for `op` sums
+    /// `sums_gradients(i)`: whether the backend's layer for node `i` sums
     /// several output gradients itself.
-    pub fn new(graph: &Graph, batch: usize, sums_gradients: impl Fn(&Op) -> bool) -> BufferPlan {
+    pub fn new(graph: &Graph, batch: usize, sums_gradients: impl Fn(usize) -> bool) -> BufferPlan {
         let n = graph.nodes.len();
         let len = |i: usize| batch * graph.nodes[i].out.len();
         let mut act_len = Vec::new();
@@ -67,7 +67,7 @@ impl BufferPlan {
                     }
                 }
             }
-            if parts.len() > 1 && !sums_gradients(&node.op) {
+            if parts.len() > 1 && !sums_gradients(i) {
                 grad_len.push(len(i));
                 dy_sum[i] = Some(grad_len.len() - 1);
             }

@@ -21,9 +21,9 @@ fn opts(reference: bool) -> CpuOptions {
 /// kinks that a larger step crosses; the loss is f32, so its rounding
 /// (about 1e-7) over 2h stays well under that bound.
 fn check_finite_differences(g: &Graph, batch: usize) {
-    let mut net = CpuNet::new(g, batch, opts(false));
-    net.forward();
-    net.backward();
+    let mut net = CpuNet::new(g, batch, opts(false)).unwrap();
+    fwd(&mut net);
+    net.backward().unwrap();
     let grads: Vec<(String, Vec<f32>)> = net
         .named_params()
         .into_iter()
@@ -39,7 +39,7 @@ fn check_finite_differences(g: &Graph, batch: usize) {
             let h = 1e-4f32;
             let at = |net: &mut CpuNet, v: f32| {
                 net.params_mut()[pi].value[k] = v;
-                net.forward() as f64
+                fwd(net) as f64
             };
             let w = net.params_mut()[pi].value[k];
             let up = at(&mut net, w + h);
@@ -167,13 +167,13 @@ fn a_whole_network_matches_finite_differences() {
 #[test]
 fn fast_kernels_match_the_reference_network() {
     let g = every_op_net();
-    let mut fast = CpuNet::new(&g, 4, opts(false));
-    let mut slow = CpuNet::new(&g, 4, opts(true));
-    let (lf, ls) = (fast.forward(), slow.forward());
+    let mut fast = CpuNet::new(&g, 4, opts(false)).unwrap();
+    let mut slow = CpuNet::new(&g, 4, opts(true)).unwrap();
+    let (lf, ls) = (fwd(&mut fast), fwd(&mut slow));
     assert!((lf - ls).abs() <= 1e-5 * ls.abs(), "loss {lf} vs {ls}");
     assert!(rel_l2_error(fast.logits(), slow.logits()) < 1e-5);
-    fast.backward();
-    slow.backward();
+    fast.backward().unwrap();
+    slow.backward().unwrap();
     let want: Vec<Vec<f32>> = slow.params_mut().iter().map(|p| p.grad.clone()).collect();
     for ((name, p), w) in fast.named_params().into_iter().zip(&want) {
         let e = rel_l2_error(&p.grad, w);
@@ -184,7 +184,7 @@ fn fast_kernels_match_the_reference_network() {
 #[test]
 fn parameters_allocated_equal_the_graph_count() {
     let g = every_op_net();
-    let mut net = CpuNet::new(&g, 2, opts(false));
+    let mut net = CpuNet::new(&g, 2, opts(false)).unwrap();
     let n: usize = net.params_mut().iter().map(|p| p.value.len()).sum();
     assert_eq!(n, g.params());
     assert!(net.memory().activations > 0);
@@ -193,14 +193,14 @@ fn parameters_allocated_equal_the_graph_count() {
 #[test]
 fn sgd_lowers_the_loss() {
     let g = every_op_net();
-    let mut net = CpuNet::new(&g, 8, opts(false));
-    let first = net.forward();
+    let mut net = CpuNet::new(&g, 8, opts(false)).unwrap();
+    let first = fwd(&mut net);
     for _ in 0..30 {
-        net.forward();
-        net.backward();
-        net.sgd_update(0.05, 0.9);
+        fwd(&mut net);
+        net.backward().unwrap();
+        net.sgd_update(0.05, 0.9).unwrap();
     }
-    let last = net.forward();
+    let last = fwd(&mut net);
     assert!(last < first, "loss {first} -> {last}");
 }
 
@@ -228,7 +228,7 @@ fn an_add_read_twice_matches_finite_differences() {
 #[test]
 fn every_backend_starts_from_the_cpu_layers_parameters() {
     let g = every_op_net();
-    let mut net = CpuNet::new(&g, 2, opts(false));
+    let mut net = CpuNet::new(&g, 2, opts(false)).unwrap();
     let from_init: Vec<Vec<f32>> = (0..g.nodes.len())
         .flat_map(|i| super::init::layer_params(&g, i, opts(false).seed))
         .collect();
@@ -244,7 +244,7 @@ fn every_backend_starts_from_the_cpu_layers_parameters() {
 fn the_buffer_plan_sums_only_where_layers_do_not() {
     use super::plan::BufferPlan;
     let g = preact_net();
-    let cpu = BufferPlan::new(&g, 2, |op| *op == super::Op::Relu);
+    let cpu = BufferPlan::new(&g, 2, |i| g.nodes[i].op == super::Op::Relu);
     let gpu = BufferPlan::new(&g, 2, |_| false);
     // The stem conv and the first add are each read twice (by a batch
     // norm and by the next add); every ReLU is read once.
@@ -280,7 +280,7 @@ fn fused_relus_compute_what_separate_ones_do() {
         (branching_relu_net(), 2),
         (preact_net(), 2),
     ] {
-        let mut on = CpuNet::new(&g, 3, opts(false));
+        let mut on = CpuNet::new(&g, 3, opts(false)).unwrap();
         let mut off = CpuNet::new(
             &g,
             3,
@@ -288,18 +288,19 @@ fn fused_relus_compute_what_separate_ones_do() {
                 fuse_relu: false,
                 ..opts(false)
             },
-        );
+        )
+        .unwrap();
         assert_eq!(on.fused_relus(), fused, "{}", g.name);
         assert_eq!(off.fused_relus(), 0);
         assert!(on.memory().activations < off.memory().activations);
-        let (a, b) = (on.forward(), off.forward());
+        let (a, b) = (fwd(&mut on), fwd(&mut off));
         assert!(
             (a - b).abs() <= 1e-6 * b.abs(),
             "{}: loss {a} vs {b}",
             g.name
         );
-        on.backward();
-        off.backward();
+        on.backward().unwrap();
+        off.backward().unwrap();
         let want: Vec<Vec<f32>> = off.params_mut().iter().map(|p| p.grad.clone()).collect();
         for ((name, p), w) in on.named_params().into_iter().zip(&want) {
             let e = rel_l2_error(&p.grad, w);
@@ -314,10 +315,10 @@ fn fused_relus_compute_what_separate_ones_do() {
 #[test]
 fn layer_by_layer_comparison_reads_around_fused_layers() {
     let g = branching_relu_net();
-    let mut fast = CpuNet::new(&g, 2, opts(false));
-    let mut slow = CpuNet::new(&g, 2, opts(true));
-    fast.forward();
-    let errs = slow.forward_from(&fast);
+    let mut fast = CpuNet::new(&g, 2, opts(false)).unwrap();
+    let mut slow = CpuNet::new(&g, 2, opts(true)).unwrap();
+    fwd(&mut fast);
+    let errs = slow.forward_from(&fast).unwrap();
     for (i, node) in g.nodes.iter().enumerate().skip(1) {
         let fused_layer = g
             .nodes
@@ -332,11 +333,24 @@ fn layer_by_layer_comparison_reads_around_fused_layers() {
             }
         }
     }
-    fast.backward();
-    slow.backward_from(&fast);
+    fast.backward().unwrap();
+    slow.backward_from(&fast).unwrap();
     let want: Vec<Vec<f32>> = slow.params_mut().iter().map(|p| p.grad.clone()).collect();
     for ((name, p), w) in fast.named_params().into_iter().zip(&want) {
         let e = rel_l2_error(&p.grad, w);
         assert!(e < 1e-4, "{name}: {e:e}");
     }
+}
+
+/// The forward pass, then its loss.
+fn fwd(net: &mut CpuNet) -> f32 {
+    net.forward().unwrap();
+    net.loss().unwrap()
+}
+
+#[test]
+fn memory_counts_every_parameter_with_its_gradient_and_momentum() {
+    let g = crate::zoo::build("resnet18").expect("zoo model");
+    let net = CpuNet::new(&g, 1, opts(false)).unwrap();
+    assert_eq!(net.memory().params, g.params() * 12);
 }

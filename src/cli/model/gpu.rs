@@ -2,7 +2,7 @@
 //! with CUDA events on the benchmark stream (GPU time per phase, and per
 //! layer with `--per-layer`).
 
-use super::{base_record, time_steps, ModelArgs, Steps};
+use super::{base_record, time_steps, ModelArgs};
 use crate::bench::RunPolicy;
 use crate::cli::conv::dtype_supported;
 use crate::results::{Environment, MemoryBytes, ModelRecord};
@@ -64,25 +64,6 @@ pub fn compute_capability(cc: &str) -> (i32, i32) {
     (it.next().unwrap_or(0), it.next().unwrap_or(0))
 }
 
-struct GpuSteps<'g> {
-    net: GpuNet<'g>,
-    update: bool,
-}
-
-impl Steps for GpuSteps<'_> {
-    fn step(&mut self) -> Result<[f64; 3]> {
-        let t = self
-            .net
-            .step(self.update.then_some((0.01, 0.9)))
-            .map_err(gpu_err)?;
-        Ok([t.forward, t.backward, t.update])
-    }
-
-    fn layer_ms(&self, i: usize) -> (f64, f64) {
-        (self.net.fwd_ms[i], self.net.bwd_ms[i])
-    }
-}
-
 fn gpu_err(e: GpuError) -> anyhow::Error {
     anyhow::anyhow!("{e}")
 }
@@ -125,7 +106,7 @@ pub fn run(
         Err(e) if e.oom => return oom(e.to_string()),
         Err(e) => return Err(gpu_err(e)).context(format!("{} on the GPU", g.name)),
     };
-    let mut steps = GpuSteps {
+    let mut steps = super::NetSteps {
         net,
         update: args.update.is_some(),
     };

@@ -4,26 +4,9 @@
 use cudarc::cublas::sys::cublasStatus_t;
 use cudarc::cudnn::sys::cudnnStatus_t;
 use cudarc::driver::sys::CUresult;
-use std::fmt;
 
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct GpuError {
-    /// The API call, e.g. `cudnnConvolutionForward`.
-    pub call: &'static str,
-    /// The status it returned, e.g. `CUDNN_STATUS_NOT_SUPPORTED`.
-    pub status: String,
-    /// Whether the status means out of memory.
-    pub oom: bool,
-}
-
-impl fmt::Display for GpuError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} failed: {}", self.call, self.status)
-    }
-}
-
-impl std::error::Error for GpuError {}
-
+/// The one error type of both backends (see [`crate::core::error`]).
+pub use crate::core::error::Error as GpuError;
 pub type GpuResult<T> = Result<T, GpuError>;
 
 pub fn check_driver(call: &'static str, r: CUresult) -> GpuResult<()> {

@@ -1,20 +1,25 @@
-//! The interface between the GPU executor ([`super::gpu::GpuNet`]) and
-//! each op's CUDA side, and the parameters the GPU keeps.
+//! The CUDA backend ([`Cuda`]): what the executor asks of the device, the
+//! context each op's CUDA layer runs in, and the parameters the GPU keeps.
 //!
-//! Tensors cross it as raw device pointers: the executor owns every buffer
-//! and sizes it from the graph, and a layer only enqueues work on the
-//! benchmark stream. Parameters are fp32 master copies with fp32 gradients
+//! Tensors cross the layer interface as raw device pointers: the executor
+//! owns every buffer and sizes it from the graph, and a layer only enqueues
+//! work on the benchmark stream. Parameters are fp32 master copies with fp32 gradients
 //! and momentum; an f16/bf16 run keeps a half copy of each convolution and
 //! fully connected weight for the layer to compute with, refreshed after
 //! every update, and casts the layer's half gradient back to fp32.
 
-use crate::backend::cuda::memory::Workspace;
-use crate::backend::cuda::nvrtc::Kernels;
-use crate::backend::cuda::{DeviceBuffer, Gpu, GpuResult};
+use super::cudnn::TensorDesc;
+use super::cudnn_ops::{OpTensorDesc, SCALARS};
+use super::memory::Workspace;
+use super::nvrtc::Kernels;
+use super::{check_cudnn, DeviceBuffer, Gpu, GpuError, GpuResult};
+use crate::core::backend::{Backend, BatchDims, Elem};
 use crate::core::dtype::Storage;
 use crate::core::{DType, Layout};
 use cnnbench_kernels::conv::ConvShape;
 use cudarc::driver::sys::CUdeviceptr;
+use cudarc::driver::sys::CUevent_flags;
+use cudarc::driver::CudaEvent;
 use std::ffi::c_void;
 
 pub type DevPtr = CUdeviceptr;
@@ -31,8 +36,13 @@ pub struct GpuCtx<'g> {
     pub layout: Layout,
     /// Changes every training step (dropout draws a new mask).
     pub step_seed: u64,
-    /// The convolutions' shared workspace.
+    /// The convolutions' shared workspace (while planning: the search
+    /// workspace).
     pub workspace: Workspace,
+    /// While planning: the most workspace a chosen algorithm may use.
+    pub workspace_limit: usize,
+    /// The allocation `workspace` points into.
+    pub workspace_buf: Option<DeviceBuffer>,
 }
 
 impl GpuCtx<'_> {
@@ -214,59 +224,215 @@ impl GpuParam {
     }
 }
 
-/// The gradients and activations a layer's `plan` may search on.
-pub struct PlanTensors<'a> {
-    pub x: &'a [DevPtr],
-    pub y: DevPtr,
-    pub dy: Option<DevPtr>,
-    pub dx: &'a [Option<DevPtr>],
-    /// Scratch for the search, as large as the limit allows.
-    pub search: Workspace,
-    /// The most workspace a chosen algorithm may use.
-    pub limit: usize,
+/// The CUDA backend: one GPU, the NVRTC kernels, and the run's dtype and
+/// layout.
+pub struct Cuda<'g> {
+    pub gpu: &'g Gpu,
+    pub kernels: &'g Kernels,
+    pub dtype: DType,
+    pub layout: Layout,
+    /// cuDNN's op-tensor add, for gradient sums.
+    add: OpTensorDesc,
 }
 
-/// One layer's CUDA side. Tensors are device buffers of the whole batch in
-/// the run's dtype and layout.
-pub trait GpuLayer {
-    /// `y = f(x)`.
-    fn forward(&mut self, cx: &GpuCtx, x: &[DevPtr], y: DevPtr) -> GpuResult<()>;
-
-    /// The gradients of the inputs whose `dx[k]` is `Some`, and of the
-    /// parameters (in fp32, [`GpuParam::finish_grad`] included), from the
-    /// output gradient `dy` (the sum over consumers, made by the executor).
-    fn backward(
-        &mut self,
-        cx: &GpuCtx,
-        x: &[DevPtr],
-        y: DevPtr,
-        dy: DevPtr,
-        dx: &[Option<DevPtr>],
-    ) -> GpuResult<()>;
-
-    /// Chooses algorithms on the network's own tensors, before any timed
-    /// step; returns the workspace the choices need.
-    fn plan(&mut self, _cx: &GpuCtx, _t: &PlanTensors) -> GpuResult<usize> {
-        Ok(0)
+impl<'g> Cuda<'g> {
+    pub fn new(
+        gpu: &'g Gpu,
+        kernels: &'g Kernels,
+        dtype: DType,
+        layout: Layout,
+    ) -> GpuResult<Self> {
+        Ok(Cuda {
+            gpu,
+            kernels,
+            dtype,
+            layout,
+            add: OpTensorDesc::add()?,
+        })
     }
 
-    fn params(&mut self) -> Vec<&mut GpuParam> {
-        Vec::new()
+    fn elem_dtype(&self, elem: Elem) -> DType {
+        match elem {
+            Elem::Run => self.dtype,
+            Elem::F32 => DType::F32,
+        }
     }
 
-    fn params_ref(&self) -> Vec<&GpuParam> {
-        Vec::new()
+    fn driver(call: &'static str, e: cudarc::driver::DriverError) -> GpuError {
+        GpuError {
+            call,
+            status: format!("{:?}", e.0),
+            oom: false,
+        }
+    }
+}
+
+/// `c = a + b` in one op-tensor call (the residual add, and the first two
+/// parts of a gradient sum).
+pub fn add_into(
+    cx: &GpuCtx,
+    t: &TensorDesc,
+    op: &OpTensorDesc,
+    a: DevPtr,
+    b: DevPtr,
+    c: DevPtr,
+) -> GpuResult<()> {
+    // SAFETY: a, b and c hold the described tensor.
+    check_cudnn("cudnnOpTensor", unsafe {
+        cudarc::cudnn::sys::cudnnOpTensor(
+            cx.cudnn(),
+            op.0,
+            SCALARS.one(),
+            t.0,
+            void(a),
+            SCALARS.one(),
+            t.0,
+            void(b),
+            SCALARS.zero(),
+            t.0,
+            void(c),
+        )
+    })
+}
+
+impl<'g> Backend for Cuda<'g> {
+    type Buf = DeviceBuffer;
+    type In<'a>
+        = DevPtr
+    where
+        Self: 'a;
+    type Out<'a>
+        = DevPtr
+    where
+        Self: 'a;
+    type Param = GpuParam;
+    type Ctx = GpuCtx<'g>;
+    type Event = CudaEvent;
+    type SumPlan = TensorDesc;
+
+    fn input<'a>(buf: &'a DeviceBuffer) -> DevPtr
+    where
+        Self: 'a,
+    {
+        buf.ptr()
     }
 
-    /// Device bytes held besides parameters and activations (saved
-    /// statistics, masks, probabilities).
-    fn scratch_bytes(&self) -> usize {
-        0
+    fn output<'a>(buf: &'a mut DeviceBuffer) -> DevPtr
+    where
+        Self: 'a,
+    {
+        buf.ptr()
     }
 
-    /// What ran, for the per-layer table.
-    fn kernels(&self) -> String {
-        String::new()
+    fn alloc(&self, len: usize, elem: Elem) -> GpuResult<DeviceBuffer> {
+        let bytes = len * self.elem_dtype(elem).size_bytes();
+        let mut buf = DeviceBuffer::alloc(&self.gpu.stream, bytes)?;
+        buf.fill_bytes(0)?;
+        Ok(buf)
+    }
+
+    fn buf_bytes(buf: &DeviceBuffer) -> usize {
+        buf.bytes()
+    }
+
+    fn download(&self, buf: &DeviceBuffer, d: BatchDims, elem: Elem) -> GpuResult<Vec<f32>> {
+        let v = self.elem_dtype(elem).decode(&buf.download()?);
+        Ok(self.layout.to_nhwc(&v, d.n, d.h, d.w, d.c))
+    }
+
+    fn upload(
+        &self,
+        buf: &mut DeviceBuffer,
+        host: &[f32],
+        d: BatchDims,
+        elem: Elem,
+    ) -> GpuResult<()> {
+        let v = self.layout.from_nhwc(host, d.n, d.h, d.w, d.c);
+        buf.upload(&self.elem_dtype(elem).encode(&v))
+    }
+
+    fn plan_sum(&self, d: BatchDims) -> GpuResult<TensorDesc> {
+        TensorDesc::new(self.layout, self.dtype, d.n, d.c, d.h, d.w)
+    }
+
+    fn sum(
+        &self,
+        cx: &mut GpuCtx<'g>,
+        d: &TensorDesc,
+        parts: &[DevPtr],
+        dst: DevPtr,
+    ) -> GpuResult<()> {
+        add_into(cx, d, &self.add, parts[0], parts[1], dst)?;
+        for &p in &parts[2..] {
+            // SAFETY: every part and the sum hold the described tensor.
+            check_cudnn("cudnnAddTensor", unsafe {
+                cudarc::cudnn::sys::cudnnAddTensor(
+                    cx.cudnn(),
+                    SCALARS.one(),
+                    d.0,
+                    void(p),
+                    SCALARS.one(),
+                    d.0,
+                    void(dst),
+                )
+            })?;
+        }
+        Ok(())
+    }
+
+    fn sgd(&self, _cx: &mut GpuCtx<'g>, p: &mut GpuParam, lr: f32, momentum: f32) -> GpuResult<()> {
+        // SAFETY: the three buffers hold `len` floats.
+        unsafe {
+            self.kernels.sgd_update(
+                &self.gpu.stream,
+                p.value.ptr(),
+                p.grad.ptr(),
+                p.velocity.ptr(),
+                p.len,
+                lr,
+                momentum,
+            )?;
+        }
+        p.refresh_half(self.gpu, self.kernels)
+    }
+
+    fn param_grad(&self, p: &GpuParam) -> GpuResult<Vec<f32>> {
+        p.download_grad()
+    }
+
+    fn param_bytes(p: &GpuParam) -> usize {
+        p.bytes()
+    }
+
+    fn set_step_seed(cx: &mut GpuCtx<'g>, seed: u64) {
+        cx.step_seed = seed;
+    }
+
+    fn ctx_bytes(cx: &GpuCtx<'g>) -> usize {
+        cx.workspace_buf.as_ref().map_or(0, DeviceBuffer::bytes)
+    }
+
+    fn event(&self) -> GpuResult<CudaEvent> {
+        self.gpu
+            .ctx
+            .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+            .map_err(|e| Self::driver("cuEventCreate", e))
+    }
+
+    fn record(&self, e: &mut CudaEvent) -> GpuResult<()> {
+        e.record(&self.gpu.stream)
+            .map_err(|e| Self::driver("cuEventRecord", e))
+    }
+
+    fn wait(&self, e: &CudaEvent) -> GpuResult<()> {
+        e.synchronize()
+            .map_err(|e| Self::driver("cuEventSynchronize", e))
+    }
+
+    fn elapsed_ms(&self, a: &CudaEvent, b: &CudaEvent) -> GpuResult<f64> {
+        a.elapsed_ms(b)
+            .map(f64::from)
+            .map_err(|e| Self::driver("cuEventElapsedTime", e))
     }
 }
 

@@ -1,6 +1,9 @@
 //! The CPU side.
 
-use crate::backend::cpu::{CpuLayer, Ctx, ReluFusion};
+use crate::backend::cpu::{Cpu, Ctx};
+use crate::core::backend::Layer;
+use crate::core::backend::ReluFusion;
+use crate::core::error::Result;
 use cnnbench_kernels::eltwise;
 
 #[derive(Default)]
@@ -10,13 +13,14 @@ pub struct AddLayer {
     relu: bool,
 }
 
-impl CpuLayer for AddLayer {
-    fn forward(&mut self, ctx: &mut Ctx, inputs: &[&[f32]], out: &mut [f32]) {
+impl Layer<Cpu> for AddLayer {
+    fn forward(&mut self, ctx: &mut Ctx, inputs: &[&[f32]], out: &mut [f32]) -> Result<()> {
         if self.relu {
             eltwise::sum_relu(ctx.isa, inputs, out);
         } else {
             eltwise::sum(ctx.isa, inputs, out);
         }
+        Ok(())
     }
 
     /// Never called: the executor aliases both input gradients to the
@@ -28,7 +32,8 @@ impl CpuLayer for AddLayer {
         _: &[f32],
         _: &[&[f32]],
         _: &mut [Option<&mut [f32]>],
-    ) {
+    ) -> Result<()> {
+        Ok(())
     }
 
     fn fuse_relu(&mut self, _backward: bool) -> ReluFusion {

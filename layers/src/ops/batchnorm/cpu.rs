@@ -1,6 +1,9 @@
 //! The CPU side.
 
-use crate::backend::cpu::{CpuLayer, Ctx, Param, ReluFusion};
+use crate::backend::cpu::{Cpu, Ctx, Param};
+use crate::core::backend::Layer;
+use crate::core::backend::ReluFusion;
+use crate::core::error::Result;
 use cnnbench_kernels::norm::batchnorm::{self as kernel, reference, BatchStats};
 
 pub struct BatchNormLayer {
@@ -33,8 +36,8 @@ impl BatchNormLayer {
     }
 }
 
-impl CpuLayer for BatchNormLayer {
-    fn forward(&mut self, ctx: &mut Ctx, inputs: &[&[f32]], out: &mut [f32]) {
+impl Layer<Cpu> for BatchNormLayer {
+    fn forward(&mut self, ctx: &mut Ctx, inputs: &[&[f32]], out: &mut [f32]) -> Result<()> {
         let x = inputs[0];
         let (g, b) = (&self.gamma.value, &self.beta.value);
         let st = &mut self.stats;
@@ -53,6 +56,7 @@ impl CpuLayer for BatchNormLayer {
             self.running_mean[i] = (1.0 - mo) * self.running_mean[i] + mo * st.mean[i];
             self.running_var[i] = (1.0 - mo) * self.running_var[i] + mo * st.var[i] * unbias;
         }
+        Ok(())
     }
 
     fn backward(
@@ -62,7 +66,7 @@ impl CpuLayer for BatchNormLayer {
         _out: &[f32],
         dys: &[&[f32]],
         dxs: &mut [Option<&mut [f32]>],
-    ) {
+    ) -> Result<()> {
         let (x, dy) = (inputs[0], dys[0]);
         let mut scratch;
         let dx = match dxs[0].as_deref_mut() {
@@ -80,6 +84,7 @@ impl CpuLayer for BatchNormLayer {
             let relu = self.relu == ReluFusion::ForwardBackward;
             kernel::bwd(ctx.isa, self.c, x, dy, g, st, relu, dx, dg, db);
         }
+        Ok(())
     }
 
     /// Forward always; backward too where the executor lets it (the ReLU's
@@ -95,6 +100,10 @@ impl CpuLayer for BatchNormLayer {
 
     fn params(&mut self) -> Vec<&mut Param> {
         vec![&mut self.gamma, &mut self.beta]
+    }
+
+    fn params_ref(&self) -> Vec<&Param> {
+        vec![&self.gamma, &self.beta]
     }
 
     fn scratch_bytes(&self) -> usize {

@@ -11,8 +11,9 @@
 
 use crate::backend::cuda::cudnn::TensorDesc;
 use crate::backend::cuda::cudnn_ops::{bn_epsilon, bn_mode, SCALARS};
-use crate::backend::cuda::layer::{void, DevPtr, GpuCtx, GpuLayer, GpuParam};
+use crate::backend::cuda::layer::{void, Cuda, DevPtr, GpuCtx, GpuParam};
 use crate::backend::cuda::{check_cudnn, DeviceBuffer, Gpu, GpuResult};
+use crate::core::backend::Layer;
 use crate::core::{DType, Layout};
 use cudarc::cudnn::sys;
 
@@ -123,8 +124,8 @@ fn scratch_sizes(
     Ok((fwd.max(bwd), reserve))
 }
 
-impl GpuLayer for BatchNormGpuLayer {
-    fn forward(&mut self, cx: &GpuCtx, x: &[DevPtr], y: DevPtr) -> GpuResult<()> {
+impl<'g> Layer<Cuda<'g>> for BatchNormGpuLayer {
+    fn forward(&mut self, cx: &mut GpuCtx<'g>, x: &[DevPtr], y: DevPtr) -> GpuResult<()> {
         // SAFETY: x and y hold the described tensor; the statistics and
         // parameters hold C floats; workspace and reserve were sized for
         // these descriptors.
@@ -161,12 +162,13 @@ impl GpuLayer for BatchNormGpuLayer {
 
     fn backward(
         &mut self,
-        cx: &GpuCtx,
+        cx: &mut GpuCtx<'g>,
         x: &[DevPtr],
         _y: DevPtr,
-        dy: DevPtr,
-        dx: &[Option<DevPtr>],
+        dy: &[DevPtr],
+        dx: &mut [Option<DevPtr>],
     ) -> GpuResult<()> {
+        let dy = dy[0];
         let dx = dx[0].unwrap_or_else(|| self.dx_sink.as_ref().map_or(0, |b| b.ptr()));
         // SAFETY: as in `forward`; dx is sized like x; the reserve space
         // holds what this layer's forward left.

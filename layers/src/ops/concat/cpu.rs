@@ -1,6 +1,8 @@
 //! The CPU side.
 
-use crate::backend::cpu::{CpuLayer, Ctx};
+use crate::backend::cpu::{Cpu, Ctx};
+use crate::core::backend::Layer;
+use crate::core::error::Result;
 use cnnbench_kernels::eltwise;
 
 pub struct ConcatLayer {
@@ -14,9 +16,10 @@ impl ConcatLayer {
     }
 }
 
-impl CpuLayer for ConcatLayer {
-    fn forward(&mut self, _ctx: &mut Ctx, inputs: &[&[f32]], out: &mut [f32]) {
+impl Layer<Cpu> for ConcatLayer {
+    fn forward(&mut self, _ctx: &mut Ctx, inputs: &[&[f32]], out: &mut [f32]) -> Result<()> {
         eltwise::concat_channels(self.pixels, inputs, &self.widths, out);
+        Ok(())
     }
 
     fn backward(
@@ -26,7 +29,7 @@ impl CpuLayer for ConcatLayer {
         _out: &[f32],
         dys: &[&[f32]],
         dxs: &mut [Option<&mut [f32]>],
-    ) {
+    ) -> Result<()> {
         let total: usize = self.widths.iter().sum();
         let mut offset = 0;
         for (dx, &w) in dxs.iter_mut().zip(&self.widths) {
@@ -35,5 +38,6 @@ impl CpuLayer for ConcatLayer {
             }
             offset += w;
         }
+        Ok(())
     }
 }

@@ -3,8 +3,9 @@
 //! images), so one 2-D device copy per input moves it, and the backward
 //! copies the same blocks back out.
 
-use crate::backend::cuda::layer::{DevPtr, GpuCtx, GpuLayer};
+use crate::backend::cuda::layer::{Cuda, DevPtr, GpuCtx};
 use crate::backend::cuda::{error_driver, GpuResult};
+use crate::core::backend::Layer;
 use crate::core::Layout;
 use cudarc::driver::sys;
 
@@ -85,8 +86,8 @@ fn copy(cx: &GpuCtx, b: &Block, packed: DevPtr, wide: DevPtr, to_wide: bool) -> 
     error_driver("cuMemcpy2DAsync", r)
 }
 
-impl GpuLayer for ConcatGpuLayer {
-    fn forward(&mut self, cx: &GpuCtx, x: &[DevPtr], y: DevPtr) -> GpuResult<()> {
+impl<'g> Layer<Cuda<'g>> for ConcatGpuLayer {
+    fn forward(&mut self, cx: &mut GpuCtx<'g>, x: &[DevPtr], y: DevPtr) -> GpuResult<()> {
         for (b, &xi) in self.blocks.iter().zip(x) {
             copy(cx, b, xi, y, true)?;
         }
@@ -95,12 +96,13 @@ impl GpuLayer for ConcatGpuLayer {
 
     fn backward(
         &mut self,
-        cx: &GpuCtx,
+        cx: &mut GpuCtx<'g>,
         _x: &[DevPtr],
         _y: DevPtr,
-        dy: DevPtr,
-        dx: &[Option<DevPtr>],
+        dy: &[DevPtr],
+        dx: &mut [Option<DevPtr>],
     ) -> GpuResult<()> {
+        let dy = dy[0];
         for (b, dxi) in self.blocks.iter().zip(dx) {
             if let Some(dxi) = dxi {
                 copy(cx, b, *dxi, dy, false)?;

@@ -2,7 +2,9 @@
 //! direction, and the algorithm per direction picked by timing the
 //! candidates on the layer's first run.
 
-use crate::backend::cpu::{CpuLayer, Ctx, Param};
+use crate::backend::cpu::{Cpu, Ctx, Param};
+use crate::core::backend::Layer;
+use crate::core::error::Result;
 use crate::core::init::fan_in_uniform;
 use cnnbench_kernels::conv::{self, ConvAlgo, ConvArgs, ConvPlan, ConvShape, Direction};
 use std::time::Instant;
@@ -88,8 +90,8 @@ impl ConvLayer {
     }
 }
 
-impl CpuLayer for ConvLayer {
-    fn forward(&mut self, ctx: &mut Ctx, inputs: &[&[f32]], out: &mut [f32]) {
+impl Layer<Cpu> for ConvLayer {
+    fn forward(&mut self, ctx: &mut Ctx, inputs: &[&[f32]], out: &mut [f32]) -> Result<()> {
         let (src, wei) = (inputs[0], &self.weight.value);
         let bias = self.bias.as_ref().map(|b| &b.value[..]);
         self.plans.run(ctx, Direction::Fwd, &mut |p| {
@@ -100,6 +102,7 @@ impl CpuLayer for ConvLayer {
                 dst: &mut *out,
             })
         });
+        Ok(())
     }
 
     fn backward(
@@ -109,7 +112,7 @@ impl CpuLayer for ConvLayer {
         _out: &[f32],
         dys: &[&[f32]],
         dxs: &mut [Option<&mut [f32]>],
-    ) {
+    ) -> Result<()> {
         let (src, dy) = (inputs[0], dys[0]);
         if let (true, Some(dx)) = (self.input_grad, dxs[0].as_deref_mut()) {
             let wei = &self.weight.value;
@@ -131,11 +134,18 @@ impl CpuLayer for ConvLayer {
                 diff_bias: db.as_deref_mut(),
             })
         });
+        Ok(())
     }
 
     fn params(&mut self) -> Vec<&mut Param> {
         let mut v = vec![&mut self.weight];
         v.extend(self.bias.as_mut());
+        v
+    }
+
+    fn params_ref(&self) -> Vec<&Param> {
+        let mut v = vec![&self.weight];
+        v.extend(self.bias.as_ref());
         v
     }
 

@@ -8,8 +8,9 @@
 use super::cuda::first_usable;
 use super::cudnn_algos;
 use super::cudnn_conv::{ConvDescs, ConvPtrs};
-use crate::backend::cuda::layer::{void, DevPtr, GpuCtx, GpuLayer, GpuParam, PlanTensors};
+use crate::backend::cuda::layer::{void, Cuda, DevPtr, GpuCtx, GpuParam};
 use crate::backend::cuda::{cudnn, GpuError, GpuResult};
+use crate::core::backend::Layer;
 use crate::core::{DType, Layout};
 use cnnbench_kernels::conv::{ConvShape, Direction};
 
@@ -99,15 +100,24 @@ impl ConvGpuLayer {
     }
 }
 
-impl GpuLayer for ConvGpuLayer {
-    fn plan(&mut self, cx: &GpuCtx, t: &PlanTensors) -> GpuResult<usize> {
+impl<'g> Layer<Cuda<'g>> for ConvGpuLayer {
+    fn plan(
+        &mut self,
+        cx: &mut GpuCtx<'g>,
+        x: &[DevPtr],
+        y: DevPtr,
+        dy: Option<DevPtr>,
+        dx: &mut [Option<DevPtr>],
+    ) -> GpuResult<usize> {
+        // While planning, the context's workspace is the search space.
+        let (search, limit) = (cx.workspace, cx.workspace_limit);
         let h = &cx.gpu.cudnn;
-        let ptrs = self.ptrs(t.x[0], t.y, t.dy.unwrap_or(0), t.dx[0]);
+        let ptrs = self.ptrs(x[0], y, dy.unwrap_or(0), dx[0]);
         let mut need = 0;
         for dir in self.dirs() {
             let d = &self.descs[index(dir)];
-            let found = d.find(h, dir, &ptrs, t.search)?;
-            let best = first_usable(&found, d.dtype, t.limit).ok_or_else(|| GpuError {
+            let found = d.find(h, dir, &ptrs, search)?;
+            let best = first_usable(&found, d.dtype, limit).ok_or_else(|| GpuError {
                 call: "cudnnFind*AlgorithmEx",
                 status: format!(
                     "no {} algorithm for {} ran within the workspace limit",
@@ -127,7 +137,7 @@ impl GpuLayer for ConvGpuLayer {
         Ok(need)
     }
 
-    fn forward(&mut self, cx: &GpuCtx, x: &[DevPtr], y: DevPtr) -> GpuResult<()> {
+    fn forward(&mut self, cx: &mut GpuCtx<'g>, x: &[DevPtr], y: DevPtr) -> GpuResult<()> {
         let t = self.ptrs(x[0], y, 0, None);
         // SAFETY: the executor sized x and y for this shape; the shared
         // workspace holds what the chosen algorithm needs (`plan`).
@@ -136,12 +146,13 @@ impl GpuLayer for ConvGpuLayer {
 
     fn backward(
         &mut self,
-        cx: &GpuCtx,
+        cx: &mut GpuCtx<'g>,
         x: &[DevPtr],
         y: DevPtr,
-        dy: DevPtr,
-        dx: &[Option<DevPtr>],
+        dy: &[DevPtr],
+        dx: &mut [Option<DevPtr>],
     ) -> GpuResult<()> {
+        let dy = dy[0];
         let t = self.ptrs(x[0], y, dy, dx[0]);
         // SAFETY: as in `forward`; dx is sized like x.
         unsafe {

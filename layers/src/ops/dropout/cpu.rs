@@ -1,6 +1,8 @@
 //! The CPU side.
 
-use crate::backend::cpu::{CpuLayer, Ctx};
+use crate::backend::cpu::{Cpu, Ctx};
+use crate::core::backend::Layer;
+use crate::core::error::Result;
 use cnnbench_kernels::eltwise;
 
 pub struct DropoutLayer {
@@ -20,10 +22,11 @@ impl DropoutLayer {
     }
 }
 
-impl CpuLayer for DropoutLayer {
-    fn forward(&mut self, ctx: &mut Ctx, inputs: &[&[f32]], out: &mut [f32]) {
+impl Layer<Cpu> for DropoutLayer {
+    fn forward(&mut self, ctx: &mut Ctx, inputs: &[&[f32]], out: &mut [f32]) -> Result<()> {
         let seed = ctx.step_seed ^ self.salt.wrapping_mul(0x9E37_79B9_7F4A_7C15);
         eltwise::dropout_fwd(ctx.isa, inputs[0], self.p, seed, &mut self.mask, out);
+        Ok(())
     }
 
     fn backward(
@@ -33,10 +36,11 @@ impl CpuLayer for DropoutLayer {
         _out: &[f32],
         dys: &[&[f32]],
         dxs: &mut [Option<&mut [f32]>],
-    ) {
+    ) -> Result<()> {
         if let Some(dx) = dxs[0].as_deref_mut() {
             eltwise::dropout_bwd(ctx.isa, dys[0], self.p, &self.mask, dx);
         }
+        Ok(())
     }
 
     fn scratch_bytes(&self) -> usize {

@@ -3,8 +3,9 @@
 //! position, so both backends drop the same elements and `check` can
 //! compare them.
 
-use crate::backend::cuda::layer::{DevPtr, GpuCtx, GpuLayer};
+use crate::backend::cuda::layer::{Cuda, DevPtr, GpuCtx};
 use crate::backend::cuda::{DeviceBuffer, Gpu, GpuResult};
+use crate::core::backend::Layer;
 use crate::core::{DType, Layout};
 
 pub struct DropoutGpuLayer {
@@ -38,8 +39,8 @@ impl DropoutGpuLayer {
     }
 }
 
-impl GpuLayer for DropoutGpuLayer {
-    fn forward(&mut self, cx: &GpuCtx, x: &[DevPtr], y: DevPtr) -> GpuResult<()> {
+impl<'g> Layer<Cuda<'g>> for DropoutGpuLayer {
+    fn forward(&mut self, cx: &mut GpuCtx<'g>, x: &[DevPtr], y: DevPtr) -> GpuResult<()> {
         let seed = cx.step_seed ^ self.salt.wrapping_mul(0x9E37_79B9_7F4A_7C15);
         // SAFETY: x, y and the mask hold N·C·H·W elements.
         unsafe {
@@ -59,12 +60,13 @@ impl GpuLayer for DropoutGpuLayer {
 
     fn backward(
         &mut self,
-        cx: &GpuCtx,
+        cx: &mut GpuCtx<'g>,
         _x: &[DevPtr],
         _y: DevPtr,
-        dy: DevPtr,
-        dx: &[Option<DevPtr>],
+        dy: &[DevPtr],
+        dx: &mut [Option<DevPtr>],
     ) -> GpuResult<()> {
+        let dy = dy[0];
         let Some(dx) = dx[0] else { return Ok(()) };
         // SAFETY: as in `forward`.
         unsafe {

@@ -1,6 +1,8 @@
 //! The CPU side.
 
-use crate::backend::cpu::{CpuLayer, Ctx, Param};
+use crate::backend::cpu::{Cpu, Ctx, Param};
+use crate::core::backend::Layer;
+use crate::core::error::Result;
 use crate::core::init::fan_in_uniform;
 use cnnbench_kernels::gemm::{self, GemmShape};
 
@@ -42,8 +44,8 @@ fn shape(m: usize, n: usize, k: usize, trans_a: bool, trans_b: bool) -> GemmShap
     }
 }
 
-impl CpuLayer for LinearLayer {
-    fn forward(&mut self, ctx: &mut Ctx, inputs: &[&[f32]], out: &mut [f32]) {
+impl Layer<Cpu> for LinearLayer {
+    fn forward(&mut self, ctx: &mut Ctx, inputs: &[&[f32]], out: &mut [f32]) -> Result<()> {
         let s = shape(self.n, self.outf, self.inf, false, false);
         Self::gemm(ctx, s, inputs[0], &self.weight.value, out);
         for row in out.chunks_mut(self.outf) {
@@ -51,6 +53,7 @@ impl CpuLayer for LinearLayer {
                 *y += b;
             }
         }
+        Ok(())
     }
 
     fn backward(
@@ -60,7 +63,7 @@ impl CpuLayer for LinearLayer {
         _out: &[f32],
         dys: &[&[f32]],
         dxs: &mut [Option<&mut [f32]>],
-    ) {
+    ) -> Result<()> {
         let dy = dys[0];
         if let Some(dx) = dxs[0].as_deref_mut() {
             // dx[N×in] = dy[N×out]·Wᵀ, W stored in×out.
@@ -77,9 +80,14 @@ impl CpuLayer for LinearLayer {
                 *d += g;
             }
         }
+        Ok(())
     }
 
     fn params(&mut self) -> Vec<&mut Param> {
         vec![&mut self.weight, &mut self.bias]
+    }
+
+    fn params_ref(&self) -> Vec<&Param> {
+        vec![&self.weight, &self.bias]
     }
 }

@@ -3,8 +3,9 @@
 
 use crate::backend::cuda::cudnn::TensorDesc;
 use crate::backend::cuda::cudnn_ops::SCALARS;
-use crate::backend::cuda::layer::{void, DevPtr, GpuCtx, GpuLayer, GpuParam};
+use crate::backend::cuda::layer::{void, Cuda, DevPtr, GpuCtx, GpuParam};
 use crate::backend::cuda::{check_cudnn, GpuResult};
+use crate::core::backend::Layer;
 use crate::core::{DType, Layout};
 use cudarc::cudnn::sys;
 
@@ -41,8 +42,8 @@ impl LinearGpuLayer {
     }
 }
 
-impl GpuLayer for LinearGpuLayer {
-    fn forward(&mut self, cx: &GpuCtx, x: &[DevPtr], y: DevPtr) -> GpuResult<()> {
+impl<'g> Layer<Cuda<'g>> for LinearGpuLayer {
+    fn forward(&mut self, cx: &mut GpuCtx<'g>, x: &[DevPtr], y: DevPtr) -> GpuResult<()> {
         let g = &cx.gpu.cublas;
         // SAFETY: x is N×in, the weight in×out and y N×out, in the dtype.
         unsafe {
@@ -71,12 +72,13 @@ impl GpuLayer for LinearGpuLayer {
 
     fn backward(
         &mut self,
-        cx: &GpuCtx,
+        cx: &mut GpuCtx<'g>,
         x: &[DevPtr],
         _y: DevPtr,
-        dy: DevPtr,
-        dx: &[Option<DevPtr>],
+        dy: &[DevPtr],
+        dx: &mut [Option<DevPtr>],
     ) -> GpuResult<()> {
+        let dy = dy[0];
         let g = &cx.gpu.cublas;
         // SAFETY: shapes as in `forward`; dx is N×in.
         unsafe {

@@ -1,6 +1,8 @@
 //! The CPU side.
 
-use crate::backend::cpu::{CpuLayer, Ctx};
+use crate::backend::cpu::{Cpu, Ctx};
+use crate::core::backend::Layer;
+use crate::core::error::Result;
 use cnnbench_kernels::loss;
 
 pub struct SoftmaxXentLayer {
@@ -20,10 +22,11 @@ impl SoftmaxXentLayer {
     }
 }
 
-impl CpuLayer for SoftmaxXentLayer {
-    fn forward(&mut self, _: &mut Ctx, inputs: &[&[f32]], out: &mut [f32]) {
+impl Layer<Cpu> for SoftmaxXentLayer {
+    fn forward(&mut self, _: &mut Ctx, inputs: &[&[f32]], out: &mut [f32]) -> Result<()> {
         let l = loss::softmax_xent_fwd(self.classes, inputs[0], &self.labels, &mut self.probs);
         out.fill(l);
+        Ok(())
     }
 
     /// The loss is the network's output: its gradient is 1, whatever `dys`.
@@ -34,9 +37,10 @@ impl CpuLayer for SoftmaxXentLayer {
         _: &[f32],
         _: &[&[f32]],
         dxs: &mut [Option<&mut [f32]>],
-    ) {
+    ) -> Result<()> {
         if let Some(dx) = dxs[0].as_deref_mut() {
             loss::softmax_xent_bwd(self.classes, &self.probs, &self.labels, dx);
         }
+        Ok(())
     }
 }

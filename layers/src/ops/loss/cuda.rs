@@ -2,8 +2,9 @@
 //! dtype, probabilities and the loss in fp32 (the loss node's buffer is
 //! fp32 whatever the dtype).
 
-use crate::backend::cuda::layer::{DevPtr, GpuCtx, GpuLayer};
+use crate::backend::cuda::layer::{Cuda, DevPtr, GpuCtx};
 use crate::backend::cuda::{DeviceBuffer, Gpu, GpuResult};
+use crate::core::backend::Layer;
 use crate::core::DType;
 
 pub struct SoftmaxXentGpuLayer {
@@ -30,8 +31,8 @@ impl SoftmaxXentGpuLayer {
     }
 }
 
-impl GpuLayer for SoftmaxXentGpuLayer {
-    fn forward(&mut self, cx: &GpuCtx, x: &[DevPtr], y: DevPtr) -> GpuResult<()> {
+impl<'g> Layer<Cuda<'g>> for SoftmaxXentGpuLayer {
+    fn forward(&mut self, cx: &mut GpuCtx<'g>, x: &[DevPtr], y: DevPtr) -> GpuResult<()> {
         // SAFETY: x holds batch×classes logits; y at least one f32.
         unsafe {
             cx.kernels.softmax_xent_fwd(
@@ -50,11 +51,11 @@ impl GpuLayer for SoftmaxXentGpuLayer {
 
     fn backward(
         &mut self,
-        cx: &GpuCtx,
+        cx: &mut GpuCtx<'g>,
         _x: &[DevPtr],
         _y: DevPtr,
-        _dy: DevPtr,
-        dx: &[Option<DevPtr>],
+        _dy: &[DevPtr],
+        dx: &mut [Option<DevPtr>],
     ) -> GpuResult<()> {
         let Some(dx) = dx[0] else { return Ok(()) };
         // SAFETY: dx holds batch×classes elements of the dtype.

@@ -1,6 +1,8 @@
 //! The CPU side.
 
-use crate::backend::cpu::{CpuLayer, Ctx};
+use crate::backend::cpu::{Cpu, Ctx};
+use crate::core::backend::Layer;
+use crate::core::error::Result;
 use cnnbench_kernels::norm::lrn::{self, LrnParams};
 
 pub struct LrnLayer {
@@ -20,13 +22,14 @@ impl LrnLayer {
     }
 }
 
-impl CpuLayer for LrnLayer {
-    fn forward(&mut self, ctx: &mut Ctx, inputs: &[&[f32]], out: &mut [f32]) {
+impl Layer<Cpu> for LrnLayer {
+    fn forward(&mut self, ctx: &mut Ctx, inputs: &[&[f32]], out: &mut [f32]) -> Result<()> {
         if ctx.reference {
             lrn::reference_fwd(&self.p, self.c, inputs[0], out);
         } else {
             lrn::fwd(&self.p, self.c, inputs[0], out, &mut self.scale);
         }
+        Ok(())
     }
 
     fn backward(
@@ -36,15 +39,16 @@ impl CpuLayer for LrnLayer {
         out: &[f32],
         dys: &[&[f32]],
         dxs: &mut [Option<&mut [f32]>],
-    ) {
+    ) -> Result<()> {
         let Some(dx) = dxs[0].as_deref_mut() else {
-            return;
+            return Ok(());
         };
         if ctx.reference {
             lrn::reference_bwd(&self.p, self.c, inputs[0], dys[0], dx);
         } else {
             lrn::bwd(&self.p, self.c, inputs[0], out, &self.scale, dys[0], dx);
         }
+        Ok(())
     }
 
     fn scratch_bytes(&self) -> usize {

@@ -2,8 +2,9 @@
 
 use crate::backend::cuda::cudnn::TensorDesc;
 use crate::backend::cuda::cudnn_ops::{LrnDesc, SCALARS};
-use crate::backend::cuda::layer::{void, DevPtr, GpuCtx, GpuLayer};
+use crate::backend::cuda::layer::{void, Cuda, DevPtr, GpuCtx};
 use crate::backend::cuda::{check_cudnn, GpuResult};
+use crate::core::backend::Layer;
 use crate::ops::lrn::LrnSpec;
 use cudarc::cudnn::sys;
 
@@ -23,8 +24,8 @@ impl LrnGpuLayer {
     }
 }
 
-impl GpuLayer for LrnGpuLayer {
-    fn forward(&mut self, cx: &GpuCtx, x: &[DevPtr], y: DevPtr) -> GpuResult<()> {
+impl<'g> Layer<Cuda<'g>> for LrnGpuLayer {
+    fn forward(&mut self, cx: &mut GpuCtx<'g>, x: &[DevPtr], y: DevPtr) -> GpuResult<()> {
         // SAFETY: x and y hold the described tensor.
         check_cudnn("cudnnLRNCrossChannelForward", unsafe {
             sys::cudnnLRNCrossChannelForward(
@@ -43,12 +44,13 @@ impl GpuLayer for LrnGpuLayer {
 
     fn backward(
         &mut self,
-        cx: &GpuCtx,
+        cx: &mut GpuCtx<'g>,
         x: &[DevPtr],
         y: DevPtr,
-        dy: DevPtr,
-        dx: &[Option<DevPtr>],
+        dy: &[DevPtr],
+        dx: &mut [Option<DevPtr>],
     ) -> GpuResult<()> {
+        let dy = dy[0];
         let Some(dx) = dx[0] else { return Ok(()) };
         // SAFETY: every tensor is the described one.
         check_cudnn("cudnnLRNCrossChannelBackward", unsafe {

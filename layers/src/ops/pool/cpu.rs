@@ -1,6 +1,8 @@
 //! The CPU side.
 
-use crate::backend::cpu::{CpuLayer, Ctx};
+use crate::backend::cpu::{Cpu, Ctx};
+use crate::core::backend::Layer;
+use crate::core::error::Result;
 use cnnbench_kernels::pool::{self, reference, PoolShape};
 
 pub struct PoolLayer {
@@ -24,14 +26,15 @@ impl PoolLayer {
     }
 }
 
-impl CpuLayer for PoolLayer {
-    fn forward(&mut self, ctx: &mut Ctx, inputs: &[&[f32]], out: &mut [f32]) {
+impl Layer<Cpu> for PoolLayer {
+    fn forward(&mut self, ctx: &mut Ctx, inputs: &[&[f32]], out: &mut [f32]) -> Result<()> {
         let p = &self.shape;
         match (ctx.reference, self.max) {
             (true, max) => reference::fwd(p, max, inputs[0], out),
             (false, true) => pool::max_fwd(ctx.isa, p, inputs[0], out, &mut self.argmax),
             (false, false) => pool::avg_fwd(ctx.isa, p, inputs[0], out),
         }
+        Ok(())
     }
 
     fn backward(
@@ -41,9 +44,9 @@ impl CpuLayer for PoolLayer {
         _out: &[f32],
         dys: &[&[f32]],
         dxs: &mut [Option<&mut [f32]>],
-    ) {
+    ) -> Result<()> {
         let Some(dx) = dxs[0].as_deref_mut() else {
-            return;
+            return Ok(());
         };
         let p = &self.shape;
         match (ctx.reference, self.max) {
@@ -51,6 +54,7 @@ impl CpuLayer for PoolLayer {
             (false, true) => pool::max_bwd(p, dys[0], &self.argmax, dx),
             (false, false) => pool::avg_bwd(ctx.isa, p, dys[0], dx),
         }
+        Ok(())
     }
 
     fn scratch_bytes(&self) -> usize {

@@ -4,8 +4,9 @@
 
 use crate::backend::cuda::cudnn::TensorDesc;
 use crate::backend::cuda::cudnn_ops::{cudnn_pool_size, PoolMode, PoolingDesc, SCALARS};
-use crate::backend::cuda::layer::{void, DevPtr, GpuCtx, GpuLayer};
+use crate::backend::cuda::layer::{void, Cuda, DevPtr, GpuCtx};
 use crate::backend::cuda::{check_cudnn, GpuResult};
+use crate::core::backend::Layer;
 use crate::core::{DType, Layout};
 use cnnbench_kernels::pool::PoolShape;
 use cudarc::cudnn::sys;
@@ -58,8 +59,8 @@ impl PoolGpuLayer {
     }
 }
 
-impl GpuLayer for PoolGpuLayer {
-    fn forward(&mut self, cx: &GpuCtx, x: &[DevPtr], y: DevPtr) -> GpuResult<()> {
+impl<'g> Layer<Cuda<'g>> for PoolGpuLayer {
+    fn forward(&mut self, cx: &mut GpuCtx<'g>, x: &[DevPtr], y: DevPtr) -> GpuResult<()> {
         let nchw = self.layout == Layout::Nchw;
         match &self.cudnn {
             // SAFETY: x and y hold the described tensors.
@@ -92,12 +93,13 @@ impl GpuLayer for PoolGpuLayer {
 
     fn backward(
         &mut self,
-        cx: &GpuCtx,
+        cx: &mut GpuCtx<'g>,
         x: &[DevPtr],
         y: DevPtr,
-        dy: DevPtr,
-        dx: &[Option<DevPtr>],
+        dy: &[DevPtr],
+        dx: &mut [Option<DevPtr>],
     ) -> GpuResult<()> {
+        let dy = dy[0];
         let Some(dx) = dx[0] else { return Ok(()) };
         let nchw = self.layout == Layout::Nchw;
         match &self.cudnn {

@@ -1,0 +1,606 @@
+//! The one executor: every layer's output and gradient allocated once on a
+//! [`Backend`], forward in graph order, backward in reverse, gradients of
+//! a tensor read by several layers summed, the SGD update, and per-layer
+//! times of the last step on the backend's clock.
+//!
+//! The buffers follow [`BufferPlan`]. A layer that sums its consumers'
+//! gradients itself (the CPU's ReLU) gets all of them; for every other
+//! layer the backend sums them into a buffer of their own first.
+//!
+//! With [`ExecOptions::fuse_relu`], a ReLU that alone reads a layer's
+//! output runs inside that layer's passes where the backend's layer takes
+//! it ([`Layer::fuse_relu`]): the layer writes the ReLU's output buffer,
+//! its own output buffer is freed, and the ReLU's node does nothing in the
+//! forward pass (nor in the backward pass, for
+//! [`ReluFusion::ForwardBackward`]). The per-layer table books the ReLU's
+//! time under the layer and says so in the kernels column.
+
+use super::graph::{Graph, Op};
+use super::init;
+use super::plan::{passes_gradient, BufferPlan};
+use crate::core::backend::{Backend, BatchDims, Elem, Layer, ReluFusion};
+use crate::core::error::Result;
+
+/// What every backend's network is built with.
+#[derive(Clone, Copy, Debug)]
+pub struct ExecOptions {
+    pub seed: u64,
+    /// Time every layer (the CPU always does; on a GPU, `--per-layer`).
+    pub per_layer: bool,
+    /// Fuse each ReLU into the layer before it where that layer's backend
+    /// takes it.
+    pub fuse_relu: bool,
+}
+
+/// Bytes held, by kind.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Memory {
+    /// Parameters with their gradients and momentum buffers (and half
+    /// copies on a GPU).
+    pub params: usize,
+    /// Layer outputs (the image included) and their gradients.
+    pub activations: usize,
+    /// Workspaces, masks, saved statistics.
+    pub workspace: usize,
+}
+
+impl Memory {
+    pub fn total(&self) -> usize {
+        self.params + self.activations + self.workspace
+    }
+}
+
+/// One step's milliseconds per phase, on the backend's clock.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct StepMs {
+    pub forward: f64,
+    pub backward: f64,
+    pub update: f64,
+}
+
+/// Makes node `i`'s layer (`None`: the node needs none, as flatten on a
+/// GPU); `labels` holds one seeded class per image.
+pub type MakeLayer<'m, B> =
+    dyn FnMut(&B, &Graph, usize, &[u32]) -> Result<Option<Box<dyn Layer<B>>>> + 'm;
+
+pub struct Executor<B: Backend> {
+    pub graph: Graph,
+    pub batch: usize,
+    pub(super) backend: B,
+    pub(super) cx: B::Ctx,
+    /// One per node; `None` for the input.
+    pub(super) layers: Vec<Option<Box<dyn Layer<B>>>>,
+    /// `None` where fusion freed the buffer.
+    pub(super) acts: Vec<Option<B::Buf>>,
+    /// The activation buffer of each node (flatten shares its input's).
+    pub(super) act_of: Vec<usize>,
+    pub(super) grads: Vec<Option<B::Buf>>,
+    /// The gradient buffers of each node's output, one per consuming edge.
+    pub(super) dy_parts: Vec<Vec<usize>>,
+    /// Where the parts are summed when the layer does not sum them itself.
+    pub(super) dy_sum: Vec<Option<usize>>,
+    sum_plans: Vec<Option<B::SumPlan>>,
+    /// The buffer each node's backward writes per input.
+    pub(super) dx_of: Vec<Vec<Option<usize>>>,
+    /// Per ReLU node: the node whose layer runs it, and how much of it.
+    fused_into: Vec<Option<(usize, ReluFusion)>>,
+    per_layer: bool,
+    /// Before forward, after forward, after backward, after the update.
+    phase: [B::Event; 4],
+    /// One before each node and one after the last, per pass.
+    fwd_events: Vec<B::Event>,
+    bwd_events: Vec<B::Event>,
+    /// Milliseconds of each node in the last step (with `per_layer`).
+    pub fwd_ms: Vec<f64>,
+    pub bwd_ms: Vec<f64>,
+    step: u64,
+    seed: u64,
+}
+
+impl<B: Backend> Executor<B> {
+    /// Makes every layer, allocates every tensor, sets the seeded image
+    /// ([`init::input`]) and fuses ReLUs where asked. Algorithms are
+    /// chosen afterwards ([`Executor::plan_layers`]).
+    pub fn build(
+        backend: B,
+        cx: B::Ctx,
+        graph: &Graph,
+        batch: usize,
+        opts: ExecOptions,
+        make: &mut MakeLayer<'_, B>,
+    ) -> Result<Executor<B>> {
+        let n = graph.nodes.len();
+        let labels = init::labels(graph, batch, opts.seed);
+        let mut layers = Vec::with_capacity(n);
+        layers.push(None);
+        for i in 1..n {
+            layers.push(make(&backend, graph, i, &labels)?);
+        }
+        let sums = |i: usize| layers[i].as_ref().is_some_and(|l| l.sums_gradients());
+        let plan = BufferPlan::new(graph, batch, sums);
+        let loss_buf = plan.act_of[n - 1];
+        let mut acts = Vec::with_capacity(plan.act_len.len());
+        for (b, &len) in plan.act_len.iter().enumerate() {
+            let elem = if b == loss_buf { Elem::F32 } else { Elem::Run };
+            acts.push(Some(backend.alloc(len, elem)?));
+        }
+        let mut grads = Vec::with_capacity(plan.grad_len.len());
+        for &len in &plan.grad_len {
+            grads.push(Some(backend.alloc(len, Elem::Run)?));
+        }
+        let mut sum_plans = Vec::with_capacity(n);
+        for i in 0..n {
+            sum_plans.push(match plan.dy_sum[i] {
+                Some(_) => Some(backend.plan_sum(dims(graph, i, batch))?),
+                None => None,
+            });
+        }
+        let events = |k: usize| (0..k).map(|_| backend.event()).collect::<Result<Vec<_>>>();
+        let per_layer = if opts.per_layer { n + 1 } else { 0 };
+        let mut net = Executor {
+            graph: graph.clone(),
+            batch,
+            phase: [
+                backend.event()?,
+                backend.event()?,
+                backend.event()?,
+                backend.event()?,
+            ],
+            fwd_events: events(per_layer)?,
+            bwd_events: events(per_layer)?,
+            backend,
+            cx,
+            layers,
+            acts,
+            act_of: plan.act_of,
+            grads,
+            dy_parts: plan.dy_parts,
+            dy_sum: plan.dy_sum,
+            sum_plans,
+            dx_of: plan.dx_of,
+            fused_into: vec![None; n],
+            per_layer: opts.per_layer,
+            fwd_ms: vec![0.0; n],
+            bwd_ms: vec![0.0; n],
+            step: 0,
+            seed: opts.seed,
+        };
+        net.upload_output(0, &init::input(graph, batch, opts.seed))?;
+        if opts.fuse_relu {
+            net.fuse_relus();
+        }
+        Ok(net)
+    }
+
+    pub fn backend(&self) -> &B {
+        &self.backend
+    }
+
+    pub fn ctx_mut(&mut self) -> &mut B::Ctx {
+        &mut self.cx
+    }
+
+    /// Hands each ReLU that alone reads its producer's output to the
+    /// producer's layer, where the layer takes it, and rewires the buffers.
+    fn fuse_relus(&mut self) {
+        let consumers = self.graph.consumers();
+        for r in 1..self.graph.nodes.len() {
+            let node = &self.graph.nodes[r];
+            if node.op != Op::Relu {
+                continue;
+            }
+            let p = node.inputs[0];
+            if p == 0 || consumers[p] != [r] {
+                continue;
+            }
+            // The ReLU's output gradient must be one tensor for the
+            // producer's backward to read it in the ReLU's place.
+            let one_dy = self.dy_parts[r].len() == 1 && self.dy_sum[r].is_none();
+            let Some(layer) = self.layers[p].as_mut() else {
+                continue;
+            };
+            let fusion = layer.fuse_relu(one_dy);
+            if fusion == ReluFusion::None {
+                continue;
+            }
+            // The producer writes the ReLU's output; its own is not needed.
+            let relu_out = self.act_of[r];
+            let own = std::mem::replace(&mut self.act_of[p], relu_out);
+            self.acts[own] = None;
+            if fusion == ReluFusion::ForwardBackward {
+                // The producer reads the ReLU's output gradient, and the
+                // gradient between the two is never formed. (A producer
+                // that passed gradients through would hand that freed
+                // buffer on to its inputs.)
+                assert!(!passes_gradient(&self.graph.nodes[p].op));
+                if let Some(between) = self.dx_of[r][0].take() {
+                    self.grads[between] = None;
+                }
+                self.dy_parts[p] = self.dy_parts[r].clone();
+                self.dy_sum[p] = None;
+            }
+            self.fused_into[r] = Some((p, fusion));
+        }
+    }
+
+    /// The node whose layer runs ReLU node `i`, if it was fused.
+    pub fn fused_into(&self, i: usize) -> Option<usize> {
+        self.fused_into[i].map(|(p, _)| p)
+    }
+
+    /// How many ReLUs run inside the layer before them.
+    pub fn fused_relus(&self) -> usize {
+        self.fused_into.iter().flatten().count()
+    }
+
+    fn skips_forward(&self, i: usize) -> bool {
+        self.fused_into[i].is_some()
+    }
+
+    fn skips_backward(&self, i: usize) -> bool {
+        matches!(self.fused_into[i], Some((_, ReluFusion::ForwardBackward)))
+    }
+
+    /// Each layer's `plan` on the network's own tensors (the GPU's
+    /// algorithm search); the most workspace the choices need.
+    pub fn plan_layers(&mut self) -> Result<usize> {
+        let mut need = 0;
+        for i in 1..self.graph.nodes.len() {
+            let Some(layer) = self.layers[i].as_mut() else {
+                continue;
+            };
+            let mut dx_bufs: Vec<Option<B::Buf>> = self.dx_of[i]
+                .iter()
+                .map(|id| id.and_then(|b| self.grads[b].take()))
+                .collect();
+            let node = &self.graph.nodes[i];
+            let x: Vec<B::In<'_>> = node
+                .inputs
+                .iter()
+                .filter_map(|&t| self.acts[self.act_of[t]].as_ref().map(B::input))
+                .collect();
+            let y = B::input(held(&self.acts[self.act_of[i]]));
+            let dy_buf = self.dy_sum[i].or_else(|| self.dy_parts[i].first().copied());
+            let dy = dy_buf.and_then(|b| self.grads[b].as_ref().map(B::input));
+            let r = {
+                let mut dx: Vec<Option<B::Out<'_>>> = dx_bufs
+                    .iter_mut()
+                    .map(|b| b.as_mut().map(B::output))
+                    .collect();
+                layer.plan(&mut self.cx, &x, y, dy, &mut dx)
+            };
+            for (id, buf) in self.dx_of[i].iter().zip(dx_bufs) {
+                if let (Some(id), Some(buf)) = (id, buf) {
+                    self.grads[*id] = Some(buf);
+                }
+            }
+            need = need.max(r?);
+        }
+        Ok(need)
+    }
+
+    /// Moves to the next training step: dropout draws new masks.
+    pub fn next_step(&mut self) {
+        self.step += 1;
+    }
+
+    fn step_seed(&self) -> u64 {
+        self.step.wrapping_mul(0x2545_F491_4F6C_DD1D) ^ self.seed
+    }
+
+    /// The forward pass (enqueued, on a GPU).
+    pub fn forward(&mut self) -> Result<()> {
+        let seed = self.step_seed();
+        B::set_step_seed(&mut self.cx, seed);
+        let n = self.graph.nodes.len();
+        for i in 1..n {
+            if self.per_layer {
+                self.backend.record(&mut self.fwd_events[i - 1])?;
+            }
+            if !self.skips_forward(i) {
+                self.forward_node(i)?;
+            }
+        }
+        if self.per_layer {
+            self.backend.record(&mut self.fwd_events[n - 1])?;
+        }
+        Ok(())
+    }
+
+    pub(super) fn forward_node(&mut self, i: usize) -> Result<()> {
+        let node = &self.graph.nodes[i];
+        if node.op == Op::Flatten {
+            return Ok(());
+        }
+        let Some(layer) = self.layers[i].as_mut() else {
+            return Ok(());
+        };
+        let out_id = self.act_of[i];
+        let mut out = self.acts[out_id].take().expect("a node's output is held");
+        let r = {
+            let x: Vec<B::In<'_>> = node
+                .inputs
+                .iter()
+                .map(|&t| B::input(held(&self.acts[self.act_of[t]])))
+                .collect();
+            layer.forward(&mut self.cx, &x, B::output(&mut out))
+        };
+        self.acts[out_id] = Some(out);
+        r
+    }
+
+    /// The backward pass (enqueued, on a GPU): every parameter's gradient.
+    pub fn backward(&mut self) -> Result<()> {
+        let n = self.graph.nodes.len();
+        for i in (1..n).rev() {
+            if self.per_layer {
+                self.backend.record(&mut self.bwd_events[n - 1 - i])?;
+            }
+            if self.skips_backward(i) {
+                // The producer's backward masks the gradient itself.
+            } else if passes_gradient(&self.graph.nodes[i].op) {
+                // Nothing to compute, but the gradient handed through may
+                // be a sum (a residual sum read by two layers).
+                self.sum_gradients(i)?;
+            } else {
+                self.backward_node(i)?;
+            }
+        }
+        if self.per_layer {
+            self.backend.record(&mut self.bwd_events[n - 1])?;
+        }
+        Ok(())
+    }
+
+    /// Sums node `i`'s output gradients into their own buffer, where the
+    /// plan has one.
+    fn sum_gradients(&mut self, i: usize) -> Result<()> {
+        let (Some(sum), Some(plan)) = (self.dy_sum[i], &self.sum_plans[i]) else {
+            return Ok(());
+        };
+        let mut dst = self.grads[sum].take().expect("the sum's buffer is held");
+        let r = {
+            let parts: Vec<B::In<'_>> = self.dy_parts[i]
+                .iter()
+                .map(|&p| B::input(held(&self.grads[p])))
+                .collect();
+            self.backend
+                .sum(&mut self.cx, plan, &parts, B::output(&mut dst))
+        };
+        self.grads[sum] = Some(dst);
+        r
+    }
+
+    pub(super) fn backward_node(&mut self, i: usize) -> Result<()> {
+        self.sum_gradients(i)?;
+        let Some(layer) = self.layers[i].as_mut() else {
+            return Ok(());
+        };
+        // Take the written buffers out so the read ones can be borrowed.
+        let mut dx_bufs: Vec<Option<B::Buf>> = self.dx_of[i]
+            .iter()
+            .map(|id| id.and_then(|b| self.grads[b].take()))
+            .collect();
+        let r = {
+            let grads = &self.grads;
+            let dy: Vec<B::In<'_>> = match self.dy_sum[i] {
+                Some(sum) => vec![B::input(held(&grads[sum]))],
+                None => self.dy_parts[i]
+                    .iter()
+                    .map(|&p| B::input(held(&grads[p])))
+                    .collect(),
+            };
+            let node = &self.graph.nodes[i];
+            let x: Vec<B::In<'_>> = node
+                .inputs
+                .iter()
+                .map(|&t| B::input(held(&self.acts[self.act_of[t]])))
+                .collect();
+            let y = B::input(held(&self.acts[self.act_of[i]]));
+            let mut dx: Vec<Option<B::Out<'_>>> = dx_bufs
+                .iter_mut()
+                .map(|b| b.as_mut().map(B::output))
+                .collect();
+            layer.backward(&mut self.cx, &x, y, &dy, &mut dx)
+        };
+        for (id, buf) in self.dx_of[i].iter().zip(dx_bufs) {
+            if let (Some(id), Some(buf)) = (id, buf) {
+                self.grads[*id] = Some(buf);
+            }
+        }
+        r
+    }
+
+    /// One SGD step with momentum over every parameter.
+    pub fn sgd_update(&mut self, lr: f32, momentum: f32) -> Result<()> {
+        for l in self.layers.iter_mut().flatten() {
+            for p in l.params() {
+                self.backend.sgd(&mut self.cx, p, lr, momentum)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// One training step (the next dropout masks), timed per phase on the
+    /// backend's clock; waits for the device. With `per_layer`, also fills
+    /// `fwd_ms` and `bwd_ms`.
+    pub fn step(&mut self, update: Option<(f32, f32)>) -> Result<StepMs> {
+        self.next_step();
+        self.backend.record(&mut self.phase[0])?;
+        self.forward()?;
+        self.backend.record(&mut self.phase[1])?;
+        self.backward()?;
+        self.backend.record(&mut self.phase[2])?;
+        if let Some((lr, m)) = update {
+            self.sgd_update(lr, m)?;
+        }
+        self.backend.record(&mut self.phase[3])?;
+        self.backend.wait(&self.phase[3])?;
+        let b = &self.backend;
+        if self.per_layer {
+            let n = self.graph.nodes.len();
+            for i in 1..n {
+                self.fwd_ms[i] = b.elapsed_ms(&self.fwd_events[i - 1], &self.fwd_events[i])?;
+                self.bwd_ms[i] =
+                    b.elapsed_ms(&self.bwd_events[n - 1 - i], &self.bwd_events[n - i])?;
+            }
+        }
+        Ok(StepMs {
+            forward: b.elapsed_ms(&self.phase[0], &self.phase[1])?,
+            backward: b.elapsed_ms(&self.phase[1], &self.phase[2])?,
+            update: b.elapsed_ms(&self.phase[2], &self.phase[3])?,
+        })
+    }
+
+    /// The loss of the last forward pass (waits for the device).
+    pub fn loss(&self) -> Result<f32> {
+        let last = self.graph.nodes.len() - 1;
+        let buf = held(&self.acts[self.act_of[last]]);
+        let d = dims(&self.graph, last, self.batch);
+        Ok(self.backend.download(buf, d, Elem::F32)?[0])
+    }
+
+    /// The dims of the tensor node `i`'s buffer holds: a flatten's buffer
+    /// is its input's, laid out as that input, so host values convert with
+    /// the input's dims.
+    fn buffer_dims(&self, mut i: usize) -> BatchDims {
+        while self.graph.nodes[i].op == Op::Flatten {
+            i = self.graph.nodes[i].inputs[0];
+        }
+        dims(&self.graph, i, self.batch)
+    }
+
+    fn elem(&self, i: usize) -> Elem {
+        if i == self.graph.nodes.len() - 1 {
+            Elem::F32
+        } else {
+            Elem::Run
+        }
+    }
+
+    /// Node `i`'s output as NHWC f32 (waits for the device).
+    pub fn output_host(&self, i: usize) -> Result<Vec<f32>> {
+        let buf = held(&self.acts[self.act_of[i]]);
+        self.backend
+            .download(buf, self.buffer_dims(i), self.elem(i))
+    }
+
+    /// Sets node `i`'s output from NHWC f32 values (`check` feeds each
+    /// layer the reference's inputs).
+    pub fn upload_output(&mut self, i: usize, host: &[f32]) -> Result<()> {
+        let (d, e) = (self.buffer_dims(i), self.elem(i));
+        let buf = self.acts[self.act_of[i]]
+            .as_mut()
+            .expect("a node's output is held");
+        self.backend.upload(buf, host, d, e)
+    }
+
+    /// Node `i`'s forward alone, after its inputs were set.
+    pub fn forward_one(&mut self, i: usize) -> Result<()> {
+        let seed = self.step_seed();
+        B::set_step_seed(&mut self.cx, seed);
+        self.forward_node(i)
+    }
+
+    /// Node `i`'s backward alone, reading `dy_parts` (NHWC f32, one per
+    /// consuming edge, in the plan's order) times `scale` as its output
+    /// gradients. The layer is linear in them, so its gradients come out
+    /// scaled by `scale` too: `check` scales half-precision runs so that
+    /// small gradients do not underflow, as mixed-precision training's
+    /// loss scaling does.
+    pub fn backward_one(&mut self, i: usize, dy_parts: &[&[f32]], scale: f32) -> Result<()> {
+        if passes_gradient(&self.graph.nodes[i].op) {
+            return Ok(());
+        }
+        let d = self.buffer_dims(i);
+        for (&b, host) in self.dy_parts[i].clone().iter().zip(dy_parts) {
+            let scaled: Vec<f32> = host.iter().map(|v| v * scale).collect();
+            let buf = self.grads[b].as_mut().expect("a gradient part is held");
+            self.backend.upload(buf, &scaled, d, Elem::Run)?;
+        }
+        self.backward_node(i)
+    }
+
+    /// Every parameter with its name (`conv1.weight`, `bn1.bias`), in
+    /// graph order.
+    pub fn named_params(&mut self) -> Vec<(String, &mut B::Param)> {
+        let mut out = Vec::new();
+        for (i, l) in self.layers.iter_mut().enumerate() {
+            if let Some(l) = l {
+                for (k, p) in l.params().into_iter().enumerate() {
+                    out.push((param_name(&self.graph, i, k), p));
+                }
+            }
+        }
+        out
+    }
+
+    /// Node `i`'s parameter gradients with their names, f32 in the CPU
+    /// layers' order (waits for the device).
+    pub fn layer_grads(&self, i: usize) -> Result<Vec<(String, Vec<f32>)>> {
+        let mut out = Vec::new();
+        if let Some(l) = &self.layers[i] {
+            for (k, p) in l.params_ref().into_iter().enumerate() {
+                out.push((param_name(&self.graph, i, k), self.backend.param_grad(p)?));
+            }
+        }
+        Ok(out)
+    }
+
+    /// The kernels each layer ran (convolutions: algorithm per direction).
+    pub fn kernels(&self, i: usize) -> String {
+        match self.fused_into[i] {
+            Some((p, ReluFusion::Forward)) => {
+                format!("forward fused into {}", self.graph.nodes[p].name)
+            }
+            Some((p, _)) => format!("fused into {}", self.graph.nodes[p].name),
+            None => self.layers[i]
+                .as_ref()
+                .map(|l| l.kernels())
+                .unwrap_or_default(),
+        }
+    }
+
+    pub fn memory(&self) -> Memory {
+        let layers = || self.layers.iter().flatten();
+        let params = layers()
+            .flat_map(|l| l.params_ref())
+            .map(B::param_bytes)
+            .sum();
+        let activations = self
+            .acts
+            .iter()
+            .chain(&self.grads)
+            .flatten()
+            .map(B::buf_bytes)
+            .sum();
+        let workspace = B::ctx_bytes(&self.cx) + layers().map(|l| l.scratch_bytes()).sum::<usize>();
+        Memory {
+            params,
+            activations,
+            workspace,
+        }
+    }
+}
+
+/// A buffer the plan holds (fusion frees only buffers nobody reads).
+pub(super) fn held<T>(b: &Option<T>) -> &T {
+    b.as_ref().expect("a buffer the network reads is held")
+}
+
+/// Node `i`'s output tensor, the whole batch.
+fn dims(graph: &Graph, i: usize, batch: usize) -> BatchDims {
+    let d = graph.nodes[i].out;
+    BatchDims {
+        n: batch,
+        h: d.h,
+        w: d.w,
+        c: d.c,
+    }
+}
+
+/// `conv1.weight`, `conv1.bias`: parameter `k` of node `i`.
+fn param_name(graph: &Graph, i: usize, k: usize) -> String {
+    let what = if k == 0 { "weight" } else { "bias" };
+    format!("{}.{what}", graph.nodes[i].name)
+}
