@@ -236,6 +236,14 @@ fn make_layer<'g>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::cuda::nvrtc::{
+        pick, CAST_BF16_TO_F32, CAST_F16_TO_F32, CAST_F32_TO_BF16, CAST_F32_TO_F16, KERNEL_NAMES,
+        MEAN, SGD_UPDATE,
+    };
+    use crate::core::dtype::Storage;
+    use crate::ops::dropout::kernels::{DROPOUT_BWD, DROPOUT_FWD};
+    use crate::ops::loss::kernels::{XENT_BWD, XENT_FWD};
+    use crate::ops::pool::kernels::{POOL_BWD, POOL_FWD};
     use crate::zoo;
 
     #[test]
@@ -247,5 +255,38 @@ mod tests {
         assert!(f16b < f32b);
         let p = g.params() as u128;
         assert_eq!(f32b - p * 12, 2 * (f16b - p * 16));
+    }
+
+    #[test]
+    fn every_wrapper_kernel_is_listed() {
+        let groups = [
+            XENT_FWD,
+            XENT_BWD,
+            DROPOUT_FWD,
+            DROPOUT_BWD,
+            POOL_FWD,
+            POOL_BWD,
+        ];
+        let mut named: Vec<&str> = groups.iter().flatten().copied().collect();
+        named.extend([
+            CAST_F32_TO_F16,
+            CAST_F32_TO_BF16,
+            CAST_F16_TO_F32,
+            CAST_BF16_TO_F32,
+            SGD_UPDATE,
+            MEAN,
+        ]);
+        named.sort_unstable();
+        let mut listed = KERNEL_NAMES.to_vec();
+        listed.sort_unstable();
+        assert_eq!(named, listed);
+        for st in [Storage::F32, Storage::F16, Storage::Bf16] {
+            let suffix = match st {
+                Storage::F32 => "_f32",
+                Storage::F16 => "_f16",
+                Storage::Bf16 => "_bf16",
+            };
+            assert!(groups.iter().all(|g| pick(st, *g).ends_with(suffix)));
+        }
     }
 }

@@ -3,5 +3,6 @@
 
 pub mod cpu;
 pub mod cuda;
+pub mod kernels;
 
 pub use cpu::DropoutLayer;

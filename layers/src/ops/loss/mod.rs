@@ -2,5 +2,6 @@
 
 pub mod cpu;
 pub mod cuda;
+pub mod kernels;
 
 pub use cpu::SoftmaxXentLayer;

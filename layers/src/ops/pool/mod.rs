@@ -2,6 +2,7 @@
 
 pub mod cpu;
 pub mod cuda;
+pub mod kernels;
 
 pub use cpu::PoolLayer;
 

@@ -1,0 +1,113 @@
+//! Launch wrappers of `loss.cu` (softmax cross-entropy), on the compiled
+//! [`Kernels`].
+
+use crate::backend::cuda::nvrtc::{blocks_for, invalid, pick, to_i32, to_u64, Arg, Kernels, MEAN};
+use crate::backend::cuda::GpuResult;
+use crate::core::dtype::Storage;
+use cudarc::driver::sys::CUdeviceptr;
+use cudarc::driver::CudaStream;
+
+pub(crate) const XENT_FWD: [&str; 3] = [
+    "softmax_xent_fwd_f32",
+    "softmax_xent_fwd_f16",
+    "softmax_xent_fwd_bf16",
+];
+pub(crate) const XENT_BWD: [&str; 3] = [
+    "softmax_xent_bwd_f32",
+    "softmax_xent_bwd_f16",
+    "softmax_xent_bwd_bf16",
+];
+
+impl Kernels {
+    /// Softmax cross-entropy forward over `batch` rows of `classes` logits
+    /// (storage `st`): writes the f32 probabilities (for the backward),
+    /// each row's loss, and their mean into `loss_out[0]`. A label outside
+    /// `0..classes` makes its row's loss, and the mean, NaN.
+    ///
+    /// # Safety
+    ///
+    /// `logits` must hold `batch·classes` elements of `st`, `labels`
+    /// `batch` u32s, `probs` `batch·classes` f32s, `row_loss` `batch`
+    /// f32s and `loss_out` one f32, all live until the work completes on
+    /// `stream`; the outputs must not overlap anything.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn softmax_xent_fwd(
+        &self,
+        stream: &CudaStream,
+        st: Storage,
+        logits: CUdeviceptr,
+        labels: CUdeviceptr,
+        probs: CUdeviceptr,
+        row_loss: CUdeviceptr,
+        loss_out: CUdeviceptr,
+        batch: usize,
+        classes: usize,
+    ) -> GpuResult<()> {
+        let name = pick(st, XENT_FWD);
+        if batch == 0 || classes == 0 {
+            return Err(invalid(
+                name,
+                format!("empty input: batch {batch}, classes {classes}"),
+            ));
+        }
+        let classes = to_i32(name, "classes", classes)?;
+        let rows = to_i32(name, "batch", batch)?;
+        let args = [
+            Arg::Ptr(logits),
+            Arg::Ptr(labels),
+            Arg::Ptr(probs),
+            Arg::Ptr(row_loss),
+            Arg::I32(classes),
+        ];
+        // SAFETY: one block per row; (const T* logits, const u32* labels,
+        // float* probs, float* row_loss, int classes), then (const float*
+        // x, int n, float* out) in one block, with the caller's sizes.
+        unsafe {
+            self.launch(stream, name, rows as u32, &args)?;
+            self.launch(
+                stream,
+                MEAN,
+                1,
+                &[Arg::Ptr(row_loss), Arg::I32(rows), Arg::Ptr(loss_out)],
+            )
+        }
+    }
+
+    /// Softmax cross-entropy backward of the mean loss:
+    /// `dlogits = (probs − onehot(label)) / batch`, in storage `st`.
+    ///
+    /// # Safety
+    ///
+    /// `probs` must hold `batch·classes` f32s, `labels` `batch` u32s and
+    /// `dlogits` `batch·classes` elements of `st`, live until the work
+    /// completes on `stream`; `dlogits` must not overlap the others.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn softmax_xent_bwd(
+        &self,
+        stream: &CudaStream,
+        st: Storage,
+        probs: CUdeviceptr,
+        labels: CUdeviceptr,
+        dlogits: CUdeviceptr,
+        batch: usize,
+        classes: usize,
+    ) -> GpuResult<()> {
+        let name = pick(st, XENT_BWD);
+        let n = batch
+            .checked_mul(classes)
+            .ok_or_else(|| invalid(name, format!("{batch}·{classes} elements")))?;
+        if n == 0 {
+            return Ok(());
+        }
+        let args = [
+            Arg::Ptr(probs),
+            Arg::Ptr(labels),
+            Arg::Ptr(dlogits),
+            Arg::I32(to_i32(name, "classes", classes)?),
+            Arg::I32(to_i32(name, "batch", batch)?),
+        ];
+        // SAFETY: (const float* probs, const u32* labels, T* dlogits, int
+        // classes, int batch) with the caller's sizes.
+        unsafe { self.launch(stream, name, blocks_for(to_u64(name, n)?), &args) }
+    }
+}

@@ -1,0 +1,174 @@
+//! Launch wrappers of `pool.cu` (ceil-mode pooling), on the compiled
+//! [`Kernels`].
+
+use crate::backend::cuda::nvrtc::{blocks_for, invalid, pick, to_i32, Arg, Kernels};
+use crate::backend::cuda::GpuResult;
+use crate::core::dtype::Storage;
+use cnnbench_kernels::pool::PoolShape;
+use cudarc::driver::sys::CUdeviceptr;
+use cudarc::driver::CudaStream;
+
+pub(crate) const POOL_FWD: [&str; 3] = ["pool_fwd_f32", "pool_fwd_f16", "pool_fwd_bf16"];
+pub(crate) const POOL_BWD: [&str; 3] = ["pool_bwd_f32", "pool_bwd_f16", "pool_bwd_bf16"];
+
+impl Kernels {
+    /// Max (`max`) or average pooling forward, with the semantics of
+    /// `cnnbench_kernels::pool` (see pool.cu), in storage `st`, NCHW when
+    /// `nchw` else NHWC.
+    ///
+    /// # Safety
+    ///
+    /// `x` must hold `shape.src_len()` and `y` `shape.dst_len()` elements
+    /// of `st`, live until the work completes on `stream`, and not overlap.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn pool_fwd(
+        &self,
+        stream: &CudaStream,
+        st: Storage,
+        shape: &PoolShape,
+        max: bool,
+        nchw: bool,
+        x: CUdeviceptr,
+        y: CUdeviceptr,
+    ) -> GpuResult<()> {
+        let name = pick(st, POOL_FWD);
+        let (ints, n_out, _) = pool_ints(name, shape, max, nchw)?;
+        if n_out == 0 {
+            return Ok(());
+        }
+        let mut args = vec![Arg::Ptr(x), Arg::Ptr(y)];
+        args.extend(ints.map(Arg::I32));
+        // SAFETY: (const T* x, T* y, 15 ints) with the caller's sizes.
+        unsafe { self.launch(stream, name, blocks_for(n_out), &args) }
+    }
+
+    /// Pooling backward: `dx` gets, per input cell, the sum of the
+    /// gradients of the windows it wins (max: the window's first maximum,
+    /// recomputed from `x`) or the windows' `dy / divisor` (average). Every
+    /// element of `dx` is written.
+    ///
+    /// # Safety
+    ///
+    /// `x` and `dx` must hold `shape.src_len()` and `dy` `shape.dst_len()`
+    /// elements of `st`, live until the work completes on `stream`; `dx`
+    /// must not overlap the others.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn pool_bwd(
+        &self,
+        stream: &CudaStream,
+        st: Storage,
+        shape: &PoolShape,
+        max: bool,
+        nchw: bool,
+        x: CUdeviceptr,
+        dy: CUdeviceptr,
+        dx: CUdeviceptr,
+    ) -> GpuResult<()> {
+        let name = pick(st, POOL_BWD);
+        let (ints, _, n_in) = pool_ints(name, shape, max, nchw)?;
+        if n_in == 0 {
+            return Ok(());
+        }
+        let mut args = vec![Arg::Ptr(x), Arg::Ptr(dy), Arg::Ptr(dx)];
+        args.extend(ints.map(Arg::I32));
+        // SAFETY: (const T* x, const T* dy, T* dx, 15 ints) with the
+        // caller's sizes.
+        unsafe { self.launch(stream, name, blocks_for(n_in), &args) }
+    }
+}
+
+/// The pool kernels' int parameters (mb, c, ih, iw, oh, ow, kh, kw, sh, sw,
+/// ph, pw, is_max, count_pad, nchw), checked so that the kernels' int
+/// arithmetic within an image cannot overflow, and the element counts of
+/// the output and the input.
+fn pool_ints(
+    name: &'static str,
+    s: &PoolShape,
+    max: bool,
+    nchw: bool,
+) -> GpuResult<([i32; 15], u64, u64)> {
+    if s.kh == 0 || s.kw == 0 || s.sh == 0 || s.sw == 0 {
+        return Err(invalid(name, format!("empty window or zero stride: {s:?}")));
+    }
+    // window() computes o·s − p + k and n + p; covering() i + p; the
+    // divisor at most kh·kw. All stay below these bounds.
+    let fits = |o: usize, st: usize, k: usize, n: usize, p: usize| {
+        o.checked_mul(st)
+            .and_then(|v| v.checked_add(k + n + p))
+            .is_some_and(|v| v <= i32::MAX as usize)
+    };
+    if !fits(s.oh, s.sh, s.kh, s.ih, s.ph)
+        || !fits(s.ow, s.sw, s.kw, s.iw, s.pw)
+        || s.kh.checked_mul(s.kw).is_none_or(|v| v > i32::MAX as usize)
+    {
+        return Err(invalid(
+            name,
+            format!("pool shape too large for int: {s:?}"),
+        ));
+    }
+    let count = |dims: [usize; 4]| {
+        dims.into_iter()
+            .try_fold(1usize, usize::checked_mul)
+            .and_then(|v| u64::try_from(v).ok())
+            .ok_or_else(|| invalid(name, format!("element count overflows: {s:?}")))
+    };
+    let n_out = count([s.mb, s.c, s.oh, s.ow])?;
+    let n_in = count([s.mb, s.c, s.ih, s.iw])?;
+    let mut ints = [0i32; 15];
+    let dims = [
+        ("mb", s.mb),
+        ("c", s.c),
+        ("ih", s.ih),
+        ("iw", s.iw),
+        ("oh", s.oh),
+        ("ow", s.ow),
+        ("kh", s.kh),
+        ("kw", s.kw),
+        ("sh", s.sh),
+        ("sw", s.sw),
+        ("ph", s.ph),
+        ("pw", s.pw),
+    ];
+    for (slot, (what, v)) in ints.iter_mut().zip(dims) {
+        *slot = to_i32(name, what, v)?;
+    }
+    ints[12] = max as i32;
+    ints[13] = s.count_pad as i32;
+    ints[14] = nchw as i32;
+    Ok((ints, n_out, n_in))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pool_launch_sizes_are_checked() {
+        let shape = PoolShape {
+            mb: 2,
+            c: 3,
+            ih: 13,
+            iw: 13,
+            oh: 6,
+            ow: 6,
+            kh: 3,
+            kw: 3,
+            sh: 2,
+            sw: 2,
+            ph: 0,
+            pw: 0,
+            count_pad: true,
+        };
+        let (ints, n_out, n_in) = pool_ints("pool_fwd_f32", &shape, true, false).unwrap();
+        assert_eq!(ints, [2, 3, 13, 13, 6, 6, 3, 3, 2, 2, 0, 0, 1, 1, 0]);
+        assert_eq!((n_out, n_in), (2 * 3 * 36, 2 * 3 * 169));
+        let huge = PoolShape {
+            ih: 1 << 31,
+            ..shape
+        };
+        let e = pool_ints("pool_fwd_f32", &huge, true, false).unwrap_err();
+        assert_eq!(e.call, "pool_fwd_f32");
+        let zero_stride = PoolShape { sh: 0, ..shape };
+        assert!(pool_ints("pool_fwd_f32", &zero_stride, false, true).is_err());
+    }
+}
