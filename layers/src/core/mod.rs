@@ -7,6 +7,7 @@ pub mod dtype;
 pub mod error;
 pub mod init;
 pub mod layout;
+pub mod shape;
 
 pub use dtype::DType;
 pub use layout::Layout;

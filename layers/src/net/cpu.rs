@@ -5,23 +5,9 @@
 
 use super::exec::{held, ExecOptions, Executor};
 use super::graph::{Graph, Op};
-use super::init;
 use super::plan::passes_gradient;
 use crate::backend::cpu::{Cpu, Ctx, Param};
-use crate::core::backend::Layer;
 use crate::core::error::Result;
-use crate::ops::add::AddLayer;
-use crate::ops::batchnorm::BatchNormLayer;
-use crate::ops::concat::ConcatLayer;
-use crate::ops::conv::cpu_layer::ConvLayer;
-use crate::ops::dropout::DropoutLayer;
-use crate::ops::flatten::FlattenLayer;
-use crate::ops::linear::LinearLayer;
-use crate::ops::loss::SoftmaxXentLayer;
-use crate::ops::lrn::LrnLayer;
-use crate::ops::pool::PoolLayer;
-use crate::ops::relu::ReluLayer;
-use cnnbench_kernels::norm::lrn::LrnParams;
 use cnnbench_kernels::Isa;
 use std::collections::HashMap;
 
@@ -57,15 +43,7 @@ impl Executor<Cpu> {
             per_layer: true,
             fuse_relu: opts.fuse_relu && !opts.reference,
         };
-        let seed = opts.seed;
-        Executor::build(
-            Cpu { isa: opts.isa },
-            cx,
-            graph,
-            batch,
-            exec,
-            &mut |_, g, i, labels| Ok(Some(make_layer(g, i, labels, seed))),
-        )
+        Executor::build(Cpu { isa: opts.isa }, cx, graph, batch, exec)
     }
 
     /// The output of node `i` of the last forward pass (for a layer with a
@@ -184,46 +162,4 @@ pub fn estimate(graph: &Graph, batch: usize) -> u128 {
         }
     }
     elems * 4
-}
-
-/// The CPU layer of node `i`; `labels` holds one seeded class per image
-/// (the batch size).
-fn make_layer(graph: &Graph, i: usize, labels: &[u32], seed: u64) -> Box<dyn Layer<Cpu>> {
-    let batch = labels.len();
-    let node = &graph.nodes[i];
-    let x = graph.nodes[node.inputs.first().copied().unwrap_or(0)].out;
-    let layer_seed = init::layer_seed(seed, i);
-    match node.op {
-        Op::Input => unreachable!("the input has no layer"),
-        Op::Conv(s) => Box::new(ConvLayer::new(
-            graph.conv_shape(i, batch),
-            s.bias,
-            node.inputs[0] != 0,
-            layer_seed,
-        )),
-        Op::BatchNorm { eps, momentum } => Box::new(BatchNormLayer::new(x.c, eps, momentum)),
-        Op::Relu => Box::new(ReluLayer),
-        Op::Pool(_) => {
-            let (shape, max) = graph.pool_shape(i, batch);
-            Box::new(PoolLayer::new(shape, max))
-        }
-        Op::Lrn(s) => {
-            let p = LrnParams {
-                size: s.size,
-                alpha: s.alpha,
-                beta: s.beta,
-                k: s.k,
-            };
-            Box::new(LrnLayer::new(p, x.c, batch * x.len()))
-        }
-        Op::Linear { out } => Box::new(LinearLayer::new(batch, x.len(), out, layer_seed)),
-        Op::Dropout { p } => Box::new(DropoutLayer::new(p, batch * x.len(), i as u64)),
-        Op::Concat => {
-            let widths = node.inputs.iter().map(|&t| graph.nodes[t].out.c).collect();
-            Box::new(ConcatLayer::new(batch * x.h * x.w, widths))
-        }
-        Op::Add => Box::new(AddLayer::default()),
-        Op::Flatten => Box::new(FlattenLayer),
-        Op::SoftmaxXent => Box::new(SoftmaxXentLayer::new(x.c, labels.to_vec())),
-    }
 }

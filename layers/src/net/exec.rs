@@ -20,6 +20,7 @@ use super::init;
 use super::plan::{passes_gradient, BufferPlan};
 use crate::core::backend::{Backend, BatchDims, Elem, Layer, ReluFusion};
 use crate::core::error::Result;
+use crate::ops::spec::MakeLayer;
 
 /// What every backend's network is built with.
 #[derive(Clone, Copy, Debug)]
@@ -58,11 +59,6 @@ pub struct StepMs {
     pub update: f64,
 }
 
-/// Makes node `i`'s layer (`None`: the node needs none, as flatten on a
-/// GPU); `labels` holds one seeded class per image.
-pub type MakeLayer<'m, B> =
-    dyn FnMut(&B, &Graph, usize, &[u32]) -> Result<Option<Box<dyn Layer<B>>>> + 'm;
-
 pub struct Executor<B: Backend> {
     pub graph: Graph,
     pub batch: usize,
@@ -97,24 +93,26 @@ pub struct Executor<B: Backend> {
     seed: u64,
 }
 
-impl<B: Backend> Executor<B> {
-    /// Makes every layer, allocates every tensor, sets the seeded image
-    /// ([`init::input`]) and fuses ReLUs where asked. Algorithms are
-    /// chosen afterwards ([`Executor::plan_layers`]).
+impl<B: MakeLayer> Executor<B> {
+    /// Makes every node's layer from its op's spec, allocates every
+    /// tensor, sets the seeded image ([`init::input`]) and fuses ReLUs
+    /// where asked. Algorithms are chosen afterwards
+    /// ([`Executor::plan_layers`]).
     pub fn build(
         backend: B,
         cx: B::Ctx,
         graph: &Graph,
         batch: usize,
         opts: ExecOptions,
-        make: &mut MakeLayer<'_, B>,
     ) -> Result<Executor<B>> {
         let n = graph.nodes.len();
         let labels = init::labels(graph, batch, opts.seed);
         let mut layers = Vec::with_capacity(n);
         layers.push(None);
         for i in 1..n {
-            layers.push(make(&backend, graph, i, &labels)?);
+            let x = graph.input_dims(i);
+            let node = graph.node_cx(i, batch, opts.seed, &x, &labels);
+            layers.push(backend.make_layer(graph.nodes[i].op.spec(), &node)?);
         }
         let sums = |i: usize| layers[i].as_ref().is_some_and(|l| l.sums_gradients());
         let plan = BufferPlan::new(graph, batch, sums);
@@ -171,7 +169,9 @@ impl<B: Backend> Executor<B> {
         }
         Ok(net)
     }
+}
 
+impl<B: Backend> Executor<B> {
     pub fn backend(&self) -> &B {
         &self.backend
     }

@@ -8,26 +8,13 @@
 //! op-tensor into a buffer of their own before its producer's backward.
 
 use super::exec::{ExecOptions, Executor};
-use super::graph::{Graph, Op};
-use super::init;
+use super::graph::Graph;
 use super::plan::BufferPlan;
-use crate::backend::cuda::cudnn::TensorDesc;
-use crate::backend::cuda::layer::{Cuda, GpuCtx, GpuParam, HostOrder};
+use crate::backend::cuda::layer::{Cuda, GpuCtx};
 use crate::backend::cuda::memory::Workspace;
 use crate::backend::cuda::nvrtc::Kernels;
 use crate::backend::cuda::{DeviceBuffer, Gpu, GpuResult};
-use crate::core::backend::Layer;
 use crate::core::{DType, Layout};
-use crate::ops::add::cuda::AddGpuLayer;
-use crate::ops::batchnorm::cuda::BatchNormGpuLayer;
-use crate::ops::concat::cuda::{blocks, ConcatGpuLayer};
-use crate::ops::conv::gpu_layer::ConvGpuLayer;
-use crate::ops::dropout::cuda::DropoutGpuLayer;
-use crate::ops::linear::cuda::LinearGpuLayer;
-use crate::ops::loss::cuda::SoftmaxXentGpuLayer;
-use crate::ops::lrn::cuda::LrnGpuLayer;
-use crate::ops::pool::cuda::PoolGpuLayer;
-use crate::ops::relu::cuda::ReluGpuLayer;
 
 pub use super::exec::{Memory as GpuMemory, StepMs};
 
@@ -88,9 +75,7 @@ impl<'g> Executor<Cuda<'g>> {
             // No CUDA layer takes a ReLU yet.
             fuse_relu: false,
         };
-        let mut net = Executor::build(backend, cx, graph, batch, exec, &mut |b, g, i, labels| {
-            make_layer(b.gpu, b.kernels, g, i, batch, labels, &opts)
-        })?;
+        let mut net = Executor::build(backend, cx, graph, batch, exec)?;
         net.choose_algorithms(opts.workspace_limit)?;
         Ok(net)
     }
@@ -123,114 +108,6 @@ impl<'g> Executor<Cuda<'g>> {
         self.cx.workspace_buf = Some(shared);
         gpu.synchronize()
     }
-}
-
-/// Node `i`'s output tensor, as cuDNN describes it.
-fn desc(graph: &Graph, i: usize, batch: usize, o: &GpuOptions) -> GpuResult<TensorDesc> {
-    let d = graph.nodes[i].out;
-    TensorDesc::new(o.layout, o.dtype, batch, d.c, d.h, d.w)
-}
-
-/// The CUDA layer of node `i` (`None` for flatten, which aliases).
-fn make_layer<'g>(
-    gpu: &Gpu,
-    kernels: &Kernels,
-    graph: &Graph,
-    i: usize,
-    batch: usize,
-    labels: &[u32],
-    o: &GpuOptions,
-) -> GpuResult<Option<Box<dyn Layer<Cuda<'g>>>>> {
-    let node = &graph.nodes[i];
-    let x = graph.nodes[node.inputs.first().copied().unwrap_or(0)].out;
-    let host = init::layer_params(graph, i, o.seed);
-    let half = match o.dtype {
-        DType::F16 | DType::Bf16 => Some(o.dtype.storage()),
-        _ => None,
-    };
-    let param =
-        |k: usize, order: HostOrder, half| GpuParam::new(gpu, kernels, &host[k], order, half);
-    let input_grad = node.inputs.first() != Some(&0);
-    let layer: Box<dyn Layer<Cuda<'g>>> = match node.op {
-        Op::Input => unreachable!("the input has no layer"),
-        Op::Flatten => return Ok(None),
-        Op::Conv(s) => {
-            let shape = graph.conv_shape(i, batch);
-            let weight = param(0, HostOrder::Filter(shape, o.layout), half)?;
-            let bias = if s.bias {
-                Some(param(1, HostOrder::Plain, half)?)
-            } else {
-                None
-            };
-            Box::new(ConvGpuLayer::new(
-                shape, o.dtype, o.layout, weight, bias, input_grad,
-            )?)
-        }
-        Op::BatchNorm { eps, momentum } => Box::new(BatchNormGpuLayer::new(
-            gpu,
-            [batch, x.c, x.h, x.w],
-            o.dtype,
-            o.layout,
-            eps,
-            momentum,
-            param(0, HostOrder::Plain, None)?,
-            param(1, HostOrder::Plain, None)?,
-            input_grad,
-        )?),
-        Op::Relu => Box::new(ReluGpuLayer::new(desc(graph, i, batch, o)?)?),
-        Op::Pool(_) => {
-            let (shape, max) = graph.pool_shape(i, batch);
-            Box::new(PoolGpuLayer::new(shape, max, o.dtype, o.layout)?)
-        }
-        Op::Lrn(s) => Box::new(LrnGpuLayer::new(desc(graph, i, batch, o)?, &s)?),
-        Op::Linear { out } => {
-            // The flatten before a fully connected layer follows the
-            // layout: its weight rows are permuted to match on NCHW.
-            let src = graph.nodes[node.inputs[0]].op;
-            let spatial = graph.nodes[graph.nodes[node.inputs[0]]
-                .inputs
-                .first()
-                .copied()
-                .unwrap_or(0)]
-            .out;
-            let order =
-                if src == Op::Flatten && o.layout == Layout::Nchw && spatial.h * spatial.w > 1 {
-                    HostOrder::LinearRows {
-                        h: spatial.h,
-                        w: spatial.w,
-                        c: spatial.c,
-                    }
-                } else {
-                    HostOrder::Plain
-                };
-            Box::new(LinearGpuLayer::new(
-                [batch, x.len(), out],
-                o.dtype,
-                param(0, order, half)?,
-                param(1, HostOrder::Plain, half)?,
-            )?)
-        }
-        Op::Dropout { p } => Box::new(DropoutGpuLayer::new(
-            gpu,
-            p,
-            i as u64,
-            [batch, x.c, x.h, x.w],
-            o.dtype,
-            o.layout,
-        )?),
-        Op::Concat => {
-            let widths: Vec<usize> = node.inputs.iter().map(|&t| graph.nodes[t].out.c).collect();
-            Box::new(ConcatGpuLayer::new(blocks(
-                o.layout,
-                [batch, x.h, x.w],
-                &widths,
-                o.dtype.size_bytes(),
-            )))
-        }
-        Op::Add => Box::new(AddGpuLayer::new(desc(graph, i, batch, o)?)?),
-        Op::SoftmaxXent => Box::new(SoftmaxXentGpuLayer::new(gpu, x.c, labels, o.dtype)?),
-    };
-    Ok(Some(layer))
 }
 
 #[cfg(test)]

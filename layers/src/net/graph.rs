@@ -3,99 +3,97 @@
 //! chosen when the network is planned on a backend, so one `Graph` serves
 //! every batch size, and describing it allocates nothing.
 
+use crate::backend::cpu::Cpu;
+use crate::backend::cuda::layer::Cuda;
+use crate::backend::cuda::GpuResult;
+use crate::core::backend::Layer;
+use crate::core::error::Result;
+pub use crate::core::shape::Dims;
+use crate::ops::add::AddSpec;
+pub use crate::ops::batchnorm::BatchNormSpec;
+use crate::ops::concat::ConcatSpec;
 pub use crate::ops::conv::ConvSpec;
+pub use crate::ops::dropout::DropoutSpec;
+use crate::ops::flatten::FlattenSpec;
+pub use crate::ops::linear::LinearSpec;
+use crate::ops::loss::SoftmaxXentSpec;
 pub use crate::ops::lrn::LrnSpec;
 pub use crate::ops::pool::{PoolKind, PoolSpec};
+use crate::ops::relu::ReluSpec;
+use crate::ops::spec::{NodeCx, OpSpec};
 use cnnbench_kernels::conv::ConvShape;
 use cnnbench_kernels::pool::PoolShape;
 
 /// The index of the layer that produces a tensor (0 is the input image).
 pub type TensorId = usize;
 
-/// One image's tensor: `h x w x c`, channels innermost. Fully connected
-/// layers produce `1 x 1 x features`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Dims {
-    pub h: usize,
-    pub w: usize,
-    pub c: usize,
-}
-
-impl Dims {
-    pub fn new(h: usize, w: usize, c: usize) -> Dims {
-        Dims { h, w, c }
-    }
-    /// Elements per image.
-    pub fn len(&self) -> usize {
-        self.h * self.w * self.c
-    }
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-}
-
-impl std::fmt::Display for Dims {
-    /// `64x56x56` in the C x H x W order papers print.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.h == 1 && self.w == 1 {
-            write!(f, "{}", self.c)
-        } else {
-            write!(f, "{}x{}x{}", self.c, self.h, self.w)
-        }
-    }
-}
-
+/// What a node does: one variant per op, holding the op's spec. Adding an
+/// op means its folder under `ops/`, a variant here and its line in
+/// [`Op::spec`].
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Op {
     Input,
     Conv(ConvSpec),
-    /// Training mode: batch statistics, running averages updated.
-    BatchNorm {
-        eps: f32,
-        momentum: f32,
-    },
+    BatchNorm(BatchNormSpec),
     Relu,
     Pool(PoolSpec),
     Lrn(LrnSpec),
-    /// Fully connected, `out` features, with bias.
-    Linear {
-        out: usize,
-    },
-    Dropout {
-        p: f32,
-    },
-    /// Channel concatenation of all inputs, in order.
+    Linear(LinearSpec),
+    Dropout(DropoutSpec),
     Concat,
-    /// Elementwise sum of two inputs (the residual add).
     Add,
-    /// `h x w x c` to `1 x 1 x (h·w·c)`.
     Flatten,
-    /// Softmax over the channels, then the mean cross-entropy against
-    /// seeded labels; the output is the loss.
     SoftmaxXent,
 }
 
 impl Op {
+    /// The op's spec: its shapes, parameters, MACs, initial values and
+    /// layers on every backend.
+    pub fn spec(&self) -> &dyn OpSpec {
+        match self {
+            Op::Input => &InputSpec,
+            Op::Conv(s) => s,
+            Op::BatchNorm(s) => s,
+            Op::Relu => &ReluSpec,
+            Op::Pool(s) => s,
+            Op::Lrn(s) => s,
+            Op::Linear(s) => s,
+            Op::Dropout(s) => s,
+            Op::Concat => &ConcatSpec,
+            Op::Add => &AddSpec,
+            Op::Flatten => &FlattenSpec,
+            Op::SoftmaxXent => &SoftmaxXentSpec,
+        }
+    }
+
     /// The short type name shown in layer tables and JSON (`conv`, `bn`, ...).
     pub fn kind(&self) -> &'static str {
-        match self {
-            Op::Input => "input",
-            Op::Conv(_) => "conv",
-            Op::BatchNorm { .. } => "bn",
-            Op::Relu => "relu",
-            Op::Pool(PoolSpec {
-                kind: PoolKind::Max,
-                ..
-            }) => "maxpool",
-            Op::Pool(_) => "avgpool",
-            Op::Lrn(_) => "lrn",
-            Op::Linear { .. } => "fc",
-            Op::Dropout { .. } => "dropout",
-            Op::Concat => "concat",
-            Op::Add => "add",
-            Op::Flatten => "flatten",
-            Op::SoftmaxXent => "softmax-xent",
-        }
+        self.spec().kind()
+    }
+}
+
+/// The image: no layer on any backend.
+struct InputSpec;
+
+impl OpSpec for InputSpec {
+    fn kind(&self) -> &'static str {
+        "input"
+    }
+
+    fn cpu(&self, _cx: &NodeCx) -> Result<Box<dyn Layer<Cpu>>> {
+        Err(no_layer())
+    }
+
+    fn cuda<'g>(&self, _cx: &NodeCx, _b: &Cuda<'g>) -> GpuResult<Option<Box<dyn Layer<Cuda<'g>>>>> {
+        Err(no_layer())
+    }
+}
+
+fn no_layer() -> crate::core::error::Error {
+    crate::core::error::Error {
+        call: "make layer",
+        status: "the input has no layer".into(),
+        oom: false,
     }
 }
 
@@ -125,17 +123,19 @@ impl Graph {
         self.nodes[loss.inputs[0]].out.c
     }
 
+    /// The dims of node `i`'s inputs.
+    pub fn input_dims(&self, i: usize) -> Vec<Dims> {
+        self.nodes[i]
+            .inputs
+            .iter()
+            .map(|&t| self.nodes[t].out)
+            .collect()
+    }
+
     /// Learnable parameters of node `i` (BN: weight and bias; running
     /// statistics are buffers, not parameters).
     pub fn node_params(&self, i: usize) -> usize {
-        let n = &self.nodes[i];
-        let in_c = n.inputs.first().map(|&t| self.nodes[t].out.c).unwrap_or(0);
-        match n.op {
-            Op::Conv(s) => s.kh * s.kw * (in_c / s.groups) * s.oc + if s.bias { s.oc } else { 0 },
-            Op::BatchNorm { .. } => 2 * in_c,
-            Op::Linear { out } => in_c * out + out,
-            _ => 0,
-        }
+        self.nodes[i].op.spec().params(&self.input_dims(i))
     }
 
     pub fn params(&self) -> usize {
@@ -147,15 +147,37 @@ impl Graph {
     /// as papers do).
     pub fn node_macs(&self, i: usize) -> u64 {
         let n = &self.nodes[i];
-        match n.op {
-            Op::Conv(_) => self.conv_shape(i, 1).macs(),
-            Op::Linear { out } => (self.nodes[n.inputs[0]].out.c * out) as u64,
-            _ => 0,
-        }
+        n.op.spec().macs(&self.input_dims(i), n.out)
     }
 
     pub fn macs(&self) -> u64 {
         (0..self.nodes.len()).map(|i| self.node_macs(i)).sum()
+    }
+
+    /// Node `i` as its op sees it, at batch `batch` of run `seed`.
+    pub fn node_cx<'a>(
+        &self,
+        i: usize,
+        batch: usize,
+        seed: u64,
+        x: &'a [Dims],
+        labels: &'a [u32],
+    ) -> NodeCx<'a> {
+        let node = &self.nodes[i];
+        let first = node.inputs.first().copied();
+        let flattened = first
+            .filter(|&t| self.nodes[t].op == Op::Flatten)
+            .map(|t| self.nodes[self.nodes[t].inputs[0]].out);
+        NodeCx {
+            index: i,
+            batch,
+            x,
+            y: node.out,
+            seed,
+            labels,
+            input_grad: first.is_some_and(|t| t != 0),
+            flattened,
+        }
     }
 
     /// The pooling problem of node `i` at batch `mb`, and whether it is max
@@ -165,27 +187,7 @@ impl Graph {
         let Op::Pool(p) = n.op else {
             panic!("node {} ({}) is not a pooling layer", i, n.name)
         };
-        let x = self.nodes[n.inputs[0]].out;
-        let (max, count_pad) = match p.kind {
-            PoolKind::Max => (true, false),
-            PoolKind::Avg { count_pad } => (false, count_pad),
-        };
-        let shape = PoolShape {
-            mb,
-            c: x.c,
-            ih: x.h,
-            iw: x.w,
-            oh: n.out.h,
-            ow: n.out.w,
-            kh: p.kh,
-            kw: p.kw,
-            sh: p.sh,
-            sw: p.sw,
-            ph: p.ph,
-            pw: p.pw,
-            count_pad,
-        };
-        (shape, max)
+        p.shape(self.nodes[n.inputs[0]].out, n.out, mb)
     }
 
     /// The convolution problem of node `i` at batch `mb`; panics when node
@@ -195,25 +197,7 @@ impl Graph {
         let Op::Conv(s) = n.op else {
             panic!("node {} ({}) is not a convolution", i, n.name)
         };
-        let x = self.nodes[n.inputs[0]].out;
-        ConvShape {
-            mb,
-            g: s.groups,
-            ic: x.c,
-            ih: x.h,
-            iw: x.w,
-            oc: s.oc,
-            oh: n.out.h,
-            ow: n.out.w,
-            kh: s.kh,
-            kw: s.kw,
-            sh: s.sh,
-            sw: s.sw,
-            ph: s.ph,
-            pw: s.pw,
-            dh: 0,
-            dw: 0,
-        }
+        s.shape(self.nodes[n.inputs[0]].out, n.out, mb)
     }
 
     /// The layers that read each layer's output (more than one: its
@@ -309,7 +293,12 @@ impl Builder {
 
     pub fn bn_eps(&mut self, name: &str, x: TensorId, eps: f32) -> TensorId {
         let d = self.dims(x);
-        self.push(name, Op::BatchNorm { eps, momentum: 0.1 }, vec![x], d)
+        self.push(
+            name,
+            Op::BatchNorm(BatchNormSpec { eps, momentum: 0.1 }),
+            vec![x],
+            d,
+        )
     }
 
     pub fn relu(&mut self, name: &str, x: TensorId) -> TensorId {
@@ -378,12 +367,17 @@ impl Builder {
         } else {
             x
         };
-        self.push(name, Op::Linear { out }, vec![x], Dims::new(1, 1, out))
+        self.push(
+            name,
+            Op::Linear(LinearSpec { out }),
+            vec![x],
+            Dims::new(1, 1, out),
+        )
     }
 
     pub fn dropout(&mut self, name: &str, x: TensorId, p: f32) -> TensorId {
         let d = self.dims(x);
-        self.push(name, Op::Dropout { p }, vec![x], d)
+        self.push(name, Op::Dropout(DropoutSpec { p }), vec![x], d)
     }
 
     pub fn concat(&mut self, name: &str, xs: &[TensorId]) -> TensorId {

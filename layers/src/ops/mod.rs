@@ -14,3 +14,4 @@ pub mod loss;
 pub mod lrn;
 pub mod pool;
 pub mod relu;
+pub mod spec;

@@ -15,6 +15,7 @@ use super::nvrtc::Kernels;
 use super::{check_cudnn, DeviceBuffer, Gpu, GpuError, GpuResult};
 use crate::core::backend::{Backend, BatchDims, Elem};
 use crate::core::dtype::Storage;
+use crate::core::shape::Dims;
 use crate::core::{DType, Layout};
 use cnnbench_kernels::conv::ConvShape;
 use cudarc::driver::sys::CUdeviceptr;
@@ -249,6 +250,30 @@ impl<'g> Cuda<'g> {
             layout,
             add: OpTensorDesc::add()?,
         })
+    }
+
+    /// cuDNN's descriptor of a tensor of `batch` images of `d`.
+    pub fn tensor_desc(&self, batch: usize, d: Dims) -> GpuResult<TensorDesc> {
+        TensorDesc::new(self.layout, self.dtype, batch, d.c, d.h, d.w)
+    }
+
+    /// The storage of the half copy convolution and fully connected
+    /// weights keep (f16 and bf16 runs).
+    pub fn half_storage(&self) -> Option<Storage> {
+        match self.dtype {
+            DType::F16 | DType::Bf16 => Some(self.dtype.storage()),
+            _ => None,
+        }
+    }
+
+    /// A parameter uploaded from `host` (the CPU layers' order).
+    pub fn param(
+        &self,
+        host: &[f32],
+        order: HostOrder,
+        half: Option<Storage>,
+    ) -> GpuResult<GpuParam> {
+        GpuParam::new(self.gpu, self.kernels, host, order, half)
     }
 
     fn elem_dtype(&self, elem: Elem) -> DType {

@@ -4,4 +4,29 @@
 pub mod cpu;
 pub mod cuda;
 
+use crate::backend::cpu::Cpu;
+use crate::backend::cuda::layer::Cuda;
+use crate::backend::cuda::GpuResult;
+use crate::core::backend::Layer;
+use crate::core::error::Result;
+use crate::ops::spec::{NodeCx, OpSpec};
 pub use cpu::AddLayer;
+
+/// The elementwise sum of two inputs (the residual add).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AddSpec;
+
+impl OpSpec for AddSpec {
+    fn kind(&self) -> &'static str {
+        "add"
+    }
+
+    fn cpu(&self, _cx: &NodeCx) -> Result<Box<dyn Layer<Cpu>>> {
+        Ok(Box::new(AddLayer::default()))
+    }
+
+    fn cuda<'g>(&self, cx: &NodeCx, b: &Cuda<'g>) -> GpuResult<Option<Box<dyn Layer<Cuda<'g>>>>> {
+        let t = b.tensor_desc(cx.batch, cx.y)?;
+        Ok(Some(Box::new(cuda::AddGpuLayer::new(t)?)))
+    }
+}

@@ -21,13 +21,15 @@ pub struct BatchNormLayer {
 
 impl BatchNormLayer {
     /// γ = 1, β = 0, running mean 0 and variance 1 (PyTorch's start).
-    pub fn new(c: usize, eps: f32, momentum: f32) -> BatchNormLayer {
+    /// A layer over `gamma.len()` channels starting from `gamma` and `beta`.
+    pub fn new(eps: f32, momentum: f32, gamma: Vec<f32>, beta: Vec<f32>) -> BatchNormLayer {
+        let c = gamma.len();
         BatchNormLayer {
             c,
             eps,
             momentum,
-            gamma: Param::new(vec![1.0; c]),
-            beta: Param::new(vec![0.0; c]),
+            gamma: Param::new(gamma),
+            beta: Param::new(beta),
             running_mean: vec![0.0; c],
             running_var: vec![1.0; c],
             stats: BatchStats::new(c),

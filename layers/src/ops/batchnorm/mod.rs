@@ -5,4 +5,69 @@
 pub mod cpu;
 pub mod cuda;
 
+use crate::backend::cpu::Cpu;
+use crate::backend::cuda::layer::Cuda;
+use crate::backend::cuda::layer::HostOrder;
+use crate::backend::cuda::GpuResult;
+use crate::core::backend::Layer;
+use crate::core::error::Result;
+use crate::core::shape::Dims;
+use crate::ops::spec::{NodeCx, OpSpec};
 pub use cpu::BatchNormLayer;
+
+/// Batch normalisation in training mode: batch statistics, running
+/// averages updated.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BatchNormSpec {
+    pub eps: f32,
+    pub momentum: f32,
+}
+
+impl OpSpec for BatchNormSpec {
+    fn kind(&self) -> &'static str {
+        "bn"
+    }
+
+    fn params(&self, x: &[Dims]) -> usize {
+        2 * x[0].c
+    }
+
+    fn init(&self, cx: &NodeCx) -> Vec<Vec<f32>> {
+        let c = cx.x[0].c;
+        vec![vec![1.0; c], vec![0.0; c]]
+    }
+
+    fn cpu(&self, cx: &NodeCx) -> Result<Box<dyn Layer<Cpu>>> {
+        let [gamma, beta] = two(self.init(cx));
+        Ok(Box::new(BatchNormLayer::new(
+            self.eps,
+            self.momentum,
+            gamma,
+            beta,
+        )))
+    }
+
+    fn cuda<'g>(&self, cx: &NodeCx, b: &Cuda<'g>) -> GpuResult<Option<Box<dyn Layer<Cuda<'g>>>>> {
+        let x = cx.x[0];
+        let [gamma, beta] = two(self.init(cx));
+        let l = cuda::BatchNormGpuLayer::new(
+            b.gpu,
+            [cx.batch, x.c, x.h, x.w],
+            b.dtype,
+            b.layout,
+            self.eps,
+            self.momentum,
+            b.param(&gamma, HostOrder::Plain, None)?,
+            b.param(&beta, HostOrder::Plain, None)?,
+            cx.input_grad,
+        )?;
+        Ok(Some(Box::new(l)))
+    }
+}
+
+/// The weight and bias of [`OpSpec::init`].
+fn two(mut p: Vec<Vec<f32>>) -> [Vec<f32>; 2] {
+    let beta = p.pop().unwrap_or_default();
+    let gamma = p.pop().unwrap_or_default();
+    [gamma, beta]
+}

@@ -5,7 +5,6 @@
 use crate::backend::cpu::{Cpu, Ctx, Param};
 use crate::core::backend::Layer;
 use crate::core::error::Result;
-use crate::core::init::fan_in_uniform;
 use cnnbench_kernels::conv::{self, ConvAlgo, ConvArgs, ConvPlan, ConvShape, Direction};
 use std::time::Instant;
 
@@ -76,11 +75,16 @@ impl Plans {
 }
 
 impl ConvLayer {
-    pub fn new(shape: ConvShape, bias: bool, input_grad: bool, seed: u64) -> ConvLayer {
-        let fan_in = shape.icg() * shape.taps();
+    /// A layer starting from `weight` (gHWIO) and `bias`.
+    pub fn new(
+        shape: ConvShape,
+        weight: Vec<f32>,
+        bias: Option<Vec<f32>>,
+        input_grad: bool,
+    ) -> ConvLayer {
         ConvLayer {
-            weight: Param::new(fan_in_uniform(shape.wei_len(), fan_in, seed)),
-            bias: bias.then(|| Param::new(fan_in_uniform(shape.oc, fan_in, seed ^ 1))),
+            weight: Param::new(weight),
+            bias: bias.map(Param::new),
             input_grad,
             plans: Plans {
                 shape,

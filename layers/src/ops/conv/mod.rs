@@ -10,6 +10,14 @@ pub mod gpu_layer;
 #[cfg(test)]
 mod tests;
 
+use crate::backend::cpu::Cpu;
+use crate::backend::cuda::layer::{Cuda, HostOrder};
+use crate::backend::cuda::GpuResult;
+use crate::core::backend::Layer;
+use crate::core::error::Result;
+use crate::core::init::fan_in_uniform;
+use crate::core::shape::Dims;
+use crate::ops::spec::{NodeCx, OpSpec};
 use cnnbench_kernels::conv::{reference, ConvShape, Direction};
 use cnnbench_kernels::rng::fill_uniform;
 
@@ -47,6 +55,82 @@ impl ConvSpec {
     }
     pub fn groups(self, g: usize) -> ConvSpec {
         ConvSpec { groups: g, ..self }
+    }
+}
+
+impl ConvSpec {
+    /// The convolution problem at batch `mb` reading `x` and writing `y`.
+    pub fn shape(&self, x: Dims, y: Dims, mb: usize) -> ConvShape {
+        ConvShape {
+            mb,
+            g: self.groups,
+            ic: x.c,
+            ih: x.h,
+            iw: x.w,
+            oc: self.oc,
+            oh: y.h,
+            ow: y.w,
+            kh: self.kh,
+            kw: self.kw,
+            sh: self.sh,
+            sw: self.sw,
+            ph: self.ph,
+            pw: self.pw,
+            dh: 0,
+            dw: 0,
+        }
+    }
+}
+
+impl OpSpec for ConvSpec {
+    fn kind(&self) -> &'static str {
+        "conv"
+    }
+
+    fn params(&self, x: &[Dims]) -> usize {
+        let bias = if self.bias { self.oc } else { 0 };
+        self.kh * self.kw * (x[0].c / self.groups) * self.oc + bias
+    }
+
+    fn macs(&self, x: &[Dims], y: Dims) -> u64 {
+        self.shape(x[0], y, 1).macs()
+    }
+
+    fn init(&self, cx: &NodeCx) -> Vec<Vec<f32>> {
+        let shape = self.shape(cx.x[0], cx.y, 1);
+        let fan_in = shape.icg() * shape.taps();
+        let s = cx.layer_seed();
+        let mut p = vec![fan_in_uniform(shape.wei_len(), fan_in, s)];
+        if self.bias {
+            p.push(fan_in_uniform(self.oc, fan_in, s ^ 1));
+        }
+        p
+    }
+
+    fn cpu(&self, cx: &NodeCx) -> Result<Box<dyn Layer<Cpu>>> {
+        let shape = self.shape(cx.x[0], cx.y, cx.batch);
+        let mut p = self.init(cx).into_iter();
+        let weight = p.next().unwrap_or_default();
+        Ok(Box::new(cpu_layer::ConvLayer::new(
+            shape,
+            weight,
+            p.next(),
+            cx.input_grad,
+        )))
+    }
+
+    fn cuda<'g>(&self, cx: &NodeCx, b: &Cuda<'g>) -> GpuResult<Option<Box<dyn Layer<Cuda<'g>>>>> {
+        let shape = self.shape(cx.x[0], cx.y, cx.batch);
+        let host = self.init(cx);
+        let half = b.half_storage();
+        let weight = b.param(&host[0], HostOrder::Filter(shape, b.layout), half)?;
+        let bias = match host.get(1) {
+            Some(h) => Some(b.param(h, HostOrder::Plain, half)?),
+            None => None,
+        };
+        let l =
+            gpu_layer::ConvGpuLayer::new(shape, b.dtype, b.layout, weight, bias, cx.input_grad)?;
+        Ok(Some(Box::new(l)))
     }
 }
 

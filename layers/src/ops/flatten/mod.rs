@@ -4,4 +4,28 @@
 
 pub mod cpu;
 
+use crate::backend::cpu::Cpu;
+use crate::backend::cuda::layer::Cuda;
+use crate::backend::cuda::GpuResult;
+use crate::core::backend::Layer;
+use crate::core::error::Result;
+use crate::ops::spec::{NodeCx, OpSpec};
 pub use cpu::FlattenLayer;
+
+/// `h x w x c` to `1 x 1 x (h·w·c)`: its output aliases its input.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FlattenSpec;
+
+impl OpSpec for FlattenSpec {
+    fn kind(&self) -> &'static str {
+        "flatten"
+    }
+
+    fn cpu(&self, _cx: &NodeCx) -> Result<Box<dyn Layer<Cpu>>> {
+        Ok(Box::new(FlattenLayer))
+    }
+
+    fn cuda<'g>(&self, _cx: &NodeCx, _b: &Cuda<'g>) -> GpuResult<Option<Box<dyn Layer<Cuda<'g>>>>> {
+        Ok(None)
+    }
+}

@@ -3,7 +3,6 @@
 use crate::backend::cpu::{Cpu, Ctx, Param};
 use crate::core::backend::Layer;
 use crate::core::error::Result;
-use crate::core::init::fan_in_uniform;
 use cnnbench_kernels::gemm::{self, GemmShape};
 
 pub struct LinearLayer {
@@ -15,13 +14,15 @@ pub struct LinearLayer {
 }
 
 impl LinearLayer {
-    pub fn new(n: usize, inf: usize, outf: usize, seed: u64) -> LinearLayer {
+    /// `n` rows of `inf` features to `outf`, starting from `weight`
+    /// (`[inf][outf]`) and `bias`.
+    pub fn new(n: usize, inf: usize, outf: usize, weight: Vec<f32>, bias: Vec<f32>) -> LinearLayer {
         LinearLayer {
             n,
             inf,
             outf,
-            weight: Param::new(fan_in_uniform(inf * outf, inf, seed)),
-            bias: Param::new(fan_in_uniform(outf, inf, seed ^ 1)),
+            weight: Param::new(weight),
+            bias: Param::new(bias),
         }
     }
 

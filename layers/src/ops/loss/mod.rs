@@ -4,4 +4,33 @@ pub mod cpu;
 pub mod cuda;
 pub mod kernels;
 
+use crate::backend::cpu::Cpu;
+use crate::backend::cuda::layer::Cuda;
+use crate::backend::cuda::GpuResult;
+use crate::core::backend::Layer;
+use crate::core::error::Result;
+use crate::ops::spec::{NodeCx, OpSpec};
 pub use cpu::SoftmaxXentLayer;
+
+/// Softmax over the channels, then the mean cross-entropy against seeded
+/// labels; the output is the loss.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SoftmaxXentSpec;
+
+impl OpSpec for SoftmaxXentSpec {
+    fn kind(&self) -> &'static str {
+        "softmax-xent"
+    }
+
+    fn cpu(&self, cx: &NodeCx) -> Result<Box<dyn Layer<Cpu>>> {
+        Ok(Box::new(SoftmaxXentLayer::new(
+            cx.x[0].c,
+            cx.labels.to_vec(),
+        )))
+    }
+
+    fn cuda<'g>(&self, cx: &NodeCx, b: &Cuda<'g>) -> GpuResult<Option<Box<dyn Layer<Cuda<'g>>>>> {
+        let l = cuda::SoftmaxXentGpuLayer::new(b.gpu, cx.x[0].c, cx.labels, b.dtype)?;
+        Ok(Some(Box::new(l)))
+    }
+}

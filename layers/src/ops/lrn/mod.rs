@@ -3,6 +3,13 @@
 pub mod cpu;
 pub mod cuda;
 
+use crate::backend::cpu::Cpu;
+use crate::backend::cuda::layer::Cuda;
+use crate::backend::cuda::GpuResult;
+use crate::core::backend::Layer;
+use crate::core::error::Result;
+use crate::ops::spec::{NodeCx, OpSpec};
+use cnnbench_kernels::norm::lrn::LrnParams;
 pub use cpu::LrnLayer;
 
 /// Local response normalisation across channels, Caffe/PyTorch style:
@@ -13,4 +20,26 @@ pub struct LrnSpec {
     pub alpha: f32,
     pub beta: f32,
     pub k: f32,
+}
+
+impl OpSpec for LrnSpec {
+    fn kind(&self) -> &'static str {
+        "lrn"
+    }
+
+    fn cpu(&self, cx: &NodeCx) -> Result<Box<dyn Layer<Cpu>>> {
+        let p = LrnParams {
+            size: self.size,
+            alpha: self.alpha,
+            beta: self.beta,
+            k: self.k,
+        };
+        let x = cx.x[0];
+        Ok(Box::new(LrnLayer::new(p, x.c, cx.batch * x.len())))
+    }
+
+    fn cuda<'g>(&self, cx: &NodeCx, b: &Cuda<'g>) -> GpuResult<Option<Box<dyn Layer<Cuda<'g>>>>> {
+        let t = b.tensor_desc(cx.batch, cx.y)?;
+        Ok(Some(Box::new(cuda::LrnGpuLayer::new(t, self)?)))
+    }
 }

@@ -4,6 +4,14 @@ pub mod cpu;
 pub mod cuda;
 pub mod kernels;
 
+use crate::backend::cpu::Cpu;
+use crate::backend::cuda::layer::Cuda;
+use crate::backend::cuda::GpuResult;
+use crate::core::backend::Layer;
+use crate::core::error::Result;
+use crate::core::shape::Dims;
+use crate::ops::spec::{NodeCx, OpSpec};
+use cnnbench_kernels::pool::PoolShape;
 pub use cpu::PoolLayer;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,4 +35,51 @@ pub struct PoolSpec {
     pub pw: usize,
     /// Round the output size up (Caffe, and PyTorch's `ceil_mode=True`).
     pub ceil: bool,
+}
+
+impl PoolSpec {
+    /// The pooling problem at batch `mb` reading `x` and writing `y`, and
+    /// whether it is max pooling.
+    pub fn shape(&self, x: Dims, y: Dims, mb: usize) -> (PoolShape, bool) {
+        let (max, count_pad) = match self.kind {
+            PoolKind::Max => (true, false),
+            PoolKind::Avg { count_pad } => (false, count_pad),
+        };
+        let shape = PoolShape {
+            mb,
+            c: x.c,
+            ih: x.h,
+            iw: x.w,
+            oh: y.h,
+            ow: y.w,
+            kh: self.kh,
+            kw: self.kw,
+            sh: self.sh,
+            sw: self.sw,
+            ph: self.ph,
+            pw: self.pw,
+            count_pad,
+        };
+        (shape, max)
+    }
+}
+
+impl OpSpec for PoolSpec {
+    fn kind(&self) -> &'static str {
+        match self.kind {
+            PoolKind::Max => "maxpool",
+            PoolKind::Avg { .. } => "avgpool",
+        }
+    }
+
+    fn cpu(&self, cx: &NodeCx) -> Result<Box<dyn Layer<Cpu>>> {
+        let (shape, max) = self.shape(cx.x[0], cx.y, cx.batch);
+        Ok(Box::new(PoolLayer::new(shape, max)))
+    }
+
+    fn cuda<'g>(&self, cx: &NodeCx, b: &Cuda<'g>) -> GpuResult<Option<Box<dyn Layer<Cuda<'g>>>>> {
+        let (shape, max) = self.shape(cx.x[0], cx.y, cx.batch);
+        let l = cuda::PoolGpuLayer::new(shape, max, b.dtype, b.layout)?;
+        Ok(Some(Box::new(l)))
+    }
 }
