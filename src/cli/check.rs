@@ -117,7 +117,8 @@ pub fn run(args: CheckArgs) -> Result<ExitCode> {
     if let Some(gpu) = gpu {
         super::conv::dtype_supported(&gpu.info.compute_capability, dtype)?;
         let cc = super::model::gpu::compute_capability(&gpu.info.compute_capability);
-        let kernels = Kernels::compile(&gpu.ctx, cc).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let kernels = cnnbench_layers::ops::cuda_programs::compile_kernels(&gpu.ctx, cc)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
         for g in &graphs {
             eprintln!(
                 "cnnbench: checking {} at batch {} on {} ({dtype}, {layout}) against the CPU",

@@ -6,6 +6,7 @@ pub mod add;
 pub mod batchnorm;
 pub mod concat;
 pub mod conv;
+pub mod cuda_programs;
 pub mod dropout;
 pub mod flatten;
 pub mod gemm;

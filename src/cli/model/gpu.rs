@@ -36,7 +36,8 @@ impl Setup {
     pub fn new(gpu: Gpu, dtype: DType, layout: Layout, workspace_limit: usize) -> Result<Setup> {
         dtype_supported(&gpu.info.compute_capability, dtype)?;
         let cc = compute_capability(&gpu.info.compute_capability);
-        let kernels = Kernels::compile(&gpu.ctx, cc).context("compiling the CUDA kernels")?;
+        let kernels = cnnbench_layers::ops::cuda_programs::compile_kernels(&gpu.ctx, cc)
+            .context("compiling the CUDA kernels")?;
         Ok(Setup {
             gpu,
             kernels,

@@ -1,16 +1,33 @@
 //! Launch wrappers of `dropout.cu` (the CPU's mask), on the compiled
 //! [`Kernels`].
 
-use crate::backend::cuda::nvrtc::{blocks_for, invalid, pick, to_i32, to_u64, Arg, Kernels};
+use crate::backend::cuda::nvrtc::{
+    blocks_for, invalid, pick, to_i32, to_u64, Arg, Kernels, Program,
+};
 use crate::backend::cuda::GpuResult;
 use crate::core::dtype::Storage;
 use cudarc::driver::sys::CUdeviceptr;
 use cudarc::driver::CudaStream;
 
+/// Per storage, in the order of `Storage`: F32, F16, Bf16.
 pub(crate) const DROPOUT_FWD: [&str; 3] =
     ["dropout_fwd_f32", "dropout_fwd_f16", "dropout_fwd_bf16"];
 pub(crate) const DROPOUT_BWD: [&str; 3] =
     ["dropout_bwd_f32", "dropout_bwd_f16", "dropout_bwd_bf16"];
+
+/// `dropout.cu` and its kernels.
+pub const PROGRAM: Program = Program {
+    file: "dropout.cu",
+    source: include_str!("dropout.cu"),
+    kernels: &[
+        DROPOUT_FWD[0],
+        DROPOUT_FWD[1],
+        DROPOUT_FWD[2],
+        DROPOUT_BWD[0],
+        DROPOUT_BWD[1],
+        DROPOUT_BWD[2],
+    ],
+};
 
 impl Kernels {
     /// Dropout forward on a tensor of `[n, c, h, w]` elements in storage

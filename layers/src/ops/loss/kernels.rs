@@ -1,12 +1,17 @@
 //! Launch wrappers of `loss.cu` (softmax cross-entropy), on the compiled
 //! [`Kernels`].
 
-use crate::backend::cuda::nvrtc::{blocks_for, invalid, pick, to_i32, to_u64, Arg, Kernels, MEAN};
+use crate::backend::cuda::nvrtc::{
+    blocks_for, invalid, pick, to_i32, to_u64, Arg, Kernels, Program,
+};
 use crate::backend::cuda::GpuResult;
 use crate::core::dtype::Storage;
 use cudarc::driver::sys::CUdeviceptr;
 use cudarc::driver::CudaStream;
 
+pub(crate) const MEAN: &str = "mean_f32";
+
+/// Per storage, in the order of `Storage`: F32, F16, Bf16.
 pub(crate) const XENT_FWD: [&str; 3] = [
     "softmax_xent_fwd_f32",
     "softmax_xent_fwd_f16",
@@ -17,6 +22,21 @@ pub(crate) const XENT_BWD: [&str; 3] = [
     "softmax_xent_bwd_f16",
     "softmax_xent_bwd_bf16",
 ];
+
+/// `loss.cu` and its kernels.
+pub const PROGRAM: Program = Program {
+    file: "loss.cu",
+    source: include_str!("loss.cu"),
+    kernels: &[
+        XENT_FWD[0],
+        XENT_FWD[1],
+        XENT_FWD[2],
+        XENT_BWD[0],
+        XENT_BWD[1],
+        XENT_BWD[2],
+        MEAN,
+    ],
+};
 
 impl Kernels {
     /// Softmax cross-entropy forward over `batch` rows of `classes` logits

@@ -1,15 +1,30 @@
 //! Launch wrappers of `pool.cu` (ceil-mode pooling), on the compiled
 //! [`Kernels`].
 
-use crate::backend::cuda::nvrtc::{blocks_for, invalid, pick, to_i32, Arg, Kernels};
+use crate::backend::cuda::nvrtc::{blocks_for, invalid, pick, to_i32, Arg, Kernels, Program};
 use crate::backend::cuda::GpuResult;
 use crate::core::dtype::Storage;
 use cnnbench_kernels::pool::PoolShape;
 use cudarc::driver::sys::CUdeviceptr;
 use cudarc::driver::CudaStream;
 
+/// Per storage, in the order of `Storage`: F32, F16, Bf16.
 pub(crate) const POOL_FWD: [&str; 3] = ["pool_fwd_f32", "pool_fwd_f16", "pool_fwd_bf16"];
 pub(crate) const POOL_BWD: [&str; 3] = ["pool_bwd_f32", "pool_bwd_f16", "pool_bwd_bf16"];
+
+/// `pool.cu` and its kernels.
+pub const PROGRAM: Program = Program {
+    file: "pool.cu",
+    source: include_str!("pool.cu"),
+    kernels: &[
+        POOL_FWD[0],
+        POOL_FWD[1],
+        POOL_FWD[2],
+        POOL_BWD[0],
+        POOL_BWD[1],
+        POOL_BWD[2],
+    ],
+};
 
 impl Kernels {
     /// Max (`max`) or average pooling forward, with the semantics of
