@@ -48,16 +48,6 @@ impl RunPolicy {
             },
         }
     }
-
-    /// A short policy for `--algo auto`'s trial of each candidate.
-    pub fn trial() -> RunPolicy {
-        RunPolicy {
-            warmup: 1,
-            min_runs: 3,
-            min_time: Duration::from_millis(100),
-            max_runs: 50,
-        }
-    }
 }
 
 /// Runs closures under a policy, stopping early when interrupted.

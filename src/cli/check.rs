@@ -14,10 +14,10 @@ use cnnbench_kernels::conv::reference::rel_l2_error;
 use cnnbench_kernels::Isa;
 use cnnbench_layers::cuda::nvrtc::Kernels;
 use cnnbench_layers::cuda::{Gpu, GpuResult};
+use cnnbench_layers::net::compare;
 use cnnbench_layers::net::cpu::{CpuNet, CpuOptions};
 use cnnbench_layers::net::gpu::{GpuNet, GpuOptions};
-use cnnbench_layers::net::plan::passes_gradient;
-use cnnbench_layers::net::{Graph, Op};
+use cnnbench_layers::net::Graph;
 use cnnbench_layers::{DType, Layout};
 use serde::Serialize;
 use std::process::ExitCode;
@@ -192,87 +192,27 @@ fn compare_gpu(
             fuse_relu: false,
         },
     )?;
+    cpu.forward()?;
+    cpu.backward()?;
     let mut dev = GpuNet::new(gpu, kernels, g, batch, opts)?;
     let mut out = Vec::new();
-    cpu.forward()?;
-    let lc = cpu.loss()?;
-    cpu.backward()?;
-    dev.forward()?;
-    let lg = dev.loss()?;
-    out.push(compared(
-        &g.name,
-        "loss (end to end)".into(),
-        rel_l2_error(&[lg], &[lc]),
-        tol,
-    ));
-    let n = g.nodes.len();
-    for i in 1..n {
-        if g.nodes[i].op == Op::Flatten {
-            continue;
-        }
-        for &t in &g.nodes[i].inputs {
-            dev.upload_output(t, cpu.output(t))?;
-        }
-        dev.forward_one(i)?;
-        let err = if i == n - 1 {
-            rel_l2_error(&[dev.loss()?], &[lc])
+    for p in compare::outputs(&mut dev, &cpu)? {
+        let err = rel_l2_error(&p.got, &p.want);
+        out.push(compared(&g.name, p.tensor, err, tol));
+    }
+    let scale = |parts: &[&[f32]]| compare::loss_scale(opts.dtype, parts);
+    let grads = compare::gradients(&mut dev, &mut cpu, scale)?;
+    let rms = rms_of(grads.iter().map(|p| &p.want[..]));
+    for p in grads {
+        // A gradient the GPU did not produce is an error, not a pass.
+        let err = if p.got.is_empty() {
+            f64::NAN
         } else {
-            rel_l2_error(&dev.output_host(i)?, cpu.output(i))
+            grad_error(&p.got, &p.want, rms)
         };
-        out.push(compared(
-            &g.name,
-            format!("{}.output", g.nodes[i].name),
-            err,
-            tol,
-        ));
-    }
-    let want: Vec<(String, Vec<f32>)> = cpu
-        .named_params()
-        .into_iter()
-        .map(|(name, p)| (name, p.grad.clone()))
-        .collect();
-    let rms = rms_of(want.iter().map(|(_, g)| &g[..]));
-    let mut grads = Vec::new();
-    for i in (1..n).rev() {
-        if passes_gradient(&g.nodes[i].op) {
-            continue;
-        }
-        let parts = cpu.dy_parts(i);
-        let scale = loss_scale(opts.dtype, &parts);
-        dev.backward_one(i, &parts, scale)?;
-        for (name, mut got) in dev.layer_grads(i)? {
-            got.iter_mut().for_each(|v| *v /= scale);
-            grads.push((name, got));
-        }
-    }
-    // In the CPU's (graph) order.
-    for (name, w) in &want {
-        let err = grads
-            .iter()
-            .find(|(n, _)| n == name)
-            .map_or(f64::NAN, |(_, got)| grad_error(got, w, rms));
-        out.push(compared(&g.name, format!("{name}.grad"), err, tol));
+        out.push(compared(&g.name, p.tensor, err, tol));
     }
     Ok(out)
-}
-
-/// The power of two that brings a layer's largest output gradient to 1/16
-/// for half-precision runs (1 otherwise): the gradients training sees
-/// (down to 1e-8 here) are below f16's normal range, where mixed-precision
-/// training scales the loss for the same reason. The layer is linear in
-/// its output gradient, so its gradients are divided by the same factor.
-pub fn loss_scale(d: DType, parts: &[&[f32]]) -> f32 {
-    if !matches!(d, DType::F16 | DType::Bf16) {
-        return 1.0;
-    }
-    let max = parts
-        .iter()
-        .flat_map(|p| p.iter())
-        .fold(0f32, |m, v| m.max(v.abs()));
-    if max == 0.0 || !max.is_finite() {
-        return 1.0;
-    }
-    2f32.powi((1.0 / 16.0 / max).log2().floor() as i32)
 }
 
 /// One training step of the fast network and of the reference network,
@@ -400,12 +340,12 @@ mod tests {
     #[test]
     fn half_runs_scale_gradients_by_a_power_of_two() {
         let parts: [&[f32]; 2] = [&[1e-6, -3e-6], &[2e-6]];
-        assert_eq!(loss_scale(DType::F32, &parts), 1.0);
-        let s = loss_scale(DType::F16, &parts);
+        assert_eq!(compare::loss_scale(DType::F32, &parts), 1.0);
+        let s = compare::loss_scale(DType::F16, &parts);
         assert_eq!(s.log2().fract(), 0.0, "{s}");
         let top = 3e-6 * s;
         assert!((1.0 / 32.0..=1.0 / 16.0).contains(&top), "{top}");
-        assert_eq!(loss_scale(DType::Bf16, &[&[0.0]]), 1.0);
+        assert_eq!(compare::loss_scale(DType::Bf16, &[&[0.0]]), 1.0);
     }
 
     #[test]

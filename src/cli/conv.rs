@@ -17,7 +17,9 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use cnnbench_kernels::conv::{ConvAlgo, ConvShape, Direction};
 use cnnbench_kernels::{peak, Isa};
-use cnnbench_layers::conv::{cpu::CpuConv, reference_outputs, worst_rel_err, ConvTensors};
+use cnnbench_layers::conv::{
+    autotune, cpu::CpuConv, reference_outputs, worst_rel_err, ConvTensors,
+};
 use cnnbench_layers::cuda::Gpu;
 use cnnbench_layers::{DType, Layout};
 use indicatif::ProgressBar;
@@ -387,43 +389,22 @@ fn progress_line(bar: &ProgressBar, done: usize, total: usize, rec: &Record) {
     ));
 }
 
-/// `--algo auto`: short timed trials of every candidate, interleaved over
-/// a few rounds so that a slow spell of a shared machine hits them alike;
-/// the lowest time wins, since noise only ever adds time.
+/// `--algo auto`: the one autotuning rule every CPU convolution uses
+/// ([`cnnbench_layers::conv::autotune`]), on this problem's tensors.
 fn pick_fastest(
     candidates: &[&'static dyn ConvAlgo],
     t: &mut ConvTensors,
     d: DirSpec,
     isa: Isa,
 ) -> &'static dyn ConvAlgo {
-    if candidates.len() == 1 {
-        return candidates[0];
-    }
-    const ROUNDS: usize = 3;
-    let trial = Runner {
-        policy: RunPolicy::trial(),
-        interrupted: &INTERRUPTED,
-    };
     let mut convs: Vec<CpuConv> = candidates
         .iter()
         .map(|algo| CpuConv::new(*algo, t, d.dir, isa, d.bias))
         .collect();
-    let mut best_ms = vec![f64::INFINITY; candidates.len()];
-    for _ in 0..ROUNDS {
-        for (conv, best) in convs.iter_mut().zip(best_ms.iter_mut()) {
-            let samples = trial.run(&mut WallClock, &mut || {
-                conv.run(t);
-                Ok(())
-            });
-            if let Some(st) = samples.ok().and_then(|s| Stats::of(&s.ms)) {
-                *best = best.min(st.min);
-            }
-        }
-    }
-    let winner = (0..candidates.len())
-        .min_by(|&a, &b| best_ms[a].total_cmp(&best_ms[b]))
-        .unwrap_or(0);
-    candidates[winner]
+    let won = autotune::fastest(candidates.len(), &mut |k| convs[k].run(t), &|| {
+        INTERRUPTED.load(Ordering::Relaxed)
+    });
+    candidates[won]
 }
 
 /// `003_resnet50-layer1.0.conv2` or `003_mb16ic64...` for unnamed problems.

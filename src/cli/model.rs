@@ -4,7 +4,8 @@
 
 use super::output::{end_run, save_run, StoreArgs};
 use super::{init_threads, Device, TimingArgs};
-use crate::bench::{RunPolicy, Stats};
+use crate::bench::timer::Timer;
+use crate::bench::{RunPolicy, Runner, Stats};
 use crate::problem::ConvProblem;
 use crate::report::table::{aligned, Align};
 use crate::results::environment::available_memory_bytes;
@@ -20,9 +21,9 @@ use cnnbench_layers::net::Executor;
 use cnnbench_layers::net::{Graph, Op};
 use cnnbench_layers::{cuda::Gpu, zoo, DType, Layout};
 use serde::Serialize;
+use std::cell::Cell;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
 
 pub(crate) mod gpu;
 
@@ -357,23 +358,25 @@ pub(crate) struct Timed {
     layer_b: Vec<Vec<f64>>,
 }
 
-/// Warm-up steps (at least one, untimed), then timed steps until the
-/// policy is met; `None` when interrupted.
+/// Times training steps with the one timing loop ([`Runner`]): at least
+/// one warm-up step (the CPU's first step picks each convolution's
+/// algorithm), then timed steps under the policy. Each step is timed on
+/// the backend's clock (host clock on the CPU, CUDA events on a GPU),
+/// phase by phase and, where asked, layer by layer; `None` when
+/// interrupted.
 pub(crate) fn time_steps(
     g: &Graph,
     s: &mut dyn Steps,
     policy: RunPolicy,
     bar: &indicatif::ProgressBar,
 ) -> Result<Option<Timed>> {
-    for i in 0..policy.warmup.max(1) {
-        if INTERRUPTED.load(Ordering::Relaxed) {
-            return Ok(None);
-        }
-        bar.set_message(format!("{}: warm-up step {}", g.name, i + 1));
-        s.step()?;
-    }
+    let warmup = policy.warmup.max(1);
+    let runner = Runner {
+        policy: RunPolicy { warmup, ..policy },
+        interrupted: &INTERRUPTED,
+    };
     let n = g.nodes.len();
-    let mut t = Timed {
+    let mut all = Timed {
         fwd: vec![],
         bwd: vec![],
         upd: vec![],
@@ -381,29 +384,65 @@ pub(crate) fn time_steps(
         layer_f: vec![Vec::new(); n],
         layer_b: vec![Vec::new(); n],
     };
-    let start = Instant::now();
-    while t.fwd.len() < policy.max_runs
-        && (t.fwd.len() < policy.min_runs || start.elapsed() < policy.min_time)
-    {
-        if INTERRUPTED.load(Ordering::Relaxed) {
-            return Ok(None);
-        }
-        bar.set_message(format!("{}: step {}", g.name, t.fwd.len() + 1));
+    let mut calls = 0;
+    let step_ms = Cell::new(0.0);
+    let samples = runner.run(&mut StepClock(&step_ms), &mut || {
+        calls += 1;
+        bar.set_message(if calls <= warmup {
+            format!("{}: warm-up step {calls}", g.name)
+        } else {
+            format!("{}: step {}", g.name, calls - warmup)
+        });
         let [f, b, u] = s.step()?;
-        t.fwd.push(f);
-        t.bwd.push(b);
-        t.upd.push(u);
-        t.total.push(f + b + u);
+        all.fwd.push(f);
+        all.bwd.push(b);
+        all.upd.push(u);
+        all.total.push(f + b + u);
+        step_ms.set(f + b + u);
         for i in 0..n {
             let (lf, lb) = s.layer_ms(i);
-            t.layer_f[i].push(lf);
-            t.layer_b[i].push(lb);
+            all.layer_f[i].push(lf);
+            all.layer_b[i].push(lb);
         }
+        Ok(())
+    })?;
+    if samples.interrupted {
+        return Ok(None);
     }
-    Ok(Some(t))
+    // The warm-up steps came first; keep the timed ones.
+    Ok(Some(all.last(samples.ms.len())))
+}
+
+/// A step's time as the step measured it on its backend's clock (the sum
+/// of its phases, which the step leaves in the cell): the runner's timer
+/// for whole models.
+struct StepClock<'a>(&'a Cell<f64>);
+
+impl Timer for StepClock<'_> {
+    fn time_ms(&mut self, f: &mut dyn FnMut() -> Result<()>) -> Result<f64> {
+        f()?;
+        Ok(self.0.get())
+    }
+
+    fn describe(&self) -> &'static str {
+        "each phase of a step on the backend's clock"
+    }
 }
 
 impl Timed {
+    /// The last `k` steps.
+    fn last(self, k: usize) -> Timed {
+        let tail = |v: Vec<f64>| v[v.len().saturating_sub(k)..].to_vec();
+        Timed {
+            fwd: tail(self.fwd),
+            bwd: tail(self.bwd),
+            upd: tail(self.upd),
+            total: tail(self.total),
+            layer_f: self.layer_f.into_iter().map(tail).collect(),
+            layer_b: self.layer_b.into_iter().map(tail).collect(),
+        }
+    }
+
     /// The record: statistics, throughput, the loss, memory and (with
     /// `--per-layer`) the layer table.
     pub(crate) fn record(

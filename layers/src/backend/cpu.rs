@@ -39,6 +39,14 @@ impl Param {
     }
 }
 
+/// Milliseconds `f` took on the host's monotonic clock: the CPU backend's
+/// clock, which its timing events and the convolution autotuner read.
+pub fn time_ms(f: impl FnOnce()) -> f64 {
+    let t0 = Instant::now();
+    f();
+    t0.elapsed().as_secs_f64() * 1e3
+}
+
 /// The CPU backend: the ISA its kernels run at.
 #[derive(Clone, Copy, Debug)]
 pub struct Cpu {

@@ -9,12 +9,13 @@
 //!
 //! With [`ExecOptions::fuse_relu`], a ReLU that alone reads a layer's
 //! output runs inside that layer's passes where the backend's layer takes
-//! it ([`Layer::fuse_relu`]): the layer writes the ReLU's output buffer,
+//! it (the pass in [`super::fusion`]): the layer writes the ReLU's output buffer,
 //! its own output buffer is freed, and the ReLU's node does nothing in the
 //! forward pass (nor in the backward pass, for
 //! [`ReluFusion::ForwardBackward`]). The per-layer table books the ReLU's
 //! time under the layer and says so in the kernels column.
 
+use super::fusion::relu_fusions;
 use super::graph::{Graph, Op};
 use super::init;
 use super::plan::{passes_gradient, BufferPlan};
@@ -180,34 +181,22 @@ impl<B: Backend> Executor<B> {
         &mut self.cx
     }
 
-    /// Hands each ReLU that alone reads its producer's output to the
-    /// producer's layer, where the layer takes it, and rewires the buffers.
+    /// Runs the fusion pass ([`relu_fusions`]) against this backend's
+    /// layers and rewires the buffers to what they took.
     fn fuse_relus(&mut self) {
-        let consumers = self.graph.consumers();
-        for r in 1..self.graph.nodes.len() {
-            let node = &self.graph.nodes[r];
-            if node.op != Op::Relu {
-                continue;
-            }
-            let p = node.inputs[0];
-            if p == 0 || consumers[p] != [r] {
-                continue;
-            }
-            // The ReLU's output gradient must be one tensor for the
-            // producer's backward to read it in the ReLU's place.
-            let one_dy = self.dy_parts[r].len() == 1 && self.dy_sum[r].is_none();
-            let Some(layer) = self.layers[p].as_mut() else {
-                continue;
-            };
-            let fusion = layer.fuse_relu(one_dy);
-            if fusion == ReluFusion::None {
-                continue;
-            }
+        let (dy_parts, dy_sum, layers) = (&self.dy_parts, &self.dy_sum, &mut self.layers);
+        let one_gradient = |r: usize| dy_parts[r].len() == 1 && dy_sum[r].is_none();
+        let offer = |p: usize, backward: bool| match layers[p].as_mut() {
+            Some(layer) => layer.fuse_relu(backward),
+            None => ReluFusion::None,
+        };
+        for f in relu_fusions(&self.graph, one_gradient, offer) {
+            let (r, p) = (f.relu, f.into);
             // The producer writes the ReLU's output; its own is not needed.
             let relu_out = self.act_of[r];
             let own = std::mem::replace(&mut self.act_of[p], relu_out);
             self.acts[own] = None;
-            if fusion == ReluFusion::ForwardBackward {
+            if f.how == ReluFusion::ForwardBackward {
                 // The producer reads the ReLU's output gradient, and the
                 // gradient between the two is never formed. (A producer
                 // that passed gradients through would hand that freed
@@ -219,7 +208,7 @@ impl<B: Backend> Executor<B> {
                 self.dy_parts[p] = self.dy_parts[r].clone();
                 self.dy_sum[p] = None;
             }
-            self.fused_into[r] = Some((p, fusion));
+            self.fused_into[r] = Some((p, f.how));
         }
     }
 

@@ -1,7 +1,11 @@
 //! Networks: the layer graph ([`graph`]) and the backends that run it.
 
+#[cfg(test)]
+mod backend_tests;
+pub mod compare;
 pub mod cpu;
 pub mod exec;
+pub mod fusion;
 pub mod gpu;
 pub mod graph;
 pub mod init;

@@ -59,11 +59,7 @@ impl Setup {
     }
 }
 
-/// `9.0` as `(9, 0)`.
-pub fn compute_capability(cc: &str) -> (i32, i32) {
-    let mut it = cc.split('.').map(|v| v.parse().unwrap_or(0));
-    (it.next().unwrap_or(0), it.next().unwrap_or(0))
-}
+pub use cnnbench_layers::cuda::device::compute_capability;
 
 fn gpu_err(e: GpuError) -> anyhow::Error {
     anyhow::anyhow!("{e}")

@@ -47,6 +47,12 @@ impl DeviceInfo {
 
 /// Whether a GPU of compute capability `cc` (e.g. `9.0`) can run `d`:
 /// tf32 and bf16 need the tensor cores of 8.0 or later.
+/// `9.0` as `(9, 0)` (an unreadable part as 0).
+pub fn compute_capability(cc: &str) -> (i32, i32) {
+    let mut it = cc.split('.').map(|v| v.parse().unwrap_or(0));
+    (it.next().unwrap_or(0), it.next().unwrap_or(0))
+}
+
 pub fn supports_dtype(cc: &str, d: DType) -> bool {
     let major: u32 = cc
         .split('.')

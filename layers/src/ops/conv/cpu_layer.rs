@@ -1,12 +1,11 @@
 //! The convolution layer's CPU side: weights (gHWIO) and bias, one plan per
-//! direction, and the algorithm per direction picked by timing the
-//! candidates on the layer's first run.
+//! direction, and the algorithm per direction picked on the layer's first
+//! run by the one autotuning rule ([`super::autotune`]).
 
 use crate::backend::cpu::{Cpu, Ctx, Param};
 use crate::core::backend::Layer;
 use crate::core::error::Result;
 use cnnbench_kernels::conv::{self, ConvAlgo, ConvArgs, ConvPlan, ConvShape, Direction};
-use std::time::Instant;
 
 pub struct ConvLayer {
     weight: Param,
@@ -44,8 +43,9 @@ impl Plans {
         self.made.push((dir, algo.name(), plan));
     }
 
-    /// Times every supported algorithm, best of 3 runs each, on the real
-    /// tensors (untimed: this happens during warm-up).
+    /// The fastest supported algorithm by the one autotuning rule
+    /// ([`super::autotune`]), tried on the real tensors (untimed: this
+    /// happens during warm-up).
     fn fastest(
         &self,
         ctx: &Ctx,
@@ -57,20 +57,15 @@ impl Plans {
             .copied()
             .filter(|a| a.supports(&self.shape, dir, ctx.isa).is_ok())
             .collect();
-        let mut best = (f64::INFINITY, candidates[0]);
-        for algo in candidates {
-            let mut plan = algo.plan(&self.shape, dir, ctx.isa);
-            let mut t = f64::INFINITY;
-            for _ in 0..3 {
-                let t0 = Instant::now();
-                call(plan.as_mut());
-                t = t.min(t0.elapsed().as_secs_f64());
-            }
-            if t < best.0 {
-                best = (t, algo);
-            }
-        }
-        best.1
+        let mut plans: Vec<Box<dyn ConvPlan>> = candidates
+            .iter()
+            .map(|a| a.plan(&self.shape, dir, ctx.isa))
+            .collect();
+        let won =
+            super::autotune::fastest(candidates.len(), &mut |k| call(plans[k].as_mut()), &|| {
+                false
+            });
+        candidates[won]
     }
 }
 

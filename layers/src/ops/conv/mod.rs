@@ -1,6 +1,7 @@
 //! The convolution op: its tensors, its CPU side ([`cpu`]), and the checks
 //! shared by every backend.
 
+pub mod autotune;
 pub mod cpu;
 pub mod cpu_layer;
 pub mod cuda;

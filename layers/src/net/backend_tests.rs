@@ -1,0 +1,193 @@
+//! Test bodies written once and run on every backend (candle's
+//! `test_device!`): on the CPU always, and on CUDA for every dtype and
+//! layout where a GPU is usable. Without one, the CUDA cases print
+//! `skipped: no GPU` and pass.
+//!
+//! Each body builds an unfused network of the backend under test and
+//! compares it layer by layer ([`super::compare`]) with the CPU's naive
+//! reference network: every op's output and parameter gradients.
+
+use super::compare::{self, Pair};
+use super::cpu::{CpuNet, CpuOptions};
+use super::exec::Executor;
+use super::gpu::{GpuNet, GpuOptions};
+use super::graph::Graph;
+use super::tests::{every_op_net, preact_net};
+use crate::backend::cuda::device::{compute_capability, supports_dtype};
+use crate::backend::cuda::nvrtc::Kernels;
+use crate::backend::cuda::Gpu;
+use crate::core::backend::Backend;
+use crate::core::{DType, Layout};
+use crate::ops::cuda_programs::compile_kernels;
+use cnnbench_kernels::conv::reference::rel_l2_error;
+use cnnbench_kernels::Isa;
+
+const SEED: u64 = 11;
+
+/// A backend the bodies run on: how to build its network, and how close
+/// it must come to the reference.
+trait OnBackend {
+    type B: Backend;
+    fn net(&self, g: &Graph, batch: usize) -> Executor<Self::B>;
+    fn tolerance(&self) -> f64;
+    fn name(&self) -> String;
+    /// The run's precision (the gradients' loss scale follows it).
+    fn dtype(&self) -> DType {
+        DType::F32
+    }
+}
+
+struct OnCpu;
+
+impl OnBackend for OnCpu {
+    type B = crate::backend::cpu::Cpu;
+
+    fn net(&self, g: &Graph, batch: usize) -> CpuNet {
+        let opts = CpuOptions {
+            isa: Isa::detect(),
+            reference: false,
+            seed: SEED,
+            fuse_relu: false,
+        };
+        CpuNet::new(g, batch, opts).expect("a CPU network")
+    }
+
+    fn tolerance(&self) -> f64 {
+        1e-4
+    }
+
+    fn name(&self) -> String {
+        "cpu".into()
+    }
+}
+
+struct OnCuda<'g> {
+    gpu: &'g Gpu,
+    kernels: &'g Kernels,
+    dtype: DType,
+    layout: Layout,
+}
+
+impl<'g> OnBackend for OnCuda<'g> {
+    type B = crate::backend::cuda::layer::Cuda<'g>;
+
+    fn net(&self, g: &Graph, batch: usize) -> GpuNet<'g> {
+        let opts = GpuOptions {
+            dtype: self.dtype,
+            layout: self.layout,
+            seed: SEED,
+            workspace_limit: 256 << 20,
+            per_layer: false,
+        };
+        GpuNet::new(self.gpu, self.kernels, g, batch, opts).expect("a GPU network")
+    }
+
+    fn tolerance(&self) -> f64 {
+        match self.dtype {
+            DType::F32 => 1e-3,
+            DType::Tf32 | DType::F16 => 1e-2,
+            DType::Bf16 => 5e-2,
+        }
+    }
+
+    fn name(&self) -> String {
+        format!("cuda {} {}", self.dtype, self.layout)
+    }
+
+    fn dtype(&self) -> DType {
+        self.dtype
+    }
+}
+
+/// Runs `body` on every dtype and layout of the GPU, or says why not.
+fn on_every_gpu_config(body: impl Fn(&OnCuda)) {
+    let gpu = match Gpu::open() {
+        Ok(g) => g,
+        Err(why) => {
+            eprintln!("skipped: no GPU ({why})");
+            return;
+        }
+    };
+    let cc = compute_capability(&gpu.info.compute_capability);
+    let kernels = compile_kernels(&gpu.ctx, cc).expect("the CUDA kernels compile");
+    for dtype in DType::ALL {
+        if !supports_dtype(&gpu.info.compute_capability, dtype) {
+            continue;
+        }
+        for layout in [Layout::Nhwc, Layout::Nchw] {
+            body(&OnCuda {
+                gpu: &gpu,
+                kernels: &kernels,
+                dtype,
+                layout,
+            });
+        }
+    }
+}
+
+/// Generates `$name::cpu` and `$name::cuda` from one generic body.
+macro_rules! on_every_backend {
+    ($name:ident) => {
+        mod $name {
+            #[test]
+            fn cpu() {
+                super::$name(&super::OnCpu);
+            }
+
+            #[test]
+            fn cuda() {
+                super::on_every_gpu_config(|b| super::$name(b));
+            }
+        }
+    };
+}
+
+/// The reference network after one forward and backward pass.
+fn reference(g: &Graph, batch: usize) -> CpuNet {
+    let opts = CpuOptions {
+        isa: Isa::detect(),
+        reference: true,
+        seed: SEED,
+        fuse_relu: false,
+    };
+    let mut r = CpuNet::new(g, batch, opts).expect("the reference network");
+    r.forward().expect("reference forward");
+    r.backward().expect("reference backward");
+    r
+}
+
+fn assert_close(on: &str, pairs: &[Pair], tol: f64) {
+    for p in pairs {
+        assert_eq!(p.got.len(), p.want.len(), "{on}: {}", p.tensor);
+        let err = rel_l2_error(&p.got, &p.want);
+        assert!(
+            err <= tol,
+            "{on}: {} off by {err:.2e} (> {tol:.0e})",
+            p.tensor
+        );
+    }
+}
+
+/// Every layer of `g` on the backend against the reference.
+fn matches_the_reference<T: OnBackend>(t: &T, g: &Graph, batch: usize) {
+    let mut want = reference(g, batch);
+    let mut net = t.net(g, batch);
+    let outputs = compare::outputs(&mut net, &want).expect("forward");
+    assert_close(&t.name(), &outputs, t.tolerance());
+    let d = t.dtype();
+    let scale = |parts: &[&[f32]]| compare::loss_scale(d, parts);
+    let grads = compare::gradients(&mut net, &mut want, scale).expect("backward");
+    assert!(!grads.is_empty());
+    assert_close(&t.name(), &grads, t.tolerance());
+}
+
+fn every_op_matches_the_reference<T: OnBackend>(t: &T) {
+    matches_the_reference(t, &every_op_net(), 2);
+}
+
+fn preactivation_blocks_match_the_reference<T: OnBackend>(t: &T) {
+    matches_the_reference(t, &preact_net(), 2);
+}
+
+on_every_backend!(every_op_matches_the_reference);
+on_every_backend!(preactivation_blocks_match_the_reference);
