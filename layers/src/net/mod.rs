@@ -11,6 +11,8 @@ pub mod graph;
 pub mod init;
 pub mod plan;
 #[cfg(test)]
+mod real_libs_tests;
+#[cfg(test)]
 pub(crate) mod tests;
 
 pub use exec::{ExecOptions, Executor, Memory, StepMs};

@@ -524,10 +524,7 @@ pub(crate) mod tests {
     pub(crate) fn nvrtc_here() -> bool {
         // SAFETY: only tries `dlopen` on the candidate names.
         let present = unsafe { cudarc::nvrtc::sys::is_culib_present() };
-        if !present {
-            eprintln!("skipped: NVRTC (libnvrtc.so) not found");
-        }
-        present
+        crate::backend::cuda::gpu_lib_for_test("NVRTC (libnvrtc.so)", present)
     }
 
     #[test]

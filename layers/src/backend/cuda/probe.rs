@@ -48,6 +48,23 @@ impl Presence {
     }
 }
 
+/// Whether a test that needs `lib` (present or not) runs: it is skipped,
+/// with a line saying so, where the library is missing, unless
+/// `CNNBENCH_GPU_LIBS=required` (CI's real-library stage), which makes a
+/// missing library a failure instead.
+pub fn gpu_lib_for_test(lib: &str, present: bool) -> bool {
+    if present {
+        return true;
+    }
+    if std::env::var("CNNBENCH_GPU_LIBS").as_deref() == Ok("required") {
+        panic!(
+            "{lib} not found, and CNNBENCH_GPU_LIBS=required: put its folder on LD_LIBRARY_PATH"
+        );
+    }
+    eprintln!("skipped: {lib} not found");
+    false
+}
+
 /// One line saying that NVRTC, which compiles cnnbench's own kernels at
 /// start-up, cannot be loaded, or `None` when it can. Checked before the
 /// first NVRTC call, since cudarc panics on a missing library.
