@@ -73,11 +73,13 @@ mod tests {
         let programs_all = cuda_programs();
         let supported = supported_archs().unwrap();
         assert!(supported.contains(&90), "{supported:?}");
+        let mut built = Vec::new();
         for cc in [(8, 0), (9, 0), (12, 0)] {
             let target = Target::for_device(cc, &supported);
             let Target::Cubin(sm) = &target else {
                 continue;
             };
+            built.push(sm.clone());
             let programs = compile_all(sm, &programs_all).unwrap_or_else(|e| panic!("{e}"));
             for (file, bin, log) in &programs {
                 assert!(bin.starts_with(b"\x7fELF"), "{file} ({sm})");
@@ -92,6 +94,8 @@ mod tests {
                 assert_eq!(found.count(), 1, "{name} ({sm})");
             }
         }
+        // Ampere and Hopper always get machine code.
+        assert!(built.iter().any(|s| s == "sm_80") && built.iter().any(|s| s == "sm_90"));
         assert!(compile_cubin("compute_90", &programs_all).is_err());
     }
 }
