@@ -3,25 +3,14 @@
 //! images and the time and money of a full training run.
 
 use anyhow::{bail, Context, Result};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use std::path::Path;
 
 /// ImageNet-1k's training set.
 pub const IMAGENET_IMAGES: u64 = 1_281_167;
 pub const DEFAULT_EPOCHS: u32 = 90;
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Price {
-    pub usd_per_hour: f64,
-    /// The instance it was looked up as, if any, and where its price
-    /// comes from.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub instance: Option<String>,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub source: String,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub date: String,
-}
+pub use crate::results::price::Price;
 
 /// One entry of `instances.toml`.
 #[derive(Clone, Debug, Deserialize)]

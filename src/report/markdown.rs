@@ -5,11 +5,11 @@
 use super::charts::{self, Series};
 use super::merge::Run;
 use super::models::ModelRun;
+pub use super::options::{ChartsDir, Options};
 use crate::results::Record;
 use anyhow::{bail, Result};
 use std::collections::BTreeMap;
 use std::fmt::Write;
-use std::path::PathBuf;
 
 /// What a row of the comparison is: problem, direction, dtype, layout.
 type Key = (String, String, String, String);
@@ -27,22 +27,6 @@ fn key(r: &Record) -> Key {
 /// whether or not a run named it.
 pub fn unnamed(desc: &str) -> &str {
     desc.find("n\"").map_or(desc, |i| &desc[..i])
-}
-
-/// Where charts go: the folder, and how the report refers to it.
-pub struct ChartsDir {
-    pub dir: PathBuf,
-    pub link_prefix: String,
-}
-
-pub struct Options {
-    /// Label, `key=value` on a run's facts, or part of a label.
-    pub baseline: Option<String>,
-    pub charts: Option<ChartsDir>,
-    /// A price for runs that have none.
-    pub price: Option<super::cost::Price>,
-    pub epochs: u32,
-    pub dataset_images: u64,
 }
 
 /// Per label, the best (lowest median) record of every key, in the order

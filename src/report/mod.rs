@@ -6,4 +6,5 @@ pub mod cost;
 pub mod markdown;
 pub mod merge;
 pub mod models;
+pub mod options;
 pub mod table;

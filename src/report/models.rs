@@ -4,8 +4,8 @@
 //! and model.
 
 use super::cost;
-use super::markdown::Options;
 use super::merge::labels;
+use super::options::Options;
 use crate::bench::Stats;
 use crate::results::store;
 use crate::results::{Environment, ModelRecord};

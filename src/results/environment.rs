@@ -56,7 +56,7 @@ pub struct Environment {
     pub label: Option<String>,
     /// What the machine costs, when given (`--price-per-hour`, `--instance`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub price: Option<crate::report::cost::Price>,
+    pub price: Option<super::price::Price>,
 }
 
 impl Environment {

@@ -4,6 +4,7 @@
 pub mod dump;
 pub mod environment;
 pub mod model_record;
+pub mod price;
 pub mod record;
 pub mod store;
 pub mod writers;
