@@ -2,6 +2,7 @@
 
 mod bench;
 mod cli;
+mod output;
 mod plan;
 mod problem;
 mod report;

@@ -7,9 +7,10 @@
 
 use super::model::{pick_device, resolve};
 use super::{init_threads, Device};
-use crate::report::table::{aligned, Align};
+use crate::output::table::{aligned, Align};
+use crate::output::{self, Format, TABLE_OR_JSON};
 use anyhow::{bail, Result};
-use clap::{Args, ValueEnum};
+use clap::Args;
 use cnnbench_kernels::conv::reference::rel_l2_error;
 use cnnbench_kernels::Isa;
 use cnnbench_layers::cuda::nvrtc::Kernels;
@@ -53,14 +54,8 @@ pub struct CheckArgs {
     /// Every compared tensor, not only the worst per model
     #[arg(long, short)]
     pub verbose: bool,
-    #[arg(long, value_enum, default_value_t = CheckFormat::Table)]
-    pub format: CheckFormat,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum CheckFormat {
-    Table,
-    Json,
+    #[arg(long, default_value = "table", value_parser = output::parser(TABLE_OR_JSON))]
+    pub format: Format,
 }
 
 /// Relative L2 error allowed per layer output and per parameter gradient,
@@ -149,8 +144,9 @@ pub fn run(args: CheckArgs) -> Result<ExitCode> {
     }
     let failed = all.iter().filter(|c| !c.passed).count();
     match args.format {
-        CheckFormat::Json => println!("{}", serde_json::to_string_pretty(&all)?),
-        CheckFormat::Table => print!("{}", table(&all, args.verbose)),
+        Format::Json => println!("{}", serde_json::to_string_pretty(&all)?),
+        // Table is the only other format `check` accepts.
+        _ => print!("{}", table(&all, args.verbose)),
     }
     if failed > 0 {
         eprintln!("cnnbench: {failed} tensor(s) failed the check");

@@ -271,7 +271,7 @@ fn run_cpu(
         WallClock.describe(),
     );
 
-    let mut out = Output::new(env, &args.output, "conv", DType::F32)?;
+    let mut out = args.output.open(env, "conv", DType::F32)?;
     let runner = Runner {
         policy: s.policy,
         interrupted: &INTERRUPTED,

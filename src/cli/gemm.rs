@@ -1,7 +1,7 @@
 //! `cnnbench gemm`: time dense GEMMs (the fully connected layers'
 //! kernel; DeepBench's GEMM suite) on the CPU or through cuBLAS.
 
-use super::output::{Output, OutputArgs};
+use super::output::OutputArgs;
 use super::{init_threads, Device, TimingArgs};
 use crate::bench::timer::{CudaEvents, Timer, WallClock};
 use crate::bench::{Runner, Stats};
@@ -119,7 +119,7 @@ pub fn run(args: GemmArgs) -> Result<ExitCode> {
             timer_text,
         )
     };
-    let mut out = Output::new(env, &args.output, "gemm", dtype)?;
+    let mut out = args.output.open(env, "gemm", dtype)?;
 
     for (i, shape) in shapes.iter().enumerate() {
         let mut t = GemmTensors::random(shape, args.timing.seed);

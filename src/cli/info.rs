@@ -3,7 +3,8 @@
 //! libraries as loaded, and its peak per precision (from its properties,
 //! and measured with cuBLAS).
 
-use super::Format;
+use crate::output::table::{aligned, Align};
+use crate::output::{self, Format, TABLE_OR_JSON};
 use crate::results::environment::{self, BuildInfo};
 use anyhow::Result;
 use clap::Args;
@@ -17,8 +18,7 @@ use std::process::ExitCode;
 
 #[derive(Args)]
 pub struct InfoArgs {
-    /// Output format (table, json)
-    #[arg(long, value_enum, default_value_t = Format::Table)]
+    #[arg(long, default_value = "table", value_parser = output::parser(TABLE_OR_JSON))]
     format: Format,
     /// Threads for the all-threads peak [default: all logical CPUs]
     #[arg(long, value_name = "N")]
@@ -113,7 +113,7 @@ pub fn run(args: InfoArgs) -> Result<ExitCode> {
     };
     match args.format {
         Format::Json => println!("{}", serde_json::to_string_pretty(&info)?),
-        Format::Table | Format::Md | Format::Csv => print!("{}", text(&info)),
+        _ => print!("{}", text(&info)),
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -162,36 +162,46 @@ fn text(i: &Info) -> String {
         "\nFP32 peak, measured (register-only FMA loop, FMA = 2 FLOPs, best of {}):\n",
         peak::DEFAULT_REPS
     );
-    s += &format!(
-        "{:<8} {:>16} {:>20}\n",
-        "isa",
-        "1 thread GFLOP/s",
-        format!("{} threads GFLOP/s", i.threads)
+    let threads_head = format!("{} threads GFLOP/s", i.threads);
+    let rows: Vec<Vec<String>> = i
+        .peak
+        .iter()
+        .map(|p| {
+            vec![
+                p.isa.clone(),
+                format!("{:.1}", p.gflops_1_thread),
+                format!("{:.1}", p.gflops_all_threads),
+            ]
+        })
+        .collect();
+    s += &aligned(
+        &["isa", "1 thread GFLOP/s", &threads_head],
+        &[Align::Left, Align::Right, Align::Right],
+        &rows,
+        false,
     );
-    for p in &i.peak {
-        s += &format!(
-            "{:<8} {:>16.1} {:>20.1}\n",
-            p.isa, p.gflops_1_thread, p.gflops_all_threads
-        );
-    }
     if let Some(g) = &i.gpu.device {
         s += "\nGPU peak per dtype (TFLOP/s):\n";
-        s += &format!(
-            "{:<6} {:>10} {:>10}  {}\n",
-            "dtype", "properties", "measured", "source"
+        let f = |p: Option<&Peak>| p.map_or("-".to_string(), |p| format!("{:.1}", p.tflops));
+        let rows: Vec<Vec<String>> = DType::ALL
+            .iter()
+            .map(|&d| {
+                let prop = g.peak(d);
+                let meas = i.gpu.measured.iter().find(|p| p.dtype == d.name());
+                vec![
+                    d.name().to_string(),
+                    f(prop),
+                    f(meas),
+                    prop.or(meas).map_or(String::new(), |p| p.source.clone()),
+                ]
+            })
+            .collect();
+        s += &aligned(
+            &["dtype", "properties", "measured", "source"],
+            &[Align::Left, Align::Right, Align::Right, Align::Left],
+            &rows,
+            false,
         );
-        for d in DType::ALL {
-            let prop = g.peak(d);
-            let meas = i.gpu.measured.iter().find(|p| p.dtype == d.name());
-            let f = |p: Option<&Peak>| p.map_or("-".to_string(), |p| format!("{:.1}", p.tflops));
-            s += &format!(
-                "{:<6} {:>10} {:>10}  {}\n",
-                d.name(),
-                f(prop),
-                f(meas),
-                prop.or(meas).map_or(String::new(), |p| p.source.clone())
-            );
-        }
     }
     s
 }

@@ -12,6 +12,7 @@ mod progress;
 mod report;
 mod sweep;
 
+use crate::output::{Format, RECORD_FORMATS};
 use anyhow::Result;
 use clap::{Parser, Subcommand, ValueEnum};
 use std::process::ExitCode;
@@ -48,19 +49,6 @@ enum Command {
     Info(info::InfoArgs),
 }
 
-/// Output formats shared by the subcommands.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum Format {
-    /// Aligned text for people
-    Table,
-    /// One row per record, fixed header
-    Csv,
-    /// {"environment": ..., "records": [...]}
-    Json,
-    /// A markdown table
-    Md,
-}
-
 /// Where to run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Device {
@@ -84,7 +72,7 @@ pub fn run() -> Result<ExitCode> {
         ctrlc::set_handler(|| PARENT_INTERRUPTED.store(true, std::sync::atomic::Ordering::Relaxed))
             .map_err(|e| anyhow::anyhow!("installing the Ctrl-C handler: {e}"))?;
         let format = option_value(&raw, "--format")
-            .map(|f| Format::from_str(&f, true).map_err(|e| anyhow::anyhow!("--format: {e}")))
+            .map(|f| crate::output::parse(&f, RECORD_FORMATS))
             .transpose()?
             .unwrap_or(Format::Table);
         let quiet = raw.iter().any(|a| a == "--quiet" || a == "-q");

@@ -6,12 +6,14 @@ use super::output::{end_run, save_run, StoreArgs};
 use super::{init_threads, Device, TimingArgs};
 use crate::bench::timer::Timer;
 use crate::bench::{RunPolicy, Runner, Stats};
+use crate::output::table::{aligned, Align};
+use crate::output::{self, Format, MODEL_FORMATS};
 use crate::problem::ConvProblem;
-use crate::report::table::{aligned, Align};
+use crate::results::atomic::write_atomic;
 use crate::results::environment::available_memory_bytes;
 use crate::results::model_record::MODEL_CSV_HEADER;
 use crate::results::store::{RunFile, Store, FORMAT_VERSION};
-use crate::results::{writers, Environment, LayerTime, MemoryBytes, ModelRecord};
+use crate::results::{Environment, LayerTime, MemoryBytes, ModelRecord};
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use cnnbench_kernels::Isa;
@@ -70,8 +72,8 @@ pub struct ModelArgs {
     /// Print the layer table (name, type, output, parameters, MACs) without running
     #[arg(long)]
     pub describe: bool,
-    #[arg(long, value_enum, default_value_t = ModelFormat::Table)]
-    pub format: ModelFormat,
+    #[arg(long, default_value = "table", value_parser = output::parser(MODEL_FORMATS))]
+    pub format: Format,
     /// Worker threads [default: all logical CPUs]
     #[arg(long, value_name = "N", env = "CNNBENCH_THREADS")]
     pub threads: Option<usize>,
@@ -87,20 +89,6 @@ pub struct ModelArgs {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Update {
     Sgd,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum ModelFormat {
-    /// Aligned text for people
-    Table,
-    /// One row per model (the columns scripts/peers/pytorch_model.py prints)
-    Csv,
-    /// {"environment": ..., "records": [...]}; with --describe, the layer table
-    Json,
-    /// A markdown table
-    Md,
-    /// With --describe: one benchdnn descriptor per convolution layer
-    Benchdnn,
 }
 
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
@@ -133,7 +121,7 @@ pub fn run(args: ModelArgs) -> Result<ExitCode> {
     if args.describe {
         return describe(&graphs, &args);
     }
-    if args.format == ModelFormat::Benchdnn {
+    if args.format == Format::Benchdnn {
         bail!("--format benchdnn goes with --describe");
     }
     let policy = args.timing.policy()?;
@@ -494,7 +482,7 @@ fn median(v: &[f64]) -> f64 {
 struct ModelOutput {
     env: Environment,
     records: Vec<ModelRecord>,
-    format: ModelFormat,
+    format: Format,
     path: Option<std::path::PathBuf>,
     store: Option<Store>,
 }
@@ -537,7 +525,7 @@ impl ModelOutput {
 
     fn render(&self) -> Result<String> {
         Ok(match self.format {
-            ModelFormat::Json => {
+            Format::Json => {
                 #[derive(Serialize)]
                 struct Doc<'a> {
                     environment: &'a Environment,
@@ -549,7 +537,7 @@ impl ModelOutput {
                 };
                 serde_json::to_string_pretty(&doc)? + "\n"
             }
-            ModelFormat::Csv => {
+            Format::Csv => {
                 let mut w = csv::Writer::from_writer(Vec::new());
                 w.write_record(MODEL_CSV_HEADER)?;
                 for r in &self.records {
@@ -557,8 +545,8 @@ impl ModelOutput {
                 }
                 String::from_utf8(w.into_inner().context("flushing CSV")?)?
             }
-            ModelFormat::Table | ModelFormat::Md | ModelFormat::Benchdnn => {
-                let md = self.format == ModelFormat::Md;
+            Format::Table | Format::Md | Format::Benchdnn => {
+                let md = self.format == Format::Md;
                 let e = &self.env;
                 let (machine, clock) = match &e.gpu {
                     Some(g) => (
@@ -721,7 +709,7 @@ fn model_desc(g: &Graph, batch: usize) -> ModelDesc {
 fn describe(graphs: &[Graph], args: &ModelArgs) -> Result<ExitCode> {
     let mut s = String::new();
     match args.format {
-        ModelFormat::Json => {
+        Format::Json => {
             let descs: Vec<ModelDesc> = graphs.iter().map(|g| model_desc(g, args.batch)).collect();
             s = if descs.len() == 1 {
                 serde_json::to_string_pretty(&descs[0])?
@@ -730,7 +718,7 @@ fn describe(graphs: &[Graph], args: &ModelArgs) -> Result<ExitCode> {
             };
             s.push('\n');
         }
-        ModelFormat::Benchdnn => {
+        Format::Benchdnn => {
             for g in graphs {
                 let convs: Vec<usize> = (0..g.nodes.len())
                     .filter(|&i| matches!(g.nodes[i].op, Op::Conv(_)))
@@ -748,7 +736,7 @@ fn describe(graphs: &[Graph], args: &ModelArgs) -> Result<ExitCode> {
                 }
             }
         }
-        ModelFormat::Csv => {
+        Format::Csv => {
             let mut w = csv::Writer::from_writer(Vec::new());
             w.write_record(["model", "layer", "kind", "output", "params", "macs", "desc"])?;
             for g in graphs {
@@ -766,8 +754,8 @@ fn describe(graphs: &[Graph], args: &ModelArgs) -> Result<ExitCode> {
             }
             s = String::from_utf8(w.into_inner().context("flushing CSV")?)?;
         }
-        ModelFormat::Table | ModelFormat::Md => {
-            let md = args.format == ModelFormat::Md;
+        Format::Table | Format::Md => {
+            let md = args.format == Format::Md;
             for g in graphs {
                 let d = model_desc(g, args.batch);
                 s += &format!(
@@ -802,7 +790,7 @@ fn describe(graphs: &[Graph], args: &ModelArgs) -> Result<ExitCode> {
         }
     }
     match &args.store.out {
-        Some(p) => writers::write_atomic(p, &s)?,
+        Some(p) => write_atomic(p, &s)?,
         None => print!("{s}"),
     }
     Ok(ExitCode::SUCCESS)

@@ -3,7 +3,7 @@
 
 use crate::report::markdown::{self, ChartsDir, Options};
 use crate::report::{cost, merge, models};
-use crate::results::writers::write_atomic;
+use crate::results::atomic::write_atomic;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use std::path::PathBuf;

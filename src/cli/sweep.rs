@@ -3,8 +3,8 @@
 //! file in the results store), and print them together.
 
 use super::children::{self, ChildRun};
-use super::Format;
-use crate::report::table;
+use crate::output::table;
+use crate::output::Format;
 use crate::results::store::RunFile;
 use anyhow::Result;
 use std::process::ExitCode;
@@ -159,7 +159,8 @@ fn render(done: &[(String, RunFile)], format: Format) -> Result<String> {
             }
             String::from_utf8(w.into_inner()?)?
         }
-        Format::Json => {
+        // Benchdnn is not among the record formats a sweep accepts.
+        Format::Json | Format::Benchdnn => {
             let runs: Vec<serde_json::Value> = done
                 .iter()
                 .map(|(label, f)| {

@@ -1,5 +1,5 @@
-//! Human-readable output: aligned tables, markdown reports merged from the
-//! results store, SVG charts, and cost arithmetic.
+//! Reports read from the results store: markdown merged from runs, SVG
+//! charts, and cost arithmetic.
 
 pub mod charts;
 pub mod cost;
@@ -7,4 +7,3 @@ pub mod markdown;
 pub mod merge;
 pub mod models;
 pub mod options;
-pub mod table;

@@ -3,7 +3,7 @@
 //! `results/` or `--results DIR`, rewritten atomically after every record,
 //! so an interrupted or killed run keeps everything it finished.
 
-use super::{writers, Environment, Record, Skipped};
+use super::{Environment, Record, Skipped};
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -89,7 +89,7 @@ impl Store {
     pub fn save<R: Serialize>(&self, file: &RunFile<R>) -> Result<()> {
         let mut text = serde_json::to_string_pretty(file)?;
         text.push('\n');
-        writers::write_atomic(&self.path, &text)
+        super::atomic::write_atomic(&self.path, &text)
     }
 }
 

@@ -104,7 +104,7 @@ pub fn run(
             CudaEvents::DESCRIPTION,
         )
     };
-    let mut out = Output::new(env, &args.output, "conv", dtype)?;
+    let mut out = args.output.open(env, "conv", dtype)?;
     let runner = Runner {
         policy: s.policy,
         interrupted: &INTERRUPTED,

@@ -1,10 +1,9 @@
-//! Machine-readable writers (JSON, CSV) and atomic file output.
+//! Machine-readable renderers: JSON and CSV.
 
-use super::record::CSV_HEADER;
-use super::{Environment, Record, Skipped};
+use crate::results::record::CSV_HEADER;
+use crate::results::{Environment, Record, Skipped};
 use anyhow::{Context, Result};
 use serde::Serialize;
-use std::path::Path;
 
 #[derive(Serialize)]
 struct JsonDoc<'a> {
@@ -32,22 +31,6 @@ pub fn csv(records: &[Record]) -> Result<String> {
         w.write_record(r.csv_row())?;
     }
     Ok(String::from_utf8(w.into_inner().context("flushing CSV")?)?)
-}
-
-/// Writes `contents` to `path` through a temporary file and a rename, so a
-/// reader (or a run killed half-way) never sees a half-written file.
-pub fn write_atomic(path: &Path, contents: &str) -> Result<()> {
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .context("output path has no file name")?
-        .to_string_lossy();
-    let tmp = dir.join(format!(".{name}.tmp{}", std::process::id()));
-    std::fs::write(&tmp, contents).with_context(|| format!("cannot write '{}'", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("cannot write '{}'", path.display()))
 }
 
 #[cfg(test)]

@@ -1,0 +1,204 @@
+//! What every layer subcommand does with its records: render them (table,
+//! markdown, CSV, JSON) to stdout or `--out`, and keep them in the results
+//! store, both rewritten after every record so that an interrupted run
+//! keeps what it finished.
+
+use super::{table, writers, Format};
+use crate::results::atomic::write_atomic;
+use crate::results::store::{RunFile, Store, FORMAT_VERSION};
+use crate::results::{Environment, Record, Skipped};
+use anyhow::Result;
+use cnnbench_layers::DType;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+pub struct Output {
+    pub env: Environment,
+    pub records: Vec<Record>,
+    pub skipped: Vec<Skipped>,
+    format: Format,
+    path: Option<PathBuf>,
+    store: Option<Store>,
+    subcommand: &'static str,
+    /// The run's dtype, for the GPU preamble.
+    dtype: DType,
+}
+
+impl Output {
+    /// A sink writing `format` to stdout (or `path`) and the run's file
+    /// in `store`; writes the empty run at once.
+    pub fn new(
+        env: Environment,
+        format: Format,
+        path: Option<PathBuf>,
+        store: Option<Store>,
+        subcommand: &'static str,
+        dtype: DType,
+    ) -> Result<Output> {
+        let out = Output {
+            env,
+            records: Vec::new(),
+            skipped: Vec::new(),
+            format,
+            path,
+            store,
+            subcommand,
+            dtype,
+        };
+        out.save(false)?;
+        Ok(out)
+    }
+
+    fn render(&self) -> Result<String> {
+        Ok(match self.format {
+            Format::Table => {
+                self.preamble() + &table::text(&self.records) + &table::skipped_text(&self.skipped)
+            }
+            Format::Md => {
+                self.preamble()
+                    + "\n"
+                    + &table::markdown(&self.records)
+                    + &table::skipped_text(&self.skipped)
+            }
+            Format::Csv => writers::csv(&self.records)?,
+            // Benchdnn is not among the record formats (the parser refuses it).
+            Format::Json | Format::Benchdnn => {
+                writers::json(&self.env, &self.records, &self.skipped)?
+            }
+        })
+    }
+
+    /// One line saying where and how the numbers were measured.
+    fn preamble(&self) -> String {
+        let e = &self.env;
+        if let Some(g) = &e.gpu {
+            let peak = g.peak(self.dtype);
+            return format!(
+                "# cnnbench {} ({}) | {} | cuDNN {} | cuBLAS {} | driver CUDA {} | {} | peak {} | median of timed runs (CUDA events)\n",
+                e.cnnbench.version,
+                e.cnnbench.git,
+                g.name,
+                g.cudnn,
+                g.cublas,
+                g.driver_cuda,
+                self.dtype.math(),
+                peak.map_or("?".into(), |p| format!("{:.1} TFLOP/s ({})", p.tflops, p.source)),
+            );
+        }
+        format!(
+            "# cnnbench {} ({}) | {} | {} threads | isa {} | FP32 peak {} GFLOP/s (measured) | median of timed runs\n",
+            e.cnnbench.version,
+            e.cnnbench.git,
+            e.cpu,
+            e.threads,
+            e.isa,
+            e.peak_gflops.map_or("?".into(), |p| format!("{p:.0}")),
+        )
+    }
+
+    /// Keeps the best peak seen so far and recomputes every record's
+    /// fraction of it.
+    pub fn raise_peak(&mut self, gflops: f64) {
+        let peak = self.env.peak_gflops.map_or(gflops, |p| p.max(gflops));
+        self.env.peak_gflops = Some(peak);
+        for r in &mut self.records {
+            r.peak_fraction = Some(r.gflops / peak);
+        }
+    }
+
+    pub fn push(&mut self, mut r: Record) -> Result<()> {
+        r.peak_fraction = self.env.peak_gflops.map(|p| r.gflops / p);
+        self.records.push(r);
+        self.save(false)
+    }
+
+    pub fn push_skipped(&mut self, s: Skipped) -> Result<()> {
+        self.skipped.push(s);
+        self.save(false)
+    }
+
+    /// Rewrites `--out` and the store file with everything so far.
+    fn save(&self, complete: bool) -> Result<()> {
+        let file = RunFile {
+            format_version: FORMAT_VERSION,
+            subcommand: self.subcommand.into(),
+            environment: self.env.clone(),
+            records: self.records.clone(),
+            skipped: self.skipped.clone(),
+            complete,
+        };
+        save_run(
+            self.path.as_deref(),
+            || self.render(),
+            self.store.as_ref(),
+            &file,
+        )
+    }
+
+    /// Writes the final output and turns what happened into the exit code:
+    /// 130 when interrupted, 1 when a check failed.
+    pub fn finish(&self, interrupted: bool) -> Result<ExitCode> {
+        self.save(!interrupted)?;
+        let out = self.path.as_deref();
+        if let Some(code) = end_run(
+            out,
+            self.render()?,
+            self.records.len(),
+            self.store.as_ref(),
+            interrupted,
+        ) {
+            return Ok(code);
+        }
+        let failed = self
+            .records
+            .iter()
+            .filter(|r| r.check.is_some_and(|c| !c.passed))
+            .count();
+        if failed > 0 {
+            eprintln!("cnnbench: {failed} record(s) failed --check");
+            return Ok(ExitCode::from(1));
+        }
+        Ok(ExitCode::SUCCESS)
+    }
+}
+
+/// Rewrites `--out` (when given) with what `render` makes, and the store
+/// file (unless `--no-save`) with `file`: after every record, so that an
+/// interrupted run keeps what it finished. Shared by every measuring
+/// subcommand, whatever its records.
+pub fn save_run<R: serde::Serialize>(
+    out: Option<&std::path::Path>,
+    render: impl FnOnce() -> Result<String>,
+    store: Option<&Store>,
+    file: &RunFile<R>,
+) -> Result<()> {
+    if let Some(path) = out {
+        write_atomic(path, &render()?)?;
+    }
+    if let Some(store) = store {
+        store.save(file)?;
+    }
+    Ok(())
+}
+
+/// The end of a run: the output on stdout (or a line saying where `--out`
+/// put it), and when interrupted, where the finished records are and exit
+/// code 130.
+pub fn end_run(
+    out: Option<&std::path::Path>,
+    rendered: String,
+    records: usize,
+    store: Option<&Store>,
+    interrupted: bool,
+) -> Option<ExitCode> {
+    match out {
+        Some(path) => eprintln!("cnnbench: wrote {records} records to {}", path.display()),
+        None => print!("{rendered}"),
+    }
+    if !interrupted {
+        return None;
+    }
+    let kept = store.map_or(String::new(), |s| format!(" (in {})", s.path.display()));
+    eprintln!("cnnbench: interrupted; kept the {records} finished records{kept}");
+    Some(ExitCode::from(130))
+}
