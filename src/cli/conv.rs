@@ -12,6 +12,7 @@ use crate::plan::{self, AlgoChoice, DirSpec};
 use crate::problem::{self, ConvProblem};
 use crate::results::dump::{self, DumpInfo};
 use crate::results::environment;
+use crate::results::record::{Ran, Subject, Timing};
 use crate::results::{Check, Environment, Record};
 use anyhow::{bail, Context, Result};
 use clap::Args;
@@ -259,8 +260,8 @@ fn run_cpu(
     bar: &ProgressBar,
 ) -> Result<Output> {
     // The peak of the best ISA at this thread count: what "% of peak" means.
-    // Measured now and again after every record; the best is kept (see
-    // `Output::raise_peak`).
+    // Measured now and again before every record; each record is of the
+    // best measured before it was made.
     let measure_peak =
         |reps| peak::measure_gflops(Isa::detect(), threads, reps).map_err(anyhow::Error::msg);
     let peak_gflops = Some(measure_peak(peak::DEFAULT_REPS)?);
@@ -310,26 +311,33 @@ fn run_cpu(
                         passed: rel_err <= algo.tolerance(&prob.shape, d.dir),
                     }
                 });
-                let gflops = prob.shape.flops() as f64 / (stats.median * 1e-3) / 1e9;
-                let rec = Record {
-                    problem: prob.canonical(),
-                    dir: d.dir.name().into(),
-                    device: "cpu".into(),
-                    dtype: "f32".into(),
-                    layout: "nhwc".into(),
-                    algo: algo.name().into(),
-                    ms: stats,
-                    runs: samples.ms.len(),
-                    gflops,
-                    peak_fraction: None, // set by `Output` from the running peak
-                    check,
-                    kernel: conv.kernel_name(),
-                    bias: d.bias,
-                    workspace_bytes: conv.workspace_bytes(),
-                    cudnn_find_ms: None,
-                };
+                // The peak measured again before the record is made: the
+                // record is of the best peak so far.
+                out.note_peak(measure_peak(PEAK_REPS_BETWEEN_RECORDS)?);
+                let rec = Record::new(
+                    Subject {
+                        problem: prob.canonical(),
+                        dir: d.dir.name().into(),
+                        device: "cpu".into(),
+                        dtype: "f32".into(),
+                        layout: "nhwc".into(),
+                        algo: algo.name().into(),
+                    },
+                    Timing {
+                        ms: stats,
+                        runs: samples.ms.len(),
+                        flops: prob.shape.flops(),
+                        peak_gflops: out.env.peak_gflops,
+                    },
+                    Ran {
+                        check,
+                        kernel: conv.kernel_name(),
+                        bias: d.bias,
+                        workspace_bytes: conv.workspace_bytes(),
+                        cudnn_find_ms: None,
+                    },
+                );
                 progress_line(bar, done, total, &rec);
-                out.raise_peak(measure_peak(PEAK_REPS_BETWEEN_RECORDS)?);
                 out.push(rec)?;
                 algo_per_dir.push((d.dir, algo.name().to_string()));
             }

@@ -6,6 +6,7 @@ use super::{init_threads, Device, TimingArgs};
 use crate::bench::timer::{CudaEvents, Timer, WallClock};
 use crate::bench::{Runner, Stats};
 use crate::results::environment;
+use crate::results::record::{Ran, Subject, Timing};
 use crate::results::{Check, Environment, Record};
 use anyhow::{bail, Context, Result};
 use clap::Args;
@@ -159,32 +160,38 @@ pub fn run(args: GemmArgs) -> Result<ExitCode> {
                 passed: rel_err <= dtype.tolerance(shape.k),
             }
         });
-        let gflops = shape.flops() as f64 / (stats.median * 1e-3) / 1e9;
-        let rec = Record {
-            problem: gemm::canonical(shape),
-            dir: "gemm".into(),
-            device: if gpu.is_some() { "gpu" } else { "cpu" }.into(),
-            dtype: dtype.name().into(),
-            layout: "row-major".into(),
-            algo: if gpu.is_some() { "cublas" } else { "tiled" }.into(),
-            ms: stats,
-            runs: samples.ms.len(),
-            gflops,
-            peak_fraction: None, // set by `Output` from the peak
-            check,
-            kernel,
-            bias: false,
-            workspace_bytes: 0,
-            cudnn_find_ms: None,
-        };
+        let rec = Record::new(
+            Subject {
+                problem: gemm::canonical(shape),
+                dir: "gemm".into(),
+                device: if gpu.is_some() { "gpu" } else { "cpu" }.into(),
+                dtype: dtype.name().into(),
+                layout: "row-major".into(),
+                algo: if gpu.is_some() { "cublas" } else { "tiled" }.into(),
+            },
+            Timing {
+                ms: stats,
+                runs: samples.ms.len(),
+                flops: shape.flops(),
+                // Measured before any record.
+                peak_gflops: Some(peak_gflops),
+            },
+            Ran {
+                check,
+                kernel,
+                bias: false,
+                workspace_bytes: 0,
+                cudnn_find_ms: None,
+            },
+        );
         bar.set_position(i as u64 + 1);
         bar.println(format!(
             "[{}/{}] {}: {:.3} ms median, {:.1} GFLOP/s",
             i + 1,
             shapes.len(),
             rec.problem,
-            stats.median,
-            gflops
+            rec.ms.median,
+            rec.gflops
         ));
         out.push(rec)?;
     }

@@ -96,18 +96,14 @@ impl Output {
         )
     }
 
-    /// Keeps the best peak seen so far and recomputes every record's
-    /// fraction of it.
-    pub fn raise_peak(&mut self, gflops: f64) {
-        let peak = self.env.peak_gflops.map_or(gflops, |p| p.max(gflops));
-        self.env.peak_gflops = Some(peak);
-        for r in &mut self.records {
-            r.peak_fraction = Some(r.gflops / peak);
-        }
+    /// The best peak measured so far, for the environment (each record
+    /// carries its own fraction of the peak it was made with).
+    pub fn note_peak(&mut self, gflops: f64) {
+        self.env.peak_gflops = Some(self.env.peak_gflops.map_or(gflops, |p| p.max(gflops)));
     }
 
-    pub fn push(&mut self, mut r: Record) -> Result<()> {
-        r.peak_fraction = self.env.peak_gflops.map(|p| r.gflops / p);
+    /// Adds a finished record, as it was made.
+    pub fn push(&mut self, r: Record) -> Result<()> {
         self.records.push(r);
         self.save(false)
     }

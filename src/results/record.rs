@@ -80,7 +80,59 @@ pub const CSV_HEADER: [&str; 19] = [
     "workspace_bytes",
 ];
 
+/// What a record measured: the problem, direction, device, dtype, layout
+/// and algorithm.
+pub struct Subject {
+    pub problem: String,
+    pub dir: String,
+    pub device: String,
+    pub dtype: String,
+    pub layout: String,
+    pub algo: String,
+}
+
+/// How it was timed: the statistics of the timed runs, the FLOPs of one
+/// run, and the peak measured before the record is made.
+pub struct Timing {
+    pub ms: Stats,
+    pub runs: usize,
+    pub flops: u64,
+    pub peak_gflops: Option<f64>,
+}
+
+/// What ran, besides the time.
+pub struct Ran {
+    pub check: Option<Check>,
+    pub kernel: String,
+    pub bias: bool,
+    pub workspace_bytes: usize,
+    pub cudnn_find_ms: Option<f64>,
+}
+
 impl Record {
+    /// The record, complete: GFLOP/s over the median time and the fraction
+    /// of the peak are worked out here, once, and never changed after.
+    pub fn new(s: Subject, t: Timing, r: Ran) -> Record {
+        let gflops = t.flops as f64 / (t.ms.median * 1e-3) / 1e9;
+        Record {
+            problem: s.problem,
+            dir: s.dir,
+            device: s.device,
+            dtype: s.dtype,
+            layout: s.layout,
+            algo: s.algo,
+            ms: t.ms,
+            runs: t.runs,
+            gflops,
+            peak_fraction: t.peak_gflops.map(|p| gflops / p),
+            check: r.check,
+            kernel: r.kernel,
+            bias: r.bias,
+            workspace_bytes: r.workspace_bytes,
+            cudnn_find_ms: r.cudnn_find_ms,
+        }
+    }
+
     /// The CSV row matching [`CSV_HEADER`].
     pub fn csv_row(&self) -> Vec<String> {
         let opt = |x: Option<f64>| x.map_or(String::new(), |v| format!("{v}"));

@@ -5,6 +5,7 @@ use super::{progress_line, write_dump, ConvArgs, Output, Setup, INTERRUPTED};
 use crate::bench::timer::CudaEvents;
 use crate::bench::{Runner, Stats};
 use crate::plan::GpuAlgoChoice;
+use crate::results::record::{Ran, Subject, Timing};
 use crate::results::{Check, Environment, Record, Skipped};
 use anyhow::{bail, Context, Result};
 use cnnbench_kernels::conv::{reduction_len, Direction};
@@ -251,24 +252,30 @@ pub fn run(
                         passed: rel_err <= dtype.tolerance(reduction_len(&prob.shape, d.dir)),
                     }
                 });
-                let gflops = prob.shape.flops() as f64 / (stats.median * 1e-3) / 1e9;
-                let rec = Record {
-                    problem: prob.canonical(),
-                    dir: d.dir.name().into(),
-                    device: "gpu".into(),
-                    dtype: dtype.name().into(),
-                    layout: layout.name().into(),
-                    algo: name.clone(),
-                    ms: stats,
-                    runs: samples.ms.len(),
-                    gflops,
-                    peak_fraction: None, // set by `Output` from the dtype's peak
-                    check,
-                    kernel: GpuConv::kernel_name(&prepared),
-                    bias: d.bias,
-                    workspace_bytes: prepared.workspace_bytes,
-                    cudnn_find_ms: c.cudnn_find_ms,
-                };
+                let rec = Record::new(
+                    Subject {
+                        problem: prob.canonical(),
+                        dir: d.dir.name().into(),
+                        device: "gpu".into(),
+                        dtype: dtype.name().into(),
+                        layout: layout.name().into(),
+                        algo: name.clone(),
+                    },
+                    Timing {
+                        ms: stats,
+                        runs: samples.ms.len(),
+                        flops: prob.shape.flops(),
+                        // The dtype's peak, measured before any record.
+                        peak_gflops: out.env.peak_gflops,
+                    },
+                    Ran {
+                        check,
+                        kernel: GpuConv::kernel_name(&prepared),
+                        bias: d.bias,
+                        workspace_bytes: prepared.workspace_bytes,
+                        cudnn_find_ms: c.cudnn_find_ms,
+                    },
+                );
                 progress_line(bar, done, total, &rec);
                 out.push(rec)?;
                 algo_per_dir.push((d.dir, name));
