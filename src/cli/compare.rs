@@ -148,7 +148,7 @@ pub fn side_by_side(runs: &[(String, RunFile)]) -> String {
         for r in &f.records {
             let k = (
                 r.problem.clone(),
-                r.dir.clone(),
+                r.dir.to_string(),
                 format!("{} {}", r.dtype, r.layout),
             );
             if !keys.contains(&k) {

@@ -13,7 +13,7 @@ use crate::problem::{self, ConvProblem};
 use crate::results::dump::{self, DumpInfo};
 use crate::results::environment;
 use crate::results::record::{Ran, Subject, Timing};
-use crate::results::{Check, Environment, Record};
+use crate::results::{self, Check, Environment, Record};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use cnnbench_kernels::conv::{ConvAlgo, ConvShape, Direction};
@@ -317,9 +317,9 @@ fn run_cpu(
                 let rec = Record::new(
                     Subject {
                         problem: prob.canonical(),
-                        dir: d.dir.name().into(),
-                        device: "cpu".into(),
-                        dtype: "f32".into(),
+                        dir: d.dir.into(),
+                        device: results::Device::Cpu,
+                        dtype: DType::F32,
                         layout: "nhwc".into(),
                         algo: algo.name().into(),
                     },

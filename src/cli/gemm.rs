@@ -7,7 +7,7 @@ use crate::bench::timer::{CudaEvents, Timer, WallClock};
 use crate::bench::{Runner, Stats};
 use crate::results::environment;
 use crate::results::record::{Ran, Subject, Timing};
-use crate::results::{Check, Environment, Record};
+use crate::results::{self, Check, Dir, Environment, Record};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use cnnbench_kernels::{peak, Isa};
@@ -163,9 +163,13 @@ pub fn run(args: GemmArgs) -> Result<ExitCode> {
         let rec = Record::new(
             Subject {
                 problem: gemm::canonical(shape),
-                dir: "gemm".into(),
-                device: if gpu.is_some() { "gpu" } else { "cpu" }.into(),
-                dtype: dtype.name().into(),
+                dir: Dir::Gemm,
+                device: if gpu.is_some() {
+                    results::Device::Gpu
+                } else {
+                    results::Device::Cpu
+                },
+                dtype,
                 layout: "row-major".into(),
                 algo: if gpu.is_some() { "cublas" } else { "tiled" }.into(),
             },

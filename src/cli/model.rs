@@ -13,7 +13,7 @@ use crate::results::atomic::write_atomic;
 use crate::results::environment::available_memory_bytes;
 use crate::results::model_record::MODEL_CSV_HEADER;
 use crate::results::store::{RunFile, Store, FORMAT_VERSION};
-use crate::results::{Environment, LayerTime, MemoryBytes, ModelRecord};
+use crate::results::{self, Environment, LayerTime, MemoryBytes, ModelRecord};
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use cnnbench_kernels::Isa;
@@ -227,13 +227,13 @@ pub(crate) fn base_record(
     g: &Graph,
     batch: usize,
     status: &str,
-    [device, dtype, layout]: [&str; 3],
+    (device, dtype, layout): RunKind,
 ) -> ModelRecord {
     ModelRecord {
         model: g.name.clone(),
         batch,
-        device: device.into(),
-        dtype: dtype.into(),
+        device,
+        dtype,
         layout: layout.into(),
         params: g.params(),
         macs: g.macs(),
@@ -252,7 +252,10 @@ pub(crate) fn base_record(
     }
 }
 
-const CPU: [&str; 3] = ["cpu", "f32", "nhwc"];
+/// Where and in which precision and layout a model ran.
+pub(crate) type RunKind = (results::Device, DType, &'static str);
+
+const CPU: RunKind = (results::Device::Cpu, DType::F32, "nhwc");
 
 /// Times one model; `None` when interrupted before it finished.
 fn run_cpu(

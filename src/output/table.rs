@@ -19,7 +19,7 @@ const HEADER: [&str; 11] = [
 fn cells(r: &Record) -> Vec<String> {
     let mut row = vec![
         r.problem.clone(),
-        r.dir.clone(),
+        r.dir.to_string(),
         r.algo.clone(),
         r.kernel.clone(),
         r.runs.to_string(),
@@ -166,9 +166,9 @@ mod tests {
         assert_eq!(skipped_text(&[]), "");
         let s = Skipped {
             problem: "mb2ic8ih9oc16oh7kh3".into(),
-            dir: "fwd".into(),
-            device: "gpu".into(),
-            dtype: "f16".into(),
+            dir: crate::results::Dir::Fwd,
+            device: crate::results::Device::Gpu,
+            dtype: cnnbench_layers::DType::F16,
             layout: "nhwc".into(),
             algo: "fft".into(),
             status: "over workspace limit".into(),

@@ -52,9 +52,9 @@ mod tests {
         );
         let s = Skipped {
             problem: "p".into(),
-            dir: "bwd-data".into(),
-            device: "gpu".into(),
-            dtype: "f32".into(),
+            dir: crate::results::Dir::BwdData,
+            device: crate::results::Device::Gpu,
+            dtype: cnnbench_layers::DType::F32,
             layout: "nchw".into(),
             algo: "algo#9".into(),
             status: "not supported".into(),

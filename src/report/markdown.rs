@@ -17,8 +17,8 @@ type Key = (String, String, String, String);
 fn key(r: &Record) -> Key {
     (
         unnamed(&r.problem).to_string(),
-        r.dir.clone(),
-        r.dtype.clone(),
+        r.dir.to_string(),
+        r.dtype.to_string(),
         r.layout.clone(),
     )
 }
@@ -158,7 +158,7 @@ fn layer_sections(md: &mut String, runs: &[Run], opts: &Options) -> Result<()> {
 
 /// Images per second of one timed call: the batch over the median time.
 fn images_per_sec(r: &Record) -> Option<f64> {
-    let mb = if r.dir == "gemm" {
+    let mb = if r.dir == crate::results::Dir::Gemm {
         return None;
     } else {
         crate::problem::ConvProblem::parse(&r.problem)

@@ -4,8 +4,9 @@
 
 use crate::bench::Stats;
 use crate::results::store::{self, RunFile};
-use crate::results::{Check, Environment, Record};
+use crate::results::{Check, Device, Dir, Environment, Record};
 use anyhow::{Context, Result};
+use cnnbench_layers::DType;
 use std::path::{Path, PathBuf};
 
 /// One source of rows: a cnnbench run, or a peer's CSV file.
@@ -84,6 +85,7 @@ pub fn read_peer_csv(path: &Path) -> Result<(RunFile, String)> {
         let row = row?;
         let get = |c: Option<usize>| c.and_then(|i| row.get(i)).unwrap_or("").to_string();
         let num = |name: &str| get(col(name)).parse::<f64>().ok();
+        let bad = |e: anyhow::Error| anyhow::anyhow!("'{}': {e}", path.display());
         let ms_median: f64 = row.get(median).unwrap_or("").parse().with_context(|| {
             format!(
                 "'{}': bad ms_median in row {:?}",
@@ -93,9 +95,9 @@ pub fn read_peer_csv(path: &Path) -> Result<(RunFile, String)> {
         })?;
         records.push(Record {
             problem: row.get(problem).unwrap_or("").to_string(),
-            dir: row.get(dir).unwrap_or("").to_string(),
-            device: get(col("device")),
-            dtype: get(col("dtype")),
+            dir: Dir::parse(row.get(dir).unwrap_or("")).map_err(bad)?,
+            device: Device::parse(&get(col("device"))).map_err(bad)?,
+            dtype: DType::parse(&get(col("dtype"))).map_err(bad)?,
             layout: get(col("layout")),
             algo: get(col("algo")),
             ms: Stats {

@@ -8,8 +8,9 @@ use super::merge::labels;
 use super::options::Options;
 use crate::bench::Stats;
 use crate::results::store;
-use crate::results::{Environment, ModelRecord};
+use crate::results::{Device, Environment, ModelRecord};
 use anyhow::{Context, Result};
+use cnnbench_layers::DType;
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
 
@@ -91,16 +92,20 @@ fn read_model_csv(path: &Path) -> Result<ModelRun> {
         let device = match get("device").rsplit_once(' ') {
             Some((tool, dev)) => {
                 peer = Some(tool.to_string());
-                dev.to_string()
+                dev
             }
-            None => get("device").to_string(),
+            None => get("device"),
         };
+        let bad = |e: anyhow::Error| anyhow::anyhow!("'{}': {e}", path.display());
+        // A peer's `cuda` is cnnbench's `gpu`.
+        let device = Device::parse(if device == "cuda" { "gpu" } else { device }).map_err(bad)?;
+        let dtype = DType::parse(get("dtype")).map_err(bad)?;
         let total = num("total_ms_median");
         records.push(ModelRecord {
             model: get("model").to_string(),
             batch: num("batch").unwrap_or(0.0) as usize,
             device,
-            dtype: get("dtype").to_string(),
+            dtype,
             layout: get("layout").to_string(),
             params: num("params").unwrap_or(0.0) as usize,
             macs: num("macs").unwrap_or(0.0) as u64,
@@ -147,7 +152,7 @@ fn table(md: &mut String, runs: &[ModelRun]) -> Result<()> {
         .flat_map(|r| r.records.iter().map(move |m| (r, m)))
         .collect();
     let step = |m: &ModelRecord| m.total_ms.map(|s| s.median);
-    let group = |m: &ModelRecord| (m.model.clone(), m.batch, m.dtype.clone());
+    let group = |m: &ModelRecord| (m.model.clone(), m.batch, m.dtype.name());
     rows.sort_by(|a, b| {
         group(a.1).cmp(&group(b.1)).then(
             step(a.1)
@@ -168,7 +173,7 @@ fn table(md: &mut String, runs: &[ModelRun]) -> Result<()> {
         md,
         "|---|---:|---|---|---|---|---:|---:|---:|---:|---:|---|"
     )?;
-    let mut best: Option<((String, usize, String), f64)> = None;
+    let mut best: Option<((String, usize, &str), f64)> = None;
     for (run, m) in rows {
         let g = group(m);
         if best.as_ref().is_none_or(|(k, _)| *k != g) {
@@ -290,7 +295,7 @@ mod tests {
         let runs = load(&[dir.path().to_path_buf()]).unwrap();
         let labels: Vec<&str> = runs.iter().map(|r| r.label.as_str()).collect();
         assert_eq!(labels, ["csv:cn", "peer:pytorch-2.15.0 (pt)"]);
-        assert_eq!(runs[1].records[0].device, "cpu");
+        assert_eq!(runs[1].records[0].device, Device::Cpu);
         let mut md = String::new();
         let opts = Options {
             baseline: None,

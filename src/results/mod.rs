@@ -4,11 +4,13 @@
 pub mod atomic;
 pub mod dump;
 pub mod environment;
+pub mod kinds;
 pub mod model_record;
 pub mod price;
 pub mod record;
 pub mod store;
 
 pub use environment::Environment;
+pub use kinds::{Device, Dir};
 pub use model_record::{LayerTime, MemoryBytes, ModelRecord};
 pub use record::{Check, Record, Skipped};

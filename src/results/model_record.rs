@@ -2,15 +2,18 @@
 //! their statistics, throughput, size and memory, and optionally the
 //! per-layer breakdown. The JSON and CSV contract of `cnnbench model`.
 
+use super::kinds::{dtype_name, Device};
 use crate::bench::Stats;
+use cnnbench_layers::DType;
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ModelRecord {
     pub model: String,
     pub batch: usize,
-    pub device: String,
-    pub dtype: String,
+    pub device: Device,
+    #[serde(with = "dtype_name")]
+    pub dtype: DType,
     pub layout: String,
     pub params: usize,
     /// Forward multiply-accumulates per image (convolutions and fully
@@ -109,8 +112,8 @@ impl ModelRecord {
         let mut row = vec![
             self.model.clone(),
             self.batch.to_string(),
-            self.device.clone(),
-            self.dtype.clone(),
+            self.device.to_string(),
+            self.dtype.to_string(),
             self.layout.clone(),
             self.params.to_string(),
             self.macs.to_string(),

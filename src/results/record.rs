@@ -1,7 +1,9 @@
 //! One measured row: problem x direction x algorithm. The JSON and CSV
 //! contract (README, "Output contract") is these fields.
 
+use super::kinds::{dtype_name, Device, Dir};
 use crate::bench::Stats;
+use cnnbench_layers::DType;
 use serde::{Deserialize, Serialize};
 
 /// The result of comparing an output with the reference.
@@ -17,10 +19,11 @@ pub struct Check {
 pub struct Record {
     /// The canonical benchdnn descriptor, pasteable as a reproducer.
     pub problem: String,
-    /// `fwd`, `bwd-data` or `bwd-filter`.
-    pub dir: String,
-    pub device: String,
-    pub dtype: String,
+    /// `fwd`, `bwd-data`, `bwd-filter` or `gemm`.
+    pub dir: Dir,
+    pub device: Device,
+    #[serde(with = "dtype_name")]
+    pub dtype: DType,
     pub layout: String,
     /// The algorithm that ran (for `--algo auto`, the one it chose).
     pub algo: String,
@@ -47,9 +50,10 @@ pub struct Record {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Skipped {
     pub problem: String,
-    pub dir: String,
-    pub device: String,
-    pub dtype: String,
+    pub dir: Dir,
+    pub device: Device,
+    #[serde(with = "dtype_name")]
+    pub dtype: DType,
     pub layout: String,
     pub algo: String,
     /// `not supported`, `out of memory`, `over workspace limit`, ...
@@ -84,9 +88,9 @@ pub const CSV_HEADER: [&str; 19] = [
 /// and algorithm.
 pub struct Subject {
     pub problem: String,
-    pub dir: String,
-    pub device: String,
-    pub dtype: String,
+    pub dir: Dir,
+    pub device: Device,
+    pub dtype: DType,
     pub layout: String,
     pub algo: String,
 }
@@ -138,9 +142,9 @@ impl Record {
         let opt = |x: Option<f64>| x.map_or(String::new(), |v| format!("{v}"));
         vec![
             self.problem.clone(),
-            self.dir.clone(),
-            self.device.clone(),
-            self.dtype.clone(),
+            self.dir.to_string(),
+            self.device.to_string(),
+            self.dtype.to_string(),
             self.layout.clone(),
             self.algo.clone(),
             format!("{}", self.ms.min),

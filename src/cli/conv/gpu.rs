@@ -6,7 +6,7 @@ use crate::bench::timer::CudaEvents;
 use crate::bench::{Runner, Stats};
 use crate::plan::GpuAlgoChoice;
 use crate::results::record::{Ran, Subject, Timing};
-use crate::results::{Check, Environment, Record, Skipped};
+use crate::results::{Check, Device, Environment, Record, Skipped};
 use anyhow::{bail, Context, Result};
 use cnnbench_kernels::conv::{reduction_len, Direction};
 use cnnbench_kernels::Isa;
@@ -117,9 +117,9 @@ pub fn run(
     'problems: for (pi, prob) in s.problems.iter().enumerate() {
         let skip = |dir: Direction, algo: &str, status: &str, ws: Option<usize>| Skipped {
             problem: prob.canonical(),
-            dir: dir.name().into(),
-            device: "gpu".into(),
-            dtype: dtype.name().into(),
+            dir: dir.into(),
+            device: Device::Gpu,
+            dtype,
             layout: layout.name().into(),
             algo: algo.into(),
             status: status.into(),
@@ -255,9 +255,9 @@ pub fn run(
                 let rec = Record::new(
                     Subject {
                         problem: prob.canonical(),
-                        dir: d.dir.name().into(),
-                        device: "gpu".into(),
-                        dtype: dtype.name().into(),
+                        dir: d.dir.into(),
+                        device: Device::Gpu,
+                        dtype,
                         layout: layout.name().into(),
                         algo: name.clone(),
                     },

@@ -54,8 +54,8 @@ impl Setup {
         }
     }
 
-    fn labels(&self) -> [&'static str; 3] {
-        ["gpu", self.dtype.name(), self.layout.name()]
+    fn labels(&self) -> super::RunKind {
+        (crate::results::Device::Gpu, self.dtype, self.layout.name())
     }
 }
 
