@@ -1,8 +1,9 @@
 //! Step one of the pipeline: what to run. Convolution descriptors, batch
-//! files and the built-in problem lists.
+//! files and the built-in problem lists, and GEMM sizes.
 
 mod builtin;
 mod desc;
+pub mod gemm;
 
 pub use desc::ConvProblem;
 
