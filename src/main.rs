@@ -2,6 +2,7 @@
 
 mod bench;
 mod cli;
+mod driver;
 mod output;
 mod plan;
 mod problem;

@@ -5,5 +5,5 @@ pub mod runner;
 pub mod stats;
 pub mod timer;
 
-pub use runner::{RunPolicy, Runner};
+pub use runner::{RunPolicy, Runner, Samples};
 pub use stats::Stats;

@@ -5,7 +5,8 @@
 //! step each, from the same weights and data, compared on the loss, every
 //! layer's output (the logits included) and every parameter gradient.
 
-use super::model::{pick_device, resolve};
+use super::model::resolve;
+use super::session::{self, Needs, Target};
 use super::{init_threads, Device};
 use crate::output::table::{aligned, Align};
 use crate::output::{self, Format, TABLE_OR_JSON};
@@ -95,10 +96,10 @@ pub fn run(args: CheckArgs) -> Result<ExitCode> {
     }
     let dtype = DType::parse(&args.dtype)?;
     let layout = Layout::parse(&args.layout)?;
-    let gpu = match pick_device(args.device)? {
-        Ok(g) => Some(g),
-        Err(why) => {
-            if args.device == Device::Auto {
+    let gpu = match session::choose_device(args.device, Needs::CudnnAndNvrtc)? {
+        Target::Gpu(g) => Some(*g),
+        Target::Cpu(why) => {
+            if let Some(why) = why {
                 eprintln!("cnnbench: device auto: {why}; checking the CPU");
             }
             None

@@ -5,9 +5,11 @@ mod gpu;
 pub(super) use gpu::{dtype_supported, DEFAULT_WORKSPACE_LIMIT};
 
 use super::output::{Output, OutputArgs};
-use super::{init_threads, Device, TimingArgs};
+use super::session::{self, Needs, Session};
+use super::{Device, TimingArgs};
 use crate::bench::timer::{Timer, WallClock};
-use crate::bench::{RunPolicy, Runner, Stats};
+use crate::bench::{RunPolicy, Samples, Stats};
+use crate::driver::{self, Case};
 use crate::plan::{self, AlgoChoice, DirSpec};
 use crate::problem::{self, ConvProblem};
 use crate::results::dump::{self, DumpInfo};
@@ -21,12 +23,10 @@ use cnnbench_kernels::{peak, Isa};
 use cnnbench_layers::conv::{
     autotune, cpu::CpuConv, reference_outputs, worst_rel_err, ConvTensors,
 };
-use cnnbench_layers::cuda::Gpu;
 use cnnbench_layers::{DType, Layout};
 use indicatif::ProgressBar;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 #[derive(Args)]
 #[command(after_help = "Examples:\n  \
@@ -99,9 +99,6 @@ pub struct ConvArgs {
 /// too low would inflate every "% of peak".
 const PEAK_REPS_BETWEEN_RECORDS: usize = 3;
 
-/// Set by Ctrl-C; the runner stops and what finished is written out.
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
-
 /// Everything decided before the first run.
 struct Setup {
     problems: Vec<ConvProblem>,
@@ -156,19 +153,11 @@ fn setup(args: &ConvArgs) -> Result<(Setup, Target)> {
                 .with_context(|| format!("problem {p}"))?;
         }
     }
-    let gpu = match args.device {
-        Device::Cpu => Err(None),
-        Device::Gpu => match Gpu::open() {
-            Ok(g) => Ok(g),
-            Err(why) => bail!("--device gpu: {why}"),
-        },
-        Device::Auto => Gpu::open().map_err(Some),
-    };
-    let target = match gpu {
-        Ok(g) => {
+    let target = match session::choose_device(args.device, Needs::Cudnn)? {
+        session::Target::Gpu(g) => {
             let algo = plan::GpuAlgoChoice::parse(&args.algo, &dirs)?;
             Target::Gpu(Box::new(gpu::GpuSetup::new(
-                g,
+                *g,
                 algo,
                 dtype,
                 layout,
@@ -176,7 +165,7 @@ fn setup(args: &ConvArgs) -> Result<(Setup, Target)> {
                 args.cold_cache,
             )?))
         }
-        Err(no_gpu) => {
+        session::Target::Cpu(no_gpu) => {
             if dtype != DType::F32 || layout != Layout::Nhwc {
                 bail!(
                     "--dtype {dtype} --layout {layout}: the CPU path runs f32 in nhwc only{}",
@@ -229,26 +218,108 @@ fn setup(args: &ConvArgs) -> Result<(Setup, Target)> {
 
 pub fn run(args: ConvArgs) -> Result<ExitCode> {
     let (s, target) = setup(&args)?;
-    let threads = init_threads(args.threads)?;
-    ctrlc::set_handler(|| INTERRUPTED.store(true, Ordering::Relaxed))
-        .context("installing the Ctrl-C handler")?;
-    let bar = super::progress::bar((s.problems.len() * s.dirs.len()) as u64, args.quiet);
+    let work = (s.problems.len() * s.dirs.len()) as u64;
+    let session = Session::start(args.threads, work, args.quiet)?;
+    let threads = session.threads;
     let out = match target {
         Target::Gpu(g) => {
             if args.device == Device::Auto && !args.quiet {
                 eprintln!("cnnbench: device auto: using the GPU ({})", g.gpu.info.name);
             }
-            gpu::run(&args, &s, *g, threads, &bar)?
+            gpu::run(&args, &s, *g, &session)?
         }
         Target::Cpu { algo, isa, no_gpu } => {
             if let (Device::Auto, Some(why), false) = (args.device, &no_gpu, args.quiet) {
                 eprintln!("cnnbench: device auto: {why}; using the CPU ({threads} threads, {isa})");
             }
-            run_cpu(&args, &s, algo, isa, threads, &bar)?
+            run_cpu(&args, &s, algo, isa, &session)?
         }
     };
-    bar.finish_and_clear();
-    out.finish(INTERRUPTED.load(Ordering::Relaxed))
+    session.bar.finish_and_clear();
+    out.finish(session.interrupted())
+}
+
+/// The FP32 peak of the best ISA at the run's thread count: what "% of
+/// peak" means on the CPU. Measured at the start and again before every
+/// record; the best so far is what a record is of.
+struct BestPeak {
+    threads: usize,
+    best: f64,
+}
+
+impl BestPeak {
+    fn measure(threads: usize) -> Result<BestPeak> {
+        let best = peak::measure_gflops(Isa::detect(), threads, peak::DEFAULT_REPS)
+            .map_err(anyhow::Error::msg)?;
+        Ok(BestPeak { threads, best })
+    }
+
+    fn remeasure(&mut self) -> Result<f64> {
+        let p = peak::measure_gflops(Isa::detect(), self.threads, PEAK_REPS_BETWEEN_RECORDS)
+            .map_err(anyhow::Error::msg)?;
+        self.best = self.best.max(p);
+        Ok(self.best)
+    }
+}
+
+/// One direction of one problem with one algorithm on the CPU, planned.
+struct CpuCase<'a> {
+    conv: CpuConv,
+    t: &'a mut ConvTensors,
+    want: Option<&'a [(&'static str, Vec<f32>)]>,
+    prob: &'a ConvProblem,
+    d: DirSpec,
+    algo: &'static dyn ConvAlgo,
+    peak: &'a mut BestPeak,
+}
+
+impl Case for CpuCase<'_> {
+    type Record = Record;
+
+    fn run(&mut self) -> Result<()> {
+        self.conv.run(self.t);
+        Ok(())
+    }
+
+    fn check(&mut self) -> Result<Option<Check>> {
+        Ok(self.want.map(|w| {
+            let rel_err = worst_rel_err(self.t, self.d.dir, self.d.bias, w);
+            Check {
+                rel_err,
+                passed: rel_err <= self.algo.tolerance(&self.prob.shape, self.d.dir),
+            }
+        }))
+    }
+
+    fn record(&mut self, samples: &Samples, check: Option<Check>) -> Result<Record> {
+        let ms = Stats::of(&samples.ms).context("no timed runs")?;
+        // Measured again before the record is made: the record is of the
+        // best peak so far.
+        let peak = self.peak.remeasure()?;
+        Ok(Record::new(
+            Subject {
+                problem: self.prob.canonical(),
+                dir: self.d.dir.into(),
+                device: results::Device::Cpu,
+                dtype: DType::F32,
+                layout: "nhwc".into(),
+                algo: self.algo.name().into(),
+            },
+            Timing {
+                ms,
+                runs: samples.ms.len(),
+                flops: self.prob.shape.flops(),
+                peak_gflops: Some(peak),
+            },
+            Ran {
+                check,
+                kernel: self.conv.kernel_name(),
+                bias: self.d.bias,
+                workspace_bytes: self.conv.workspace_bytes(),
+                cudnn_find_ms: None,
+            },
+        ))
+    }
 }
 
 fn run_cpu(
@@ -256,27 +327,17 @@ fn run_cpu(
     s: &Setup,
     algo_choice: AlgoChoice,
     isa: Isa,
-    threads: usize,
-    bar: &ProgressBar,
+    session: &Session,
 ) -> Result<Output> {
-    // The peak of the best ISA at this thread count: what "% of peak" means.
-    // Measured now and again before every record; each record is of the
-    // best measured before it was made.
-    let measure_peak =
-        |reps| peak::measure_gflops(Isa::detect(), threads, reps).map_err(anyhow::Error::msg);
-    let peak_gflops = Some(measure_peak(peak::DEFAULT_REPS)?);
+    let mut peak = BestPeak::measure(session.threads)?;
     let env = Environment::here(
-        threads,
+        session.threads,
         isa.name().into(),
-        peak_gflops,
+        Some(peak.best),
         WallClock.describe(),
     );
-
     let mut out = args.output.open(env, "conv", DType::F32)?;
-    let runner = Runner {
-        policy: s.policy,
-        interrupted: &INTERRUPTED,
-    };
+    let runner = session.runner(s.policy);
     let total = s.problems.len() * s.dirs.len();
     let mut done = 0;
 
@@ -292,52 +353,24 @@ fn run_cpu(
                 AlgoChoice::All | AlgoChoice::Named(_) => candidates,
             };
             for algo in chosen {
-                let mut conv = CpuConv::new(algo, &t, d.dir, isa, d.bias);
+                let conv = CpuConv::new(algo, &t, d.dir, isa, d.bias);
                 // Poisoned before the first run: whatever the timed runs
-                // leave unwritten fails the check below.
+                // leave unwritten fails the check.
                 t.poison(d.dir);
-                let samples = runner.run(&mut WallClock, &mut || {
-                    conv.run(&mut t);
-                    Ok(())
-                })?;
-                if samples.interrupted {
+                let mut case = CpuCase {
+                    conv,
+                    t: &mut t,
+                    want: want.as_deref(),
+                    prob,
+                    d: *d,
+                    algo,
+                    peak: &mut peak,
+                };
+                let Some(rec) = driver::drive(&mut case, &runner, &mut WallClock)? else {
                     break 'problems;
-                }
-                let stats = Stats::of(&samples.ms).context("no timed runs")?;
-                let check = want.as_ref().map(|w| {
-                    let rel_err = worst_rel_err(&t, d.dir, d.bias, w);
-                    Check {
-                        rel_err,
-                        passed: rel_err <= algo.tolerance(&prob.shape, d.dir),
-                    }
-                });
-                // The peak measured again before the record is made: the
-                // record is of the best peak so far.
-                out.note_peak(measure_peak(PEAK_REPS_BETWEEN_RECORDS)?);
-                let rec = Record::new(
-                    Subject {
-                        problem: prob.canonical(),
-                        dir: d.dir.into(),
-                        device: results::Device::Cpu,
-                        dtype: DType::F32,
-                        layout: "nhwc".into(),
-                        algo: algo.name().into(),
-                    },
-                    Timing {
-                        ms: stats,
-                        runs: samples.ms.len(),
-                        flops: prob.shape.flops(),
-                        peak_gflops: out.env.peak_gflops,
-                    },
-                    Ran {
-                        check,
-                        kernel: conv.kernel_name(),
-                        bias: d.bias,
-                        workspace_bytes: conv.workspace_bytes(),
-                        cudnn_find_ms: None,
-                    },
-                );
-                progress_line(bar, done, total, &rec);
+                };
+                out.note_peak(peak.best);
+                progress_line(&session.bar, done, total, &rec);
                 out.push(rec)?;
                 algo_per_dir.push((d.dir, algo.name().to_string()));
             }
@@ -409,9 +442,11 @@ fn pick_fastest(
         .iter()
         .map(|algo| CpuConv::new(*algo, t, d.dir, isa, d.bias))
         .collect();
-    let won = autotune::fastest(candidates.len(), &mut |k| convs[k].run(t), &|| {
-        INTERRUPTED.load(Ordering::Relaxed)
-    });
+    let won = autotune::fastest(
+        candidates.len(),
+        &mut |k| convs[k].run(t),
+        &session::interrupted,
+    );
     candidates[won]
 }
 

@@ -2,9 +2,11 @@
 //! kernel; DeepBench's GEMM suite) on the CPU or through cuBLAS.
 
 use super::output::OutputArgs;
-use super::{init_threads, Device, TimingArgs};
+use super::session::{self, Needs, Session, Target};
+use super::{Device, TimingArgs};
 use crate::bench::timer::{CudaEvents, Timer, WallClock};
-use crate::bench::{Runner, Stats};
+use crate::bench::{Samples, Stats};
+use crate::driver::{self, Case};
 use crate::problem::gemm;
 use crate::results::environment;
 use crate::results::record::{Ran, Subject, Timing};
@@ -12,12 +14,10 @@ use crate::results::{self, Check, Dir, Environment, Record};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use cnnbench_kernels::{peak, Isa};
-use cnnbench_layers::cuda::Gpu;
 use cnnbench_layers::gemm::cuda::{ensure_peak, GpuGemm};
 use cnnbench_layers::gemm::{GemmShape, GemmTensors};
 use cnnbench_layers::DType;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 #[derive(Args)]
 #[command(after_help = "Examples:\n  \
@@ -50,7 +50,80 @@ pub struct GemmArgs {
     quiet: bool,
 }
 
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+/// One GEMM on the CPU (our tiled kernel) or on the GPU (cuBLAS).
+struct GemmCase<'a, 'g> {
+    t: GemmTensors,
+    gpu: Option<GpuGemm<'g>>,
+    want: Option<Vec<f32>>,
+    shape: &'a GemmShape,
+    dtype: DType,
+    peak_gflops: f64,
+}
+
+impl Case for GemmCase<'_, '_> {
+    type Record = Record;
+
+    fn run(&mut self) -> Result<()> {
+        match &mut self.gpu {
+            Some(op) => op.run().map_err(Into::into),
+            None => {
+                self.t.run_cpu();
+                Ok(())
+            }
+        }
+    }
+
+    fn check(&mut self) -> Result<Option<Check>> {
+        let Some(w) = &self.want else {
+            return Ok(None);
+        };
+        if let Some(op) = &self.gpu {
+            self.t.c = op.download()?;
+        }
+        let rel_err = cnnbench_kernels::conv::reference::rel_l2_error(&self.t.c, w);
+        Ok(Some(Check {
+            rel_err,
+            passed: rel_err <= self.dtype.tolerance(self.shape.k),
+        }))
+    }
+
+    fn record(&mut self, samples: &Samples, check: Option<Check>) -> Result<Record> {
+        let on_gpu = self.gpu.is_some();
+        let kernel = if on_gpu {
+            format!("cublasGemmEx ({})", self.dtype.math())
+        } else {
+            format!("tiled gemm_f32({})", cnnbench_kernels::gemm::gemm_isa())
+        };
+        Ok(Record::new(
+            Subject {
+                problem: gemm::canonical(self.shape),
+                dir: Dir::Gemm,
+                device: if on_gpu {
+                    results::Device::Gpu
+                } else {
+                    results::Device::Cpu
+                },
+                dtype: self.dtype,
+                layout: "row-major".into(),
+                algo: if on_gpu { "cublas" } else { "tiled" }.into(),
+            },
+            Timing {
+                ms: Stats::of(&samples.ms).context("no timed runs")?,
+                runs: samples.ms.len(),
+                flops: self.shape.flops(),
+                // Measured before any record.
+                peak_gflops: Some(self.peak_gflops),
+            },
+            Ran {
+                check,
+                kernel,
+                bias: false,
+                workspace_bytes: 0,
+                cudnn_find_ms: None,
+            },
+        ))
+    }
+}
 
 pub fn run(args: GemmArgs) -> Result<ExitCode> {
     let policy = args.timing.policy()?;
@@ -71,30 +144,21 @@ pub fn run(args: GemmArgs) -> Result<ExitCode> {
             );
         }
     }
-    let mut gpu = match args.device {
-        Device::Cpu => None,
-        Device::Gpu => Some(Gpu::open().map_err(|w| anyhow::anyhow!("--device gpu: {w}"))?),
-        Device::Auto => match Gpu::open() {
-            Ok(g) => Some(g),
-            Err(why) => {
-                if !args.quiet {
-                    eprintln!("cnnbench: device auto: {why}; using the CPU");
-                }
-                None
+    let mut gpu = match session::choose_device(args.device, Needs::Cudnn)? {
+        Target::Gpu(g) => Some(*g),
+        Target::Cpu(why) => {
+            if let (Some(why), false) = (why, args.quiet) {
+                eprintln!("cnnbench: device auto: {why}; using the CPU");
             }
-        },
+            None
+        }
     };
     if gpu.is_none() && dtype != DType::F32 {
         bail!("--dtype {dtype}: the CPU GEMM is f32 only");
     }
-    let threads = init_threads(args.threads)?;
-    ctrlc::set_handler(|| INTERRUPTED.store(true, Ordering::Relaxed))
-        .context("installing the Ctrl-C handler")?;
-    let bar = super::progress::bar(shapes.len() as u64, args.quiet);
-    let runner = Runner {
-        policy,
-        interrupted: &INTERRUPTED,
-    };
+    let session = Session::start(args.threads, shapes.len() as u64, args.quiet)?;
+    let (threads, bar) = (session.threads, &session.bar);
+    let runner = session.runner(policy);
 
     let (peak_gflops, timer_text, gpu_info) = match &mut gpu {
         Some(g) => {
@@ -128,67 +192,25 @@ pub fn run(args: GemmArgs) -> Result<ExitCode> {
         dtype.round_in_place(&mut t.a);
         dtype.round_in_place(&mut t.b);
         let want = args.check.then(|| t.reference());
-        let (samples, kernel) = match &gpu {
-            Some(g) => {
-                let mut op =
-                    GpuGemm::new(g, &t, dtype, 1).with_context(|| gemm::canonical(shape))?;
-                let mut timer = CudaEvents(g.event_pair()?);
-                let s = runner.run(&mut timer, &mut || op.run().map_err(Into::into))?;
-                if want.is_some() {
-                    t.c = op.download()?;
-                }
-                (s, format!("cublasGemmEx ({})", dtype.math()))
-            }
-            None => {
-                let s = runner.run(&mut WallClock, &mut || {
-                    t.run_cpu();
-                    Ok(())
-                })?;
-                (
-                    s,
-                    format!("tiled gemm_f32({})", cnnbench_kernels::gemm::gemm_isa()),
-                )
-            }
+        let op = match &gpu {
+            Some(g) => Some(GpuGemm::new(g, &t, dtype, 1).with_context(|| gemm::canonical(shape))?),
+            None => None,
         };
-        if samples.interrupted {
+        let mut timer: Box<dyn Timer> = match &gpu {
+            Some(g) => Box::new(CudaEvents(g.event_pair()?)),
+            None => Box::new(WallClock),
+        };
+        let mut case = GemmCase {
+            t,
+            gpu: op,
+            want,
+            shape,
+            dtype,
+            peak_gflops,
+        };
+        let Some(rec) = driver::drive(&mut case, &runner, timer.as_mut())? else {
             break;
-        }
-        let stats = Stats::of(&samples.ms).context("no timed runs")?;
-        let check = want.as_ref().map(|w| {
-            let rel_err = cnnbench_kernels::conv::reference::rel_l2_error(&t.c, w);
-            Check {
-                rel_err,
-                passed: rel_err <= dtype.tolerance(shape.k),
-            }
-        });
-        let rec = Record::new(
-            Subject {
-                problem: gemm::canonical(shape),
-                dir: Dir::Gemm,
-                device: if gpu.is_some() {
-                    results::Device::Gpu
-                } else {
-                    results::Device::Cpu
-                },
-                dtype,
-                layout: "row-major".into(),
-                algo: if gpu.is_some() { "cublas" } else { "tiled" }.into(),
-            },
-            Timing {
-                ms: stats,
-                runs: samples.ms.len(),
-                flops: shape.flops(),
-                // Measured before any record.
-                peak_gflops: Some(peak_gflops),
-            },
-            Ran {
-                check,
-                kernel,
-                bias: false,
-                workspace_bytes: 0,
-                cudnn_find_ms: None,
-            },
-        );
+        };
         bar.set_position(i as u64 + 1);
         bar.println(format!(
             "[{}/{}] {}: {:.3} ms median, {:.1} GFLOP/s",
@@ -201,5 +223,5 @@ pub fn run(args: GemmArgs) -> Result<ExitCode> {
         out.push(rec)?;
     }
     bar.finish_and_clear();
-    out.finish(INTERRUPTED.load(Ordering::Relaxed))
+    out.finish(session.interrupted())
 }

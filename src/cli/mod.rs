@@ -10,6 +10,7 @@ mod model;
 mod output;
 mod progress;
 mod report;
+mod session;
 mod sweep;
 
 use crate::output::{Format, RECORD_FORMATS};

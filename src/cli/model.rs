@@ -3,9 +3,11 @@
 //! model's layers without running it.
 
 use super::output::{end_run, save_run, StoreArgs};
-use super::{init_threads, Device, TimingArgs};
+use super::session::{self, Needs, Session, Target};
+use super::{Device, TimingArgs};
 use crate::bench::timer::Timer;
-use crate::bench::{RunPolicy, Runner, Stats};
+use crate::bench::{RunPolicy, Samples, Stats};
+use crate::driver::{self, Case};
 use crate::output::table::{aligned, Align};
 use crate::output::{self, Format, MODEL_FORMATS};
 use crate::problem::ConvProblem;
@@ -13,7 +15,7 @@ use crate::results::atomic::write_atomic;
 use crate::results::environment::available_memory_bytes;
 use crate::results::model_record::MODEL_CSV_HEADER;
 use crate::results::store::{RunFile, Store, FORMAT_VERSION};
-use crate::results::{self, Environment, LayerTime, MemoryBytes, ModelRecord};
+use crate::results::{self, Check, Environment, LayerTime, MemoryBytes, ModelRecord};
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use cnnbench_kernels::Isa;
@@ -21,11 +23,10 @@ use cnnbench_layers::core::backend::Backend;
 use cnnbench_layers::net::cpu::{estimate, CpuNet, CpuOptions};
 use cnnbench_layers::net::Executor;
 use cnnbench_layers::net::{Graph, Op};
-use cnnbench_layers::{cuda::Gpu, zoo, DType, Layout};
+use cnnbench_layers::{zoo, DType, Layout};
 use serde::Serialize;
 use std::cell::Cell;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 pub(crate) mod gpu;
 
@@ -91,8 +92,6 @@ pub enum Update {
     Sgd,
 }
 
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
-
 /// The graphs named on the command line (`all` expands), or a one-line
 /// error naming the models there are.
 pub fn resolve(names: &[String]) -> Result<Vec<Graph>> {
@@ -134,10 +133,10 @@ pub fn run(args: ModelArgs) -> Result<ExitCode> {
         .transpose()
         .context("--workspace-limit")?
         .unwrap_or(gpu::DEFAULT_WORKSPACE_LIMIT);
-    let gpu = match pick_device(args.device)? {
-        Ok(g) => Some(g),
-        Err(why) => {
-            if !args.quiet && args.device == Device::Auto {
+    let gpu = match session::choose_device(args.device, Needs::CudnnAndNvrtc)? {
+        Target::Gpu(g) => Some(*g),
+        Target::Cpu(why) => {
+            if let (Some(why), false) = (why, args.quiet) {
                 eprintln!("cnnbench: device auto: {why}; using the CPU");
             }
             None
@@ -146,62 +145,30 @@ pub fn run(args: ModelArgs) -> Result<ExitCode> {
     if gpu.is_none() && (dtype != DType::F32 || layout != Layout::Nhwc) {
         bail!("--dtype {dtype} --layout {layout}: the CPU path runs f32 in nhwc only");
     }
-    let threads = init_threads(args.threads)?;
+    let session = Session::start(args.threads, graphs.len() as u64, args.quiet)?;
+    let (threads, bar) = (session.threads, &session.bar);
     let isa = Isa::detect();
-    ctrlc::set_handler(|| INTERRUPTED.store(true, Ordering::Relaxed))
-        .context("installing the Ctrl-C handler")?;
-    if let Some(g) = gpu {
-        let setup = gpu::Setup::new(g, dtype, layout, workspace_limit)?;
-        let env = setup.environment(threads, isa);
-        let mut out = ModelOutput::new(env, &args)?;
-        let bar = super::progress::bar(graphs.len() as u64, args.quiet);
-        for g in &graphs {
-            bar.set_message(g.name.clone());
-            let Some(rec) = gpu::run(&setup, g, &args, policy, &bar)? else {
-                break;
-            };
-            out.push(rec)?;
-            bar.inc(1);
-        }
-        bar.finish_and_clear();
-        return out.finish(INTERRUPTED.load(Ordering::Relaxed));
-    }
-    let env = Environment::here(threads, isa.name().into(), None, "wall clock");
+    let gpu = match gpu {
+        Some(g) => Some(gpu::Setup::new(g, dtype, layout, workspace_limit)?),
+        None => None,
+    };
+    let env = match &gpu {
+        Some(setup) => setup.environment(threads, isa),
+        None => Environment::here(threads, isa.name().into(), None, "wall clock"),
+    };
     let mut out = ModelOutput::new(env, &args)?;
-    let bar = super::progress::bar(graphs.len() as u64, args.quiet);
     for g in &graphs {
         bar.set_message(g.name.clone());
-        let rec = run_cpu(g, &args, policy, isa, &bar)?;
+        let rec = match &gpu {
+            Some(setup) => gpu::run(setup, g, &args, policy, bar)?,
+            None => run_cpu(g, &args, policy, isa, bar)?,
+        };
         let Some(rec) = rec else { break };
         out.push(rec)?;
         bar.inc(1);
     }
     bar.finish_and_clear();
-    out.finish(INTERRUPTED.load(Ordering::Relaxed))
-}
-
-/// The GPU for `--device gpu` (or a one-line error), `auto` (or the
-/// reason to fall back to the CPU), and nothing for `cpu`.
-pub fn pick_device(device: Device) -> Result<Result<Gpu, String>> {
-    let opened = match device {
-        Device::Cpu => return Ok(Err("--device cpu".into())),
-        Device::Gpu | Device::Auto => open_gpu(),
-    };
-    match (opened, device) {
-        (Err(why), Device::Gpu) => bail!("--device gpu: {why}"),
-        (r, _) => Ok(r),
-    }
-}
-
-/// A GPU with everything whole models need (NVRTC besides cuDNN and
-/// cuBLAS), or one line saying what is missing.
-fn open_gpu() -> Result<Gpu, String> {
-    if let Some(why) = cnnbench_layers::cuda::nvrtc_missing() {
-        if cnnbench_layers::cuda::Presence::detect().driver {
-            return Err(why);
-        }
-    }
-    Gpu::open()
+    out.finish(session.interrupted())
 }
 
 /// Training FLOPs of one step at `batch`: forward 2·MACs; backward 2·MACs
@@ -340,6 +307,7 @@ impl<B: Backend> Steps for NetSteps<B> {
 }
 
 /// The timed steps' milliseconds, per phase and per layer.
+#[derive(Default)]
 pub(crate) struct Timed {
     fwd: Vec<f64>,
     bwd: Vec<f64>,
@@ -349,12 +317,11 @@ pub(crate) struct Timed {
     layer_b: Vec<Vec<f64>>,
 }
 
-/// Times training steps with the one timing loop ([`Runner`]): at least
-/// one warm-up step (the CPU's first step picks each convolution's
-/// algorithm), then timed steps under the policy. Each step is timed on
-/// the backend's clock (host clock on the CPU, CUDA events on a GPU),
-/// phase by phase and, where asked, layer by layer; `None` when
-/// interrupted.
+/// Times training steps through the one driver loop: at least one
+/// warm-up step (the CPU's first step picks each convolution's algorithm),
+/// then timed steps under the policy. Each step is timed on the backend's
+/// clock (host clock on the CPU, CUDA events on a GPU), phase by phase
+/// and, where asked, layer by layer; `None` when interrupted.
 pub(crate) fn time_steps(
     g: &Graph,
     s: &mut dyn Steps,
@@ -362,46 +329,70 @@ pub(crate) fn time_steps(
     bar: &indicatif::ProgressBar,
 ) -> Result<Option<Timed>> {
     let warmup = policy.warmup.max(1);
-    let runner = Runner {
-        policy: RunPolicy { warmup, ..policy },
-        interrupted: &INTERRUPTED,
-    };
-    let n = g.nodes.len();
-    let mut all = Timed {
-        fwd: vec![],
-        bwd: vec![],
-        upd: vec![],
-        total: vec![],
-        layer_f: vec![Vec::new(); n],
-        layer_b: vec![Vec::new(); n],
-    };
-    let mut calls = 0;
+    let runner = session::runner(RunPolicy { warmup, ..policy });
     let step_ms = Cell::new(0.0);
-    let samples = runner.run(&mut StepClock(&step_ms), &mut || {
-        calls += 1;
-        bar.set_message(if calls <= warmup {
-            format!("{}: warm-up step {calls}", g.name)
+    let n = g.nodes.len();
+    let mut case = StepsCase {
+        name: &g.name,
+        steps: s,
+        bar,
+        warmup,
+        calls: 0,
+        step_ms: &step_ms,
+        all: Timed {
+            fwd: vec![],
+            bwd: vec![],
+            upd: vec![],
+            total: vec![],
+            layer_f: vec![Vec::new(); n],
+            layer_b: vec![Vec::new(); n],
+        },
+    };
+    driver::drive(&mut case, &runner, &mut StepClock(&step_ms))
+}
+
+/// Training steps of one network, every phase and layer kept.
+struct StepsCase<'a> {
+    name: &'a str,
+    steps: &'a mut dyn Steps,
+    bar: &'a indicatif::ProgressBar,
+    warmup: usize,
+    calls: usize,
+    /// The last step's time, for [`StepClock`].
+    step_ms: &'a Cell<f64>,
+    all: Timed,
+}
+
+impl Case for StepsCase<'_> {
+    type Record = Timed;
+
+    fn run(&mut self) -> Result<()> {
+        self.calls += 1;
+        let (calls, warmup) = (self.calls, self.warmup);
+        self.bar.set_message(if calls <= warmup {
+            format!("{}: warm-up step {calls}", self.name)
         } else {
-            format!("{}: step {}", g.name, calls - warmup)
+            format!("{}: step {}", self.name, calls - warmup)
         });
-        let [f, b, u] = s.step()?;
+        let [f, b, u] = self.steps.step()?;
+        let all = &mut self.all;
         all.fwd.push(f);
         all.bwd.push(b);
         all.upd.push(u);
         all.total.push(f + b + u);
-        step_ms.set(f + b + u);
-        for i in 0..n {
-            let (lf, lb) = s.layer_ms(i);
+        self.step_ms.set(f + b + u);
+        for i in 0..all.layer_f.len() {
+            let (lf, lb) = self.steps.layer_ms(i);
             all.layer_f[i].push(lf);
             all.layer_b[i].push(lb);
         }
         Ok(())
-    })?;
-    if samples.interrupted {
-        return Ok(None);
     }
-    // The warm-up steps came first; keep the timed ones.
-    Ok(Some(all.last(samples.ms.len())))
+
+    /// The warm-up steps came first; the record keeps the timed ones.
+    fn record(&mut self, samples: &Samples, _check: Option<Check>) -> Result<Timed> {
+        Ok(std::mem::take(&mut self.all).last(samples.ms.len()))
+    }
 }
 
 /// A step's time as the step measured it on its backend's clock (the sum

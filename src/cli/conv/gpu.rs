@@ -1,16 +1,20 @@
 //! The GPU side of `cnnbench conv`: cuDNN's algorithms on one device,
 //! timed with CUDA events.
 
-use super::{progress_line, write_dump, ConvArgs, Output, Setup, INTERRUPTED};
+use super::super::session::Session;
+use super::{progress_line, write_dump, ConvArgs, Output, Setup};
 use crate::bench::timer::CudaEvents;
-use crate::bench::{Runner, Stats};
+use crate::bench::{Samples, Stats};
+use crate::driver::{self, Case};
+use crate::plan::DirSpec;
 use crate::plan::GpuAlgoChoice;
+use crate::problem::ConvProblem;
 use crate::results::record::{Ran, Subject, Timing};
 use crate::results::{Check, Device, Environment, Record, Skipped};
 use anyhow::{bail, Context, Result};
 use cnnbench_kernels::conv::{reduction_len, Direction};
 use cnnbench_kernels::Isa;
-use cnnbench_layers::conv::cuda::{first_usable, rotation_sets, set_bytes, GpuConv};
+use cnnbench_layers::conv::cuda::{first_usable, rotation_sets, set_bytes, GpuConv, Prepared};
 use cnnbench_layers::conv::{cudnn_algos, reference_outputs, worst_rel_err, ConvTensors};
 use cnnbench_layers::cuda::{cudnn, Gpu, GpuError};
 use cnnbench_layers::gemm::cuda::ensure_peak;
@@ -80,13 +84,194 @@ struct Choice {
     workspace_bytes: usize,
 }
 
-pub fn run(
-    args: &ConvArgs,
-    s: &Setup,
-    g: GpuSetup,
-    threads: usize,
-    bar: &indicatif::ProgressBar,
-) -> Result<Output> {
+/// One direction of one problem with one prepared cuDNN algorithm.
+struct GpuCase<'a, 'g> {
+    conv: &'a mut GpuConv<'g>,
+    prepared: Prepared,
+    t: &'a mut ConvTensors,
+    want: Option<&'a [(&'static str, Vec<f32>)]>,
+    /// Download the outputs after the timed runs (`--check`, `--dump`).
+    download: bool,
+    prob: &'a ConvProblem,
+    d: DirSpec,
+    name: String,
+    choice: Choice,
+    dtype: DType,
+    layout: Layout,
+    peak_gflops: Option<f64>,
+}
+
+impl Case for GpuCase<'_, '_> {
+    type Record = Record;
+
+    fn run(&mut self) -> Result<()> {
+        self.conv.run(&self.prepared).map_err(Into::into)
+    }
+
+    fn check(&mut self) -> Result<Option<Check>> {
+        if self.download {
+            self.conv.download(self.d.dir, self.t)?;
+        }
+        Ok(self.want.map(|w| {
+            let rel_err = worst_rel_err(self.t, self.d.dir, self.d.bias, w);
+            let n = reduction_len(&self.prob.shape, self.d.dir);
+            Check {
+                rel_err,
+                passed: rel_err <= self.dtype.tolerance(n),
+            }
+        }))
+    }
+
+    fn record(&mut self, samples: &Samples, check: Option<Check>) -> Result<Record> {
+        let ms = Stats::of(&samples.ms).context("no timed runs")?;
+        Ok(Record::new(
+            Subject {
+                problem: self.prob.canonical(),
+                dir: self.d.dir.into(),
+                device: Device::Gpu,
+                dtype: self.dtype,
+                layout: self.layout.name().into(),
+                algo: self.name.clone(),
+            },
+            Timing {
+                ms,
+                runs: samples.ms.len(),
+                flops: self.prob.shape.flops(),
+                // The dtype's peak, measured before any record.
+                peak_gflops: self.peak_gflops,
+            },
+            Ran {
+                check,
+                kernel: GpuConv::kernel_name(&self.prepared),
+                bias: self.d.bias,
+                workspace_bytes: self.prepared.workspace_bytes,
+                cudnn_find_ms: self.choice.cudnn_find_ms,
+            },
+        ))
+    }
+}
+
+/// The run's fixed facts, and where its records and skips go.
+struct GpuRun<'r> {
+    args: &'r ConvArgs,
+    gpu: &'r Gpu,
+    algo: &'r GpuAlgoChoice,
+    dtype: DType,
+    layout: Layout,
+    workspace_limit: usize,
+    out: &'r mut Output,
+}
+
+impl GpuRun<'_> {
+    fn skip(
+        &mut self,
+        prob: &ConvProblem,
+        dir: Direction,
+        algo: &str,
+        status: &str,
+        ws: Option<usize>,
+    ) -> Result<()> {
+        self.out.push_skipped(Skipped {
+            problem: prob.canonical(),
+            dir: dir.into(),
+            device: Device::Gpu,
+            dtype: self.dtype,
+            layout: self.layout.name().into(),
+            algo: algo.into(),
+            status: status.into(),
+            workspace_bytes: ws,
+        })
+    }
+
+    /// The algorithms to time for `d`: cuDNN's pick, a named one, or every
+    /// one cuDNN has (those that cannot run are recorded as skipped).
+    fn choices(
+        &mut self,
+        conv: &mut GpuConv,
+        prob: &ConvProblem,
+        d: &DirSpec,
+    ) -> Result<Vec<Choice>> {
+        let (dtype, limit) = (self.dtype, self.workspace_limit);
+        let mut choices = Vec::new();
+        match self.algo {
+            GpuAlgoChoice::Heuristic | GpuAlgoChoice::Auto => {
+                let ranked = if *self.algo == GpuAlgoChoice::Auto {
+                    conv.find(d.dir, limit)
+                } else {
+                    conv.heuristic(d.dir)
+                }
+                .with_context(|| format!("problem {prob}"))?;
+                match first_usable(&ranked, dtype, limit) {
+                    Some(a) => choices.push(Choice {
+                        algo: a.id,
+                        math: a.math,
+                        cudnn_find_ms: a.cudnn_ms,
+                        workspace_bytes: a.workspace_bytes,
+                    }),
+                    None => self.skip(prob, d.dir, "-", "no usable algorithm", None)?,
+                }
+            }
+            GpuAlgoChoice::Named(name) => choices.push(Choice {
+                algo: cudnn_algos::lookup(d.dir, name).context("algorithm checked in setup")?,
+                math: cudnn::math_for(dtype),
+                cudnn_find_ms: None,
+                workspace_bytes: 0,
+            }),
+            GpuAlgoChoice::All => {
+                conv.reset_math()?;
+                for id in 0..conv.algo_count(d.dir)? {
+                    let name = cudnn_algos::name(d.dir, id);
+                    match conv.workspace_size(d.dir, id) {
+                        Err(e) => self.skip(prob, d.dir, &name, &status_of(&e), None)?,
+                        Ok(ws) if ws > limit => {
+                            self.skip(prob, d.dir, &name, "over workspace limit", Some(ws))?
+                        }
+                        Ok(_) => choices.push(Choice {
+                            algo: id,
+                            math: cudnn::math_for(dtype),
+                            cudnn_find_ms: None,
+                            workspace_bytes: 0,
+                        }),
+                    }
+                }
+            }
+        }
+        Ok(choices)
+    }
+
+    /// `c` made ready to run, or `None` when it cannot run here (recorded
+    /// as skipped).
+    fn prepare(
+        &mut self,
+        conv: &mut GpuConv,
+        prob: &ConvProblem,
+        d: &DirSpec,
+        c: &Choice,
+    ) -> Result<Option<Prepared>> {
+        let name = cudnn_algos::name(d.dir, c.algo);
+        let list_all = *self.algo == GpuAlgoChoice::All;
+        match conv.prepare(d.dir, c.algo, c.math, d.bias, c.workspace_bytes) {
+            Ok(p) if p.workspace_bytes > self.workspace_limit => {
+                self.skip(
+                    prob,
+                    d.dir,
+                    &name,
+                    "over workspace limit",
+                    Some(p.workspace_bytes),
+                )?;
+                Ok(None)
+            }
+            Ok(p) => Ok(Some(p)),
+            Err(e) if list_all || e.oom => {
+                self.skip(prob, d.dir, &name, &status_of(&e), None)?;
+                Ok(None)
+            }
+            Err(e) => Err(e).with_context(|| format!("problem {prob} {}", d.dir)),
+        }
+    }
+}
+
+pub fn run(args: &ConvArgs, s: &Setup, g: GpuSetup, session: &Session) -> Result<Output> {
     let GpuSetup {
         mut gpu,
         algo,
@@ -96,35 +281,32 @@ pub fn run(
         cold_cache,
     } = g;
     ensure_peak(&mut gpu, dtype).context("measuring the GPU's peak")?;
+    let peak_gflops = gpu.peak_tflops(dtype).map(|t| t * 1e3);
     let env = Environment {
         gpu: Some(gpu.info.clone()),
         ..Environment::here(
-            threads,
+            session.threads,
             Isa::detect().name().into(),
-            gpu.peak_tflops(dtype).map(|t| t * 1e3),
+            peak_gflops,
             CudaEvents::DESCRIPTION,
         )
     };
     let mut out = args.output.open(env, "conv", dtype)?;
-    let runner = Runner {
-        policy: s.policy,
-        interrupted: &INTERRUPTED,
-    };
+    let runner = session.runner(s.policy);
     let total = s.problems.len() * s.dirs.len();
     let mut done = 0;
     let list_all = algo == GpuAlgoChoice::All;
+    let mut r = GpuRun {
+        args,
+        gpu: &gpu,
+        algo: &algo,
+        dtype,
+        layout,
+        workspace_limit,
+        out: &mut out,
+    };
 
     'problems: for (pi, prob) in s.problems.iter().enumerate() {
-        let skip = |dir: Direction, algo: &str, status: &str, ws: Option<usize>| Skipped {
-            problem: prob.canonical(),
-            dir: dir.into(),
-            device: Device::Gpu,
-            dtype,
-            layout: layout.name().into(),
-            algo: algo.into(),
-            status: status.into(),
-            workspace_bytes: ws,
-        };
         let mut t = ConvTensors::random(&prob.shape, args.timing.seed);
         // The device stores rounded inputs; the reference sees the same.
         for v in [&mut t.src, &mut t.wei, &mut t.bias, &mut t.diff_dst] {
@@ -141,7 +323,7 @@ pub fn run(
             Err(e) if e.oom => {
                 for d in &s.dirs {
                     done += 1;
-                    out.push_skipped(skip(d.dir, "-", "out of memory", None))?;
+                    r.skip(prob, d.dir, "-", "out of memory", None)?;
                 }
                 continue;
             }
@@ -150,134 +332,43 @@ pub fn run(
         let mut algo_per_dir = Vec::new();
         for d in &s.dirs {
             done += 1;
-            let want = args.check.then(|| reference_outputs(&t, d.dir, d.bias));
-            let mut choices = Vec::new();
-            match &algo {
-                GpuAlgoChoice::Heuristic | GpuAlgoChoice::Auto => {
-                    let ranked = if algo == GpuAlgoChoice::Auto {
-                        conv.find(d.dir, workspace_limit)
-                    } else {
-                        conv.heuristic(d.dir)
-                    }
-                    .with_context(|| format!("problem {prob}"))?;
-                    match first_usable(&ranked, dtype, workspace_limit) {
-                        Some(a) => choices.push(Choice {
-                            algo: a.id,
-                            math: a.math,
-                            cudnn_find_ms: a.cudnn_ms,
-                            workspace_bytes: a.workspace_bytes,
-                        }),
-                        None => out.push_skipped(skip(d.dir, "-", "no usable algorithm", None))?,
-                    }
-                }
-                GpuAlgoChoice::Named(name) => choices.push(Choice {
-                    algo: cudnn_algos::lookup(d.dir, name).context("algorithm checked in setup")?,
-                    math: cudnn::math_for(dtype),
-                    cudnn_find_ms: None,
-                    workspace_bytes: 0,
-                }),
-                GpuAlgoChoice::All => {
-                    conv.reset_math()?;
-                    for id in 0..conv.algo_count(d.dir)? {
-                        let name = cudnn_algos::name(d.dir, id);
-                        match conv.workspace_size(d.dir, id) {
-                            Err(e) => out.push_skipped(skip(d.dir, &name, &status_of(&e), None))?,
-                            Ok(ws) if ws > workspace_limit => out.push_skipped(skip(
-                                d.dir,
-                                &name,
-                                "over workspace limit",
-                                Some(ws),
-                            ))?,
-                            Ok(_) => choices.push(Choice {
-                                algo: id,
-                                math: cudnn::math_for(dtype),
-                                cudnn_find_ms: None,
-                                workspace_bytes: 0,
-                            }),
-                        }
-                    }
-                }
-            }
-            for c in choices {
-                let name = cudnn_algos::name(d.dir, c.algo);
-                let prepared = match conv.prepare(d.dir, c.algo, c.math, d.bias, c.workspace_bytes)
-                {
-                    Ok(p) if p.workspace_bytes > workspace_limit => {
-                        out.push_skipped(skip(
-                            d.dir,
-                            &name,
-                            "over workspace limit",
-                            Some(p.workspace_bytes),
-                        ))?;
-                        continue;
-                    }
-                    Ok(p) => p,
-                    Err(e) if list_all || e.oom => {
-                        out.push_skipped(skip(d.dir, &name, &status_of(&e), None))?;
-                        continue;
-                    }
-                    Err(e) => return Err(e).with_context(|| format!("problem {prob} {}", d.dir)),
+            let want = r.args.check.then(|| reference_outputs(&t, d.dir, d.bias));
+            for c in r.choices(&mut conv, prob, d)? {
+                let Some(prepared) = r.prepare(&mut conv, prob, d, &c)? else {
+                    continue;
                 };
+                let name = cudnn_algos::name(d.dir, c.algo);
                 conv.poison(d.dir)?;
-                let mut timer = CudaEvents(gpu.event_pair()?);
-                let samples = match runner
-                    .run(&mut timer, &mut || conv.run(&prepared).map_err(Into::into))
-                {
-                    Ok(s) => s,
+                let mut timer = CudaEvents(r.gpu.event_pair()?);
+                let mut case = GpuCase {
+                    conv: &mut conv,
+                    prepared,
+                    t: &mut t,
+                    want: want.as_deref(),
+                    download: want.is_some() || r.args.dump.is_some(),
+                    prob,
+                    d: *d,
+                    name: name.clone(),
+                    choice: c,
+                    dtype,
+                    layout,
+                    peak_gflops,
+                };
+                let rec = match driver::drive(&mut case, &runner, &mut timer) {
+                    Ok(Some(rec)) => rec,
+                    Ok(None) => break 'problems,
                     Err(e) if list_all => {
                         let status = e
                             .downcast_ref::<GpuError>()
                             .map_or(e.to_string(), status_of);
-                        out.push_skipped(skip(
-                            d.dir,
-                            &name,
-                            &status,
-                            Some(prepared.workspace_bytes),
-                        ))?;
+                        let ws = Some(prepared.workspace_bytes);
+                        r.skip(prob, d.dir, &name, &status, ws)?;
                         continue;
                     }
                     Err(e) => return Err(e).with_context(|| format!("problem {prob} {}", d.dir)),
                 };
-                if samples.interrupted {
-                    break 'problems;
-                }
-                let stats = Stats::of(&samples.ms).context("no timed runs")?;
-                if want.is_some() || args.dump.is_some() {
-                    conv.download(d.dir, &mut t)?;
-                }
-                let check = want.as_ref().map(|w| {
-                    let rel_err = worst_rel_err(&t, d.dir, d.bias, w);
-                    Check {
-                        rel_err,
-                        passed: rel_err <= dtype.tolerance(reduction_len(&prob.shape, d.dir)),
-                    }
-                });
-                let rec = Record::new(
-                    Subject {
-                        problem: prob.canonical(),
-                        dir: d.dir.into(),
-                        device: Device::Gpu,
-                        dtype,
-                        layout: layout.name().into(),
-                        algo: name.clone(),
-                    },
-                    Timing {
-                        ms: stats,
-                        runs: samples.ms.len(),
-                        flops: prob.shape.flops(),
-                        // The dtype's peak, measured before any record.
-                        peak_gflops: out.env.peak_gflops,
-                    },
-                    Ran {
-                        check,
-                        kernel: GpuConv::kernel_name(&prepared),
-                        bias: d.bias,
-                        workspace_bytes: prepared.workspace_bytes,
-                        cudnn_find_ms: c.cudnn_find_ms,
-                    },
-                );
-                progress_line(bar, done, total, &rec);
-                out.push(rec)?;
+                progress_line(&session.bar, done, total, &rec);
+                r.out.push(rec)?;
                 algo_per_dir.push((d.dir, name));
             }
         }
