@@ -5,7 +5,6 @@
 //! (an FMA counts as two FLOPs).
 
 use crate::Isa;
-use std::time::Instant;
 
 /// Repetitions whose best is reported: a peak is a best case, and on a
 /// shared machine a short loop is easily slowed down, never sped up.
@@ -104,20 +103,27 @@ mod x86 {
 }
 
 /// Measured FP32 peak of `threads` threads running the loop at once, in
-/// GFLOP/s: the best of `reps` repetitions (peak means best case).
+/// GFLOP/s: the best of `reps` repetitions (peak means best case), each
+/// timed by `seconds` (the caller's clock: the binary's one timer).
 ///
 /// Runs on rayon's global pool when it has exactly `threads` threads (as
 /// after `--threads N`), on the calling thread for 1, and otherwise on a
 /// short-lived pool of its own, never nested in another.
-pub fn measure_gflops(isa: Isa, threads: usize, reps: usize) -> Result<f64, String> {
+pub fn measure_gflops(
+    isa: Isa,
+    threads: usize,
+    reps: usize,
+    seconds: &dyn Fn(&mut dyn FnMut()) -> f64,
+) -> Result<f64, String> {
     let run_once = |pool: Option<&rayon::ThreadPool>| -> f64 {
-        let t0 = Instant::now();
-        let sink: f32 = match (threads, pool) {
-            (1, _) => fma_loop(isa),
-            (_, Some(pool)) => pool.broadcast(|_| fma_loop(isa)).iter().sum(),
-            (_, None) => rayon::broadcast(|_| fma_loop(isa)).iter().sum(),
-        };
-        let secs = t0.elapsed().as_secs_f64();
+        let mut sink = 0f32;
+        let secs = seconds(&mut || {
+            sink = match (threads, pool) {
+                (1, _) => fma_loop(isa),
+                (_, Some(pool)) => pool.broadcast(|_| fma_loop(isa)).iter().sum(),
+                (_, None) => rayon::broadcast(|_| fma_loop(isa)).iter().sum(),
+            };
+        });
         std::hint::black_box(sink);
         flops_per_call(isa) * threads as f64 / secs / 1e9
     };

@@ -27,6 +27,17 @@ impl Timer for WallClock {
     }
 }
 
+/// The CPU's FP32 peak in GFLOP/s (`kernels::peak`'s FMA loop, best of
+/// `reps`), timed by [`WallClock`].
+pub fn cpu_peak_gflops(isa: cnnbench_kernels::Isa, threads: usize, reps: usize) -> Result<f64> {
+    let seconds = |f: &mut dyn FnMut()| {
+        let t0 = Instant::now();
+        f();
+        t0.elapsed().as_secs_f64()
+    };
+    cnnbench_kernels::peak::measure_gflops(isa, threads, reps, &seconds).map_err(anyhow::Error::msg)
+}
+
 /// CUDA events on the benchmark's non-blocking stream, one pair per run:
 /// the GPU time of the enqueued work, without host launch gaps before it.
 pub struct CudaEvents(pub EventPair);

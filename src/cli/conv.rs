@@ -249,14 +249,17 @@ struct BestPeak {
 
 impl BestPeak {
     fn measure(threads: usize) -> Result<BestPeak> {
-        let best = peak::measure_gflops(Isa::detect(), threads, peak::DEFAULT_REPS)
-            .map_err(anyhow::Error::msg)?;
+        let best =
+            crate::bench::timer::cpu_peak_gflops(Isa::detect(), threads, peak::DEFAULT_REPS)?;
         Ok(BestPeak { threads, best })
     }
 
     fn remeasure(&mut self) -> Result<f64> {
-        let p = peak::measure_gflops(Isa::detect(), self.threads, PEAK_REPS_BETWEEN_RECORDS)
-            .map_err(anyhow::Error::msg)?;
+        let p = crate::bench::timer::cpu_peak_gflops(
+            Isa::detect(),
+            self.threads,
+            PEAK_REPS_BETWEEN_RECORDS,
+        )?;
         self.best = self.best.max(p);
         Ok(self.best)
     }

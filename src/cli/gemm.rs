@@ -170,8 +170,7 @@ pub fn run(args: GemmArgs) -> Result<ExitCode> {
             )
         }
         None => (
-            peak::measure_gflops(Isa::detect(), threads, peak::DEFAULT_REPS)
-                .map_err(anyhow::Error::msg)?,
+            crate::bench::timer::cpu_peak_gflops(Isa::detect(), threads, peak::DEFAULT_REPS)?,
             WallClock.describe(),
             None,
         ),

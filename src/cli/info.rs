@@ -90,8 +90,7 @@ pub fn run(args: InfoArgs) -> Result<ExitCode> {
     let threads = super::thread_count(args.threads)?;
     let mut peak = Vec::new();
     for isa in Isa::supported() {
-        let measure =
-            |t| peak::measure_gflops(isa, t, peak::DEFAULT_REPS).map_err(anyhow::Error::msg);
+        let measure = |t| crate::bench::timer::cpu_peak_gflops(isa, t, peak::DEFAULT_REPS);
         peak.push(IsaPeak {
             isa: isa.name().into(),
             gflops_1_thread: measure(1)?,
