@@ -113,6 +113,9 @@ enum Target {
         isa: Isa,
         /// Why `--device auto` chose the CPU.
         no_gpu: Option<String>,
+        /// The algorithms that can run, per problem and direction: the
+        /// plan, made once.
+        candidates: Vec<Vec<Vec<&'static dyn ConvAlgo>>>,
     },
     Gpu(Box<gpu::GpuSetup>),
 }
@@ -174,14 +177,13 @@ fn setup(args: &ConvArgs) -> Result<(Setup, Target)> {
             }
             let algo = plan::parse_algo(&args.algo)?;
             let isa = plan::resolve_isa(&args.isa)?;
-            // Fail before running anything on algorithms that cannot run.
-            for p in &problems {
-                for d in &dirs {
-                    plan::candidates(algo, &p.shape, d.dir, isa)
-                        .with_context(|| format!("problem {p}"))?;
-                }
+            Target::Cpu {
+                algo,
+                isa,
+                no_gpu,
+                // Planned below, once the batch is known.
+                candidates: Vec::new(),
             }
-            Target::Cpu { algo, isa, no_gpu }
         }
     };
     if batch == Some(plan::BatchChoice::Max) {
@@ -206,6 +208,24 @@ fn setup(args: &ConvArgs) -> Result<(Setup, Target)> {
             p.shape.mb = mb;
         }
     }
+    let mut target = target;
+    if let Target::Cpu {
+        algo,
+        isa,
+        candidates,
+        ..
+    } = &mut target
+    {
+        // Fail before running anything on algorithms that cannot run.
+        for p in &problems {
+            let per_dir = dirs
+                .iter()
+                .map(|d| plan::candidates(*algo, &p.shape, d.dir, *isa))
+                .collect::<Result<Vec<_>>>()
+                .with_context(|| format!("problem {p}"))?;
+            candidates.push(per_dir);
+        }
+    }
     Ok((
         Setup {
             problems,
@@ -228,11 +248,16 @@ pub fn run(args: ConvArgs) -> Result<ExitCode> {
             }
             gpu::run(&args, &s, *g, &session)?
         }
-        Target::Cpu { algo, isa, no_gpu } => {
+        Target::Cpu {
+            algo,
+            isa,
+            no_gpu,
+            candidates,
+        } => {
             if let (Device::Auto, Some(why), false) = (args.device, &no_gpu, args.quiet) {
                 eprintln!("cnnbench: device auto: {why}; using the CPU ({threads} threads, {isa})");
             }
-            run_cpu(&args, &s, algo, isa, &session)?
+            run_cpu(&args, &s, algo, isa, &candidates, &session)?
         }
     };
     session.bar.finish_and_clear();
@@ -330,6 +355,7 @@ fn run_cpu(
     s: &Setup,
     algo_choice: AlgoChoice,
     isa: Isa,
+    candidates: &[Vec<Vec<&'static dyn ConvAlgo>>],
     session: &Session,
 ) -> Result<Output> {
     let mut peak = BestPeak::measure(session.threads)?;
@@ -347,13 +373,13 @@ fn run_cpu(
     'problems: for (pi, prob) in s.problems.iter().enumerate() {
         let mut t = ConvTensors::random(&prob.shape, args.timing.seed);
         let mut algo_per_dir = Vec::new();
-        for d in &s.dirs {
+        for (di, d) in s.dirs.iter().enumerate() {
             done += 1;
             let want = args.check.then(|| reference_outputs(&t, d.dir, d.bias));
-            let candidates = plan::candidates(algo_choice, &prob.shape, d.dir, isa)?;
+            let candidates = &candidates[pi][di];
             let chosen: Vec<&dyn ConvAlgo> = match algo_choice {
-                AlgoChoice::Auto => vec![pick_fastest(&candidates, &mut t, *d, isa)],
-                AlgoChoice::All | AlgoChoice::Named(_) => candidates,
+                AlgoChoice::Auto => vec![pick_fastest(candidates, &mut t, *d, isa)],
+                AlgoChoice::All | AlgoChoice::Named(_) => candidates.clone(),
             };
             for algo in chosen {
                 let conv = CpuConv::new(algo, &t, d.dir, isa, d.bias);

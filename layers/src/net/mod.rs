@@ -1,4 +1,8 @@
-//! Networks: the layer graph ([`graph`]) and the backends that run it.
+//! Networks: the layer graph ([`graph`], where every op is registered in
+//! `Op::spec`), the buffer plan ([`plan`]), the one executor that runs a
+//! graph on any backend ([`exec`]) with its CPU and GPU constructors
+//! ([`cpu`], [`gpu`]), the ReLU fusion pass ([`fusion`]), and the
+//! layer-by-layer comparison with the CPU reference ([`compare`]).
 
 #[cfg(test)]
 mod backend_tests;
