@@ -67,8 +67,23 @@ pub fn load_files(files: Vec<PathBuf>) -> Result<Vec<ModelRun>> {
     Ok(runs)
 }
 
+/// A peer's device column: its tool, then `cpu` or the CUDA device's name
+/// (`pytorch-2.15.0 cpu`, `pytorch-2.15.0 NVIDIA H100 80GB HBM3`); cnnbench's
+/// own is `cpu` or `gpu`. Returns the tool, if any, and the device.
+fn split_peer_device(col: &str) -> (Option<&str>, Result<Device>) {
+    let Some((tool, name)) = col.split_once(' ') else {
+        return (None, Device::parse(col));
+    };
+    let device = match name.trim() {
+        "cpu" => Device::Cpu,
+        // A peer names the GPU it ran on; `cuda` and `gpu` are its generic names.
+        _ => Device::Gpu,
+    };
+    (Some(tool), Ok(device))
+}
+
 /// A model CSV (the columns of [`ModelRecord::csv_row`]). A peer writes
-/// its name before the device (`pytorch-2.15.0 cpu`).
+/// its name before the device (see [`split_peer_device`]).
 fn read_model_csv(path: &Path) -> Result<ModelRun> {
     let mut rd = csv::Reader::from_path(path)
         .with_context(|| format!("cannot read '{}'", path.display()))?;
@@ -89,16 +104,12 @@ fn read_model_csv(path: &Path) -> Result<ModelRun> {
                 stddev: num(&format!("{pre}_stddev"))?,
             })
         };
-        let device = match get("device").rsplit_once(' ') {
-            Some((tool, dev)) => {
-                peer = Some(tool.to_string());
-                dev
-            }
-            None => get("device"),
-        };
         let bad = |e: anyhow::Error| anyhow::anyhow!("'{}': {e}", path.display());
-        // A peer's `cuda` is cnnbench's `gpu`.
-        let device = Device::parse(if device == "cuda" { "gpu" } else { device }).map_err(bad)?;
+        let (tool, device) = split_peer_device(get("device"));
+        if let Some(tool) = tool {
+            peer = Some(tool.to_string());
+        }
+        let device = device.map_err(bad)?;
         let dtype = DType::parse(get("dtype")).map_err(bad)?;
         let total = num("total_ms_median");
         records.push(ModelRecord {
@@ -292,10 +303,20 @@ mod tests {
         };
         write("cn.csv", "cpu", 2000.0);
         write("pt.csv", "pytorch-2.15.0 cpu", 2500.0);
+        write("ptgpu.csv", "pytorch-2.15.0 NVIDIA H100 80GB HBM3", 100.0);
         let runs = load(&[dir.path().to_path_buf()]).unwrap();
         let labels: Vec<&str> = runs.iter().map(|r| r.label.as_str()).collect();
-        assert_eq!(labels, ["csv:cn", "peer:pytorch-2.15.0 (pt)"]);
+        assert_eq!(
+            labels,
+            [
+                "csv:cn",
+                "peer:pytorch-2.15.0 (pt)",
+                "peer:pytorch-2.15.0 (ptgpu)"
+            ]
+        );
         assert_eq!(runs[1].records[0].device, Device::Cpu);
+        assert_eq!(runs[2].records[0].device, Device::Gpu);
+        let runs = load(&[dir.path().join("cn.csv"), dir.path().join("pt.csv")]).unwrap();
         let mut md = String::new();
         let opts = Options {
             baseline: None,

@@ -26,7 +26,8 @@ impl Device {
     pub fn parse(s: &str) -> Result<Device> {
         match s {
             "cpu" => Ok(Device::Cpu),
-            "gpu" => Ok(Device::Gpu),
+            // A peer's (PyTorch's) name for it.
+            "gpu" | "cuda" => Ok(Device::Gpu),
             _ => bail!("unknown device '{s}' (cpu or gpu)"),
         }
     }

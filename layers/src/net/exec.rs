@@ -235,6 +235,12 @@ impl<B: Backend> Executor<B> {
     pub fn plan_layers(&mut self) -> Result<usize> {
         let mut need = 0;
         for i in 1..self.graph.nodes.len() {
+            // A node that hands its gradient through writes its input
+            // gradient into its output gradient's buffer: nothing to plan,
+            // and taking that buffer would hide its `dy`.
+            if passes_gradient(&self.graph.nodes[i].op) {
+                continue;
+            }
             let Some(layer) = self.layers[i].as_mut() else {
                 continue;
             };
@@ -320,6 +326,10 @@ impl<B: Backend> Executor<B> {
 
     /// The backward pass (enqueued, on a GPU): every parameter's gradient.
     pub fn backward(&mut self) -> Result<()> {
+        // The step's seed again: a dropout layer's backward may regenerate
+        // the forward's mask from it.
+        let seed = self.step_seed();
+        B::set_step_seed(&mut self.cx, seed);
         let n = self.graph.nodes.len();
         for i in (1..n).rev() {
             if self.per_layer {

@@ -411,6 +411,16 @@ impl Builder {
             "logits must be 1x1xC"
         );
         self.push("loss", Op::SoftmaxXent, vec![logits], Dims::new(1, 1, 1));
+        // Every layer's output reaches the loss: a dead end would have no
+        // gradient for its backward to read.
+        let consumers = self.graph.consumers();
+        let last = self.graph.nodes.len() - 1;
+        if let Some(i) = (0..last).find(|&i| consumers[i].is_empty()) {
+            panic!(
+                "{}: nothing reads layer {}'s output",
+                self.graph.name, self.graph.nodes[i].name
+            );
+        }
         self.graph
     }
 }
@@ -460,5 +470,15 @@ mod tests {
         assert_eq!(g.node_macs(1), 8 * 8 * 4 * 27);
         assert_eq!(g.classes(), 10);
         assert_eq!(g.nodes.last().unwrap().op.kind(), "softmax-xent");
+    }
+
+    #[test]
+    #[should_panic(expected = "nothing reads layer dead")]
+    fn a_dead_end_is_refused() {
+        let (mut b, x) = Builder::new("t", Dims::new(4, 4, 3));
+        b.relu("dead", x);
+        let p = b.global_avg_pool("pool", x);
+        let f = b.linear("fc", p, 2);
+        b.finish(f);
     }
 }

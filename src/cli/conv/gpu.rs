@@ -99,13 +99,18 @@ struct GpuCase<'a, 'g> {
     dtype: DType,
     layout: Layout,
     peak_gflops: Option<f64>,
+    /// The algorithm itself failed (not the download or the check after):
+    /// with `--algo all` that is a skip, not the end of the run.
+    run_failed: bool,
 }
 
 impl Case for GpuCase<'_, '_> {
     type Record = Record;
 
     fn run(&mut self) -> Result<()> {
-        self.conv.run(&self.prepared).map_err(Into::into)
+        let r = self.conv.run(&self.prepared);
+        self.run_failed = r.is_err();
+        r.map_err(Into::into)
     }
 
     fn check(&mut self) -> Result<Option<Check>> {
@@ -353,11 +358,12 @@ pub fn run(args: &ConvArgs, s: &Setup, g: GpuSetup, session: &Session) -> Result
                     dtype,
                     layout,
                     peak_gflops,
+                    run_failed: false,
                 };
                 let rec = match driver::drive(&mut case, &runner, &mut timer) {
                     Ok(Some(rec)) => rec,
                     Ok(None) => break 'problems,
-                    Err(e) if list_all => {
+                    Err(e) if list_all && case.run_failed => {
                         let status = e
                             .downcast_ref::<GpuError>()
                             .map_or(e.to_string(), status_of);
