@@ -26,7 +26,7 @@ pub struct ModelRun {
     pub label: String,
 }
 
-/// Loads model results files and model CSVs (from [`split`]), labelled.
+/// Loads model results files and model CSVs (from [`super::merge::split`]), labelled.
 pub fn load_files(files: Vec<PathBuf>) -> Result<Vec<ModelRun>> {
     let mut runs = Vec::new();
     for path in files {

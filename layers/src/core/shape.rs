@@ -32,3 +32,43 @@ impl std::fmt::Display for Dims {
         }
     }
 }
+
+/// Output size along one axis of a convolution or pooling window of `k`,
+/// stride `s`, padding `p` (rounded up with `ceil`, as Caffe and PyTorch's
+/// `ceil_mode`); `None` when the window is larger than the padded input.
+pub fn out_size(input: usize, k: usize, s: usize, p: usize, ceil: bool) -> Option<usize> {
+    let span = (input + 2 * p).checked_sub(k)?;
+    if s == 0 {
+        return None;
+    }
+    if !ceil {
+        return Some(span / s + 1);
+    }
+    let mut out = span.div_ceil(s) + 1;
+    // PyTorch's rule: the last window must start inside the input or its
+    // left padding.
+    if (out - 1) * s >= input + p {
+        out -= 1;
+    }
+    Some(out)
+}
+
+/// A `k`-wide window over `d`'s `h` and `w`, or why it does not fit.
+pub fn window_out(
+    d: Dims,
+    (kh, kw): (usize, usize),
+    (sh, sw): (usize, usize),
+    (ph, pw): (usize, usize),
+    ceil: bool,
+) -> Result<(usize, usize), String> {
+    match (
+        out_size(d.h, kh, sh, ph, ceil),
+        out_size(d.w, kw, sw, pw, ceil),
+    ) {
+        (Some(h), Some(w)) => Ok((h, w)),
+        _ => Err(format!(
+            "a {kh}x{kw} window (stride {sh}x{sw}, padding {ph}x{pw}) does not fit {}x{}",
+            d.h, d.w
+        )),
+    }
+}

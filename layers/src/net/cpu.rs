@@ -122,7 +122,7 @@ impl Executor<Cpu> {
     }
 
     /// Node `i`'s output gradients of the last backward pass, one per
-    /// consuming edge, in the [`BufferPlan`]'s order (`check` hands them
+    /// consuming edge, in the [`super::plan::BufferPlan`]'s order (`check` hands them
     /// to another backend's layer).
     pub fn dy_parts(&self, i: usize) -> Vec<&[f32]> {
         self.dy_parts[i]
@@ -156,7 +156,7 @@ pub fn estimate(graph: &Graph, batch: usize) -> u128 {
     let mut elems: u128 = graph.params() as u128 * 3;
     for (i, node) in graph.nodes.iter().enumerate() {
         let len = batch as u128 * node.out.len() as u128;
-        if node.op != Op::Flatten {
+        if !matches!(node.op, Op::Flatten(_)) {
             elems += len; // the output
             elems += len * consumers[i].len() as u128; // its gradients
         }

@@ -304,7 +304,7 @@ impl<B: Backend> Executor<B> {
 
     pub(super) fn forward_node(&mut self, i: usize) -> Result<()> {
         let node = &self.graph.nodes[i];
-        if node.op == Op::Flatten {
+        if matches!(node.op, Op::Flatten(_)) {
             return Ok(());
         }
         let Some(layer) = self.layers[i].as_mut() else {
@@ -463,7 +463,7 @@ impl<B: Backend> Executor<B> {
     /// is its input's, laid out as that input, so host values convert with
     /// the input's dims.
     fn buffer_dims(&self, mut i: usize) -> BatchDims {
-        while self.graph.nodes[i].op == Op::Flatten {
+        while matches!(self.graph.nodes[i].op, Op::Flatten(_)) {
             i = self.graph.nodes[i].inputs[0];
         }
         dims(&self.graph, i, self.batch)

@@ -31,7 +31,7 @@ pub fn relu_fusions(
     let consumers = graph.consumers();
     let mut fused = Vec::new();
     for (r, node) in graph.nodes.iter().enumerate().skip(1) {
-        if node.op != Op::Relu {
+        if !matches!(node.op, Op::Relu(_)) {
             continue;
         }
         let p = node.inputs[0];

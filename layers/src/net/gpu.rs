@@ -49,7 +49,7 @@ pub fn estimate(graph: &Graph, batch: usize, dtype: DType) -> u128 {
 
 impl<'g> Executor<Cuda<'g>> {
     /// Allocates every tensor, makes every layer with the same initial
-    /// parameters, image and labels as the CPU's ([`init`]), and chooses
+    /// parameters, image and labels as the CPU's ([`super::init`]), and chooses
     /// each convolution's algorithms on its own tensors.
     pub fn new(
         gpu: &'g Gpu,

@@ -3,11 +3,6 @@
 //! chosen when the network is planned on a backend, so one `Graph` serves
 //! every batch size, and describing it allocates nothing.
 
-use crate::backend::cpu::Cpu;
-use crate::backend::cuda::layer::Cuda;
-use crate::backend::cuda::GpuResult;
-use crate::core::backend::Layer;
-use crate::core::error::Result;
 pub use crate::core::shape::Dims;
 use crate::ops::add::AddSpec;
 pub use crate::ops::batchnorm::BatchNormSpec;
@@ -15,87 +10,19 @@ use crate::ops::concat::ConcatSpec;
 pub use crate::ops::conv::ConvSpec;
 pub use crate::ops::dropout::DropoutSpec;
 use crate::ops::flatten::FlattenSpec;
+use crate::ops::input::InputSpec;
 pub use crate::ops::linear::LinearSpec;
 use crate::ops::loss::SoftmaxXentSpec;
 pub use crate::ops::lrn::LrnSpec;
 pub use crate::ops::pool::{PoolKind, PoolSpec};
 use crate::ops::relu::ReluSpec;
-use crate::ops::spec::{NodeCx, OpSpec};
+use crate::ops::spec::NodeCx;
+pub use crate::ops::Op;
 use cnnbench_kernels::conv::ConvShape;
 use cnnbench_kernels::pool::PoolShape;
 
 /// The index of the layer that produces a tensor (0 is the input image).
 pub type TensorId = usize;
-
-/// What a node does: one variant per op, holding the op's spec. Adding an
-/// op means its folder under `ops/`, a variant here and its line in
-/// [`Op::spec`].
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Op {
-    Input,
-    Conv(ConvSpec),
-    BatchNorm(BatchNormSpec),
-    Relu,
-    Pool(PoolSpec),
-    Lrn(LrnSpec),
-    Linear(LinearSpec),
-    Dropout(DropoutSpec),
-    Concat,
-    Add,
-    Flatten,
-    SoftmaxXent,
-}
-
-impl Op {
-    /// The op's spec: its shapes, parameters, MACs, initial values and
-    /// layers on every backend.
-    pub fn spec(&self) -> &dyn OpSpec {
-        match self {
-            Op::Input => &InputSpec,
-            Op::Conv(s) => s,
-            Op::BatchNorm(s) => s,
-            Op::Relu => &ReluSpec,
-            Op::Pool(s) => s,
-            Op::Lrn(s) => s,
-            Op::Linear(s) => s,
-            Op::Dropout(s) => s,
-            Op::Concat => &ConcatSpec,
-            Op::Add => &AddSpec,
-            Op::Flatten => &FlattenSpec,
-            Op::SoftmaxXent => &SoftmaxXentSpec,
-        }
-    }
-
-    /// The short type name shown in layer tables and JSON (`conv`, `bn`, ...).
-    pub fn kind(&self) -> &'static str {
-        self.spec().kind()
-    }
-}
-
-/// The image: no layer on any backend.
-struct InputSpec;
-
-impl OpSpec for InputSpec {
-    fn kind(&self) -> &'static str {
-        "input"
-    }
-
-    fn cpu(&self, _cx: &NodeCx) -> Result<Box<dyn Layer<Cpu>>> {
-        Err(no_layer())
-    }
-
-    fn cuda<'g>(&self, _cx: &NodeCx, _b: &Cuda<'g>) -> GpuResult<Option<Box<dyn Layer<Cuda<'g>>>>> {
-        Err(no_layer())
-    }
-}
-
-fn no_layer() -> crate::core::error::Error {
-    crate::core::error::Error {
-        call: "make layer",
-        status: "the input has no layer".into(),
-        oom: false,
-    }
-}
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Node {
@@ -166,7 +93,7 @@ impl Graph {
         let node = &self.nodes[i];
         let first = node.inputs.first().copied();
         let flattened = first
-            .filter(|&t| self.nodes[t].op == Op::Flatten)
+            .filter(|&t| matches!(self.nodes[t].op, Op::Flatten(_)))
             .map(|t| self.nodes[self.nodes[t].inputs[0]].out);
         NodeCx {
             index: i,
@@ -213,23 +140,6 @@ impl Graph {
     }
 }
 
-/// Output size along one axis of a convolution or pooling window.
-pub fn out_size(input: usize, k: usize, s: usize, p: usize, ceil: bool) -> usize {
-    let span = (input + 2 * p)
-        .checked_sub(k)
-        .unwrap_or_else(|| panic!("window {k} larger than padded input {input}+2·{p}"));
-    if !ceil {
-        return span / s + 1;
-    }
-    let mut out = span.div_ceil(s) + 1;
-    // PyTorch's rule: the last window must start inside the input or its
-    // left padding.
-    if (out - 1) * s >= input + p {
-        out -= 1;
-    }
-    out
-}
-
 /// Assembles a [`Graph`] layer by layer; each call returns the new layer's
 /// output. Shape mistakes are programming errors in a model, so they panic
 /// (every model is built in the tests).
@@ -245,7 +155,7 @@ impl Builder {
             name: name.to_string(),
             nodes: vec![Node {
                 name: "input".into(),
-                op: Op::Input,
+                op: Op::Input(InputSpec),
                 inputs: vec![],
                 out: input,
             }],
@@ -257,33 +167,31 @@ impl Builder {
         self.graph.nodes[t].out
     }
 
-    fn push(&mut self, name: &str, op: Op, inputs: Vec<TensorId>, out: Dims) -> TensorId {
+    /// Appends node `name` doing `op` on `inputs`; returns its output. The
+    /// op's spec gives the output's dims, or says why the inputs do not fit
+    /// (a programming error in the model: this panics, naming the layer).
+    pub fn op(&mut self, name: &str, op: Op, inputs: &[TensorId]) -> TensorId {
         assert!(
             !self.graph.nodes.iter().any(|n| n.name == name),
             "{}: duplicate layer name {name}",
             self.graph.name
         );
+        let dims: Vec<Dims> = inputs.iter().map(|&t| self.dims(t)).collect();
+        let out = op
+            .spec()
+            .out(&dims)
+            .unwrap_or_else(|e| panic!("{}: layer {name} ({}) {e}", self.graph.name, op.kind()));
         self.graph.nodes.push(Node {
             name: name.to_string(),
             op,
-            inputs,
+            inputs: inputs.to_vec(),
             out,
         });
         self.graph.nodes.len() - 1
     }
 
     pub fn conv(&mut self, name: &str, x: TensorId, s: ConvSpec) -> TensorId {
-        let d = self.dims(x);
-        assert!(
-            d.c.is_multiple_of(s.groups) && s.oc.is_multiple_of(s.groups),
-            "{name}: channels not divisible by groups"
-        );
-        let out = Dims::new(
-            out_size(d.h, s.kh, s.sh, s.ph, false),
-            out_size(d.w, s.kw, s.sw, s.pw, false),
-            s.oc,
-        );
-        self.push(name, Op::Conv(s), vec![x], out)
+        self.op(name, Op::Conv(s), &[x])
     }
 
     /// Batch normalisation with PyTorch's defaults (eps 1e-5, momentum 0.1).
@@ -292,28 +200,16 @@ impl Builder {
     }
 
     pub fn bn_eps(&mut self, name: &str, x: TensorId, eps: f32) -> TensorId {
-        let d = self.dims(x);
-        self.push(
-            name,
-            Op::BatchNorm(BatchNormSpec { eps, momentum: 0.1 }),
-            vec![x],
-            d,
-        )
+        let spec = BatchNormSpec { eps, momentum: 0.1 };
+        self.op(name, Op::BatchNorm(spec), &[x])
     }
 
     pub fn relu(&mut self, name: &str, x: TensorId) -> TensorId {
-        let d = self.dims(x);
-        self.push(name, Op::Relu, vec![x], d)
+        self.op(name, Op::Relu(ReluSpec), &[x])
     }
 
     pub fn pool(&mut self, name: &str, x: TensorId, s: PoolSpec) -> TensorId {
-        let d = self.dims(x);
-        let out = Dims::new(
-            out_size(d.h, s.kh, s.sh, s.ph, s.ceil),
-            out_size(d.w, s.kw, s.sw, s.pw, s.ceil),
-            d.c,
-        );
-        self.push(name, Op::Pool(s), vec![x], out)
+        self.op(name, Op::Pool(s), &[x])
     }
 
     /// Square max pooling, `k x k`, stride `s`, padding `p`, floor mode.
@@ -356,8 +252,7 @@ impl Builder {
     }
 
     pub fn lrn(&mut self, name: &str, x: TensorId, s: LrnSpec) -> TensorId {
-        let d = self.dims(x);
-        self.push(name, Op::Lrn(s), vec![x], d)
+        self.op(name, Op::Lrn(s), &[x])
     }
 
     /// Fully connected; flattens its input first when that is not `1 x 1`.
@@ -367,50 +262,29 @@ impl Builder {
         } else {
             x
         };
-        self.push(
-            name,
-            Op::Linear(LinearSpec { out }),
-            vec![x],
-            Dims::new(1, 1, out),
-        )
+        self.op(name, Op::Linear(LinearSpec { out }), &[x])
     }
 
     pub fn dropout(&mut self, name: &str, x: TensorId, p: f32) -> TensorId {
-        let d = self.dims(x);
-        self.push(name, Op::Dropout(DropoutSpec { p }), vec![x], d)
+        self.op(name, Op::Dropout(DropoutSpec { p }), &[x])
     }
 
     pub fn concat(&mut self, name: &str, xs: &[TensorId]) -> TensorId {
-        let d0 = self.dims(xs[0]);
-        let mut c = 0;
-        for &x in xs {
-            let d = self.dims(x);
-            assert!(d.h == d0.h && d.w == d0.w, "{name}: concat of {d} and {d0}");
-            c += d.c;
-        }
-        self.push(name, Op::Concat, xs.to_vec(), Dims::new(d0.h, d0.w, c))
+        self.op(name, Op::Concat(ConcatSpec), xs)
     }
 
     pub fn add(&mut self, name: &str, a: TensorId, b: TensorId) -> TensorId {
-        let (da, db) = (self.dims(a), self.dims(b));
-        assert_eq!(da, db, "{name}: adding {da} and {db}");
-        self.push(name, Op::Add, vec![a, b], da)
+        self.op(name, Op::Add(AddSpec), &[a, b])
     }
 
     pub fn flatten(&mut self, name: &str, x: TensorId) -> TensorId {
-        let d = self.dims(x);
-        self.push(name, Op::Flatten, vec![x], Dims::new(1, 1, d.len()))
+        self.op(name, Op::Flatten(FlattenSpec), &[x])
     }
 
-    /// Appends the softmax cross-entropy loss over `logits` and returns the
-    /// finished graph.
+    /// Appends the softmax cross-entropy loss over `logits` (`1 x 1 x C`)
+    /// and returns the finished graph.
     pub fn finish(mut self, logits: TensorId) -> Graph {
-        assert_eq!(
-            self.dims(logits).h * self.dims(logits).w,
-            1,
-            "logits must be 1x1xC"
-        );
-        self.push("loss", Op::SoftmaxXent, vec![logits], Dims::new(1, 1, 1));
+        self.op("loss", Op::SoftmaxXent(SoftmaxXentSpec), &[logits]);
         // Every layer's output reaches the loss: a dead end would have no
         // gradient for its backward to read.
         let consumers = self.graph.consumers();
@@ -441,19 +315,20 @@ fn square_pool(kind: PoolKind, k: usize, s: usize, p: usize, ceil: bool) -> Pool
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::shape::out_size;
 
     #[test]
     fn pooling_rounds_like_pytorch() {
         // GoogLeNet's ceil-mode pools: 112 -> 56, 56 -> 28, 14 -> 7.
-        assert_eq!(out_size(112, 3, 2, 0, true), 56);
-        assert_eq!(out_size(14, 3, 2, 0, true), 7);
-        assert_eq!(out_size(112, 3, 2, 0, false), 55);
+        assert_eq!(out_size(112, 3, 2, 0, true), Some(56));
+        assert_eq!(out_size(14, 3, 2, 0, true), Some(7));
+        assert_eq!(out_size(112, 3, 2, 0, false), Some(55));
         // The last window may not start in the right padding.
-        assert_eq!(out_size(5, 2, 2, 1, true), 3);
-        assert_eq!(out_size(4, 2, 2, 1, true), 3);
+        assert_eq!(out_size(5, 2, 2, 1, true), Some(3));
+        assert_eq!(out_size(4, 2, 2, 1, true), Some(3));
         // AlexNet: 227 -> 55 -> 27.
-        assert_eq!(out_size(227, 11, 4, 0, false), 55);
-        assert_eq!(out_size(55, 3, 2, 0, true), 27);
+        assert_eq!(out_size(227, 11, 4, 0, false), Some(55));
+        assert_eq!(out_size(55, 3, 2, 0, true), Some(27));
     }
 
     #[test]
@@ -470,6 +345,31 @@ mod tests {
         assert_eq!(g.node_macs(1), 8 * 8 * 4 * 27);
         assert_eq!(g.classes(), 10);
         assert_eq!(g.nodes.last().unwrap().op.kind(), "softmax-xent");
+    }
+
+    #[test]
+    #[should_panic(expected = "t: layer sum (add) adds 3x4x4 and 4x4x4")]
+    fn shape_mistakes_name_the_layer() {
+        let (mut b, x) = Builder::new("t", Dims::new(4, 4, 3));
+        let c = b.conv("c", x, ConvSpec::square(4, 3, 1, 1));
+        b.add("sum", x, c);
+    }
+
+    #[test]
+    fn any_registered_op_is_built_by_op() {
+        let (mut b, x) = Builder::new("t", Dims::new(8, 8, 3));
+        let c = b.op("c", Op::Conv(ConvSpec::square(4, 3, 2, 1)), &[x]);
+        assert_eq!(b.dims(c), Dims::new(4, 4, 4));
+        let err = Op::Conv(ConvSpec::square(4, 3, 1, 0).groups(2))
+            .spec()
+            .out(&[Dims::new(8, 8, 3)])
+            .unwrap_err();
+        assert!(err.contains("not divisible into 2 groups"), "{err}");
+        let err = Op::Pool(square_pool(PoolKind::Max, 5, 1, 0, false))
+            .spec()
+            .out(&[Dims::new(3, 3, 1)])
+            .unwrap_err();
+        assert!(err.contains("does not fit 3x3"), "{err}");
     }
 
     #[test]

@@ -1,5 +1,5 @@
-//! Networks: the layer graph ([`graph`], where every op is registered in
-//! `Op::spec`), the buffer plan ([`plan`]), the one executor that runs a
+//! Networks: the layer graph and its builder ([`graph`]; the ops it holds
+//! are registered in [`crate::ops`]), the buffer plan ([`plan`]), the one executor that runs a
 //! graph on any backend ([`exec`]) with its CPU and GPU constructors
 //! ([`cpu`], [`gpu`]), the ReLU fusion pass ([`fusion`]), and the
 //! layer-by-layer comparison with the CPU reference ([`compare`]).

@@ -28,7 +28,7 @@ pub struct BufferPlan {
 
 /// Nodes whose backward hands the output gradient to the inputs as is.
 pub fn passes_gradient(op: &Op) -> bool {
-    matches!(op, Op::Add | Op::Flatten)
+    matches!(op, Op::Add(_) | Op::Flatten(_))
 }
 
 impl BufferPlan {
@@ -40,7 +40,7 @@ impl BufferPlan {
         let mut act_len = Vec::new();
         let mut act_of = Vec::with_capacity(n);
         for (i, node) in graph.nodes.iter().enumerate() {
-            if node.op == Op::Flatten {
+            if matches!(node.op, Op::Flatten(_)) {
                 act_of.push(act_of[node.inputs[0]]);
             } else {
                 act_len.push(len(i));

@@ -126,7 +126,7 @@ fn real_libs_cudnn_accepts_every_zoo_pooling_lrn_activation_and_batch_norm() {
                                     .unwrap_or_else(|e| panic!("{what}: {e}"));
                                 count[1] += 1;
                             }
-                            Op::Relu | Op::Add => {
+                            Op::Relu(_) | Op::Add(_) => {
                                 let _t = tensor(y);
                                 ActivationDesc::relu().unwrap_or_else(|e| panic!("{what}: {e}"));
                                 OpTensorDesc::add().unwrap_or_else(|e| panic!("{what}: {e}"));

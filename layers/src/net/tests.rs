@@ -244,7 +244,7 @@ fn every_backend_starts_from_the_cpu_layers_parameters() {
 fn the_buffer_plan_sums_only_where_layers_do_not() {
     use super::plan::BufferPlan;
     let g = preact_net();
-    let cpu = BufferPlan::new(&g, 2, |i| g.nodes[i].op == super::Op::Relu);
+    let cpu = BufferPlan::new(&g, 2, |i| matches!(g.nodes[i].op, super::Op::Relu(_)));
     let gpu = BufferPlan::new(&g, 2, |_| false);
     // The stem conv and the first add are each read twice (by a batch
     // norm and by the next add); every ReLU is read once.

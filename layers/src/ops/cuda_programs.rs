@@ -1,6 +1,7 @@
 //! Every CUDA C program cnnbench compiles with NVRTC: the backend's own
 //! (casts, SGD) and each op's (loss, dropout, pool), gathered here once.
-//! An op with kernels of its own adds its `PROGRAM` to the list.
+//! An op with kernels of its own names its `PROGRAM` on its registry line
+//! ([`super::OP_PROGRAMS`]).
 
 use crate::backend::cuda::nvrtc::{Kernels, Program, BACKEND_PROGRAMS};
 use crate::backend::cuda::GpuResult;
@@ -10,11 +11,7 @@ use std::sync::Arc;
 /// The programs, in compile order.
 pub fn cuda_programs() -> Vec<Program> {
     let mut all = BACKEND_PROGRAMS.to_vec();
-    all.extend([
-        super::loss::kernels::PROGRAM,
-        super::dropout::kernels::PROGRAM,
-        super::pool::kernels::PROGRAM,
-    ]);
+    all.extend_from_slice(super::OP_PROGRAMS);
     all
 }
 

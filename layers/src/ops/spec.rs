@@ -1,7 +1,7 @@
 //! What every op says about itself ([`OpSpec`]), and how each backend
 //! builds an op's layer from it ([`MakeLayer`]).
 //!
-//! The graph holds one spec per node (`net::Op`); the executor asks the
+//! The graph holds one spec per node ([`super::Op`]); the executor asks the
 //! node's spec for the layer of the backend it runs on, and every backend
 //! starts from the same parameters ([`OpSpec::init`]).
 
@@ -41,6 +41,16 @@ impl NodeCx<'_> {
 pub trait OpSpec {
     /// The short type name shown in layer tables and JSON (`conv`, `bn`).
     fn kind(&self) -> &'static str;
+
+    /// The output's dims (per image) from the inputs', or why the inputs
+    /// do not fit the op. By default: one input, and the output has its
+    /// dims (elementwise ops, normalisations).
+    fn out(&self, x: &[Dims]) -> std::result::Result<Dims, String> {
+        match x {
+            [x] => Ok(*x),
+            _ => Err(format!("takes one input, not {}", x.len())),
+        }
+    }
 
     /// Learnable parameters (BN: weight and bias; running statistics are
     /// buffers, not parameters).

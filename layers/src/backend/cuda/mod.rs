@@ -115,7 +115,7 @@ impl Gpu {
     }
 
     /// The peak for `d`: from device properties where known, else the
-    /// measured one filled in by [`Gpu::measure_peaks`].
+    /// measured one filled in by [`crate::ops::gemm::cuda::ensure_peak`].
     pub fn peak_tflops(&self, d: DType) -> Option<f64> {
         self.info.peak(d).map(|p| p.tflops)
     }

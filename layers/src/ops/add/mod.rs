@@ -9,6 +9,7 @@ use crate::backend::cuda::layer::Cuda;
 use crate::backend::cuda::GpuResult;
 use crate::core::backend::Layer;
 use crate::core::error::Result;
+use crate::core::shape::Dims;
 use crate::ops::spec::{NodeCx, OpSpec};
 pub use cpu::AddLayer;
 
@@ -19,6 +20,14 @@ pub struct AddSpec;
 impl OpSpec for AddSpec {
     fn kind(&self) -> &'static str {
         "add"
+    }
+
+    fn out(&self, x: &[Dims]) -> std::result::Result<Dims, String> {
+        match x {
+            [a, b] if a == b => Ok(*a),
+            [a, b] => Err(format!("adds {a} and {b}")),
+            _ => Err(format!("takes two inputs, not {}", x.len())),
+        }
     }
 
     fn cpu(&self, _cx: &NodeCx) -> Result<Box<dyn Layer<Cpu>>> {

@@ -9,6 +9,7 @@ use crate::backend::cuda::layer::Cuda;
 use crate::backend::cuda::GpuResult;
 use crate::core::backend::Layer;
 use crate::core::error::Result;
+use crate::core::shape::Dims;
 use crate::ops::spec::{NodeCx, OpSpec};
 pub use cpu::ConcatLayer;
 
@@ -19,6 +20,20 @@ pub struct ConcatSpec;
 impl OpSpec for ConcatSpec {
     fn kind(&self) -> &'static str {
         "concat"
+    }
+
+    fn out(&self, x: &[Dims]) -> std::result::Result<Dims, String> {
+        let Some(d0) = x.first() else {
+            return Err("concatenates at least one input".into());
+        };
+        let mut c = 0;
+        for d in x {
+            if (d.h, d.w) != (d0.h, d0.w) {
+                return Err(format!("concatenates {d} and {d0}: their images differ"));
+            }
+            c += d.c;
+        }
+        Ok(Dims::new(d0.h, d0.w, c))
     }
 
     fn cpu(&self, cx: &NodeCx) -> Result<Box<dyn Layer<Cpu>>> {

@@ -18,11 +18,12 @@ use crate::core::backend::Layer;
 use crate::core::error::Result;
 use crate::core::init::fan_in_uniform;
 use crate::core::shape::Dims;
+use crate::core::shape::window_out;
 use crate::ops::spec::{NodeCx, OpSpec};
 use cnnbench_kernels::conv::{reference, ConvShape, Direction};
 use cnnbench_kernels::rng::fill_uniform;
 
-/// A convolution's hyper-parameters (dilation as in oneDNN: 0 is dense).
+/// A convolution's hyper-parameters (dense: no dilation in the zoo).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ConvSpec {
     pub oc: usize,
@@ -86,6 +87,27 @@ impl ConvSpec {
 impl OpSpec for ConvSpec {
     fn kind(&self) -> &'static str {
         "conv"
+    }
+
+    fn out(&self, x: &[Dims]) -> std::result::Result<Dims, String> {
+        let [d] = x else {
+            return Err(format!("takes one input, not {}", x.len()));
+        };
+        if self.groups == 0 || !d.c.is_multiple_of(self.groups) || !self.oc.is_multiple_of(self.groups)
+        {
+            return Err(format!(
+                "{} input and {} output channels are not divisible into {} groups",
+                d.c, self.oc, self.groups
+            ));
+        }
+        let (h, w) = window_out(
+            *d,
+            (self.kh, self.kw),
+            (self.sh, self.sw),
+            (self.ph, self.pw),
+            false,
+        )?;
+        Ok(Dims::new(h, w, self.oc))
     }
 
     fn params(&self, x: &[Dims]) -> usize {

@@ -9,6 +9,7 @@ use crate::backend::cuda::layer::Cuda;
 use crate::backend::cuda::GpuResult;
 use crate::core::backend::Layer;
 use crate::core::error::Result;
+use crate::core::shape::Dims;
 use crate::ops::spec::{NodeCx, OpSpec};
 pub use cpu::FlattenLayer;
 
@@ -19,6 +20,13 @@ pub struct FlattenSpec;
 impl OpSpec for FlattenSpec {
     fn kind(&self) -> &'static str {
         "flatten"
+    }
+
+    fn out(&self, x: &[Dims]) -> std::result::Result<Dims, String> {
+        match x {
+            [d] => Ok(Dims::new(1, 1, d.len())),
+            _ => Err(format!("takes one input, not {}", x.len())),
+        }
     }
 
     fn cpu(&self, _cx: &NodeCx) -> Result<Box<dyn Layer<Cpu>>> {

@@ -26,6 +26,14 @@ impl OpSpec for LinearSpec {
         "fc"
     }
 
+    fn out(&self, x: &[Dims]) -> std::result::Result<Dims, String> {
+        match x {
+            [d] if d.h * d.w == 1 => Ok(Dims::new(1, 1, self.out)),
+            [d] => Err(format!("reads features (1x1), not {d}: flatten it first")),
+            _ => Err(format!("takes one input, not {}", x.len())),
+        }
+    }
+
     fn params(&self, x: &[Dims]) -> usize {
         x[0].c * self.out + self.out
     }

@@ -9,6 +9,7 @@ use crate::backend::cuda::layer::Cuda;
 use crate::backend::cuda::GpuResult;
 use crate::core::backend::Layer;
 use crate::core::error::Result;
+use crate::core::shape::Dims;
 use crate::ops::spec::{NodeCx, OpSpec};
 pub use cpu::SoftmaxXentLayer;
 
@@ -20,6 +21,14 @@ pub struct SoftmaxXentSpec;
 impl OpSpec for SoftmaxXentSpec {
     fn kind(&self) -> &'static str {
         "softmax-xent"
+    }
+
+    fn out(&self, x: &[Dims]) -> std::result::Result<Dims, String> {
+        match x {
+            [d] if d.h * d.w == 1 => Ok(Dims::new(1, 1, 1)),
+            [d] => Err(format!("reads logits (1x1xC), not {d}")),
+            _ => Err(format!("takes one input, not {}", x.len())),
+        }
     }
 
     fn cpu(&self, cx: &NodeCx) -> Result<Box<dyn Layer<Cpu>>> {

@@ -10,6 +10,7 @@ use crate::backend::cuda::GpuResult;
 use crate::core::backend::Layer;
 use crate::core::error::Result;
 use crate::core::shape::Dims;
+use crate::core::shape::window_out;
 use crate::ops::spec::{NodeCx, OpSpec};
 use cnnbench_kernels::pool::PoolShape;
 pub use cpu::PoolLayer;
@@ -70,6 +71,20 @@ impl OpSpec for PoolSpec {
             PoolKind::Max => "maxpool",
             PoolKind::Avg { .. } => "avgpool",
         }
+    }
+
+    fn out(&self, x: &[Dims]) -> std::result::Result<Dims, String> {
+        let [d] = x else {
+            return Err(format!("takes one input, not {}", x.len()));
+        };
+        let (h, w) = window_out(
+            *d,
+            (self.kh, self.kw),
+            (self.sh, self.sw),
+            (self.ph, self.pw),
+            self.ceil,
+        )?;
+        Ok(Dims::new(h, w, d.c))
     }
 
     fn cpu(&self, cx: &NodeCx) -> Result<Box<dyn Layer<Cpu>>> {
