@@ -46,10 +46,7 @@ pub trait OpSpec {
     /// do not fit the op. By default: one input, and the output has its
     /// dims (elementwise ops, normalisations).
     fn out(&self, x: &[Dims]) -> std::result::Result<Dims, String> {
-        match x {
-            [x] => Ok(*x),
-            _ => Err(format!("takes one input, not {}", x.len())),
-        }
+        one_input(x)
     }
 
     /// Learnable parameters (BN: weight and bias; running statistics are
@@ -97,5 +94,13 @@ impl<'g> MakeLayer for Cuda<'g> {
         cx: &NodeCx,
     ) -> Result<Option<Box<dyn Layer<Cuda<'g>>>>> {
         spec.cuda(cx, self)
+    }
+}
+
+/// The one input of an op that takes one, or why `x` is not that.
+pub fn one_input(x: &[Dims]) -> std::result::Result<Dims, String> {
+    match x {
+        [x] => Ok(*x),
+        _ => Err(format!("takes one input, not {}", x.len())),
     }
 }

@@ -19,7 +19,7 @@ use crate::core::error::Result;
 use crate::core::init::fan_in_uniform;
 use crate::core::shape::Dims;
 use crate::core::shape::window_out;
-use crate::ops::spec::{NodeCx, OpSpec};
+use crate::ops::spec::{one_input, NodeCx, OpSpec};
 use cnnbench_kernels::conv::{reference, ConvShape, Direction};
 use cnnbench_kernels::rng::fill_uniform;
 
@@ -90,9 +90,7 @@ impl OpSpec for ConvSpec {
     }
 
     fn out(&self, x: &[Dims]) -> std::result::Result<Dims, String> {
-        let [d] = x else {
-            return Err(format!("takes one input, not {}", x.len()));
-        };
+        let d = one_input(x)?;
         if self.groups == 0 || !d.c.is_multiple_of(self.groups) || !self.oc.is_multiple_of(self.groups)
         {
             return Err(format!(
@@ -101,7 +99,7 @@ impl OpSpec for ConvSpec {
             ));
         }
         let (h, w) = window_out(
-            *d,
+            d,
             (self.kh, self.kw),
             (self.sh, self.sw),
             (self.ph, self.pw),

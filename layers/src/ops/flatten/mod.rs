@@ -10,7 +10,7 @@ use crate::backend::cuda::GpuResult;
 use crate::core::backend::Layer;
 use crate::core::error::Result;
 use crate::core::shape::Dims;
-use crate::ops::spec::{NodeCx, OpSpec};
+use crate::ops::spec::{one_input, NodeCx, OpSpec};
 pub use cpu::FlattenLayer;
 
 /// `h x w x c` to `1 x 1 x (h·w·c)`: its output aliases its input.
@@ -23,10 +23,7 @@ impl OpSpec for FlattenSpec {
     }
 
     fn out(&self, x: &[Dims]) -> std::result::Result<Dims, String> {
-        match x {
-            [d] => Ok(Dims::new(1, 1, d.len())),
-            _ => Err(format!("takes one input, not {}", x.len())),
-        }
+        Ok(Dims::new(1, 1, one_input(x)?.len()))
     }
 
     fn cpu(&self, _cx: &NodeCx) -> Result<Box<dyn Layer<Cpu>>> {

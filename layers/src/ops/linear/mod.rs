@@ -12,7 +12,7 @@ use crate::core::error::Result;
 use crate::core::init::fan_in_uniform;
 use crate::core::shape::Dims;
 use crate::core::Layout;
-use crate::ops::spec::{NodeCx, OpSpec};
+use crate::ops::spec::{one_input, NodeCx, OpSpec};
 pub use cpu::LinearLayer;
 
 /// Fully connected, `out` features, with bias.
@@ -27,10 +27,9 @@ impl OpSpec for LinearSpec {
     }
 
     fn out(&self, x: &[Dims]) -> std::result::Result<Dims, String> {
-        match x {
-            [d] if d.h * d.w == 1 => Ok(Dims::new(1, 1, self.out)),
-            [d] => Err(format!("reads features (1x1), not {d}: flatten it first")),
-            _ => Err(format!("takes one input, not {}", x.len())),
+        match one_input(x)? {
+            d if d.h * d.w == 1 => Ok(Dims::new(1, 1, self.out)),
+            d => Err(format!("reads features (1x1), not {d}: flatten it first")),
         }
     }
 

@@ -10,7 +10,7 @@ use crate::backend::cuda::GpuResult;
 use crate::core::backend::Layer;
 use crate::core::error::Result;
 use crate::core::shape::Dims;
-use crate::ops::spec::{NodeCx, OpSpec};
+use crate::ops::spec::{one_input, NodeCx, OpSpec};
 pub use cpu::SoftmaxXentLayer;
 
 /// Softmax over the channels, then the mean cross-entropy against seeded
@@ -24,10 +24,9 @@ impl OpSpec for SoftmaxXentSpec {
     }
 
     fn out(&self, x: &[Dims]) -> std::result::Result<Dims, String> {
-        match x {
-            [d] if d.h * d.w == 1 => Ok(Dims::new(1, 1, 1)),
-            [d] => Err(format!("reads logits (1x1xC), not {d}")),
-            _ => Err(format!("takes one input, not {}", x.len())),
+        match one_input(x)? {
+            d if d.h * d.w == 1 => Ok(Dims::new(1, 1, 1)),
+            d => Err(format!("reads logits (1x1xC), not {d}")),
         }
     }
 

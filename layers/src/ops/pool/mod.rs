@@ -11,7 +11,7 @@ use crate::core::backend::Layer;
 use crate::core::error::Result;
 use crate::core::shape::Dims;
 use crate::core::shape::window_out;
-use crate::ops::spec::{NodeCx, OpSpec};
+use crate::ops::spec::{one_input, NodeCx, OpSpec};
 use cnnbench_kernels::pool::PoolShape;
 pub use cpu::PoolLayer;
 
@@ -74,11 +74,9 @@ impl OpSpec for PoolSpec {
     }
 
     fn out(&self, x: &[Dims]) -> std::result::Result<Dims, String> {
-        let [d] = x else {
-            return Err(format!("takes one input, not {}", x.len()));
-        };
+        let d = one_input(x)?;
         let (h, w) = window_out(
-            *d,
+            d,
             (self.kh, self.kw),
             (self.sh, self.sw),
             (self.ph, self.pw),
