@@ -74,12 +74,16 @@ fn split_peer_device(col: &str) -> (Option<&str>, Result<Device>) {
     let Some((tool, name)) = col.split_once(' ') else {
         return (None, Device::parse(col));
     };
-    let device = match name.trim() {
-        "cpu" => Device::Cpu,
-        // A peer names the GPU it ran on; `cuda` and `gpu` are its generic names.
-        _ => Device::Gpu,
+    // The peers run on the CPU or on CUDA, whose device they name.
+    let name = name.trim();
+    let device = if name.eq_ignore_ascii_case("cpu") {
+        Ok(Device::Cpu)
+    } else if name.is_empty() {
+        Err(anyhow::anyhow!("'{col}' names no device after the tool"))
+    } else {
+        Ok(Device::Gpu)
     };
-    (Some(tool), Ok(device))
+    (Some(tool), device)
 }
 
 /// A model CSV (the columns of [`ModelRecord::csv_row`]). A peer writes

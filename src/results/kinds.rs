@@ -28,7 +28,7 @@ impl Device {
             "cpu" => Ok(Device::Cpu),
             // A peer's (PyTorch's) name for it.
             "gpu" | "cuda" => Ok(Device::Gpu),
-            _ => bail!("unknown device '{s}' (cpu or gpu)"),
+            _ => bail!("unknown device '{s}' (cpu, gpu or cuda)"),
         }
     }
 }

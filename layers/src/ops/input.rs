@@ -19,7 +19,7 @@ impl OpSpec for InputSpec {
     }
 
     fn out(&self, _x: &[Dims]) -> std::result::Result<Dims, String> {
-        Err("the input reads no layer: its dims are the network's".into())
+        Err("is node 0 only: `Builder::new` adds it, with the network's image dims".into())
     }
 
     fn cpu(&self, _cx: &NodeCx) -> Result<Box<dyn Layer<Cpu>>> {

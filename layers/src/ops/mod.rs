@@ -3,15 +3,31 @@
 //! lacks the kernel) and its tests.
 //!
 //! The `registry!` below is the one place that names them all: an op's line
-//! declares its module, its [`Op`] variant (holding the op's spec) and,
-//! where it has CUDA C of its own, its NVRTC program. Adding an op is its
-//! folder plus its line there; models then build it with
-//! `Builder::op(name, Op::Variant(spec), &inputs)`.
+//! gives its [`Op`] variant (holding the op's spec, which must be `Copy`
+//! and `PartialEq`, as a node is) and, where it has CUDA C of its own, its
+//! NVRTC program. Adding an op is its folder, its `mod` line and its
+//! registry line here; models then build it with
+//! `Builder::op(name, Op::Variant(spec), &inputs)`. (The `mod` lines stay
+//! outside the macro so that `cargo fmt` sees the ops' files.)
 
 pub mod cuda_programs;
+/// cuBLAS GEMM and the GPU's peak measurement (used by `linear`; not a
+/// graph op).
 pub mod gemm;
 pub mod input;
 pub mod spec;
+
+pub mod add;
+pub mod batchnorm;
+pub mod concat;
+pub mod conv;
+pub mod dropout;
+pub mod flatten;
+pub mod linear;
+pub mod loss;
+pub mod lrn;
+pub mod pool;
+pub mod relu;
 
 use crate::backend::cuda::nvrtc::Program;
 use spec::OpSpec;
@@ -19,8 +35,6 @@ use spec::OpSpec;
 /// `module::Variant(Spec) [cuda path::to::PROGRAM]`, one line per op.
 macro_rules! registry {
     ($( $module:ident :: $variant:ident ( $spec:ident ) $(cuda $($program:ident)::+)? ),* $(,)?) => {
-        $( pub mod $module; )*
-
         /// What a node does: one variant per op, holding the op's spec.
         #[derive(Clone, Copy, Debug, PartialEq)]
         pub enum Op {

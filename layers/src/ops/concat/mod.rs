@@ -24,7 +24,7 @@ impl OpSpec for ConcatSpec {
 
     fn out(&self, x: &[Dims]) -> std::result::Result<Dims, String> {
         let Some(d0) = x.first() else {
-            return Err("concatenates at least one input".into());
+            return Err("needs at least one input".into());
         };
         let mut c = 0;
         for d in x {

@@ -17,8 +17,8 @@ use crate::backend::cuda::GpuResult;
 use crate::core::backend::Layer;
 use crate::core::error::Result;
 use crate::core::init::fan_in_uniform;
-use crate::core::shape::Dims;
 use crate::core::shape::window_out;
+use crate::core::shape::Dims;
 use crate::ops::spec::{one_input, NodeCx, OpSpec};
 use cnnbench_kernels::conv::{reference, ConvShape, Direction};
 use cnnbench_kernels::rng::fill_uniform;
@@ -91,7 +91,9 @@ impl OpSpec for ConvSpec {
 
     fn out(&self, x: &[Dims]) -> std::result::Result<Dims, String> {
         let d = one_input(x)?;
-        if self.groups == 0 || !d.c.is_multiple_of(self.groups) || !self.oc.is_multiple_of(self.groups)
+        if self.groups == 0
+            || !d.c.is_multiple_of(self.groups)
+            || !self.oc.is_multiple_of(self.groups)
         {
             return Err(format!(
                 "{} input and {} output channels are not divisible into {} groups",

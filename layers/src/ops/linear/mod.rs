@@ -29,7 +29,10 @@ impl OpSpec for LinearSpec {
     fn out(&self, x: &[Dims]) -> std::result::Result<Dims, String> {
         match one_input(x)? {
             d if d.h * d.w == 1 => Ok(Dims::new(1, 1, self.out)),
-            d => Err(format!("reads features (1x1), not {d}: flatten it first")),
+            d => Err(format!(
+                "reads 1x1 features, not {}x{} images: flatten them first",
+                d.h, d.w
+            )),
         }
     }
 

@@ -26,7 +26,7 @@ impl OpSpec for SoftmaxXentSpec {
     fn out(&self, x: &[Dims]) -> std::result::Result<Dims, String> {
         match one_input(x)? {
             d if d.h * d.w == 1 => Ok(Dims::new(1, 1, 1)),
-            d => Err(format!("reads logits (1x1xC), not {d}")),
+            d => Err(format!("reads 1x1 logits, not {}x{} images", d.h, d.w)),
         }
     }
 
