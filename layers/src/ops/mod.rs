@@ -60,7 +60,7 @@ macro_rules! registry {
 }
 
 registry! {
-    conv::Conv(ConvSpec),
+    conv::Conv(ConvSpec) cuda kernels::PROGRAM,
     batchnorm::BatchNorm(BatchNormSpec),
     relu::Relu(ReluSpec),
     pool::Pool(PoolSpec) cuda kernels::PROGRAM,

@@ -147,7 +147,7 @@ impl Case for GpuCase<'_, '_> {
             },
             Ran {
                 check,
-                kernel: GpuConv::kernel_name(&self.prepared),
+                kernel: self.conv.kernel_name(&self.prepared),
                 bias: self.d.bias,
                 workspace_bytes: self.prepared.workspace_bytes,
                 cudnn_find_ms: self.choice.cudnn_find_ms,

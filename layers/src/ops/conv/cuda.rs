@@ -7,10 +7,13 @@
 
 pub use super::cudnn_conv::geometry;
 pub use super::cudnn_conv::AlgoInfo;
-use super::cudnn_conv::{ConvDescs, ConvPtrs};
+use super::cudnn_conv::{BiasCx, ConvDescs, ConvPtrs};
+use super::kernels::{self, BiasGrad};
 use super::{cudnn_algos, ConvTensors};
 use crate::backend::cuda::cudnn;
+use crate::backend::cuda::device::compute_capability;
 use crate::backend::cuda::memory::Workspace;
+use crate::backend::cuda::nvrtc::Kernels;
 use crate::backend::cuda::{DeviceBuffer, Gpu, GpuResult};
 use crate::core::{DType, Layout};
 use cnnbench_kernels::conv::{ConvShape, Direction};
@@ -46,6 +49,9 @@ pub struct GpuConv<'g> {
     sets: Vec<TensorSet>,
     next_set: usize,
     workspace: Option<DeviceBuffer>,
+    bias_grad: BiasGrad,
+    /// `bias_grad.cu`, compiled only where the bias gradient needs it.
+    kernels: Option<Kernels>,
 }
 
 /// Bytes of one set of device tensors.
@@ -112,6 +118,14 @@ impl<'g> GpuConv<'g> {
             }
             all.push(set);
         }
+        let bias_grad = BiasGrad::new(&gpu.stream, dtype, [p.mb, p.oc, p.oh * p.ow], layout)?;
+        let kernels = match bias_grad {
+            BiasGrad::Nvrtc { .. } => {
+                let cc = compute_capability(&gpu.info.compute_capability);
+                Some(Kernels::compile(&gpu.ctx, cc, &[kernels::PROGRAM])?)
+            }
+            BiasGrad::Cudnn => None,
+        };
         gpu.synchronize()?;
         Ok(GpuConv {
             gpu,
@@ -122,6 +136,8 @@ impl<'g> GpuConv<'g> {
             sets: all,
             next_set: 0,
             workspace: None,
+            bias_grad,
+            kernels,
         })
     }
 
@@ -223,14 +239,20 @@ impl<'g> GpuConv<'g> {
     pub fn run(&mut self, p: &Prepared) -> GpuResult<()> {
         let set = self.next_set;
         self.next_set = (self.next_set + 1) % self.sets.len();
+        let bias = p.bias.then(|| BiasCx {
+            grad: &self.bias_grad,
+            kernels: self.kernels.as_ref(),
+            stream: &self.gpu.stream,
+        });
         // SAFETY: the set's buffers and the workspace are sized for this
-        // problem and algorithm (`prepare`).
+        // problem and algorithm (`prepare`); the bias gradient's scratch
+        // for this problem (`new`).
         unsafe {
             self.d.run(
                 &self.gpu.cudnn,
                 p.dir,
                 p.algo,
-                p.bias,
+                bias,
                 &self.ptrs(set),
                 self.workspace(),
             )
@@ -274,14 +296,22 @@ impl<'g> GpuConv<'g> {
     }
 
     /// A short description of what runs, e.g.
-    /// `cudnn fwd implicit_precomp_gemm (tensor_op)`.
-    pub fn kernel_name(p: &Prepared) -> String {
-        format!(
+    /// `cudnn fwd implicit_precomp_gemm (tensor_op)`, and what computes the
+    /// bias gradient when that is not cuDNN (`+ bias_grad.cu`).
+    pub fn kernel_name(&self, p: &Prepared) -> String {
+        let mut s = format!(
             "cudnn {} {} ({})",
             p.dir.name(),
             cudnn_algos::name(p.dir, p.algo),
             cudnn::math::name(p.math)
-        )
+        );
+        if p.bias && p.dir == Direction::BwdFilter {
+            if let BiasGrad::Nvrtc { .. } = self.bias_grad {
+                s += " + ";
+                s += self.bias_grad.name();
+            }
+        }
+        s
     }
 }
 

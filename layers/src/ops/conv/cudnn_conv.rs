@@ -3,14 +3,18 @@
 //! ([`super::cuda::GpuConv`]) and the network's convolution layers
 //! ([`super::gpu_layer`]).
 
+use super::kernels::BiasGrad;
 use crate::backend::cuda::cudnn::{
     self, ConvDesc, ConvFns, ConvGeometry, CudnnHandle, FilterDesc, RawAlgoPerf, TensorDesc,
 };
 use crate::backend::cuda::memory::Workspace;
+use crate::backend::cuda::nvrtc::Kernels;
 use crate::backend::cuda::{check_cudnn, GpuResult};
 use crate::core::{DType, Layout};
 use cnnbench_kernels::conv::{ConvShape, Direction};
 use cudarc::cudnn::sys;
+use cudarc::driver::sys::CUdeviceptr;
+use cudarc::driver::CudaStream;
 use std::ffi::c_void;
 
 /// The device tensors of one convolution (null where a direction does not
@@ -25,6 +29,15 @@ pub struct ConvPtrs {
     pub diff_src: *mut c_void,
     pub diff_wei: *mut c_void,
     pub diff_bias: *mut c_void,
+}
+
+/// What a run with bias needs besides the descriptors: who computes the
+/// bias gradient, and (for `bias_grad.cu`) the kernels and the stream.
+#[derive(Clone, Copy)]
+pub struct BiasCx<'a> {
+    pub grad: &'a BiasGrad,
+    pub kernels: Option<&'a Kernels>,
+    pub stream: &'a CudaStream,
 }
 
 /// One algorithm as cuDNN reports it for a direction.
@@ -293,8 +306,8 @@ impl ConvDescs {
     }
 
     /// Enqueues one run of `algo` for `dir` (the math type already set),
-    /// with the bias when `bias`: forward adds it, backward-filter also
-    /// writes its gradient.
+    /// with the bias when `bias` is given: forward adds it, backward-filter
+    /// also writes its gradient (by cuDNN or, for bf16, by `bias_grad.cu`).
     ///
     /// # Safety
     /// `t`'s tensors of `dir` and `ws` must be device memory sized for this
@@ -304,7 +317,7 @@ impl ConvDescs {
         h: &CudnnHandle,
         dir: Direction,
         algo: u32,
-        bias: bool,
+        bias: Option<BiasCx<'_>>,
         t: &ConvPtrs,
         ws: Workspace,
     ) -> GpuResult<()> {
@@ -324,7 +337,7 @@ impl ConvDescs {
                         h.0, one, x, t.src, w, t.wei, c, algo, ws.ptr, ws.bytes, zero, y, t.dst,
                     ),
                 )?;
-                if bias {
+                if bias.is_some() {
                     check_cudnn(
                         "cudnnAddTensor",
                         sys::cudnnAddTensor(h.0, one, self.bias.0, t.bias, one, y, t.dst),
@@ -346,18 +359,15 @@ impl ConvDescs {
                         t.diff_wei,
                     ),
                 )?;
-                if bias {
-                    check_cudnn(
-                        "cudnnConvolutionBackwardBias",
-                        sys::cudnnConvolutionBackwardBias(
-                            h.0,
-                            one,
-                            y,
-                            t.diff_dst,
-                            zero,
-                            self.bias.0,
-                            t.diff_bias,
-                        ),
+                if let Some(b) = bias {
+                    b.grad.run(
+                        h,
+                        b.kernels,
+                        b.stream,
+                        &self.y,
+                        t.diff_dst as CUdeviceptr,
+                        &self.bias,
+                        t.diff_bias as CUdeviceptr,
                     )?;
                 }
             }

@@ -7,12 +7,15 @@
 
 use super::cuda::first_usable;
 use super::cudnn_algos;
-use super::cudnn_conv::{ConvDescs, ConvPtrs};
+use super::cudnn_conv::{BiasCx, ConvDescs, ConvPtrs};
+use super::kernels::BiasGrad;
 use crate::backend::cuda::layer::{void, Cuda, DevPtr, GpuCtx, GpuParam};
 use crate::backend::cuda::{cudnn, GpuError, GpuResult};
 use crate::core::backend::Layer;
 use crate::core::{DType, Layout};
 use cnnbench_kernels::conv::{ConvShape, Direction};
+use cudarc::driver::CudaStream;
+use std::sync::Arc;
 
 #[derive(Clone, Copy, Debug)]
 struct Choice {
@@ -25,7 +28,8 @@ pub struct ConvGpuLayer {
     descs: [ConvDescs; 3],
     choice: [Option<Choice>; 3],
     weight: GpuParam,
-    bias: Option<GpuParam>,
+    /// The bias and who computes its gradient.
+    bias: Option<(GpuParam, BiasGrad)>,
     input_grad: bool,
 }
 
@@ -39,6 +43,7 @@ fn index(dir: Direction) -> usize {
 
 impl ConvGpuLayer {
     pub fn new(
+        stream: &Arc<CudaStream>,
         shape: ConvShape,
         dtype: DType,
         layout: Layout,
@@ -47,6 +52,11 @@ impl ConvGpuLayer {
         input_grad: bool,
     ) -> GpuResult<ConvGpuLayer> {
         let d = || ConvDescs::new(shape, dtype, layout);
+        let dy = [shape.mb, shape.oc, shape.oh * shape.ow];
+        let bias = match bias {
+            Some(b) => Some((b, BiasGrad::new(stream, dtype, dy, layout)?)),
+            None => None,
+        };
         Ok(ConvGpuLayer {
             descs: [d()?, d()?, d()?],
             choice: [None; 3],
@@ -71,7 +81,7 @@ impl ConvGpuLayer {
             bias: self
                 .bias
                 .as_ref()
-                .map_or(std::ptr::null_mut(), |b| void(b.compute())),
+                .map_or(std::ptr::null_mut(), |(b, _)| void(b.compute())),
             dst: void(y),
             diff_dst: void(dy),
             diff_src: dx.map_or(std::ptr::null_mut(), void),
@@ -79,7 +89,7 @@ impl ConvGpuLayer {
             diff_bias: self
                 .bias
                 .as_ref()
-                .map_or(std::ptr::null_mut(), |b| void(b.compute_grad())),
+                .map_or(std::ptr::null_mut(), |(b, _)| void(b.compute_grad())),
         }
     }
 
@@ -89,14 +99,15 @@ impl ConvGpuLayer {
             status: "run before its algorithms were chosen".into(),
             oom: false,
         })?;
-        self.descs[index(dir)].run(
-            &cx.gpu.cudnn,
-            dir,
-            c.algo,
-            self.bias.is_some() && dir != Direction::BwdData,
-            t,
-            cx.workspace,
-        )
+        let bias = match &self.bias {
+            Some((_, grad)) if dir != Direction::BwdData => Some(BiasCx {
+                grad,
+                kernels: Some(cx.kernels),
+                stream: &cx.gpu.stream,
+            }),
+            _ => None,
+        };
+        self.descs[index(dir)].run(&cx.gpu.cudnn, dir, c.algo, bias, t, cx.workspace)
     }
 }
 
@@ -162,7 +173,7 @@ impl<'g> Layer<Cuda<'g>> for ConvGpuLayer {
             self.run(cx, Direction::BwdFilter, &t)?;
         }
         self.weight.finish_grad(cx.gpu, cx.kernels)?;
-        if let Some(b) = &self.bias {
+        if let Some((b, _)) = &self.bias {
             b.finish_grad(cx.gpu, cx.kernels)?;
         }
         Ok(())
@@ -170,18 +181,19 @@ impl<'g> Layer<Cuda<'g>> for ConvGpuLayer {
 
     fn params(&mut self) -> Vec<&mut GpuParam> {
         let mut p = vec![&mut self.weight];
-        p.extend(self.bias.as_mut());
+        p.extend(self.bias.as_mut().map(|(b, _)| b));
         p
     }
 
     fn params_ref(&self) -> Vec<&GpuParam> {
         let mut p = vec![&self.weight];
-        p.extend(self.bias.as_ref());
+        p.extend(self.bias.as_ref().map(|(b, _)| b));
         p
     }
 
     fn kernels(&self) -> String {
-        self.dirs()
+        let mut s = self
+            .dirs()
             .iter()
             .filter_map(|&dir| {
                 self.choice[index(dir)].map(|c| {
@@ -194,6 +206,11 @@ impl<'g> Layer<Cuda<'g>> for ConvGpuLayer {
                 })
             })
             .collect::<Vec<_>>()
-            .join(" ")
+            .join(" ");
+        if let Some((_, g @ BiasGrad::Nvrtc { .. })) = &self.bias {
+            s += " bias-grad:";
+            s += g.name();
+        }
+        s
     }
 }

@@ -8,6 +8,7 @@ pub mod cuda;
 pub mod cudnn_algos;
 pub mod cudnn_conv;
 pub mod gpu_layer;
+pub mod kernels;
 #[cfg(test)]
 mod tests;
 
@@ -150,8 +151,15 @@ impl OpSpec for ConvSpec {
             Some(h) => Some(b.param(h, HostOrder::Plain, half)?),
             None => None,
         };
-        let l =
-            gpu_layer::ConvGpuLayer::new(shape, b.dtype, b.layout, weight, bias, cx.input_grad)?;
+        let l = gpu_layer::ConvGpuLayer::new(
+            &b.gpu.stream,
+            shape,
+            b.dtype,
+            b.layout,
+            weight,
+            bias,
+            cx.input_grad,
+        )?;
         Ok(Some(Box::new(l)))
     }
 }

@@ -1,5 +1,6 @@
 //! Fully connected on cuBLAS (GemmEx in the run's dtype, fp32
-//! accumulation), the bias added and its gradient reduced by cuDNN.
+//! accumulation), the bias added by cuDNN and its gradient reduced by cuDNN
+//! (or, for bf16, which cuDNN refuses there, by `conv/bias_grad.cu`).
 
 use crate::backend::cuda::cudnn::TensorDesc;
 use crate::backend::cuda::cudnn_ops::SCALARS;
@@ -7,7 +8,10 @@ use crate::backend::cuda::layer::{void, Cuda, DevPtr, GpuCtx, GpuParam};
 use crate::backend::cuda::{check_cudnn, GpuResult};
 use crate::core::backend::Layer;
 use crate::core::{DType, Layout};
+use crate::ops::conv::kernels::BiasGrad;
 use cudarc::cudnn::sys;
+use cudarc::driver::CudaStream;
+use std::sync::Arc;
 
 pub struct LinearGpuLayer {
     n: usize,
@@ -19,10 +23,12 @@ pub struct LinearGpuLayer {
     bias: GpuParam,
     y: TensorDesc,
     b: TensorDesc,
+    bias_grad: BiasGrad,
 }
 
 impl LinearGpuLayer {
     pub fn new(
+        stream: &Arc<CudaStream>,
         [n, inf, outf]: [usize; 3],
         dtype: DType,
         weight: GpuParam,
@@ -38,6 +44,7 @@ impl LinearGpuLayer {
             // 1x1 spatial: both layouts are the same memory.
             y: TensorDesc::new(Layout::Nchw, dtype, n, outf, 1, 1)?,
             b: TensorDesc::new(Layout::Nchw, dtype, 1, outf, 1, 1)?,
+            bias_grad: BiasGrad::new(stream, dtype, [n, outf, 1], Layout::Nchw)?,
         })
     }
 }
@@ -102,17 +109,14 @@ impl<'g> Layer<Cuda<'g>> for LinearGpuLayer {
                 void(dy),
                 void(self.weight.compute_grad()),
             )?;
-            check_cudnn(
-                "cudnnConvolutionBackwardBias",
-                sys::cudnnConvolutionBackwardBias(
-                    cx.cudnn(),
-                    SCALARS.one(),
-                    self.y.0,
-                    void(dy),
-                    SCALARS.zero(),
-                    self.b.0,
-                    void(self.bias.compute_grad()),
-                ),
+            self.bias_grad.run(
+                &cx.gpu.cudnn,
+                Some(cx.kernels),
+                &cx.gpu.stream,
+                &self.y,
+                dy,
+                &self.b,
+                self.bias.compute_grad(),
             )?;
         }
         self.weight.finish_grad(cx.gpu, cx.kernels)?;
@@ -128,6 +132,13 @@ impl<'g> Layer<Cuda<'g>> for LinearGpuLayer {
     }
 
     fn kernels(&self) -> String {
-        format!("cublas GemmEx ({})", self.dtype)
+        match self.bias_grad {
+            BiasGrad::Cudnn => format!("cublas GemmEx ({})", self.dtype),
+            BiasGrad::Nvrtc { .. } => format!(
+                "cublas GemmEx ({}) bias-grad:{}",
+                self.dtype,
+                self.bias_grad.name()
+            ),
+        }
     }
 }

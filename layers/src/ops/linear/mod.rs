@@ -79,6 +79,7 @@ impl OpSpec for LinearSpec {
         let host = self.init(cx);
         let half = b.half_storage();
         let l = cuda::LinearGpuLayer::new(
+            &b.gpu.stream,
             [cx.batch, cx.x[0].len(), self.out],
             b.dtype,
             b.param(&host[0], order, half)?,

@@ -1,0 +1,316 @@
+//! Launch wrappers of `bias_grad.cu`, the bias gradient cuDNN lacks for
+//! bf16, and the choice of who computes a bias gradient.
+
+use crate::backend::cuda::cudnn::{CudnnHandle, TensorDesc};
+use crate::backend::cuda::cudnn_ops::SCALARS;
+use crate::backend::cuda::layer::void;
+use crate::backend::cuda::nvrtc::{
+    blocks_for, invalid, pick, to_i32, to_u64, Arg, Kernels, Program,
+};
+use crate::backend::cuda::{check_cudnn, DeviceBuffer, GpuResult};
+use crate::core::dtype::Storage;
+use crate::core::{DType, Layout};
+use cudarc::cudnn::sys;
+use cudarc::driver::sys::CUdeviceptr;
+use cudarc::driver::CudaStream;
+use std::sync::Arc;
+
+/// Per storage, in the order of `Storage`: F32, F16, Bf16.
+pub(crate) const BIAS_GRAD_ROWS: [&str; 3] = [
+    "bias_grad_rows_f32",
+    "bias_grad_rows_f16",
+    "bias_grad_rows_bf16",
+];
+pub(crate) const BIAS_GRAD_PLANES: [&str; 3] = [
+    "bias_grad_planes_f32",
+    "bias_grad_planes_f16",
+    "bias_grad_planes_bf16",
+];
+pub(crate) const BIAS_GRAD_FINISH: [&str; 3] = [
+    "bias_grad_finish_f32",
+    "bias_grad_finish_f16",
+    "bias_grad_finish_bf16",
+];
+
+/// `bias_grad.cu` and its kernels.
+pub const PROGRAM: Program = Program {
+    file: "bias_grad.cu",
+    source: include_str!("bias_grad.cu"),
+    kernels: &[
+        BIAS_GRAD_ROWS[0],
+        BIAS_GRAD_ROWS[1],
+        BIAS_GRAD_ROWS[2],
+        BIAS_GRAD_PLANES[0],
+        BIAS_GRAD_PLANES[1],
+        BIAS_GRAD_PLANES[2],
+        BIAS_GRAD_FINISH[0],
+        BIAS_GRAD_FINISH[1],
+        BIAS_GRAD_FINISH[2],
+    ],
+};
+
+/// Who reduces a bias gradient.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BiasGradBy {
+    /// `cudnnConvolutionBackwardBias`.
+    Cudnn,
+    /// cnnbench's `bias_grad.cu`: cuDNN 9 refuses bf16 there (its checks
+    /// allow half, float and double, and it has no bf16 kernel).
+    Nvrtc,
+}
+
+impl BiasGradBy {
+    pub fn for_dtype(d: DType) -> BiasGradBy {
+        match d.storage() {
+            Storage::Bf16 => BiasGradBy::Nvrtc,
+            Storage::F32 | Storage::F16 => BiasGradBy::Cudnn,
+        }
+    }
+}
+
+/// Blocks the first pass aims for: enough to fill any current GPU a few
+/// times over.
+const TARGET_BLOCKS: usize = 1024;
+/// The most chunks (partials per channel): bounds the scratch buffer.
+const MAX_CHUNKS: usize = 64;
+/// Rows of an NHWC chunk at least: 8 per row group of the block.
+const MIN_CHUNK_ROWS: usize = 64;
+/// Channels per block of `bias_grad_rows` (`BIAS_LANES`).
+const LANES: usize = 32;
+
+/// The bias gradient of a `[n, c, h, w]` tensor `dy`, as the kernels cut
+/// it: `dy` seen as `[outer][c][inner]`, `outer` cut into `chunks` of
+/// `per_chunk`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BiasGradPlan {
+    pub outer: usize,
+    pub c: usize,
+    pub inner: usize,
+    pub per_chunk: usize,
+    pub chunks: usize,
+}
+
+impl BiasGradPlan {
+    /// `dy` of `n` images of `c` channels and `hw` pixels in `layout` (a
+    /// fully connected layer: `hw` = 1, either layout).
+    pub fn new(n: usize, c: usize, hw: usize, layout: Layout) -> BiasGradPlan {
+        let (outer, inner) = match layout {
+            Layout::Nchw if hw > 1 => (n, hw),
+            _ => (n.saturating_mul(hw), 1),
+        };
+        // Blocks per chunk, and the fewest rows per chunk worth a block.
+        let (per_block, min_rows) = if inner > 1 {
+            (c.max(1), 1)
+        } else {
+            (c.div_ceil(LANES).max(1), MIN_CHUNK_ROWS)
+        };
+        let chunks = (TARGET_BLOCKS / per_block)
+            .clamp(1, MAX_CHUNKS)
+            .min(outer.div_ceil(min_rows).max(1));
+        let per_chunk = outer.div_ceil(chunks).max(1);
+        BiasGradPlan {
+            outer,
+            c,
+            inner,
+            per_chunk,
+            // No empty chunk: every partial is written.
+            chunks: outer.div_ceil(per_chunk).max(1),
+        }
+    }
+
+    /// f32 elements of the scratch the partial sums go to.
+    pub fn scratch_len(&self) -> usize {
+        self.chunks * self.c
+    }
+}
+
+/// A bias gradient made ready to run (its scratch allocated), by cuDNN or
+/// by `bias_grad.cu` as [`BiasGradBy::for_dtype`] says.
+pub enum BiasGrad {
+    Cudnn,
+    Nvrtc {
+        st: Storage,
+        plan: BiasGradPlan,
+        scratch: DeviceBuffer,
+    },
+}
+
+impl BiasGrad {
+    /// For `dy` of `n` images, `c` channels and `hw` pixels in `layout`.
+    pub fn new(
+        stream: &Arc<CudaStream>,
+        dtype: DType,
+        [n, c, hw]: [usize; 3],
+        layout: Layout,
+    ) -> GpuResult<BiasGrad> {
+        Ok(match BiasGradBy::for_dtype(dtype) {
+            BiasGradBy::Cudnn => BiasGrad::Cudnn,
+            BiasGradBy::Nvrtc => {
+                let plan = BiasGradPlan::new(n, c, hw, layout);
+                let bytes = plan.scratch_len().saturating_mul(4);
+                BiasGrad::Nvrtc {
+                    st: dtype.storage(),
+                    plan,
+                    scratch: DeviceBuffer::alloc(stream, bytes)?,
+                }
+            }
+        })
+    }
+
+    /// What computes it, for kernel names.
+    pub fn name(&self) -> &'static str {
+        match self {
+            BiasGrad::Cudnn => "cudnnConvolutionBackwardBias",
+            BiasGrad::Nvrtc { .. } => "bias_grad.cu",
+        }
+    }
+
+    /// `db = Σ dy` per channel (overwriting `db`). `kernels` must be
+    /// given for the NVRTC path; all work goes to `stream`, the stream of
+    /// `h`.
+    ///
+    /// # Safety
+    ///
+    /// `dy` and `db` must hold the tensors `dy_desc` and `db_desc`
+    /// describe (and [`BiasGrad::new`]'s shape), live until the work
+    /// completes.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn run(
+        &self,
+        h: &CudnnHandle,
+        kernels: Option<&Kernels>,
+        stream: &CudaStream,
+        dy_desc: &TensorDesc,
+        dy: CUdeviceptr,
+        db_desc: &TensorDesc,
+        db: CUdeviceptr,
+    ) -> GpuResult<()> {
+        match self {
+            // SAFETY: the caller's contract.
+            BiasGrad::Cudnn => check_cudnn("cudnnConvolutionBackwardBias", unsafe {
+                sys::cudnnConvolutionBackwardBias(
+                    h.0,
+                    SCALARS.one(),
+                    dy_desc.0,
+                    void(dy),
+                    SCALARS.zero(),
+                    db_desc.0,
+                    void(db),
+                )
+            }),
+            BiasGrad::Nvrtc { st, plan, scratch } => {
+                let k = kernels.ok_or_else(|| {
+                    invalid(
+                        "bias_grad",
+                        "the bf16 bias gradient needs NVRTC's kernels".into(),
+                    )
+                })?;
+                // SAFETY: the caller's contract; the scratch holds
+                // plan.scratch_len() floats.
+                unsafe { k.bias_grad(stream, *st, plan, dy, scratch.ptr(), db) }
+            }
+        }
+    }
+}
+
+impl Kernels {
+    /// `db[c] = Σ dy` over every image and pixel, in storage `st`, with
+    /// the partial sums in `scratch`.
+    ///
+    /// # Safety
+    ///
+    /// `dy` must hold `outer·c·inner` elements of `st`, `db` `c` elements
+    /// of `st` and `scratch` `plan.scratch_len()` f32s, all live until the
+    /// work completes on `stream`; `db` and `scratch` must not overlap
+    /// anything.
+    pub unsafe fn bias_grad(
+        &self,
+        stream: &CudaStream,
+        st: Storage,
+        plan: &BiasGradPlan,
+        dy: CUdeviceptr,
+        scratch: CUdeviceptr,
+        db: CUdeviceptr,
+    ) -> GpuResult<()> {
+        let p = plan;
+        if p.c == 0 {
+            return Ok(());
+        }
+        let finish = pick(st, BIAS_GRAD_FINISH);
+        let c = to_i32(finish, "c", p.c)?;
+        let chunks = to_i32(finish, "chunks", p.chunks)?;
+        let (name, per_block) = if p.inner > 1 {
+            (pick(st, BIAS_GRAD_PLANES), p.c)
+        } else {
+            (pick(st, BIAS_GRAD_ROWS), p.c.div_ceil(LANES))
+        };
+        let grid = per_block
+            .checked_mul(p.chunks)
+            .and_then(|g| u32::try_from(g).ok())
+            .filter(|&g| g <= i32::MAX as u32)
+            .ok_or_else(|| invalid(name, format!("grid too large: {p:?}")))?;
+        let mut args = vec![
+            Arg::Ptr(dy),
+            Arg::Ptr(scratch),
+            Arg::U64(to_u64(name, p.outer)?),
+            Arg::U64(to_u64(name, p.per_chunk)?),
+            Arg::I32(c),
+        ];
+        if p.inner > 1 {
+            args.push(Arg::U64(to_u64(name, p.inner)?));
+        }
+        // SAFETY: (const T* dy, float* part, u64 outer, u64 per_chunk,
+        // int c[, u64 inner]) with the caller's sizes; the grid covers
+        // chunks x (channels or channel tiles) exactly.
+        unsafe { self.launch(stream, name, grid, &args)? };
+        let args = [
+            Arg::Ptr(scratch),
+            Arg::Ptr(db),
+            Arg::I32(chunks),
+            Arg::I32(c),
+        ];
+        // SAFETY: (const float* part, T* db, int chunks, int c).
+        unsafe { self.launch(stream, finish, blocks_for(p.c as u64), &args) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bf16_bias_gradients_never_go_to_cudnn() {
+        assert_eq!(BiasGradBy::for_dtype(DType::Bf16), BiasGradBy::Nvrtc);
+        for d in [DType::F32, DType::Tf32, DType::F16] {
+            assert_eq!(BiasGradBy::for_dtype(d), BiasGradBy::Cudnn, "{d}");
+        }
+    }
+
+    #[test]
+    fn chunks_cover_every_row_once() {
+        for (n, c, hw, layout) in [
+            (256, 64, 112 * 112, Layout::Nhwc),
+            (256, 64, 112 * 112, Layout::Nchw),
+            (2, 3, 1, Layout::Nchw),
+            (1, 4096, 1, Layout::Nhwc),
+            (7, 1000, 1, Layout::Nchw),
+            (3, 5, 7, Layout::Nchw),
+            (0, 5, 7, Layout::Nhwc),
+        ] {
+            let p = BiasGradPlan::new(n, c, hw, layout);
+            assert_eq!(p.outer * p.inner, n * hw, "{p:?}");
+            assert!(p.chunks >= 1 && p.chunks <= MAX_CHUNKS, "{p:?}");
+            // Chunks tile 0..outer with none empty.
+            assert!(p.chunks * p.per_chunk >= p.outer, "{p:?}");
+            assert!((p.chunks - 1) * p.per_chunk < p.outer.max(1), "{p:?}");
+            assert_eq!(p.scratch_len(), p.chunks * c);
+        }
+        // A big NHWC activation gets many blocks, a linear layer's a few.
+        let big = BiasGradPlan::new(256, 64, 56 * 56, Layout::Nhwc);
+        assert_eq!((big.inner, big.chunks), (1, MAX_CHUNKS));
+        let fc = BiasGradPlan::new(16, 1000, 1, Layout::Nhwc);
+        assert_eq!(fc.chunks, 1);
+        let nchw = BiasGradPlan::new(256, 64, 56 * 56, Layout::Nchw);
+        assert_eq!((nchw.inner, nchw.chunks), (56 * 56, 16));
+    }
+}
