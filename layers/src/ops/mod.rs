@@ -64,7 +64,7 @@ registry! {
     batchnorm::BatchNorm(BatchNormSpec),
     relu::Relu(ReluSpec),
     pool::Pool(PoolSpec) cuda kernels::PROGRAM,
-    lrn::Lrn(LrnSpec),
+    lrn::Lrn(LrnSpec) cuda kernels::PROGRAM,
     linear::Linear(LinearSpec),
     dropout::Dropout(DropoutSpec) cuda kernels::PROGRAM,
     concat::Concat(ConcatSpec),

@@ -2,6 +2,7 @@
 
 pub mod cpu;
 pub mod cuda;
+pub mod kernels;
 
 use crate::backend::cpu::Cpu;
 use crate::backend::cuda::layer::Cuda;
@@ -22,24 +23,33 @@ pub struct LrnSpec {
     pub k: f32,
 }
 
+impl LrnSpec {
+    pub fn params(&self) -> LrnParams {
+        LrnParams {
+            size: self.size,
+            alpha: self.alpha,
+            beta: self.beta,
+            k: self.k,
+        }
+    }
+}
+
 impl OpSpec for LrnSpec {
     fn kind(&self) -> &'static str {
         "lrn"
     }
 
     fn cpu(&self, cx: &NodeCx) -> Result<Box<dyn Layer<Cpu>>> {
-        let p = LrnParams {
-            size: self.size,
-            alpha: self.alpha,
-            beta: self.beta,
-            k: self.k,
-        };
         let x = cx.x[0];
-        Ok(Box::new(LrnLayer::new(p, x.c, cx.batch * x.len())))
+        Ok(Box::new(LrnLayer::new(
+            self.params(),
+            x.c,
+            cx.batch * x.len(),
+        )))
     }
 
     fn cuda<'g>(&self, cx: &NodeCx, b: &Cuda<'g>) -> GpuResult<Option<Box<dyn Layer<Cuda<'g>>>>> {
-        let t = b.tensor_desc(cx.batch, cx.y)?;
-        Ok(Some(Box::new(cuda::LrnGpuLayer::new(t, self)?)))
+        let l = cuda::LrnGpuLayer::new(b, cx.batch, cx.y, self.params())?;
+        Ok(Some(Box::new(l)))
     }
 }

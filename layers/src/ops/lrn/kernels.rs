@@ -1,0 +1,180 @@
+//! Launch wrappers of `lrn.cu` (LRN across channels where cuDNN has none),
+//! and the choice of who runs an LRN.
+
+use crate::backend::cuda::nvrtc::{
+    blocks_for, invalid, pick, to_i32, to_u64, Arg, Kernels, Program,
+};
+use crate::backend::cuda::GpuResult;
+use crate::core::dtype::Storage;
+use crate::core::DType;
+use cnnbench_kernels::norm::lrn::LrnParams;
+use cudarc::driver::sys::CUdeviceptr;
+use cudarc::driver::CudaStream;
+
+/// Per storage, in the order of `Storage`: F32, F16, Bf16.
+pub(crate) const LRN_FWD: [&str; 3] = ["lrn_fwd_f32", "lrn_fwd_f16", "lrn_fwd_bf16"];
+pub(crate) const LRN_BWD: [&str; 3] = ["lrn_bwd_f32", "lrn_bwd_f16", "lrn_bwd_bf16"];
+
+/// `lrn.cu` and its kernels.
+pub const PROGRAM: Program = Program {
+    file: "lrn.cu",
+    source: include_str!("lrn.cu"),
+    kernels: &[
+        LRN_FWD[0], LRN_FWD[1], LRN_FWD[2], LRN_BWD[0], LRN_BWD[1], LRN_BWD[2],
+    ],
+};
+
+/// Who runs an LRN, forward and backward.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LrnBy {
+    /// `cudnnLRNCrossChannel{Forward,Backward}`.
+    Cudnn,
+    /// cnnbench's `lrn.cu`: cuDNN 9 refuses bf16 LRN (its checks allow
+    /// half, float, double and int8, and it has no bf16 kernel).
+    Nvrtc,
+}
+
+impl LrnBy {
+    pub fn for_dtype(d: DType) -> LrnBy {
+        match d.storage() {
+            Storage::Bf16 => LrnBy::Nvrtc,
+            Storage::F32 | Storage::F16 => LrnBy::Cudnn,
+        }
+    }
+}
+
+/// A tensor of `[n, c, h, w]` in NCHW (`nchw`) or NHWC order, for `lrn.cu`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LrnShape {
+    pub n: usize,
+    pub c: usize,
+    pub hw: usize,
+    pub nchw: bool,
+}
+
+impl Kernels {
+    /// LRN forward: `y = x·s^-β` (see `lrn.cu`), in storage `st`.
+    ///
+    /// # Safety
+    ///
+    /// `x` and `y` must hold `n·c·hw` elements of `st`, live until the
+    /// work completes on `stream`, and not overlap.
+    pub unsafe fn lrn_fwd(
+        &self,
+        stream: &CudaStream,
+        st: Storage,
+        shape: &LrnShape,
+        p: &LrnParams,
+        x: CUdeviceptr,
+        y: CUdeviceptr,
+    ) -> GpuResult<()> {
+        let name = pick(st, LRN_FWD);
+        let Some((len, tail)) = lrn_args(name, shape, p)? else {
+            return Ok(());
+        };
+        let mut args = vec![Arg::Ptr(x), Arg::Ptr(y)];
+        args.extend(tail);
+        // SAFETY: (const T* x, T* y, LRN_ARGS) with the caller's sizes.
+        unsafe { self.launch(stream, name, blocks_for(len), &args) }
+    }
+
+    /// LRN backward: `dx` from `x`, the forward's `y` and `dy` (see
+    /// `lrn.cu`), in storage `st`.
+    ///
+    /// # Safety
+    ///
+    /// `x`, `y`, `dy` and `dx` must hold `n·c·hw` elements of `st`, live
+    /// until the work completes on `stream`; `dx` must not overlap the
+    /// others.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn lrn_bwd(
+        &self,
+        stream: &CudaStream,
+        st: Storage,
+        shape: &LrnShape,
+        p: &LrnParams,
+        x: CUdeviceptr,
+        y: CUdeviceptr,
+        dy: CUdeviceptr,
+        dx: CUdeviceptr,
+    ) -> GpuResult<()> {
+        let name = pick(st, LRN_BWD);
+        let Some((len, tail)) = lrn_args(name, shape, p)? else {
+            return Ok(());
+        };
+        let mut args = vec![Arg::Ptr(x), Arg::Ptr(y), Arg::Ptr(dy), Arg::Ptr(dx)];
+        args.extend(tail);
+        // SAFETY: (const T* x, const T* y, const T* dy, T* dx, LRN_ARGS)
+        // with the caller's sizes.
+        unsafe { self.launch(stream, name, blocks_for(len), &args) }
+    }
+}
+
+/// The element count and `LRN_ARGS` (len, hw, c, nchw, size, alpha, beta,
+/// k), or `None` for an empty tensor.
+fn lrn_args(name: &'static str, s: &LrnShape, p: &LrnParams) -> GpuResult<Option<(u64, [Arg; 8])>> {
+    if p.size == 0 {
+        return Err(invalid(name, "LRN window of size 0".into()));
+    }
+    let len = [s.n, s.c, s.hw]
+        .into_iter()
+        .try_fold(1usize, usize::checked_mul)
+        .ok_or_else(|| invalid(name, format!("element count overflows: {s:?}")))?;
+    if len == 0 {
+        return Ok(None);
+    }
+    let len = to_u64(name, len)?;
+    // The window's ends run to c ± size: they must stay ints.
+    to_i32(name, "c + size", s.c.saturating_add(p.size))?;
+    Ok(Some((
+        len,
+        [
+            Arg::U64(len),
+            Arg::U64(to_u64(name, s.hw)?),
+            Arg::I32(to_i32(name, "c", s.c)?),
+            Arg::I32(s.nchw as i32),
+            Arg::I32(to_i32(name, "size", p.size)?),
+            Arg::F32(p.alpha),
+            Arg::F32(p.beta),
+            Arg::F32(p.k),
+        ],
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bf16_lrn_never_goes_to_cudnn() {
+        assert_eq!(LrnBy::for_dtype(DType::Bf16), LrnBy::Nvrtc);
+        for d in [DType::F32, DType::Tf32, DType::F16] {
+            assert_eq!(LrnBy::for_dtype(d), LrnBy::Cudnn, "{d}");
+        }
+    }
+
+    #[test]
+    fn lrn_launch_sizes_are_checked() {
+        let p = LrnParams {
+            size: 5,
+            alpha: 1e-4,
+            beta: 0.75,
+            k: 2.0,
+        };
+        let s = LrnShape {
+            n: 2,
+            c: 96,
+            hw: 55 * 55,
+            nchw: true,
+        };
+        let (len, args) = lrn_args("lrn_fwd_bf16", &s, &p).unwrap().unwrap();
+        assert_eq!(len, 2 * 96 * 55 * 55);
+        assert!(matches!(args[2], Arg::I32(96)) && matches!(args[4], Arg::I32(5)));
+        let empty = LrnShape { n: 0, ..s };
+        assert!(lrn_args("lrn_fwd_bf16", &empty, &p).unwrap().is_none());
+        let huge = LrnShape { c: 1 << 31, ..s };
+        assert!(lrn_args("lrn_fwd_bf16", &huge, &p).is_err());
+        let no_window = LrnParams { size: 0, ..p };
+        assert!(lrn_args("lrn_fwd_bf16", &s, &no_window).is_err());
+    }
+}
