@@ -122,7 +122,8 @@ impl Case for GpuCase<'_, '_> {
             let n = reduction_len(&self.prob.shape, self.d.dir);
             Check {
                 rel_err,
-                passed: rel_err <= self.dtype.tolerance(n),
+                passed: rel_err
+                    <= cudnn_algos::check_tolerance(self.dtype, self.d.dir, self.prepared.algo, n),
             }
         }))
     }
