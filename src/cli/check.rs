@@ -112,6 +112,10 @@ pub fn run(args: CheckArgs) -> Result<ExitCode> {
     let mut all = Vec::new();
     if let Some(gpu) = gpu {
         super::conv::dtype_supported(&gpu.info.compute_capability, dtype)?;
+        for g in &graphs {
+            cnnbench_layers::net::gpu::within_tensor_limit(g, args.batch)
+                .map_err(|e| anyhow::anyhow!("{} on the GPU: {e}", g.name))?;
+        }
         let cc = super::model::gpu::compute_capability(&gpu.info.compute_capability);
         let kernels = cnnbench_layers::ops::cuda_programs::compile_kernels(&gpu.ctx, cc)
             .map_err(|e| anyhow::anyhow!("{e}"))?;

@@ -208,6 +208,14 @@ fn setup(args: &ConvArgs) -> Result<(Setup, Target)> {
             p.shape.mb = mb;
         }
     }
+    if let Target::Gpu(_) = &target {
+        // cuDNN refuses tensors of 2^31 elements or more: say so before
+        // running anything.
+        for p in &problems {
+            cnnbench_layers::conv::cuda::within_tensor_limit(&p.shape)
+                .map_err(|e| anyhow::anyhow!("problem {p}: {e}"))?;
+        }
+    }
     let mut target = target;
     if let Target::Cpu {
         algo,

@@ -56,7 +56,8 @@ struct GpuSection {
     reason: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     device: Option<DeviceInfo>,
-    /// Square cuBLAS GEMMs per dtype, beside the property peaks.
+    /// Square cuBLAS GEMMs per dtype, beside the nominal peaks
+    /// (`device.peaks`: the datasheet's, else SMs x max clock).
     measured: Vec<Peak>,
 }
 
@@ -180,24 +181,41 @@ fn text(i: &Info) -> String {
         false,
     );
     if let Some(g) = &i.gpu.device {
-        s += "\nGPU peak per dtype (TFLOP/s):\n";
+        s += "\nGPU peak per dtype (TFLOP/s; `% peak` divides by the nominal one):\n";
         let f = |p: Option<&Peak>| p.map_or("-".to_string(), |p| format!("{:.1}", p.tflops));
         let rows: Vec<Vec<String>> = DType::ALL
             .iter()
             .map(|&d| {
-                let prop = g.peak(d);
+                let nominal = g.peak(d);
                 let meas = i.gpu.measured.iter().find(|p| p.dtype == d.name());
+                let ratio = match (nominal, meas) {
+                    (Some(n), Some(m)) => format!("{:.0}%", 100.0 * m.tflops / n.tflops),
+                    _ => "-".into(),
+                };
                 vec![
                     d.name().to_string(),
-                    f(prop),
+                    f(nominal),
                     f(meas),
-                    prop.or(meas).map_or(String::new(), |p| p.source.clone()),
+                    ratio,
+                    nominal.or(meas).map_or(String::new(), |p| p.source.clone()),
                 ]
             })
             .collect();
         s += &aligned(
-            &["dtype", "properties", "measured", "source"],
-            &[Align::Left, Align::Right, Align::Right, Align::Left],
+            &[
+                "dtype",
+                "nominal",
+                "measured",
+                "measured/nominal",
+                "nominal from",
+            ],
+            &[
+                Align::Left,
+                Align::Right,
+                Align::Right,
+                Align::Right,
+                Align::Left,
+            ],
             &rows,
             false,
         );

@@ -10,6 +10,7 @@
 use super::exec::{ExecOptions, Executor};
 use super::graph::Graph;
 use super::plan::BufferPlan;
+use crate::backend::cuda::cudnn;
 use crate::backend::cuda::layer::{Cuda, GpuCtx};
 use crate::backend::cuda::memory::Workspace;
 use crate::backend::cuda::nvrtc::Kernels;
@@ -45,6 +46,18 @@ pub fn estimate(graph: &Graph, batch: usize, dtype: DType) -> u128 {
         .map(|&l| l as u128)
         .sum();
     params + elems * es
+}
+
+/// Whether cuDNN takes every activation of `graph` at `batch` (each under
+/// 2^31 elements, [`cudnn::MAX_TENSOR_ELEMENTS`]); if not, the first layer
+/// over the limit and why, in one line.
+pub fn within_tensor_limit(graph: &Graph, batch: usize) -> Result<(), String> {
+    for n in &graph.nodes {
+        let d = n.out;
+        cudnn::within_tensor_limit([batch, d.c, d.h, d.w])
+            .map_err(|e| format!("layer {} at batch {batch}: {e}", n.name))?;
+    }
+    Ok(())
 }
 
 impl<'g> Executor<Cuda<'g>> {
@@ -117,9 +130,11 @@ mod tests {
         pick, CAST_BF16_TO_F32, CAST_F16_TO_F32, CAST_F32_TO_BF16, CAST_F32_TO_F16, SGD_UPDATE,
     };
     use crate::core::dtype::Storage;
+    use crate::ops::conv::kernels::{BIAS_GRAD_FINISH, BIAS_GRAD_PLANES, BIAS_GRAD_ROWS};
     use crate::ops::cuda_programs::{cuda_programs, kernel_names};
     use crate::ops::dropout::kernels::{DROPOUT_BWD, DROPOUT_FWD};
     use crate::ops::loss::kernels::{MEAN, XENT_BWD, XENT_FWD};
+    use crate::ops::lrn::kernels::{LRN_BWD, LRN_FWD};
     use crate::ops::pool::kernels::{POOL_BWD, POOL_FWD};
     use crate::zoo;
 
@@ -135,6 +150,18 @@ mod tests {
     }
 
     #[test]
+    fn tensors_past_cudnns_limit_are_named_before_allocating() {
+        let g = zoo::build("resnet50").expect("zoo model");
+        assert!(within_tensor_limit(&g, 1024).is_ok());
+        // conv1's output: 4096 x 64 x 112 x 112 = 3.3e9 elements.
+        let e = within_tensor_limit(&g, 4096).unwrap_err();
+        assert!(
+            e.starts_with("layer conv1 at batch 4096: a 4096x64x112x112 tensor"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn every_wrapper_kernel_is_listed() {
         let groups = [
             XENT_FWD,
@@ -143,6 +170,11 @@ mod tests {
             DROPOUT_BWD,
             POOL_FWD,
             POOL_BWD,
+            BIAS_GRAD_ROWS,
+            BIAS_GRAD_PLANES,
+            BIAS_GRAD_FINISH,
+            LRN_FWD,
+            LRN_BWD,
         ];
         let mut named: Vec<&str> = groups.iter().flatten().copied().collect();
         named.extend([

@@ -10,7 +10,7 @@
 //! when cuDNN is missing.
 
 use super::graph::{Graph, Op};
-use crate::backend::cuda::cudnn::TensorDesc;
+use crate::backend::cuda::cudnn::{within_tensor_limit, TensorDesc};
 use crate::backend::cuda::cudnn_ops::{bn_mode, ActivationDesc, LrnDesc, OpTensorDesc};
 use crate::backend::cuda::gpu_lib_for_test;
 use crate::core::{DType, Layout};
@@ -35,9 +35,10 @@ fn zoo_graphs() -> Vec<Graph> {
         .collect()
 }
 
-/// cuDNN 9 refuses tensors over 2^31 elements (`CUDNN_STATUS_NOT_SUPPORTED`).
+/// cuDNN 9 refuses tensors of 2^31 elements or more
+/// (`CUDNN_STATUS_NOT_SUPPORTED`).
 fn too_big(elems: usize) -> bool {
-    elems > 1 << 31
+    elems as u64 > crate::backend::cuda::cudnn::MAX_TENSOR_ELEMENTS
 }
 
 #[test]
@@ -150,4 +151,46 @@ fn real_libs_cudnn_accepts_every_zoo_pooling_lrn_activation_and_batch_norm() {
         count[0], count[1], count[2], count[3]
     );
     assert!(count.iter().all(|&c| c > 0), "{count:?}");
+}
+
+#[test]
+fn real_libs_cudnn_refuses_tensors_exactly_past_the_limit() {
+    if !cudnn_here() {
+        return;
+    }
+    // cuDNN itself, without cnnbench's check in front.
+    let set = |dims: [i32; 4]| {
+        let mut p = std::ptr::null_mut();
+        // SAFETY: out-pointer to a local; the descriptor is destroyed
+        // before returning.
+        unsafe {
+            assert_eq!(
+                sys::cudnnCreateTensorDescriptor(&mut p),
+                sys::cudnnStatus_t::CUDNN_STATUS_SUCCESS
+            );
+            let st = sys::cudnnSetTensor4dDescriptor(
+                p,
+                sys::cudnnTensorFormat_t::CUDNN_TENSOR_NCHW,
+                sys::cudnnDataType_t::CUDNN_DATA_HALF,
+                dims[0],
+                dims[1],
+                dims[2],
+                dims[3],
+            );
+            sys::cudnnDestroyTensorDescriptor(p);
+            st
+        }
+    };
+    let largest = [1, i32::MAX, 1, 1];
+    let past = [2, 1 << 30, 1, 1];
+    assert_eq!(set(largest), sys::cudnnStatus_t::CUDNN_STATUS_SUCCESS);
+    assert_eq!(set(past), sys::cudnnStatus_t::CUDNN_STATUS_NOT_SUPPORTED);
+    let as_usize = |d: [i32; 4]| d.map(|v| v as usize);
+    assert!(within_tensor_limit(as_usize(largest)).is_ok());
+    assert!(within_tensor_limit(as_usize(past)).is_err());
+    // cnnbench's descriptor names the limit instead of cuDNN's status.
+    let e = TensorDesc::new(Layout::Nhwc, DType::F32, 1024, 64, 224, 224)
+        .err()
+        .expect("refused");
+    assert!(e.to_string().contains("at most 2^31-1"), "{e}");
 }

@@ -14,7 +14,9 @@ use crate::results::{Check, Device, Environment, Record, Skipped};
 use anyhow::{bail, Context, Result};
 use cnnbench_kernels::conv::{reduction_len, Direction};
 use cnnbench_kernels::Isa;
-use cnnbench_layers::conv::cuda::{first_usable, rotation_sets, set_bytes, GpuConv, Prepared};
+use cnnbench_layers::conv::cuda::{
+    first_usable, rotation_sets, set_bytes, within_tensor_limit, GpuConv, Prepared,
+};
 use cnnbench_layers::conv::{cudnn_algos, reference_outputs, worst_rel_err, ConvTensors};
 use cnnbench_layers::cuda::{cudnn, Gpu, GpuError};
 use cnnbench_layers::gemm::cuda::ensure_peak;
@@ -60,10 +62,12 @@ impl GpuSetup {
 
 impl GpuSetup {
     /// Whether one set of `shape`'s tensors and the workspace limit fit in
-    /// 90% of the free device memory (for `--batch max`).
+    /// 90% of the free device memory, and cuDNN takes its tensors (under
+    /// 2^31 elements each): what `--batch max` searches.
     pub fn fits(&self, shape: &cnnbench_kernels::conv::ConvShape) -> bool {
         let free = self.gpu.free_memory().unwrap_or(0) as u128;
-        set_bytes(shape, self.dtype) + self.workspace_limit as u128 <= free / 10 * 9
+        within_tensor_limit(shape).is_ok()
+            && set_bytes(shape, self.dtype) + self.workspace_limit as u128 <= free / 10 * 9
     }
 }
 

@@ -132,6 +132,26 @@ fn to_int(call: &'static str, v: usize) -> GpuResult<i32> {
     })
 }
 
+/// The most elements cuDNN takes in one tensor: `cudnnSetTensor4dDescriptor`
+/// returns CUDNN_STATUS_NOT_SUPPORTED from 2^31 elements on, whatever the
+/// dtype and layout (checked with cuDNN 9.26's library).
+pub const MAX_TENSOR_ELEMENTS: u64 = i32::MAX as u64;
+
+/// Whether an `n x c x h x w` tensor is within [`MAX_TENSOR_ELEMENTS`];
+/// if not, why, in one line.
+pub fn within_tensor_limit([n, c, h, w]: [usize; 4]) -> Result<(), String> {
+    let elems = [n, c, h, w]
+        .into_iter()
+        .try_fold(1u64, |a, v| a.checked_mul(v as u64));
+    match elems {
+        Some(e) if e <= MAX_TENSOR_ELEMENTS => Ok(()),
+        _ => Err(format!(
+            "a {n}x{c}x{h}x{w} tensor has {} elements; cuDNN takes at most 2^31-1 ({MAX_TENSOR_ELEMENTS}) per tensor",
+            elems.map_or_else(|| "more than 2^64".to_string(), |e| e.to_string())
+        )),
+    }
+}
+
 pub struct TensorDesc(pub(crate) sys::cudnnTensorDescriptor_t);
 
 impl TensorDesc {
@@ -144,13 +164,18 @@ impl TensorDesc {
         h: usize,
         w: usize,
     ) -> GpuResult<Self> {
+        let call = "cudnnSetTensor4dDescriptor";
+        within_tensor_limit([n, c, h, w]).map_err(|status| GpuError {
+            call,
+            status,
+            oom: false,
+        })?;
         let mut p = std::ptr::null_mut();
         // SAFETY: out-pointer to a local.
         check_cudnn("cudnnCreateTensorDescriptor", unsafe {
             sys::cudnnCreateTensorDescriptor(&mut p)
         })?;
         let desc = TensorDesc(p);
-        let call = "cudnnSetTensor4dDescriptor";
         let (n, c, h, w) = (
             to_int(call, n)?,
             to_int(call, c)?,
@@ -475,6 +500,22 @@ impl ConvFns {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_tensor_limit_is_one_below_2_to_the_31() {
+        assert!(within_tensor_limit([1, 1 << 30, 2, 1]).is_err());
+        assert!(within_tensor_limit([1, i32::MAX as usize, 1, 1]).is_ok());
+        let e = within_tensor_limit([1024, 64, 224, 224]).unwrap_err();
+        assert_eq!(
+            e,
+            "a 1024x64x224x224 tensor has 3288334336 elements; \
+             cuDNN takes at most 2^31-1 (2147483647) per tensor"
+        );
+        assert!(within_tensor_limit([usize::MAX, 2, 1, 1])
+            .unwrap_err()
+            .contains("more than 2^64"));
+        assert!(within_tensor_limit([0, 1 << 40, 1, 1]).is_ok(), "empty");
+    }
 
     #[test]
     fn versions_decode() {

@@ -169,12 +169,13 @@ fn device_info(
     );
     let sms = attr(Attr::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as usize;
     let clock_mhz = (attr(Attr::CU_DEVICE_ATTRIBUTE_CLOCK_RATE)? / 1000) as u32;
+    let name = ctx.name().map_err(|e| driver("cuDeviceGetName", e))?;
     let peaks = DType::ALL
         .iter()
-        .filter_map(|&d| device::property_peak(cc, sms, clock_mhz, d))
+        .filter_map(|&d| device::nominal_peak(&name, cc, sms, clock_mhz, d))
         .collect();
     Ok(DeviceInfo {
-        name: ctx.name().map_err(|e| driver("cuDeviceGetName", e))?,
+        name,
         compute_capability: format!("{}.{}", cc.0, cc.1),
         sms,
         memory_bytes: ctx.total_mem().map_err(|e| driver("cuDeviceTotalMem", e))? as u64,

@@ -54,6 +54,14 @@ pub struct GpuConv<'g> {
     kernels: Option<Kernels>,
 }
 
+/// Whether cuDNN takes `p`'s activations (source and destination, and
+/// their gradients) as tensors: each under 2^31 elements
+/// ([`cudnn::MAX_TENSOR_ELEMENTS`]); if not, why, in one line.
+pub fn within_tensor_limit(p: &ConvShape) -> Result<(), String> {
+    cudnn::within_tensor_limit([p.mb, p.ic, p.ih, p.iw])
+        .and_then(|()| cudnn::within_tensor_limit([p.mb, p.oc, p.oh, p.ow]))
+}
+
 /// Bytes of one set of device tensors.
 pub fn set_bytes(p: &ConvShape, d: DType) -> u128 {
     ConvTensors::elements_needed(p).unwrap_or(u128::MAX) * d.size_bytes() as u128
