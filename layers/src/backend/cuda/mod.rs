@@ -8,6 +8,8 @@ pub mod cublas;
 pub mod cudnn;
 pub mod cudnn_ops;
 pub mod device;
+#[cfg(test)]
+pub mod emu;
 mod error;
 pub mod layer;
 pub mod memory;

@@ -122,6 +122,23 @@ impl BiasGradPlan {
     pub fn scratch_len(&self) -> usize {
         self.chunks * self.c
     }
+
+    /// The first pass's kernels (per storage) and its grid: `bias_grad_planes`
+    /// with a block per (chunk, channel) when each image's channel is a
+    /// plane (NCHW), else `bias_grad_rows` with a block per (chunk, tile of
+    /// 32 channels). `None` when the grid would not fit a launch.
+    pub fn first_pass(&self) -> Option<([&'static str; 3], u32)> {
+        let (names, per_chunk) = if self.inner > 1 {
+            (BIAS_GRAD_PLANES, self.c)
+        } else {
+            (BIAS_GRAD_ROWS, self.c.div_ceil(LANES))
+        };
+        let grid = per_chunk
+            .checked_mul(self.chunks)
+            .and_then(|g| u32::try_from(g).ok())
+            .filter(|&g| g <= i32::MAX as u32)?;
+        Some((names, grid))
+    }
 }
 
 /// A bias gradient made ready to run (its scratch allocated), by cuDNN or
@@ -239,16 +256,10 @@ impl Kernels {
         let finish = pick(st, BIAS_GRAD_FINISH);
         let c = to_i32(finish, "c", p.c)?;
         let chunks = to_i32(finish, "chunks", p.chunks)?;
-        let (name, per_block) = if p.inner > 1 {
-            (pick(st, BIAS_GRAD_PLANES), p.c)
-        } else {
-            (pick(st, BIAS_GRAD_ROWS), p.c.div_ceil(LANES))
-        };
-        let grid = per_block
-            .checked_mul(p.chunks)
-            .and_then(|g| u32::try_from(g).ok())
-            .filter(|&g| g <= i32::MAX as u32)
-            .ok_or_else(|| invalid(name, format!("grid too large: {p:?}")))?;
+        let (names, grid) = p
+            .first_pass()
+            .ok_or_else(|| invalid(finish, format!("grid too large: {p:?}")))?;
+        let name = pick(st, names);
         let mut args = vec![
             Arg::Ptr(dy),
             Arg::Ptr(scratch),
@@ -312,5 +323,96 @@ mod tests {
         assert_eq!(fc.chunks, 1);
         let nchw = BiasGradPlan::new(256, 64, 56 * 56, Layout::Nchw);
         assert_eq!((nchw.inner, nchw.chunks), (56 * 56, 16));
+    }
+
+    /// `bias_grad.cu` run on the host (`backend::cuda::emu`) as the
+    /// wrapper launches it, against an f64 sum of the same stored values.
+    #[test]
+    fn emulated_bias_grad_matches_the_sum() {
+        use crate::backend::cuda::emu::{self, storage_type, EmuRun};
+        use cnnbench_kernels::rng::fill_uniform;
+        if !emu::available() {
+            return;
+        }
+        let cases = [
+            (3, 70, 35, Layout::Nhwc),  // 2 chunks x 3 channel tiles
+            (4, 40, 100, Layout::Nhwc), // 7 chunks
+            (3, 70, 35, Layout::Nchw),  // planes
+            (20, 6, 50, Layout::Nchw),  // 20 chunks of one image
+            (5, 10, 1, Layout::Nchw),   // a fully connected layer
+            (1, 3, 300, Layout::Nchw),  // planes longer than a block
+        ];
+        // One program runs every case and storage (one compile).
+        let (mut main, mut inputs, mut outputs) = (String::new(), Vec::new(), Vec::new());
+        for (i, &(n, c, hw, layout)) in cases.iter().enumerate() {
+            let plan = BiasGradPlan::new(n, c, hw, layout);
+            let mut dy = vec![0.0f32; n * c * hw];
+            fill_uniform(&mut dy, 7 + i as u64, 1.0);
+            for (suffix, dtype) in [("f32", DType::F32), ("bf16", DType::Bf16)] {
+                let (first, grid) = plan.first_pass().expect("a small grid");
+                let first = pick(dtype.storage(), first);
+                let finish = pick(dtype.storage(), BIAS_GRAD_FINISH);
+                let inner_arg = if plan.inner > 1 {
+                    format!(", {}ull", plan.inner)
+                } else {
+                    String::new()
+                };
+                let t = storage_type(suffix);
+                main += &format!(
+                    "{{ auto dy = emu_load<{t}>(\"dy{i}.bin\", {len});
+                     std::vector<float> part({scratch}, NAN);
+                     std::vector<{t}::T> db({c});
+                     emu_launch({grid}, [&] {{ {first}(dy.data(), part.data(), {outer}ull, {per}ull, {c}{inner_arg}); }});
+                     emu_launch({grid2}, [&] {{ {finish}(part.data(), db.data(), {chunks}, {c}); }});
+                     emu_save<{t}>(\"db{i}_{suffix}.bin\", db); }}\n",
+                    len = dy.len(),
+                    scratch = plan.scratch_len(),
+                    outer = plan.outer,
+                    per = plan.per_chunk,
+                    chunks = plan.chunks,
+                    grid2 = blocks_for(c as u64),
+                );
+                outputs.push((format!("db{i}_{suffix}.bin"), c));
+            }
+            inputs.push((format!("dy{i}.bin"), dy));
+        }
+        let mut got = EmuRun {
+            program: &PROGRAM,
+            main,
+            inputs,
+            outputs,
+        }
+        .run()
+        .into_iter();
+        for (i, &(n, c, hw, layout)) in cases.iter().enumerate() {
+            let plan = BiasGradPlan::new(n, c, hw, layout);
+            let mut dy = vec![0.0f32; n * c * hw];
+            fill_uniform(&mut dy, 7 + i as u64, 1.0);
+            for (suffix, dtype) in [("f32", DType::F32), ("bf16", DType::Bf16)] {
+                let got = got.next().expect("an output per case");
+                let mut stored = dy.clone();
+                dtype.round_in_place(&mut stored);
+                let nchw = layout == Layout::Nchw;
+                for (ch, &g) in got.iter().enumerate() {
+                    let want: f64 = (0..n * hw)
+                        .map(|j| {
+                            let (b, px) = (j / hw, j % hw);
+                            let at = if nchw {
+                                (b * c + ch) * hw + px
+                            } else {
+                                j * c + ch
+                            };
+                            stored[at] as f64
+                        })
+                        .sum();
+                    // bf16 rounds the result once: half an ulp of 2^-8.
+                    let tol = if suffix == "bf16" { 4e-3 } else { 1e-5 } * want.abs().max(1.0);
+                    assert!(
+                        (g as f64 - want).abs() <= tol,
+                        "{suffix} {n}x{c}x{hw} {layout} channel {ch}: {g} vs {want} ({plan:?})"
+                    );
+                }
+            }
+        }
     }
 }

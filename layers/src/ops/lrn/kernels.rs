@@ -177,4 +177,139 @@ mod tests {
         let no_window = LrnParams { size: 0, ..p };
         assert!(lrn_args("lrn_fwd_bf16", &s, &no_window).is_err());
     }
+
+    /// `lrn.cu` run on the host (`backend::cuda::emu`), forward then
+    /// backward on its own output, against the CPU's reference, in both
+    /// layouts, for odd, even and unit windows.
+    #[test]
+    fn emulated_lrn_matches_the_reference() {
+        use crate::backend::cuda::emu::{self, storage_type, EmuRun};
+        use crate::backend::cuda::nvrtc::blocks_for;
+        use cnnbench_kernels::conv::reference::rel_l2_error;
+        use cnnbench_kernels::norm::lrn;
+        use cnnbench_kernels::rng::fill_uniform;
+        if !emu::available() {
+            return;
+        }
+        let p = |size, alpha, k| LrnParams {
+            size,
+            alpha,
+            beta: 0.75,
+            k,
+        };
+        // (n, c, hw, params); a big alpha so that the window matters.
+        let cases = [
+            (2, 7, 15, p(5, 0.5, 2.0)),
+            (3, 6, 4, p(4, 0.3, 1.0)),
+            (1, 5, 9, p(1, 0.2, 1.0)),
+            (2, 3, 6, p(7, 0.5, 2.0)), // window wider than the channels
+        ];
+        let storages = [("f32", DType::F32), ("bf16", DType::Bf16)];
+        let (mut main, mut inputs, mut outputs) = (String::new(), Vec::new(), Vec::new());
+        let mut want = Vec::new();
+        for (i, &(n, c, hw, q)) in cases.iter().enumerate() {
+            let len = n * c * hw;
+            let (mut x, mut dy) = (vec![0.0f32; len], vec![0.0f32; len]);
+            fill_uniform(&mut x, 11 + i as u64, 2.0);
+            fill_uniform(&mut dy, 31 + i as u64, 1.0);
+            for nchw in [false, true] {
+                for (suffix, dtype) in storages {
+                    let (mut x, mut dy) = (x.clone(), dy.clone());
+                    dtype.round_in_place(&mut x);
+                    dtype.round_in_place(&mut dy);
+                    let (mut y, mut dx) = (vec![0.0; len], vec![0.0; len]);
+                    lrn::reference_fwd(&q, c, &x, &mut y);
+                    lrn::reference_bwd(&q, c, &x, &dy, &mut dx);
+                    want.push((
+                        format!("{suffix} {n}x{c}x{hw} nchw={nchw} {q:?}"),
+                        dtype,
+                        y,
+                        dx,
+                    ));
+                    let tag = format!("{i}_{nchw}_{suffix}");
+                    let order = |v: &[f32]| {
+                        if nchw {
+                            to_nchw(v, n, c, hw)
+                        } else {
+                            v.to_vec()
+                        }
+                    };
+                    inputs.push((format!("x{tag}.bin"), order(&x)));
+                    inputs.push((format!("dy{tag}.bin"), order(&dy)));
+                    let t = storage_type(suffix);
+                    let args = format!(
+                        "{len}ull, {hw}ull, {c}, {}, {}, {:?}f, {:?}f, {:?}f",
+                        nchw as i32, q.size, q.alpha, q.beta, q.k
+                    );
+                    // At most 2 blocks: the grid-stride loops go round.
+                    let grid = blocks_for(len as u64).min(2);
+                    main += &format!(
+                        "{{ auto x = emu_load<{t}>(\"x{tag}.bin\", {len});
+                         auto dy = emu_load<{t}>(\"dy{tag}.bin\", {len});
+                         std::vector<{t}::T> y({len}), dx({len});
+                         emu_launch({grid}, [&] {{ lrn_fwd_{suffix}(x.data(), y.data(), {args}); }});
+                         emu_launch({grid}, [&] {{ lrn_bwd_{suffix}(x.data(), y.data(), dy.data(), dx.data(), {args}); }});
+                         emu_save<{t}>(\"y{tag}.bin\", y);
+                         emu_save<{t}>(\"dx{tag}.bin\", dx); }}\n"
+                    );
+                    outputs.push((format!("y{tag}.bin"), len));
+                    outputs.push((format!("dx{tag}.bin"), len));
+                }
+            }
+        }
+        let got = EmuRun {
+            program: &PROGRAM,
+            main,
+            inputs,
+            outputs,
+        }
+        .run();
+        let shapes = cases
+            .iter()
+            .flat_map(|&(n, c, hw, _)| [(n, c, hw, false), (n, c, hw, true)])
+            .flat_map(|s| [s, s]);
+        for ((got, (what, dtype, y, dx)), (n, c, hw, nchw)) in got.chunks(2).zip(&want).zip(shapes)
+        {
+            let back = |v: &[f32]| {
+                if nchw {
+                    to_nhwc(v, n, c, hw)
+                } else {
+                    v.to_vec()
+                }
+            };
+            let tol = if *dtype == DType::Bf16 { 1e-2 } else { 1e-5 };
+            let (ey, edx) = (
+                rel_l2_error(&back(&got[0]), y),
+                rel_l2_error(&back(&got[1]), dx),
+            );
+            assert!(
+                ey <= tol && edx <= tol,
+                "{what}: y off by {ey:.1e}, dx by {edx:.1e}"
+            );
+        }
+    }
+
+    fn to_nchw(v: &[f32], n: usize, c: usize, hw: usize) -> Vec<f32> {
+        let mut out = vec![0.0; v.len()];
+        for b in 0..n {
+            for px in 0..hw {
+                for ch in 0..c {
+                    out[(b * c + ch) * hw + px] = v[(b * hw + px) * c + ch];
+                }
+            }
+        }
+        out
+    }
+
+    fn to_nhwc(v: &[f32], n: usize, c: usize, hw: usize) -> Vec<f32> {
+        let mut out = vec![0.0; v.len()];
+        for b in 0..n {
+            for px in 0..hw {
+                for ch in 0..c {
+                    out[(b * hw + px) * c + ch] = v[(b * c + ch) * hw + px];
+                }
+            }
+        }
+        out
+    }
 }
