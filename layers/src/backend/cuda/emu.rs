@@ -1,8 +1,8 @@
 //! Tests only: runs the bodies of cnnbench's CUDA kernels on the host, so
 //! that a kernel is checked against the CPU's reference before any GPU
-//! session runs it. `emu/emu.h` stands in for the CUDA runtime and for
-//! `prelude.cuh` (its PTX conversions become host code: see the header);
-//! the program's own source is compiled unchanged by the host's C++
+//! session runs it. `emu/emu.h` stands in for the CUDA runtime, and
+//! `emu/conversions.h` for `prelude.cuh`'s PTX conversions; the rest of the
+//! prelude and the program's own source are compiled unchanged by the host's C++
 //! compiler (`$CXX`, else `c++`), with a `main` each test writes: load the
 //! inputs, launch the kernels as the Rust wrappers do, save the outputs.
 //! Without a C++20 compiler the tests say `skipped` and pass.
@@ -13,6 +13,19 @@ use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 const EMU_H: &str = include_str!("emu/emu.h");
+const CONVERSIONS_H: &str = include_str!("emu/conversions.h");
+
+/// prelude.cuh with its device conversions (inline PTX) replaced by
+/// `conversions.h`'s host ones.
+fn host_prelude() -> String {
+    let (begin, end) = ("// device conversions: begin", "// device conversions: end");
+    let p = super::nvrtc::PRELUDE;
+    let (a, b) = (p.find(begin), p.find(end));
+    let (Some(a), Some(b)) = (a, b) else {
+        panic!("prelude.cuh lacks the '{begin}' and '{end}' markers");
+    };
+    format!("{}{CONVERSIONS_H}{}", &p[..a], &p[b..])
+}
 
 /// One emulated run: `program`'s source, a `main` body, input files
 /// (name, values) and output files (name, length), all little-endian f32.
@@ -60,9 +73,11 @@ impl EmuRun<'_> {
             std::fs::write(dir.join(name), bytes).expect("write a test file")
         };
         write("emu.h", EMU_H.as_bytes());
+        write("prelude.cuh", host_prelude().as_bytes());
         write(self.program.file, self.program.source.as_bytes());
         let main = format!(
-            "#include \"emu.h\"\n#include \"{}\"\nint main() {{\n{}\nreturn 0;\n}}\n",
+            "#include \"emu.h\"\n#include \"prelude.cuh\"\n#include \"{}\"\n\
+             int main() {{\n{}\nreturn 0;\n}}\n",
             self.program.file, self.main
         );
         write("main.cpp", main.as_bytes());

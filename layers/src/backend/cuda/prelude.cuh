@@ -19,6 +19,7 @@ typedef unsigned char u8;
     for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < (u64)(n);    \
          i += (u64)blockDim.x * gridDim.x)
 
+// device conversions: begin (tests replace this part: backend/cuda/emu)
 __device__ __forceinline__ float f16_to_f32(u16 h) {
     float f;
     asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
@@ -54,6 +55,8 @@ __device__ __forceinline__ u16 f32_to_bf16(float f) {
     return (u16)(u >> 16);
 #endif
 }
+
+// device conversions: end
 
 // Storage types: T is what the elements in memory are; load and store
 // convert to and from float. Kernels are templates over one of these and
