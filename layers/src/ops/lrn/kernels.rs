@@ -183,7 +183,7 @@ mod tests {
     /// layouts, for odd, even and unit windows.
     #[test]
     fn emulated_lrn_matches_the_reference() {
-        use crate::backend::cuda::emu::{self, storage_type, EmuRun};
+        use crate::backend::cuda::emu::{self, storage_type, to_nchw, to_nhwc, EmuRun};
         use crate::backend::cuda::nvrtc::blocks_for;
         use cnnbench_kernels::conv::reference::rel_l2_error;
         use cnnbench_kernels::norm::lrn;
@@ -287,29 +287,5 @@ mod tests {
                 "{what}: y off by {ey:.1e}, dx by {edx:.1e}"
             );
         }
-    }
-
-    fn to_nchw(v: &[f32], n: usize, c: usize, hw: usize) -> Vec<f32> {
-        let mut out = vec![0.0; v.len()];
-        for b in 0..n {
-            for px in 0..hw {
-                for ch in 0..c {
-                    out[(b * c + ch) * hw + px] = v[(b * hw + px) * c + ch];
-                }
-            }
-        }
-        out
-    }
-
-    fn to_nhwc(v: &[f32], n: usize, c: usize, hw: usize) -> Vec<f32> {
-        let mut out = vec![0.0; v.len()];
-        for b in 0..n {
-            for px in 0..hw {
-                for ch in 0..c {
-                    out[(b * hw + px) * c + ch] = v[(b * c + ch) * hw + px];
-                }
-            }
-        }
-        out
     }
 }

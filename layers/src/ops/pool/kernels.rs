@@ -186,4 +186,121 @@ mod tests {
         let zero_stride = PoolShape { sh: 0, ..shape };
         assert!(pool_ints("pool_fwd_f32", &zero_stride, false, true).is_err());
     }
+
+    /// `pool.cu` run on the host (`backend::cuda::emu`) with the wrapper's
+    /// arguments, against the CPU's f64 reference: max and average
+    /// (with and without the padding in the divisor), ceil-mode windows
+    /// that run into the far padding, both layouts.
+    #[test]
+    fn emulated_pool_matches_the_reference() {
+        use crate::backend::cuda::emu::{self, to_nchw, to_nhwc, EmuRun};
+        use cnnbench_kernels::conv::reference::rel_l2_error;
+        use cnnbench_kernels::pool::reference;
+        use cnnbench_kernels::rng::fill_uniform;
+        if !emu::available() {
+            return;
+        }
+        let base = PoolShape {
+            mb: 2,
+            c: 3,
+            ih: 14,
+            iw: 13,
+            // ceil((14 - 3) / 2) + 1 = 7, ceil((13 + 2 - 3) / 2) + 1 = 7:
+            // the last windows run past the input.
+            oh: 7,
+            ow: 7,
+            kh: 3,
+            kw: 3,
+            sh: 2,
+            sw: 2,
+            ph: 0,
+            pw: 1,
+            count_pad: true,
+        };
+        let cases = [
+            (base, true),
+            (base, false),
+            (
+                PoolShape {
+                    count_pad: false,
+                    ..base
+                },
+                false,
+            ),
+            (
+                PoolShape {
+                    oh: 6,
+                    ow: 6,
+                    pw: 0,
+                    ..base
+                },
+                true,
+            ),
+        ];
+        let (mut main, mut inputs, mut outputs, mut want) =
+            (String::new(), Vec::new(), Vec::new(), Vec::new());
+        for (i, &(p, max)) in cases.iter().enumerate() {
+            let (mut x, mut dy) = (vec![0.0f32; p.src_len()], vec![0.0f32; p.dst_len()]);
+            fill_uniform(&mut x, 3 + i as u64, 1.0);
+            fill_uniform(&mut dy, 5 + i as u64, 1.0);
+            let (mut y, mut dx) = (vec![0.0; p.dst_len()], vec![0.0; p.src_len()]);
+            reference::fwd(&p, max, &x, &mut y);
+            reference::bwd(&p, max, &x, &dy, &mut dx);
+            for nchw in [false, true] {
+                let tag = format!("{i}_{nchw}");
+                let (ints, n_out, n_in) = pool_ints("pool_fwd_f32", &p, max, nchw).unwrap();
+                let ints = ints.map(|v| v.to_string()).join(", ");
+                let (src, dst) = (p.ih * p.iw, p.oh * p.ow);
+                let order = |v: &[f32], hw| {
+                    if nchw {
+                        to_nchw(v, p.mb, p.c, hw)
+                    } else {
+                        v.to_vec()
+                    }
+                };
+                inputs.push((format!("x{tag}.bin"), order(&x, src)));
+                inputs.push((format!("dy{tag}.bin"), order(&dy, dst)));
+                main += &format!(
+                    "{{ auto x = emu_load<F32>(\"x{tag}.bin\", {n_in});
+                     auto dy = emu_load<F32>(\"dy{tag}.bin\", {n_out});
+                     std::vector<float> y({n_out}, NAN), dx({n_in}, NAN);
+                     emu_launch(2, [&] {{ pool_fwd_f32(x.data(), y.data(), {ints}); }});
+                     emu_launch(2, [&] {{ pool_bwd_f32(x.data(), dy.data(), dx.data(), {ints}); }});
+                     emu_save<F32>(\"y{tag}.bin\", y);
+                     emu_save<F32>(\"dx{tag}.bin\", dx); }}\n"
+                );
+                outputs.push((format!("y{tag}.bin"), n_out as usize));
+                outputs.push((format!("dx{tag}.bin"), n_in as usize));
+                want.push((
+                    format!("{p:?} max={max} nchw={nchw}"),
+                    p,
+                    nchw,
+                    y.clone(),
+                    dx.clone(),
+                ));
+            }
+        }
+        let got = EmuRun {
+            program: &PROGRAM,
+            main,
+            inputs,
+            outputs,
+        }
+        .run();
+        for (got, (what, p, nchw, y, dx)) in got.chunks(2).zip(&want) {
+            let back = |v: &[f32], hw| {
+                if *nchw {
+                    to_nhwc(v, p.mb, p.c, hw)
+                } else {
+                    v.to_vec()
+                }
+            };
+            let ey = rel_l2_error(&back(&got[0], p.oh * p.ow), y);
+            let edx = rel_l2_error(&back(&got[1], p.ih * p.iw), dx);
+            assert!(
+                ey <= 1e-6 && edx <= 1e-6,
+                "{what}: y off by {ey:.1e}, dx by {edx:.1e}"
+            );
+        }
+    }
 }
