@@ -116,3 +116,78 @@ impl Kernels {
         unsafe { self.launch(stream, name, blocks_for(len), &args) }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `dropout.cu` run on the host (`backend::cuda::emu`): the same mask
+    /// and outputs as the CPU's, bit for bit, in both layouts.
+    #[test]
+    fn emulated_dropout_matches_the_cpu_bit_for_bit() {
+        use crate::backend::cuda::emu::{self, to_nchw, to_nhwc, EmuRun};
+        use cnnbench_kernels::eltwise::{dropout_bwd, dropout_fwd};
+        use cnnbench_kernels::rng::fill_uniform;
+        use cnnbench_kernels::Isa;
+        if !emu::available() {
+            return;
+        }
+        let (n, c, h, w, p, seed) = (2, 3, 4, 5, 0.3f32, 1234u64);
+        let len = n * c * h * w;
+        let (mut x, mut dy) = (vec![0.0f32; len], vec![0.0f32; len]);
+        fill_uniform(&mut x, 1, 1.0);
+        fill_uniform(&mut dy, 2, 1.0);
+        let (mut y, mut mask, mut dx) = (vec![0.0; len], vec![0u8; len], vec![0.0; len]);
+        dropout_fwd(Isa::Scalar, &x, p, seed, &mut mask, &mut y);
+        dropout_bwd(Isa::Scalar, &dy, p, &mask, &mut dx);
+        let (mut main, mut inputs, mut outputs) = (String::new(), Vec::new(), Vec::new());
+        for nchw in [false, true] {
+            let order = |v: &[f32]| {
+                if nchw {
+                    to_nchw(v, n, c, h * w)
+                } else {
+                    v.to_vec()
+                }
+            };
+            inputs.push((format!("x{nchw}.bin"), order(&x)));
+            inputs.push((format!("dy{nchw}.bin"), order(&dy)));
+            main += &format!(
+                "{{ auto x = emu_load<F32>(\"x{nchw}.bin\", {len});
+                 auto dy = emu_load<F32>(\"dy{nchw}.bin\", {len});
+                 std::vector<float> y({len}), dx({len}), m({len});
+                 std::vector<u8> mask({len}, 7);
+                 emu_launch(1, [&] {{ dropout_fwd_f32(x.data(), y.data(), mask.data(), {len}ull,
+                     {p:?}f, {seed}ull, {c}, {h}, {w}, {}); }});
+                 emu_launch(1, [&] {{ dropout_bwd_f32(dy.data(), mask.data(), dx.data(), {len}ull, {p:?}f); }});
+                 for (int i = 0; i < {len}; ++i) m[i] = mask[i];
+                 emu_save<F32>(\"y{nchw}.bin\", y);
+                 emu_save<F32>(\"m{nchw}.bin\", m);
+                 emu_save<F32>(\"dx{nchw}.bin\", dx); }}\n",
+                nchw as i32
+            );
+            for name in ["y", "m", "dx"] {
+                outputs.push((format!("{name}{nchw}.bin"), len));
+            }
+        }
+        let got = EmuRun {
+            program: &PROGRAM,
+            main,
+            inputs,
+            outputs,
+        }
+        .run();
+        let mask: Vec<f32> = mask.iter().map(|&m| m as f32).collect();
+        for (got, nchw) in got.chunks(3).zip([false, true]) {
+            let back = |v: &[f32]| {
+                if nchw {
+                    to_nhwc(v, n, c, h * w)
+                } else {
+                    v.to_vec()
+                }
+            };
+            assert_eq!(back(&got[1]), mask, "mask, nchw={nchw}");
+            assert_eq!(back(&got[0]), y, "y, nchw={nchw}");
+            assert_eq!(back(&got[2]), dx, "dx, nchw={nchw}");
+        }
+    }
+}

@@ -131,3 +131,65 @@ impl Kernels {
         unsafe { self.launch(stream, name, blocks_for(to_u64(name, n)?), &args) }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `loss.cu` run on the host (`backend::cuda::emu`) as the wrappers
+    /// launch it, against the CPU's f64 softmax cross-entropy.
+    #[test]
+    fn emulated_softmax_xent_matches_the_cpu() {
+        use crate::backend::cuda::emu::{self, EmuRun};
+        use cnnbench_kernels::conv::reference::rel_l2_error;
+        use cnnbench_kernels::loss;
+        use cnnbench_kernels::rng::fill_uniform;
+        if !emu::available() {
+            return;
+        }
+        // More classes than a block has threads, as ImageNet's 1000.
+        let (batch, classes) = (5, 1000);
+        let labels: Vec<u32> = vec![0, 999, 3, 500, 257];
+        let mut logits = vec![0.0f32; batch * classes];
+        fill_uniform(&mut logits, 9, 4.0);
+        let mut probs = vec![0.0; logits.len()];
+        let want_loss = loss::softmax_xent_fwd(classes, &logits, &labels, &mut probs);
+        let mut dlogits = vec![0.0; logits.len()];
+        loss::softmax_xent_bwd(classes, &probs, &labels, &mut dlogits);
+        let len = logits.len();
+        let labels_cpp = labels
+            .iter()
+            .map(|l| format!("{l}u"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let main = format!(
+            "auto z = emu_load<F32>(\"z.bin\", {len});
+             std::vector<u32> labels = {{{labels_cpp}}};
+             std::vector<float> probs({len}, NAN), rows({batch}, NAN), loss(1, NAN), dz({len}, NAN);
+             emu_launch({batch}, [&] {{ softmax_xent_fwd_f32(z.data(), labels.data(), probs.data(), rows.data(), {classes}); }});
+             emu_launch(1, [&] {{ mean_f32(rows.data(), {batch}, loss.data()); }});
+             emu_launch(3, [&] {{ softmax_xent_bwd_f32(probs.data(), labels.data(), dz.data(), {classes}, {batch}); }});
+             emu_save<F32>(\"probs.bin\", probs);
+             emu_save<F32>(\"loss.bin\", loss);
+             emu_save<F32>(\"dz.bin\", dz);"
+        );
+        let got = EmuRun {
+            program: &PROGRAM,
+            main,
+            inputs: vec![("z.bin".into(), logits)],
+            outputs: vec![
+                ("probs.bin".into(), len),
+                ("loss.bin".into(), 1),
+                ("dz.bin".into(), len),
+            ],
+        }
+        .run();
+        assert!(rel_l2_error(&got[0], &probs) < 1e-5);
+        assert!(
+            ((got[1][0] - want_loss) / want_loss).abs() < 1e-5,
+            "{} vs {want_loss}",
+            got[1][0]
+        );
+        assert!(rel_l2_error(&got[2], &dlogits) < 1e-5);
+    }
+}

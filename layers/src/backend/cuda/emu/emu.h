@@ -30,6 +30,7 @@ static std::barrier<>* emu_barrier = nullptr;
 #define __device__
 #define __forceinline__ inline
 #define __shared__ static
+#define __launch_bounds__(n)
 inline void __syncthreads() { emu_barrier->arrive_and_wait(); }
 
 template <class T> inline T min(T a, T b) { return a < b ? a : b; }
