@@ -17,6 +17,7 @@ use cnnbench_kernels::Isa;
 use cnnbench_layers::conv::cuda::{
     first_usable, rotation_sets, set_bytes, within_tensor_limit, GpuConv, Prepared,
 };
+use cnnbench_layers::conv::kernels::bias_grad_kernels;
 use cnnbench_layers::conv::{cudnn_algos, reference_outputs, worst_rel_err, ConvTensors};
 use cnnbench_layers::cuda::{cudnn, Gpu, GpuError};
 use cnnbench_layers::gemm::cuda::ensure_peak;
@@ -291,6 +292,17 @@ pub fn run(args: &ConvArgs, s: &Setup, g: GpuSetup, session: &Session) -> Result
         cold_cache,
     } = g;
     ensure_peak(&mut gpu, dtype).context("measuring the GPU's peak")?;
+    // Compiled once for the run, where cuDNN cannot reduce the bias
+    // gradient (bf16) and a direction asks for it.
+    let bias_kernels = if s
+        .dirs
+        .iter()
+        .any(|d| d.bias && d.dir == Direction::BwdFilter)
+    {
+        bias_grad_kernels(&gpu, dtype).context("compiling the bf16 bias gradient (bias_grad.cu)")?
+    } else {
+        None
+    };
     let peak_gflops = gpu.peak_tflops(dtype).map(|t| t * 1e3);
     let env = Environment {
         gpu: Some(gpu.info.clone()),
@@ -328,7 +340,7 @@ pub fn run(args: &ConvArgs, s: &Setup, g: GpuSetup, session: &Session) -> Result
             cold_cache,
             gpu.free_memory()?,
         );
-        let mut conv = match GpuConv::new(&gpu, &t, dtype, layout, sets) {
+        let mut conv = match GpuConv::new(&gpu, &t, dtype, layout, sets, bias_kernels.as_ref()) {
             Ok(c) => c,
             Err(e) if e.oom => {
                 for d in &s.dirs {

@@ -8,10 +8,9 @@
 pub use super::cudnn_conv::geometry;
 pub use super::cudnn_conv::AlgoInfo;
 use super::cudnn_conv::{BiasCx, ConvDescs, ConvPtrs};
-use super::kernels::{self, BiasGrad};
+use super::kernels::BiasGrad;
 use super::{cudnn_algos, ConvTensors};
 use crate::backend::cuda::cudnn;
-use crate::backend::cuda::device::compute_capability;
 use crate::backend::cuda::memory::Workspace;
 use crate::backend::cuda::nvrtc::Kernels;
 use crate::backend::cuda::{DeviceBuffer, Gpu, GpuResult};
@@ -50,8 +49,9 @@ pub struct GpuConv<'g> {
     next_set: usize,
     workspace: Option<DeviceBuffer>,
     bias_grad: BiasGrad,
-    /// `bias_grad.cu`, compiled only where the bias gradient needs it.
-    kernels: Option<Kernels>,
+    /// `bias_grad.cu` ([`super::kernels::bias_grad_kernels`]), where the
+    /// bias gradient needs it.
+    kernels: Option<&'g Kernels>,
 }
 
 /// Whether cuDNN takes `p`'s activations (source and destination, and
@@ -89,12 +89,15 @@ pub fn rotation_sets(
 
 impl<'g> GpuConv<'g> {
     /// Uploads `t` (converted to `dtype` and `layout`) into `sets` copies.
+    /// `kernels` must hold `bias_grad.cu` when the dtype's bias gradient is
+    /// cnnbench's (bf16) and a run asks for it.
     pub fn new(
         gpu: &'g Gpu,
         t: &ConvTensors,
         dtype: DType,
         layout: Layout,
         sets: usize,
+        kernels: Option<&'g Kernels>,
     ) -> GpuResult<Self> {
         let p = t.shape;
         let d = ConvDescs::new(p, dtype, layout)?;
@@ -127,13 +130,6 @@ impl<'g> GpuConv<'g> {
             all.push(set);
         }
         let bias_grad = BiasGrad::new(&gpu.stream, dtype, [p.mb, p.oc, p.oh * p.ow], layout)?;
-        let kernels = match bias_grad {
-            BiasGrad::Nvrtc { .. } => {
-                let cc = compute_capability(&gpu.info.compute_capability);
-                Some(Kernels::compile(&gpu.ctx, cc, &[kernels::PROGRAM])?)
-            }
-            BiasGrad::Cudnn => None,
-        };
         gpu.synchronize()?;
         Ok(GpuConv {
             gpu,
@@ -249,7 +245,7 @@ impl<'g> GpuConv<'g> {
         self.next_set = (self.next_set + 1) % self.sets.len();
         let bias = p.bias.then(|| BiasCx {
             grad: &self.bias_grad,
-            kernels: self.kernels.as_ref(),
+            kernels: self.kernels,
             stream: &self.gpu.stream,
         });
         // SAFETY: the set's buffers and the workspace are sized for this

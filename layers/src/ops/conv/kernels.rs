@@ -3,11 +3,12 @@
 
 use crate::backend::cuda::cudnn::{CudnnHandle, TensorDesc};
 use crate::backend::cuda::cudnn_ops::SCALARS;
+use crate::backend::cuda::device::compute_capability;
 use crate::backend::cuda::layer::void;
 use crate::backend::cuda::nvrtc::{
     blocks_for, invalid, pick, to_i32, to_u64, Arg, Kernels, Program,
 };
-use crate::backend::cuda::{check_cudnn, DeviceBuffer, GpuResult};
+use crate::backend::cuda::{check_cudnn, DeviceBuffer, Gpu, GpuResult};
 use crate::core::dtype::Storage;
 use crate::core::{DType, Layout};
 use cudarc::cudnn::sys;
@@ -64,6 +65,19 @@ impl BiasGradBy {
         match d.storage() {
             Storage::Bf16 => BiasGradBy::Nvrtc,
             Storage::F32 | Storage::F16 => BiasGradBy::Cudnn,
+        }
+    }
+}
+
+/// `bias_grad.cu` compiled for `gpu`, when `dtype`'s bias gradient is
+/// cnnbench's (bf16); `None` when cuDNN computes it. For runs that have no
+/// network's compiled [`Kernels`] (the single-layer benchmark).
+pub fn bias_grad_kernels(gpu: &Gpu, dtype: DType) -> GpuResult<Option<Kernels>> {
+    match BiasGradBy::for_dtype(dtype) {
+        BiasGradBy::Cudnn => Ok(None),
+        BiasGradBy::Nvrtc => {
+            let cc = compute_capability(&gpu.info.compute_capability);
+            Kernels::compile(&gpu.ctx, cc, &[PROGRAM]).map(Some)
         }
     }
 }
