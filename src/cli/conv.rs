@@ -186,6 +186,14 @@ fn setup(args: &ConvArgs) -> Result<(Setup, Target)> {
             }
         }
     };
+    if let (Target::Gpu(_), Some(plan::BatchChoice::Max)) = (&target, batch) {
+        // Not even batch 1 within cuDNN's tensor limit: say that, not
+        // "does not fit in memory".
+        for p in &problems {
+            cnnbench_layers::conv::cuda::within_tensor_limit(&ConvShape { mb: 1, ..p.shape })
+                .map_err(|e| anyhow::anyhow!("problem {p} at batch 1: {e}"))?;
+        }
+    }
     if batch == Some(plan::BatchChoice::Max) {
         // The largest batch whose tensors fit: in host memory (which holds
         // the f32 tensors and, with --check, the reference) and, on a GPU,

@@ -143,6 +143,14 @@ pub fn run(args: ModelArgs) -> Result<ExitCode> {
     if gpu.is_none() && (dtype != DType::F32 || layout != Layout::Nhwc) {
         bail!("--dtype {dtype} --layout {layout}: the CPU path runs f32 in nhwc only");
     }
+    if gpu.is_some() {
+        // cuDNN refuses tensors of 2^31 elements or more: say so before
+        // running any model.
+        for g in &graphs {
+            cnnbench_layers::net::gpu::within_tensor_limit(g, args.batch)
+                .map_err(|e| anyhow::anyhow!("{} on the GPU: {e}", g.name))?;
+        }
+    }
     let session = Session::start(args.threads, graphs.len() as u64, args.quiet)?;
     let (threads, bar) = (session.threads, &session.bar);
     let isa = Isa::detect();

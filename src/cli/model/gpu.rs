@@ -10,7 +10,7 @@ use anyhow::{Context, Result};
 use cnnbench_kernels::Isa;
 use cnnbench_layers::cuda::nvrtc::Kernels;
 use cnnbench_layers::cuda::{Gpu, GpuError};
-use cnnbench_layers::net::gpu::{estimate, within_tensor_limit, GpuNet, GpuOptions};
+use cnnbench_layers::net::gpu::{estimate, GpuNet, GpuOptions};
 use cnnbench_layers::net::Graph;
 use cnnbench_layers::{DType, Layout};
 
@@ -81,8 +81,6 @@ pub fn run(
         );
         Ok(Some(base_record(g, args.batch, "OOM", s.labels())))
     };
-    within_tensor_limit(g, args.batch)
-        .map_err(|e| anyhow::anyhow!("{} on the GPU: {e}", g.name))?;
     let need = estimate(g, args.batch, s.dtype);
     let free = s.gpu.free_memory().map_err(gpu_err)? as u128;
     if need > free / 10 * 9 {

@@ -147,7 +147,7 @@ pub fn within_tensor_limit([n, c, h, w]: [usize; 4]) -> Result<(), String> {
         Some(e) if e <= MAX_TENSOR_ELEMENTS => Ok(()),
         _ => Err(format!(
             "a {n}x{c}x{h}x{w} tensor has {} elements; cuDNN takes at most 2^31-1 ({MAX_TENSOR_ELEMENTS}) per tensor",
-            elems.map_or_else(|| "more than 2^64".to_string(), |e| e.to_string())
+            elems.map_or_else(|| "at least 2^64".to_string(), |e| e.to_string())
         )),
     }
 }
@@ -513,7 +513,7 @@ mod tests {
         );
         assert!(within_tensor_limit([usize::MAX, 2, 1, 1])
             .unwrap_err()
-            .contains("more than 2^64"));
+            .contains("at least 2^64"));
         assert!(within_tensor_limit([0, 1 << 40, 1, 1]).is_ok(), "empty");
     }
 

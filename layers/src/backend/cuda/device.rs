@@ -117,7 +117,7 @@ const DATASHEETS: &[Datasheet] = &[
     },
     Datasheet {
         name_has: &["H200"],
-        name_lacks: &["NVL"],
+        name_lacks: &["NVL", "GH200"],
         sms: 132,
         tflops: [67.0, 494.5, 989.5, 989.5],
         cite: "NVIDIA H200 datasheet, H200 SXM (dense: half the sparse figures)",
@@ -133,7 +133,7 @@ const DATASHEETS: &[Datasheet] = &[
 
 /// The published dense peak of `d` on the part called `name` with `sms`
 /// SMs, when [`DATASHEETS`] knows it.
-pub fn datasheet_peak(name: &str, sms: usize, d: DType) -> Option<Peak> {
+fn datasheet_peak(name: &str, sms: usize, d: DType) -> Option<Peak> {
     let sheet = DATASHEETS.iter().find(|s| {
         s.sms == sms
             && s.name_has.iter().all(|f| name.contains(f))
@@ -210,6 +210,7 @@ mod tests {
         for (name, sms) in [
             ("NVIDIA H100 80GB HBM3 MIG 3g.40gb", 60),
             ("NVIDIA H100 NVL", 132),
+            ("NVIDIA GH200 480GB", 132),
             ("NVIDIA L40S", 142),
         ] {
             let p = nominal_peak(name, (9, 0), sms, 1980, DType::F16).unwrap();

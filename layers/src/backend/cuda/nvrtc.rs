@@ -68,8 +68,9 @@ pub const BACKEND_PROGRAMS: &[Program] = &[
     },
 ];
 
-/// Threads per block of every launch; the loss kernels' block reductions
-/// are written for exactly this many (`XENT_THREADS` in loss.cu).
+/// Threads per block of every launch; the block reductions are written
+/// for exactly this many (`XENT_THREADS` in loss.cu, `BIAS_THREADS` in
+/// bias_grad.cu).
 const THREADS: u32 = 256;
 
 /// The most blocks an elementwise launch uses. Their loops are grid-stride,

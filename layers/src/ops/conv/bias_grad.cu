@@ -9,7 +9,9 @@
 // partial sum per (chunk, channel) into part[chunk][c], pass 2
 // (bias_grad_finish) adds a channel's partials in chunk order and rounds
 // once. Every sum runs in a fixed order, so the result is deterministic,
-// and all accumulation is fp32, as cuDNN's is for half data.
+// and all accumulation is fp32, as cuDNN's is for half data. Only the bf16
+// instances run in training (cuDNN does f32 and f16); the others are
+// compiled for uniformity and the host tests.
 
 #define BIAS_THREADS 256
 // bias_grad_rows: 32 lanes over neighbouring channels (coalesced reads of

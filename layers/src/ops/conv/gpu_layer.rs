@@ -208,7 +208,7 @@ impl<'g> Layer<Cuda<'g>> for ConvGpuLayer {
             .collect::<Vec<_>>()
             .join(" ");
         if let Some((_, g @ BiasGrad::Nvrtc { .. })) = &self.bias {
-            s += " bias-grad:";
+            s += " + ";
             s += g.name();
         }
         s

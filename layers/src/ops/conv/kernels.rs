@@ -106,11 +106,13 @@ pub struct BiasGradPlan {
 
 impl BiasGradPlan {
     /// `dy` of `n` images of `c` channels and `hw` pixels in `layout` (a
-    /// fully connected layer: `hw` = 1, either layout).
-    pub fn new(n: usize, c: usize, hw: usize, layout: Layout) -> BiasGradPlan {
+    /// fully connected layer: `hw` = 1, either layout); `None` when its
+    /// element count overflows.
+    pub fn new(n: usize, c: usize, hw: usize, layout: Layout) -> Option<BiasGradPlan> {
+        n.checked_mul(hw)?.checked_mul(c)?;
         let (outer, inner) = match layout {
             Layout::Nchw if hw > 1 => (n, hw),
-            _ => (n.saturating_mul(hw), 1),
+            _ => (n * hw, 1),
         };
         // Blocks per chunk, and the fewest rows per chunk worth a block.
         let (per_block, min_rows) = if inner > 1 {
@@ -122,19 +124,48 @@ impl BiasGradPlan {
             .clamp(1, MAX_CHUNKS)
             .min(outer.div_ceil(min_rows).max(1));
         let per_chunk = outer.div_ceil(chunks).max(1);
-        BiasGradPlan {
+        Some(BiasGradPlan {
             outer,
             c,
             inner,
             per_chunk,
             // No empty chunk: every partial is written.
             chunks: outer.div_ceil(per_chunk).max(1),
-        }
+        })
     }
 
     /// f32 elements of the scratch the partial sums go to.
     pub fn scratch_len(&self) -> usize {
         self.chunks * self.c
+    }
+
+    /// The two launches in storage `st`: kernels, grids and the arguments
+    /// after the pointers (the first pass's `dy, part`; the finish's
+    /// `part, db`).
+    pub(crate) fn launches(&self, st: Storage) -> GpuResult<BiasGradLaunches> {
+        let finish = pick(st, BIAS_GRAD_FINISH);
+        let c = to_i32(finish, "c", self.c)?;
+        let chunks = to_i32(finish, "chunks", self.chunks)?;
+        let (names, first_grid) = self
+            .first_pass()
+            .ok_or_else(|| invalid(finish, format!("grid too large: {self:?}")))?;
+        let first = pick(st, names);
+        let mut first_args = vec![
+            Arg::U64(to_u64(first, self.outer)?),
+            Arg::U64(to_u64(first, self.per_chunk)?),
+            Arg::I32(c),
+        ];
+        if self.inner > 1 {
+            first_args.push(Arg::U64(to_u64(first, self.inner)?));
+        }
+        Ok(BiasGradLaunches {
+            first,
+            first_grid,
+            first_args,
+            finish,
+            finish_grid: blocks_for(self.c as u64),
+            finish_args: vec![Arg::I32(chunks), Arg::I32(c)],
+        })
     }
 
     /// The first pass's kernels (per storage) and its grid: `bias_grad_planes`
@@ -177,8 +208,10 @@ impl BiasGrad {
         Ok(match BiasGradBy::for_dtype(dtype) {
             BiasGradBy::Cudnn => BiasGrad::Cudnn,
             BiasGradBy::Nvrtc => {
-                let plan = BiasGradPlan::new(n, c, hw, layout);
-                let bytes = plan.scratch_len().saturating_mul(4);
+                let plan = BiasGradPlan::new(n, c, hw, layout).ok_or_else(|| {
+                    invalid("bias_grad", format!("{n}x{c}x{hw} elements overflow"))
+                })?;
+                let bytes = plan.scratch_len() * 4;
                 BiasGrad::Nvrtc {
                     st: dtype.storage(),
                     plan,
@@ -244,6 +277,16 @@ impl BiasGrad {
     }
 }
 
+/// [`BiasGradPlan::launches`]: what [`Kernels::bias_grad`] launches.
+pub(crate) struct BiasGradLaunches {
+    pub first: &'static str,
+    pub first_grid: u32,
+    pub first_args: Vec<Arg>,
+    pub finish: &'static str,
+    pub finish_grid: u32,
+    pub finish_args: Vec<Arg>,
+}
+
 impl Kernels {
     /// `db[c] = Σ dy` over every image and pixel, in storage `st`, with
     /// the partial sums in `scratch`.
@@ -263,39 +306,20 @@ impl Kernels {
         scratch: CUdeviceptr,
         db: CUdeviceptr,
     ) -> GpuResult<()> {
-        let p = plan;
-        if p.c == 0 {
+        if plan.c == 0 {
             return Ok(());
         }
-        let finish = pick(st, BIAS_GRAD_FINISH);
-        let c = to_i32(finish, "c", p.c)?;
-        let chunks = to_i32(finish, "chunks", p.chunks)?;
-        let (names, grid) = p
-            .first_pass()
-            .ok_or_else(|| invalid(finish, format!("grid too large: {p:?}")))?;
-        let name = pick(st, names);
-        let mut args = vec![
-            Arg::Ptr(dy),
-            Arg::Ptr(scratch),
-            Arg::U64(to_u64(name, p.outer)?),
-            Arg::U64(to_u64(name, p.per_chunk)?),
-            Arg::I32(c),
-        ];
-        if p.inner > 1 {
-            args.push(Arg::U64(to_u64(name, p.inner)?));
-        }
+        let l = plan.launches(st)?;
+        let mut args = vec![Arg::Ptr(dy), Arg::Ptr(scratch)];
+        args.extend(l.first_args);
         // SAFETY: (const T* dy, float* part, u64 outer, u64 per_chunk,
         // int c[, u64 inner]) with the caller's sizes; the grid covers
         // chunks x (channels or channel tiles) exactly.
-        unsafe { self.launch(stream, name, grid, &args)? };
-        let args = [
-            Arg::Ptr(scratch),
-            Arg::Ptr(db),
-            Arg::I32(chunks),
-            Arg::I32(c),
-        ];
+        unsafe { self.launch(stream, l.first, l.first_grid, &args)? };
+        let mut args = vec![Arg::Ptr(scratch), Arg::Ptr(db)];
+        args.extend(l.finish_args);
         // SAFETY: (const float* part, T* db, int chunks, int c).
-        unsafe { self.launch(stream, finish, blocks_for(p.c as u64), &args) }
+        unsafe { self.launch(stream, l.finish, l.finish_grid, &args) }
     }
 }
 
@@ -322,7 +346,7 @@ mod tests {
             (3, 5, 7, Layout::Nchw),
             (0, 5, 7, Layout::Nhwc),
         ] {
-            let p = BiasGradPlan::new(n, c, hw, layout);
+            let p = BiasGradPlan::new(n, c, hw, layout).unwrap();
             assert_eq!(p.outer * p.inner, n * hw, "{p:?}");
             assert!(p.chunks >= 1 && p.chunks <= MAX_CHUNKS, "{p:?}");
             // Chunks tile 0..outer with none empty.
@@ -330,12 +354,13 @@ mod tests {
             assert!((p.chunks - 1) * p.per_chunk < p.outer.max(1), "{p:?}");
             assert_eq!(p.scratch_len(), p.chunks * c);
         }
+        assert!(BiasGradPlan::new(usize::MAX, 2, 2, Layout::Nhwc).is_none());
         // A big NHWC activation gets many blocks, a linear layer's a few.
-        let big = BiasGradPlan::new(256, 64, 56 * 56, Layout::Nhwc);
+        let big = BiasGradPlan::new(256, 64, 56 * 56, Layout::Nhwc).unwrap();
         assert_eq!((big.inner, big.chunks), (1, MAX_CHUNKS));
-        let fc = BiasGradPlan::new(16, 1000, 1, Layout::Nhwc);
+        let fc = BiasGradPlan::new(16, 1000, 1, Layout::Nhwc).unwrap();
         assert_eq!(fc.chunks, 1);
-        let nchw = BiasGradPlan::new(256, 64, 56 * 56, Layout::Nchw);
+        let nchw = BiasGradPlan::new(256, 64, 56 * 56, Layout::Nchw).unwrap();
         assert_eq!((nchw.inner, nchw.chunks), (56 * 56, 16));
     }
 
@@ -343,7 +368,7 @@ mod tests {
     /// wrapper launches it, against an f64 sum of the same stored values.
     #[test]
     fn emulated_bias_grad_matches_the_sum() {
-        use crate::backend::cuda::emu::{self, storage_type, EmuRun};
+        use crate::backend::cuda::emu::{self, render, storage_type, EmuRun};
         use cnnbench_kernels::rng::fill_uniform;
         if !emu::available() {
             return;
@@ -359,32 +384,28 @@ mod tests {
         // One program runs every case and storage (one compile).
         let (mut main, mut inputs, mut outputs) = (String::new(), Vec::new(), Vec::new());
         for (i, &(n, c, hw, layout)) in cases.iter().enumerate() {
-            let plan = BiasGradPlan::new(n, c, hw, layout);
+            let plan = BiasGradPlan::new(n, c, hw, layout).unwrap();
             let mut dy = vec![0.0f32; n * c * hw];
             fill_uniform(&mut dy, 7 + i as u64, 1.0);
             for (suffix, dtype) in [("f32", DType::F32), ("bf16", DType::Bf16)] {
-                let (first, grid) = plan.first_pass().expect("a small grid");
-                let first = pick(dtype.storage(), first);
-                let finish = pick(dtype.storage(), BIAS_GRAD_FINISH);
-                let inner_arg = if plan.inner > 1 {
-                    format!(", {}ull", plan.inner)
-                } else {
-                    String::new()
-                };
+                // Exactly what Kernels::bias_grad launches.
+                let l = plan.launches(dtype.storage()).unwrap();
                 let t = storage_type(suffix);
                 main += &format!(
                     "{{ auto dy = emu_load<{t}>(\"dy{i}.bin\", {len});
                      std::vector<float> part({scratch}, NAN);
                      std::vector<{t}::T> db({c});
-                     emu_launch({grid}, [&] {{ {first}(dy.data(), part.data(), {outer}ull, {per}ull, {c}{inner_arg}); }});
-                     emu_launch({grid2}, [&] {{ {finish}(part.data(), db.data(), {chunks}, {c}); }});
+                     emu_launch({}, [&] {{ {}(dy.data(), part.data(), {}); }});
+                     emu_launch({}, [&] {{ {}(part.data(), db.data(), {}); }});
                      emu_save<{t}>(\"db{i}_{suffix}.bin\", db); }}\n",
+                    l.first_grid,
+                    l.first,
+                    render(&l.first_args),
+                    l.finish_grid,
+                    l.finish,
+                    render(&l.finish_args),
                     len = dy.len(),
                     scratch = plan.scratch_len(),
-                    outer = plan.outer,
-                    per = plan.per_chunk,
-                    chunks = plan.chunks,
-                    grid2 = blocks_for(c as u64),
                 );
                 outputs.push((format!("db{i}_{suffix}.bin"), c));
             }
@@ -399,7 +420,7 @@ mod tests {
         .run()
         .into_iter();
         for (i, &(n, c, hw, layout)) in cases.iter().enumerate() {
-            let plan = BiasGradPlan::new(n, c, hw, layout);
+            let plan = BiasGradPlan::new(n, c, hw, layout).unwrap();
             let mut dy = vec![0.0f32; n * c * hw];
             fill_uniform(&mut dy, 7 + i as u64, 1.0);
             for (suffix, dtype) in [("f32", DType::F32), ("bf16", DType::Bf16)] {

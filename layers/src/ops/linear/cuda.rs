@@ -134,11 +134,9 @@ impl<'g> Layer<Cuda<'g>> for LinearGpuLayer {
     fn kernels(&self) -> String {
         match self.bias_grad {
             BiasGrad::Cudnn => format!("cublas GemmEx ({})", self.dtype),
-            BiasGrad::Nvrtc { .. } => format!(
-                "cublas GemmEx ({}) bias-grad:{}",
-                self.dtype,
-                self.bias_grad.name()
-            ),
+            BiasGrad::Nvrtc { .. } => {
+                format!("cublas GemmEx ({}) + {}", self.dtype, self.bias_grad.name())
+            }
         }
     }
 }

@@ -183,7 +183,7 @@ mod tests {
     /// layouts, for odd, even and unit windows.
     #[test]
     fn emulated_lrn_matches_the_reference() {
-        use crate::backend::cuda::emu::{self, storage_type, to_nchw, to_nhwc, EmuRun};
+        use crate::backend::cuda::emu::{self, render, storage_type, to_nchw, to_nhwc, EmuRun};
         use crate::backend::cuda::nvrtc::blocks_for;
         use cnnbench_kernels::conv::reference::rel_l2_error;
         use cnnbench_kernels::norm::lrn;
@@ -237,10 +237,9 @@ mod tests {
                     inputs.push((format!("x{tag}.bin"), order(&x)));
                     inputs.push((format!("dy{tag}.bin"), order(&dy)));
                     let t = storage_type(suffix);
-                    let args = format!(
-                        "{len}ull, {hw}ull, {c}, {}, {}, {:?}f, {:?}f, {:?}f",
-                        nchw as i32, q.size, q.alpha, q.beta, q.k
-                    );
+                    // Exactly what the wrappers pass after the pointers.
+                    let shape = LrnShape { n, c, hw, nchw };
+                    let args = render(&lrn_args("lrn", &shape, &q).unwrap().unwrap().1);
                     // At most 2 blocks: the grid-stride loops go round.
                     let grid = blocks_for(len as u64).min(2);
                     main += &format!(

@@ -9,6 +9,8 @@
 // x (size² loads of neighbouring, cached values) instead of keeping s.
 // Everything is computed in float. `nchw` selects the memory order: a
 // channel's neighbours are h·w elements apart (NCHW) or adjacent (NHWC).
+// Only the bf16 instances run in training (cuDNN does f32 and f16); the
+// others are compiled for uniformity and the host tests.
 
 struct LrnArgs {
     u64 len, hw;

@@ -193,7 +193,7 @@ mod tests {
     /// that run into the far padding, both layouts.
     #[test]
     fn emulated_pool_matches_the_reference() {
-        use crate::backend::cuda::emu::{self, to_nchw, to_nhwc, EmuRun};
+        use crate::backend::cuda::emu::{self, render, to_nchw, to_nhwc, EmuRun};
         use cnnbench_kernels::conv::reference::rel_l2_error;
         use cnnbench_kernels::pool::reference;
         use cnnbench_kernels::rng::fill_uniform;
@@ -249,7 +249,7 @@ mod tests {
             for nchw in [false, true] {
                 let tag = format!("{i}_{nchw}");
                 let (ints, n_out, n_in) = pool_ints("pool_fwd_f32", &p, max, nchw).unwrap();
-                let ints = ints.map(|v| v.to_string()).join(", ");
+                let ints = render(&ints.map(Arg::I32));
                 let (src, dst) = (p.ih * p.iw, p.oh * p.ow);
                 let order = |v: &[f32], hw| {
                     if nchw {

@@ -3,7 +3,9 @@
 // emu.rs). A launch runs its blocks one after another on EMU_THREADS host
 // threads, which meet at a barrier for every __syncthreads(); a __shared__
 // array is a function-local static, which all threads of the running block
-// see, as on the device. prelude.cuh follows this header, with its device
+// see, as on the device. Unlike the device's, it starts zeroed and keeps
+// its values from block to block: a kernel that reads shared memory it
+// never wrote is not caught here. prelude.cuh follows this header, with its device
 // conversions (PTX) replaced by conversions.h's.
 #include <barrier>
 #include <cmath>
