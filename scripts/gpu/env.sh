@@ -115,7 +115,8 @@ fi
 # The driver's CUDA major, as nvidia-smi prints it ("CUDA Version: 13.0").
 _cb_driver=""
 if command -v nvidia-smi > /dev/null 2>&1; then
-    _cb_driver=$(nvidia-smi 2> /dev/null | sed -n 's/.*CUDA Version: *\([0-9][0-9]*\)\..*/\1/p' | head -n 1)
+    if command -v timeout > /dev/null 2>&1; then _cb_smi="timeout 20 nvidia-smi"; else _cb_smi=nvidia-smi; fi
+    _cb_driver=$($_cb_smi 2> /dev/null | sed -n 's/.*CUDA Version: *\([0-9][0-9]*\)\..*/\1/p' | head -n 1)
 fi
 # The majors of the cuBLAS and NVRTC found, highest first.
 _cb_majors=$(while IFS= read -r _cb_d; do
@@ -229,7 +230,7 @@ if [ -n "$CNNBENCH_LIB_DIRS" ]; then
 fi
 export CNNBENCH_LIB_DIRS
 
-unset _cb_nl _cb_dirs _cb_keep _cb_py _cb_pyout _cb_d _cb_f _cb_k _cb_repo _cb_driver \
+unset _cb_nl _cb_dirs _cb_keep _cb_py _cb_pyout _cb_d _cb_f _cb_k _cb_repo _cb_driver _cb_smi \
     _cb_majors _cb_m _cb_cudnn _cb_mine _cb_other _cb_missing _cb_sfx _cb_drv
 unset -f _cb_in _cb_add_dir _cb_has _cb_note
 true
