@@ -19,6 +19,7 @@
 #   - the GPU tests of the layers crate's test binary (backend_tests,
 #     real_libs, cuda_programs, backend::cuda, the ops' cuda modules,
 #     net::gpu; --test-threads=1 --nocapture) with CNNBENCH_GPU_LIBS=required
+#     and CNNBENCH_GPU=required
 #     where a GPU is usable (a missing library fails), without it elsewhere;
 #     then every packed test binary in full;
 #   - compute-sanitizer memcheck (--error-exitcode 1) over one resnet18
@@ -332,7 +333,7 @@ sanitizer() {
 
 part1() {
     local layers name t req=() cs
-    [ $usable = 1 ] && req=(env CNNBENCH_GPU_LIBS=required)
+    [ $usable = 1 ] && req=(env CNNBENCH_GPU_LIBS=required CNNBENCH_GPU=required)
     layers=$(test_bin cnnbench_layers)
     if [ -z "$layers" ]; then
         record tests_gpu "FAILED: no cnnbench_layers test binary (run scripts/gpu/pack.sh)" 0

@@ -1,7 +1,7 @@
 //! Test bodies written once and run on every backend (candle's
 //! `test_device!`): on the CPU always, and on CUDA for every dtype and
 //! layout where a GPU is usable. Without one, the CUDA cases print
-//! `skipped: no GPU` and pass.
+//! `skipped: no GPU` and pass, unless `CNNBENCH_GPU=required`.
 //!
 //! Each body builds an unfused network of the backend under test and
 //! compares it layer by layer ([`super::compare`]) with the CPU's naive
@@ -15,7 +15,7 @@ use super::graph::Graph;
 use super::tests::{every_op_net, preact_net};
 use crate::backend::cuda::device::{compute_capability, supports_dtype};
 use crate::backend::cuda::nvrtc::Kernels;
-use crate::backend::cuda::Gpu;
+use crate::backend::cuda::{no_gpu_for_test, Gpu};
 use crate::core::backend::Backend;
 use crate::core::{DType, Layout};
 use crate::ops::cuda_programs::compile_kernels;
@@ -104,7 +104,7 @@ fn on_every_gpu_config(body: impl Fn(&OnCuda)) {
     let gpu = match Gpu::open() {
         Ok(g) => g,
         Err(why) => {
-            eprintln!("skipped: no GPU ({why})");
+            no_gpu_for_test(&why);
             return;
         }
     };

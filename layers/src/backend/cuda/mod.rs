@@ -19,7 +19,7 @@ mod probe;
 pub use device::{DeviceInfo, Peak};
 pub use error::{check_cudnn, check_driver as error_driver, GpuError, GpuResult};
 pub use memory::DeviceBuffer;
-pub use probe::{gpu_lib_for_test, nvrtc_missing, Presence};
+pub use probe::{gpu_lib_for_test, no_gpu_for_test, nvrtc_missing, Presence};
 
 use crate::core::DType;
 use cudarc::driver::sys::{CUdevice_attribute as Attr, CUevent_flags};

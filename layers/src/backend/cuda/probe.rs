@@ -65,6 +65,16 @@ pub fn gpu_lib_for_test(lib: &str, present: bool) -> bool {
     false
 }
 
+/// For a test that needs a usable GPU and found none (`why`): says it is
+/// skipped, unless `CNNBENCH_GPU=required` (`scripts/gpu/verify.sh` on a
+/// GPU machine), which makes it a failure instead.
+pub fn no_gpu_for_test(why: &str) {
+    if std::env::var("CNNBENCH_GPU").as_deref() == Ok("required") {
+        panic!("CNNBENCH_GPU=required, but {why}");
+    }
+    eprintln!("skipped: no GPU ({why})");
+}
+
 /// One line saying that NVRTC, which compiles cnnbench's own kernels at
 /// start-up, cannot be loaded, or `None` when it can. Checked before the
 /// first NVRTC call, since cudarc panics on a missing library.
