@@ -116,7 +116,7 @@ fi
 _cb_driver=""
 if command -v nvidia-smi > /dev/null 2>&1; then
     if command -v timeout > /dev/null 2>&1; then _cb_smi="timeout 20 nvidia-smi"; else _cb_smi=nvidia-smi; fi
-    _cb_driver=$($_cb_smi 2> /dev/null | sed -n 's/.*CUDA Version: *\([0-9][0-9]*\)\..*/\1/p' | head -n 1)
+    _cb_driver=$($_cb_smi 2> /dev/null | sed -n 's/.*CUDA Version: *\([0-9][0-9]*\)\..*/\1/p' | head -n 1) || _cb_driver=""
 fi
 # The majors of the cuBLAS and NVRTC found, highest first.
 _cb_majors=$(while IFS= read -r _cb_d; do

@@ -25,6 +25,15 @@ import sys
 from collections import Counter, OrderedDict
 
 
+
+def err_key(e):
+    """A relative error for sorting: null (JSON's NaN) above every number."""
+    return float("inf") if e is None else float(e)
+
+
+def fmt_err(e):
+    return "NaN" if e is None else f"{float(e):.2e}"
+
 def read(path, default=""):
     try:
         with open(path, errors="replace") as f:
@@ -172,8 +181,8 @@ def part1(logs):
         "info": "`cnnbench info`",
         "info_json": "`cnnbench info --format json`",
         "tests_gpu": "GPU tests: `cnnbench_layers backend_tests real_libs cuda_programs backend::cuda ::cuda "
-                     "net::gpu --test-threads=1`" + (" with `CNNBENCH_GPU_LIBS=required`" if gpu_ok else
-                                                     " (without `CNNBENCH_GPU_LIBS=required`: no GPU)"),
+                     "net::gpu --test-threads=1`" + (" with `CNNBENCH_GPU_LIBS=required CNNBENCH_GPU=required`"
+                                                     if gpu_ok else " (without them: no GPU)"),
         "memcheck_model": "memcheck: `model resnet18 --device gpu --batch 8 --warmup 0 --iters 1`",
         "memcheck_conv_f32_nchw": "memcheck: `conv mb4ic32ih28oc64oh28kh3ph1 --dtype f32 --layout nchw "
                                   "--dir all --algo all --check`",
@@ -242,7 +251,8 @@ def part1(logs):
     if gpu_ok:
         gpu_name = st["gpu"][2]
         if not fails:
-            lines.append(f"Part 1 passed on {gpu_name}: every GPU test ran with `CNNBENCH_GPU_LIBS=required`"
+            lines.append(f"Part 1 passed on {gpu_name}: every GPU test ran with `CNNBENCH_GPU_LIBS=required` "
+                         "and `CNNBENCH_GPU=required`"
                          + (" (some printed `skipped:`, listed above)" if all_skips else "")
                          + ", and compute-sanitizer's memcheck reported: "
                          + "; ".join(f"{n}: {s or 'no summary'}" for n, (s, _) in san.items()) + ".")
@@ -251,13 +261,12 @@ def part1(logs):
                          + ", ".join(f"{n} ({s})" for n, s in fails) + ".")
         if any("no GPU" in m for m in all_skips):
             lines.append("")
-            lines.append("**Note:** some GPU test cases printed `skipped: no GPU` although a GPU is usable: "
-                         "the backend tests do not honour `CNNBENCH_GPU_LIBS=required` when the GPU cannot "
-                         "be opened; see the skipped cases above.")
+            lines.append("**Note:** some GPU test cases printed `skipped: no GPU` although `cnnbench info` "
+                         "found a usable GPU and `CNNBENCH_GPU=required` was set; see the skipped cases above.")
     else:
         why = st.get("gpu", ("", "", ""))
         lines.append(f"No GPU was usable here ({why[2] or why[0]}): the GPU test cases ran without "
-                     "`CNNBENCH_GPU_LIBS=required` and reported `skipped: no GPU`, and the compute-sanitizer "
+                     "`CNNBENCH_GPU_LIBS=required` and `CNNBENCH_GPU=required` and reported `skipped: no GPU`, and the compute-sanitizer "
                      "steps were skipped. What ran is the CPU side"
                      + (" (with the real-library tests against the libraries env.sh found, printed above)"
                         if notes else "") + ": "
@@ -312,8 +321,8 @@ def check_section(rows, skipped, title):
         for f, rs in by_file.items():
             ch = [r for r in rs if r.get("check")]
             bad = [r for r in ch if not r["check"].get("passed")]
-            worst = max(ch, key=lambda r: float(r["check"].get("rel_err") or 0), default=None)
-            w = (f"{float(worst['check']['rel_err']):.2e} ({worst['problem']}, {worst['dir']}, {worst['algo']})"
+            worst = max(ch, key=lambda r: err_key(r["check"].get("rel_err")), default=None)
+            w = (f"{fmt_err(worst['check'].get('rel_err'))} ({worst['problem']}, {worst['dir']}, {worst['algo']})"
                  if worst else "-")
             lines.append(f"| {f} | {len(rs)} | {len(ch)} | {len(bad)} | {w} |")
     statuses = Counter(s.get("status", "?") for s in skipped)
@@ -404,7 +413,7 @@ def gemm_section(rows, title):
     for r in rs:
         pf = r.get("peak_fraction")
         c = r.get("check")
-        cs = "-" if not c else (f"{'ok' if c.get('passed') else 'FAIL'} ({float(c.get('rel_err') or 0):.1e})")
+        cs = "-" if not c else f"{'ok' if c.get('passed') else 'FAIL'} ({fmt_err(c.get('rel_err'))})"
         lines.append(f"| {r['problem']} | {r['dtype']} | {r['algo']} | {fmt_ms(r['ms']['median'])} | "
                      f"{r['gflops'] / 1e3:.1f} | {'-' if pf is None else f'{pf * 100:.1f}'} | {cs} |")
     return lines + [""]
@@ -508,11 +517,12 @@ def part3_check(logs):
             loss = cs[0]
             outs = [c for c in cs if c["tensor"].endswith(".output")]
             grads = [c for c in cs if c["tensor"].endswith(".grad")]
-            wo = max(outs, key=lambda c: c["rel_err"], default=None)
-            wg = max(grads, key=lambda c: c["rel_err"], default=None)
+            # A NaN error is written as null: it sorts above every number.
+            wo = max(outs, key=lambda c: err_key(c["rel_err"]), default=None)
+            wg = max(grads, key=lambda c: err_key(c["rel_err"]), default=None)
             bad = [c for c in cs if not c["passed"]]
-            f = lambda c: "-" if c is None else f"{c['rel_err']:.2e} ({c['tensor']})"  # noqa: E731
-            lines.append(f"| {dt} | {m} | {loss['rel_err']:.2e} | {f(wo)} | {f(wg)} | {len(cs)} | "
+            f = lambda c: "-" if c is None else f"{fmt_err(c['rel_err'])} ({c['tensor']})"  # noqa: E731
+            lines.append(f"| {dt} | {m} | {fmt_err(loss['rel_err'])} | {f(wo)} | {f(wg)} | {len(cs)} | "
                          f"{'pass' if not bad else f'FAIL ({len(bad)})'} (tol {cs[0]['tolerance']:g}) |")
         missing = [m for m in started if m not in models]
         if missing:

@@ -85,8 +85,8 @@
 #
 # Environment: PACK (default gpu-pack; without it, target/release/cnnbench
 # and target/release/deps), CNNBENCH (the binary), PYTHON (default python3),
-# BUDGET_S (seconds after which no step starts, default 420; a step is cut
-# at most GRACE_S=60 s later, so a part ends within 8 min), JOBS, CHECK_THREADS, CHECK_BATCH,
+# BUDGET_S (seconds after which no step starts, default 400; a step is cut
+# at most GRACE_S=45 s later, so a part ends within 8 min), JOBS, CHECK_THREADS, CHECK_BATCH,
 # CHECK_TIMEOUT (part 3, default 240), CHECK_FULL, CHECK_PART, CHECK_SUBSET,
 # SKIP_CHECK=1 (part 3), MODEL, MODEL_GROUPS.
 # Exit status: 0 when every step that ran passed (skipped steps are named in
@@ -108,8 +108,8 @@ case $part in 1 | 2 | 3) ;; *) usage ;; esac
 
 pack=${PACK:-$root/gpu-pack}
 py=${PYTHON:-python3}
-budget=${BUDGET_S:-420}
-grace=${GRACE_S:-60}
+budget=${BUDGET_S:-400}
+grace=${GRACE_S:-45}
 ncpu=$(nproc 2> /dev/null || echo 4)
 t_start=$SECONDS
 deadline=$((t_start + budget))
@@ -186,15 +186,17 @@ bg_names=""
 bg() {
     local name=$1 cap=$2 l
     shift 2
+    # Wait for a slot first: the budget is what is left when the job
+    # starts, not when it was queued.
+    while [ "$(jobs -rp | wc -l)" -ge "$maxjobs" ]; do
+        wait -n 2> /dev/null || sleep 1
+    done
     l=$(left)
     if [ "$l" -lt 5 ]; then
         record "$name" "skipped: time budget ($l s left)" 0
         return 3
     fi
     [ "$cap" -gt $((l + grace)) ] && cap=$((l + grace))
-    while [ "$(jobs -rp | wc -l)" -ge "$maxjobs" ]; do
-        wait -n 2> /dev/null || sleep 1
-    done
     echo "$*" > "$logs/$name.cmd"
     (
         t0=$SECONDS
@@ -269,7 +271,11 @@ trap 'say "interrupted"; kill $(jobs -p) 2> /dev/null; status=130; finish' INT T
 {
     echo "date         $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
     echo "host         $(uname -srm), $ncpu CPUs"
-    echo "checkout     $(git -C "$root" rev-parse HEAD 2> /dev/null || echo '(no git)')$(git -C "$root" diff --quiet HEAD 2> /dev/null || echo ' (modified)')"
+    if git -C "$root" rev-parse HEAD > /dev/null 2>&1; then
+        echo "checkout     $(git -C "$root" rev-parse HEAD)$(git -C "$root" diff --quiet HEAD 2> /dev/null || echo ' (modified)')"
+    else
+        echo "checkout     (no git)"
+    fi
     echo "binary       $bin"
     echo "pack         $( [ -f "$pack/MANIFEST" ] && sed -n 's/^commit *//p' "$pack/MANIFEST" || echo "(none: $pack/MANIFEST missing)")"
     echo "env.sh       $(tr '\n' ' ' < "$logs/env-sh.txt" 2> /dev/null)"
@@ -278,7 +284,7 @@ trap 'say "interrupted"; kill $(jobs -p) 2> /dev/null; status=130; finish' INT T
     echo "LD_LIBRARY_PATH ${LD_LIBRARY_PATH:-}"
     echo "budget       $budget s (+ $grace s grace)"
     if command -v nvidia-smi > /dev/null 2>&1; then
-        echo "nvidia-smi   $(timeout 30 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader 2>&1 | head -n 4 | tr '\n' ';')"
+        echo "nvidia-smi   $(timeout 30 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,compute_mode --format=csv,noheader 2>&1 | head -n 4 | tr '\n' ';')"
     else
         echo "nvidia-smi   not found"
     fi
@@ -345,17 +351,6 @@ part1() {
             backend_tests real_libs cuda_programs backend::cuda ::cuda net::gpu \
             --test-threads=1 --nocapture
     fi
-    # Every packed test binary in full (CPU tests included: the binaries
-    # run on another machine's CPU here).
-    if [ -d "$pack/tests" ]; then
-        for t in "$pack"/tests/*; do
-            [ -x "$t" ] || continue
-            name=$(basename "$t")
-            run "tests_all_$name" 20 240 sh -c 'exec "$@" 2>&1' sh ${req[@]+"${req[@]}"} "$t"
-        done
-    else
-        record tests_all "skipped: no $pack/tests (run scripts/gpu/pack.sh)" 0
-    fi
     cs=$(sanitizer)
     local names="memcheck_model memcheck_conv_f32_nchw memcheck_conv_f16_nhwc"
     if [ $usable = 0 ]; then
@@ -373,15 +368,44 @@ part1() {
             --device gpu --dtype f16 --layout nhwc --dir all --algo all --check --iters 1 --warmup 0 \
             --no-save -q
     fi
+    # Then every packed test binary (CPU tests included: the binaries run
+    # on another machine's CPU here), after the sanitizer so that a tight
+    # budget cuts these; the layers' GPU tests ran above.
+    local skip
+    if [ -d "$pack/tests" ]; then
+        for t in "$pack"/tests/*; do
+            [ -x "$t" ] || continue
+            name=$(basename "$t")
+            skip=()
+            [ "$name" = cnnbench_layers ] && skip=(--skip backend_tests --skip real_libs
+                --skip cuda_programs --skip backend::cuda --skip ::cuda --skip net::gpu)
+            run "tests_all_$name" 20 240 sh -c 'exec "$@" 2>&1' sh ${req[@]+"${req[@]}"} "$t" \
+                ${skip[@]+"${skip[@]}"}
+        done
+    else
+        record tests_all "skipped: no $pack/tests (run scripts/gpu/pack.sh)" 0
+    fi
 }
 
 # --------------------------------------------------------------------------
 # Part 2: convolutions and GEMMs.
 
+# gpu_jobs WANTED: WANTED, or 1 when the GPU is in an exclusive compute
+# mode (then a second process cannot open it).
+gpu_jobs() {
+    if command -v nvidia-smi > /dev/null 2>&1 \
+        && timeout 20 nvidia-smi --query-gpu=compute_mode --format=csv,noheader 2> /dev/null \
+        | grep -qi exclusive; then
+        echo 1
+    else
+        echo "$1"
+    fi
+}
+
 part2() {
     local dt l p cb=${CHECK_BATCH:-2} ct=${CHECK_THREADS:-2} name
     local layers2="mb16ic64ih56oc64oh56kh3ph1 mb16ic1024ih14oc256oh14kh1"
-    maxjobs=${JOBS:-8}
+    maxjobs=$(gpu_jobs "${JOBS:-8}")
     mkdir -p "$logs/check" "$logs/time"
     local common=(--device gpu --format json --results "$logs/results" -q)
     # 1. Checks, side by side (the CPU reference is the cost; its GPU
@@ -441,6 +465,8 @@ part3() {
     local dt g b longest=60 t0 m model=${MODEL:-resnet50}
     local subset_args=()
     for m in ${CHECK_SUBSET:-alexnet googlenet resnet50}; do subset_args+=(--model "$m"); done
+    # An empty list would mean every model to `check`.
+    [ ${#subset_args[@]} -gt 0 ] || subset_args=(--model alexnet)
     mkdir -p "$logs/results" "$logs/models"
     if "$py" -c 'import torch' > /dev/null 2>&1; then
         "$py" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "cudnn",
@@ -463,7 +489,7 @@ torch.backends.cudnn.version(), "device", torch.cuda.get_device_name() if torch.
             i=$((i + 1))
         done
         n=$(($(echo "${CHECK_FULL-f32 f16}" | wc -w) * 2 + $(echo "${CHECK_PART-tf32 bf16}" | wc -w)))
-        maxjobs=$((n > 0 ? n : 1))
+        maxjobs=$(gpu_jobs $((n > 0 ? n : 1)))
         ct=$(((ncpu + maxjobs - 1) / maxjobs))
         for dt in ${CHECK_FULL-f32 f16}; do
             bg "check_${dt}_1" "${CHECK_TIMEOUT:-240}" "$bin" check --device gpu "${half1[@]}" --batch 2 \
