@@ -182,7 +182,8 @@ def part1(logs):
         "info_json": "`cnnbench info --format json`",
         "tests_gpu": "GPU tests: `cnnbench_layers backend_tests real_libs cuda_programs backend::cuda ::cuda "
                      "net::gpu --test-threads=1`" + (" with `CNNBENCH_GPU_LIBS=required CNNBENCH_GPU=required`"
-                                                     if gpu_ok else " (without them: no GPU)"),
+                                                     if gpu_ok else
+                                                     " (without the `=required` variables: no GPU)"),
         "memcheck_model": "memcheck: `model resnet18 --device gpu --batch 8 --warmup 0 --iters 1`",
         "memcheck_conv_f32_nchw": "memcheck: `conv mb4ic32ih28oc64oh28kh3ph1 --dtype f32 --layout nchw "
                                   "--dir all --algo all --check`",
