@@ -18,6 +18,8 @@ fn main() -> ExitCode {
     }));
     match cli::run() {
         Ok(code) => code,
+        // `| head` closed stdout: end quietly, as a program SIGPIPE killed.
+        Err(e) if e.is::<output::ClosedStdout>() => ExitCode::from(141),
         Err(e) => {
             eprintln!("cnnbench: error: {e:#}");
             ExitCode::from(2)

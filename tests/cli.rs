@@ -475,6 +475,105 @@ fn an_interrupted_run_keeps_its_finished_records() {
     }
 }
 
+/// Sends `sig` (`-TERM`, `-HUP`, ...) to `pid` with kill(1).
+fn kill(sig: &str, pid: u32) {
+    assert!(Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .status()
+        .unwrap()
+        .success());
+}
+
+#[test]
+fn sigterm_and_sighup_stop_like_ctrl_c_with_their_own_exit_codes() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("partial.json");
+    for (sig, code, said) in [
+        ("-TERM", 143, "stopped by SIGTERM"),
+        ("-HUP", 129, "stopped by SIGHUP"),
+    ] {
+        let child = bin()
+            .args(["conv", "mb1ic4ih8oc4kh3", "mb1ic32ih32oc32kh3"])
+            .args([
+                "--dir",
+                "fwd",
+                "--algo",
+                "ref",
+                "--min-time",
+                "30",
+                "--iters",
+                "1",
+            ])
+            .args([
+                "--format",
+                "json",
+                "--out",
+                out.to_str().unwrap(),
+                "--no-save",
+            ])
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(1500));
+        kill(sig, child.id());
+        let o = child.wait_with_output().unwrap();
+        assert_eq!(o.status.code(), Some(code), "{sig}: {}", stderr(&o));
+        assert!(stderr(&o).contains(said), "{}", stderr(&o));
+        let doc: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+        assert!(doc["records"].is_array(), "{sig}: --out is valid JSON");
+    }
+
+    // A sweep passes the signal on to its child run and stops promptly.
+    let child = bin()
+        .args([
+            "conv",
+            "mb1ic32ih32oc32kh3",
+            "--dir",
+            "fwd",
+            "--algo",
+            "ref",
+        ])
+        .args(["--min-time", "30", "--iters", "1", "--threads", "1,2"])
+        .args(["--results", dir.path().join("store").to_str().unwrap()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    let t0 = std::time::Instant::now();
+    kill("-TERM", child.id());
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(143), "{}", stderr(&o));
+    assert!(t0.elapsed().as_secs() < 10, "stopped in {:?}", t0.elapsed());
+}
+
+#[test]
+fn a_closed_stdout_ends_quietly_and_a_full_one_is_one_line() {
+    let mut child = bin()
+        .args(["info"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The reader goes away before cnnbench writes (as `| head` does).
+    drop(child.stdout.take());
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(141), "{}", stderr(&o));
+    assert!(stderr(&o).is_empty(), "{}", stderr(&o));
+
+    if std::path::Path::new("/dev/full").exists() {
+        let full = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap();
+        let o = bin().args(["info"]).stdout(full).output().unwrap();
+        assert_eq!(o.status.code(), Some(2));
+        let err = stderr(&o);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains("writing to stdout"), "{err}");
+    }
+}
+
 #[test]
 fn every_run_lands_in_the_results_store_unless_told_not_to() {
     let dir = tempfile::tempdir().unwrap();

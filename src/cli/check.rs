@@ -149,9 +149,9 @@ pub fn run(args: CheckArgs) -> Result<ExitCode> {
     }
     let failed = all.iter().filter(|c| !c.passed).count();
     match args.format {
-        Format::Json => println!("{}", serde_json::to_string_pretty(&all)?),
+        Format::Json => crate::output::print(&(serde_json::to_string_pretty(&all)? + "\n"))?,
         // Table is the only other format `check` accepts.
-        _ => print!("{}", table(&all, args.verbose)),
+        _ => crate::output::print(&table(&all, args.verbose))?,
     }
     if failed > 0 {
         eprintln!("cnnbench: {failed} tensor(s) failed the check");

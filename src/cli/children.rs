@@ -3,15 +3,17 @@
 //! child is an ordinary run: it saves its own file in the results store,
 //! and reports back through a JSON `--out` file.
 
+use super::signals;
 use crate::results::store::RunFile;
 use anyhow::{bail, Context, Result};
-use std::process::Command;
+use std::process::{Child, Command, ExitStatus};
+use std::time::{Duration, Instant};
 
 /// How a child ended.
 pub enum ChildRun {
     /// Finished (exit 0, or 1 when a check failed): its output.
     Done { file: RunFile, checks_failed: bool },
-    /// Stopped by Ctrl-C (exit 130): what it finished.
+    /// Stopped by a stop signal (exit 130, 143 or 129): what it finished.
     Interrupted(RunFile),
 }
 
@@ -25,20 +27,32 @@ pub fn run(args: &[String], env: &[(String, String)]) -> Result<ChildRun> {
         .suffix(".json")
         .tempfile()
         .context("creating a temporary file")?;
-    let out = Command::new(exe)
+    let mut child = Command::new(exe)
         .args(without_output_options(args))
         .args(["--format", "json", "--quiet", "--out"])
         .arg(tmp.path())
         .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
-        .output()
+        .spawn()
         .context("starting a cnnbench child process")?;
+    // Read stderr beside the wait, so a chatty child never blocks on a
+    // full pipe.
+    let mut pipe = child.stderr.take();
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        if let Some(p) = pipe.as_mut() {
+            let _ = std::io::Read::read_to_string(p, &mut s);
+        }
+        s
+    });
+    let status = wait_forwarding_signals(&mut child)?;
+    let stderr = reader.join().unwrap_or_default();
     let read = || -> Result<RunFile> {
         let text = std::fs::read_to_string(tmp.path()).context("reading a child's output")?;
         serde_json::from_str(&text).context("parsing a child's output")
     };
-    match out.status.code() {
+    match status.code() {
         Some(0) => Ok(ChildRun::Done {
             file: read()?,
             checks_failed: false,
@@ -47,14 +61,15 @@ pub fn run(args: &[String], env: &[(String, String)]) -> Result<ChildRun> {
             file: read()?,
             checks_failed: true,
         }),
-        Some(130) => Ok(ChildRun::Interrupted(read().unwrap_or_default())),
+        Some(c) if signals::is_stop_status(c) => {
+            Ok(ChildRun::Interrupted(read().unwrap_or_default()))
+        }
         code => {
-            let err = String::from_utf8_lossy(&out.stderr);
-            let line = err
+            let line = stderr
                 .lines()
                 .find(|l| l.starts_with("cnnbench: error: "))
                 .map(|l| l.trim_start_matches("cnnbench: error: ").to_string())
-                .unwrap_or_else(|| err.lines().last().unwrap_or("").to_string());
+                .unwrap_or_else(|| stderr.lines().last().unwrap_or("").to_string());
             bail!(
                 "{} (child `cnnbench {}` exited with {})",
                 line,
@@ -62,6 +77,32 @@ pub fn run(args: &[String], env: &[(String, String)]) -> Result<ChildRun> {
                 code.map_or("a signal".to_string(), |c| c.to_string())
             )
         }
+    }
+}
+
+/// How long a child has to stop by itself after a SIGINT: a terminal's
+/// Ctrl-C reaches the whole process group, the child included, so the
+/// parent sends its own only if the child is still running after this (a
+/// second signal then ends it at once). SIGTERM and SIGHUP usually reach
+/// the parent alone and are passed on at once.
+const SIGINT_GRACE: Duration = Duration::from_secs(2);
+
+/// Waits for `child`, passing a stop signal the parent receives on to it.
+fn wait_forwarding_signals(child: &mut Child) -> Result<ExitStatus> {
+    let mut seen: Option<Instant> = None;
+    let mut sent = false;
+    loop {
+        if let Some(st) = child.try_wait().context("waiting for a cnnbench child")? {
+            return Ok(st);
+        }
+        if let (Some(sig), false) = (signals::received(), sent) {
+            let since = *seen.get_or_insert_with(Instant::now);
+            if sig != signals::SIGINT || since.elapsed() >= SIGINT_GRACE {
+                signals::send(child.id(), sig);
+                sent = true;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 

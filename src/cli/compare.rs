@@ -74,6 +74,7 @@ pub fn run(args: CompareArgs) -> Result<ExitCode> {
     ) {
         bail!("compare runs conv or gemm: put `-- conv ...` or `-- gemm ...` last");
     }
+    super::signals::install()?;
     let old = std::env::var("LD_LIBRARY_PATH").ok();
     let mut variants: Vec<Variant> = args
         .cudnn
@@ -107,9 +108,9 @@ pub fn run(args: CompareArgs) -> Result<ExitCode> {
     for w in library_warnings(&runs, !args.cudnn.is_empty()) {
         eprintln!("cnnbench: warning: {w}");
     }
-    print!("{}", side_by_side(&runs));
+    crate::output::print(&side_by_side(&runs))?;
     Ok(if stopped {
-        ExitCode::from(130)
+        super::signals::exit_code()
     } else {
         ExitCode::SUCCESS
     })

@@ -112,8 +112,8 @@ pub fn run(args: InfoArgs) -> Result<ExitCode> {
         cnnbench: BuildInfo::current(),
     };
     match args.format {
-        Format::Json => println!("{}", serde_json::to_string_pretty(&info)?),
-        _ => print!("{}", text(&info)),
+        Format::Json => crate::output::print(&(serde_json::to_string_pretty(&info)? + "\n"))?,
+        _ => crate::output::print(&text(&info))?,
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -11,6 +11,7 @@ mod output;
 mod progress;
 mod report;
 mod session;
+pub mod signals;
 mod sweep;
 
 use crate::output::{Format, RECORD_FORMATS};
@@ -59,25 +60,19 @@ pub enum Device {
     Auto,
 }
 
-/// Set by Ctrl-C during a sweep or a comparison (the children stop on
-/// their own and keep what they finished).
-static PARENT_INTERRUPTED: std::sync::atomic::AtomicBool =
-    std::sync::atomic::AtomicBool::new(false);
-
 pub fn run() -> Result<ExitCode> {
     let raw: Vec<String> = std::env::args().skip(1).collect();
     if raw.first().is_some_and(|c| c == "conv" || c == "gemm")
         && !raw.iter().any(|a| a == "--help" || a == "-h")
         && !sweep::lists(&raw).is_empty()
     {
-        ctrlc::set_handler(|| PARENT_INTERRUPTED.store(true, std::sync::atomic::Ordering::Relaxed))
-            .map_err(|e| anyhow::anyhow!("installing the Ctrl-C handler: {e}"))?;
+        signals::install()?;
         let format = option_value(&raw, "--format")
             .map(|f| crate::output::parse(&f, RECORD_FORMATS))
             .transpose()?
             .unwrap_or(Format::Table);
         let quiet = raw.iter().any(|a| a == "--quiet" || a == "-q");
-        return sweep::run(&raw, format, quiet, &PARENT_INTERRUPTED);
+        return sweep::run(&raw, format, quiet, signals::stop_flag());
     }
     let cli = Cli::parse();
     match cli.command {

@@ -385,7 +385,7 @@ impl ModelOutput {
             self.records.len(),
             self.store.as_ref(),
             interrupted,
-        );
+        )?;
         Ok(end.unwrap_or(ExitCode::SUCCESS))
     }
 }

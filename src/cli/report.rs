@@ -93,7 +93,7 @@ pub fn run(args: ReportArgs) -> Result<ExitCode> {
                 path.display()
             );
         }
-        None => print!("{md}"),
+        None => crate::output::print(&md)?,
     }
     Ok(ExitCode::SUCCESS)
 }

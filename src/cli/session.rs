@@ -1,16 +1,12 @@
 //! What every measuring subcommand starts with, once: the device it runs
-//! on (or why not the GPU), the worker threads, the Ctrl-C flag the one
-//! timing loop watches, and the progress bar.
+//! on (or why not the GPU), the worker threads, the stop signals the one
+//! timing loop watches ([`super::signals`]), and the progress bar.
 
 use super::{init_threads, Device};
 use crate::bench::{RunPolicy, Runner};
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use cnnbench_layers::cuda::{nvrtc_missing, Gpu, Presence};
 use indicatif::ProgressBar;
-use std::sync::atomic::{AtomicBool, Ordering};
-
-/// Set by Ctrl-C: the runner stops, and what finished is kept.
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
 pub struct Session {
     pub threads: usize,
@@ -18,19 +14,18 @@ pub struct Session {
 }
 
 impl Session {
-    /// Starts the worker threads and the Ctrl-C handler, and a progress
+    /// Starts the worker threads and the signal handlers, and a progress
     /// bar over `work` steps (hidden with `quiet`).
     pub fn start(threads: Option<usize>, work: u64, quiet: bool) -> Result<Session> {
         let threads = init_threads(threads)?;
-        ctrlc::set_handler(|| INTERRUPTED.store(true, Ordering::Relaxed))
-            .context("installing the Ctrl-C handler")?;
+        super::signals::install()?;
         Ok(Session {
             threads,
             bar: super::progress::bar(work, quiet),
         })
     }
 
-    /// The one timing loop under `policy`, stopping at Ctrl-C.
+    /// The one timing loop under `policy`, stopping at a stop signal.
     pub fn runner(&self, policy: RunPolicy) -> Runner<'static> {
         runner(policy)
     }
@@ -40,17 +35,17 @@ impl Session {
     }
 }
 
-/// The one timing loop under `policy`, stopping at Ctrl-C.
+/// The one timing loop under `policy`, stopping at a stop signal.
 pub fn runner(policy: RunPolicy) -> Runner<'static> {
     Runner {
         policy,
-        interrupted: &INTERRUPTED,
+        interrupted: super::signals::stop_flag(),
     }
 }
 
-/// Whether Ctrl-C was pressed.
+/// Whether a stop signal (SIGINT, SIGTERM, SIGHUP) arrived.
 pub fn interrupted() -> bool {
-    INTERRUPTED.load(Ordering::Relaxed)
+    super::signals::stopped()
 }
 
 /// Where a run goes: a GPU, or the CPU with the reason it is not a GPU

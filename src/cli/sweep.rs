@@ -115,13 +115,14 @@ pub fn run(
         }
     }
     bar.finish_and_clear();
-    print!("{}", render(&done, format)?);
+    crate::output::print(&render(&done, format)?)?;
     if stopped {
         eprintln!(
-            "cnnbench: interrupted; kept {} finished configurations",
+            "cnnbench: {}; kept {} finished configurations",
+            super::signals::stopped_by(),
             done.len()
         );
-        return Ok(ExitCode::from(130));
+        return Ok(super::signals::exit_code());
     }
     Ok(if failed {
         ExitCode::from(1)

@@ -9,6 +9,33 @@ pub mod table;
 pub mod writers;
 
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+use std::io::Write;
+
+/// What [`print`] returns when stdout's reader has gone (`| head`): `main`
+/// ends quietly, with exit code 141 (128 + SIGPIPE, what a shell reports
+/// for a program SIGPIPE killed), instead of an error line.
+#[derive(Debug)]
+pub struct ClosedStdout;
+
+impl std::fmt::Display for ClosedStdout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("stdout was closed")
+    }
+}
+
+impl std::error::Error for ClosedStdout {}
+
+/// Writes `s` to stdout: every result goes through here, so that a closed
+/// pipe ends the run quietly ([`ClosedStdout`]) and any other write error
+/// (a full disk) is one error line, never a panic.
+pub fn print(s: &str) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(s.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Err(ClosedStdout.into()),
+        Err(e) => Err(anyhow::anyhow!("writing to stdout: {e}")),
+    }
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {

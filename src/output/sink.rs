@@ -132,7 +132,8 @@ impl Output {
     }
 
     /// Writes the final output and turns what happened into the exit code:
-    /// 130 when interrupted, 1 when a check failed.
+    /// 128 + the signal when stopped by one (130 for Ctrl-C), 1 when a
+    /// check failed.
     pub fn finish(&self, interrupted: bool) -> Result<ExitCode> {
         self.save(!interrupted)?;
         let out = self.path.as_deref();
@@ -142,7 +143,7 @@ impl Output {
             self.records.len(),
             self.store.as_ref(),
             interrupted,
-        ) {
+        )? {
             return Ok(code);
         }
         let failed = self
@@ -178,23 +179,26 @@ pub fn save_run<R: serde::Serialize>(
 }
 
 /// The end of a run: the output on stdout (or a line saying where `--out`
-/// put it), and when interrupted, where the finished records are and exit
-/// code 130.
+/// put it), and when a signal stopped the run, where the finished records
+/// are and exit code 128 + the signal.
 pub fn end_run(
     out: Option<&std::path::Path>,
     rendered: String,
     records: usize,
     store: Option<&Store>,
     interrupted: bool,
-) -> Option<ExitCode> {
+) -> Result<Option<ExitCode>> {
     match out {
         Some(path) => eprintln!("cnnbench: wrote {records} records to {}", path.display()),
-        None => print!("{rendered}"),
+        None => super::print(&rendered)?,
     }
     if !interrupted {
-        return None;
+        return Ok(None);
     }
     let kept = store.map_or(String::new(), |s| format!(" (in {})", s.path.display()));
-    eprintln!("cnnbench: interrupted; kept the {records} finished records{kept}");
-    Some(ExitCode::from(130))
+    eprintln!(
+        "cnnbench: {}; kept the {records} finished records{kept}",
+        crate::cli::signals::stopped_by()
+    );
+    Ok(Some(crate::cli::signals::exit_code()))
 }

@@ -151,7 +151,7 @@ pub(super) fn describe(graphs: &[Graph], args: &ModelArgs) -> Result<ExitCode> {
     }
     match &args.store.out {
         Some(p) => write_atomic(p, &s)?,
-        None => print!("{s}"),
+        None => crate::output::print(&s)?,
     }
     Ok(ExitCode::SUCCESS)
 }

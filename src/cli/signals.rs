@@ -1,0 +1,138 @@
+//! How a run stops. SIGINT (Ctrl-C), SIGTERM (`kill`, `timeout`, Slurm)
+//! and SIGHUP (a closed terminal) all stop it the same way: the one timing
+//! loop stops at its next sample, what finished is kept and printed, and
+//! the exit code is 128 + the signal's number (130, 143, 129), as a shell
+//! reports a process the signal killed. A second signal ends the process
+//! at once, with the same code (the results store and `--out` are
+//! rewritten after every record, so nothing finished is lost).
+
+use anyhow::{Context, Result};
+pub use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::{Arc, OnceLock};
+
+/// The signals that stop a run.
+pub const STOP_SIGNALS: [i32; 3] = [SIGINT, SIGTERM, SIGHUP];
+
+/// Set by the first stop signal; the timing loop and sweeps watch it.
+static STOP: OnceLock<Arc<AtomicBool>> = OnceLock::new();
+/// The first stop signal received (0: none).
+static SIGNAL: AtomicI32 = AtomicI32::new(0);
+
+fn stop_arc() -> &'static Arc<AtomicBool> {
+    STOP.get_or_init(|| Arc::new(AtomicBool::new(false)))
+}
+
+/// Installs the handlers (once per process; later calls do nothing).
+pub fn install() -> Result<()> {
+    static INSTALLED: OnceLock<Result<(), String>> = OnceLock::new();
+    INSTALLED
+        .get_or_init(|| {
+            let go = || -> std::io::Result<()> {
+                for sig in STOP_SIGNALS {
+                    // Registered first, so it sees the flag as the
+                    // previous signal left it: only a second signal exits.
+                    signal_hook::flag::register_conditional_shutdown(
+                        sig,
+                        128 + sig,
+                        Arc::clone(stop_arc()),
+                    )?;
+                    let flag = Arc::clone(stop_arc());
+                    // SAFETY: the action only stores into atomics, which
+                    // is async-signal-safe.
+                    unsafe {
+                        signal_hook::low_level::register(sig, move || {
+                            let _ =
+                                SIGNAL.compare_exchange(0, sig, Ordering::SeqCst, Ordering::SeqCst);
+                            flag.store(true, Ordering::SeqCst);
+                        })
+                    }?;
+                }
+                Ok(())
+            };
+            go().map_err(|e| e.to_string())
+        })
+        .clone()
+        .map_err(anyhow::Error::msg)
+        .context("installing the signal handlers")
+}
+
+/// The flag the timing loop watches.
+pub fn stop_flag() -> &'static AtomicBool {
+    stop_arc()
+}
+
+/// Whether a stop signal arrived.
+pub fn stopped() -> bool {
+    stop_flag().load(Ordering::Relaxed)
+}
+
+/// The first stop signal received.
+pub fn received() -> Option<i32> {
+    match SIGNAL.load(Ordering::SeqCst) {
+        0 => None,
+        s => Some(s),
+    }
+}
+
+/// `SIGINT`, `SIGTERM`, `SIGHUP` (or the number).
+pub fn name(sig: i32) -> String {
+    match sig {
+        SIGINT => "SIGINT".into(),
+        SIGTERM => "SIGTERM".into(),
+        SIGHUP => "SIGHUP".into(),
+        s => format!("signal {s}"),
+    }
+}
+
+/// `stopped by SIGTERM` (or `interrupted` when no signal was recorded),
+/// for messages.
+pub fn stopped_by() -> String {
+    match received() {
+        Some(SIGINT) | None => "interrupted".into(),
+        Some(s) => format!("stopped by {}", name(s)),
+    }
+}
+
+/// 128 + the signal that stopped the run (130 when none was recorded).
+pub fn exit_code() -> ExitCode {
+    stop_code(received().unwrap_or(SIGINT))
+}
+
+fn stop_code(sig: i32) -> ExitCode {
+    ExitCode::from(u8::try_from(128 + sig).unwrap_or(130))
+}
+
+/// Whether a child's exit status says a stop signal stopped it (after it
+/// kept what it finished).
+pub fn is_stop_status(code: i32) -> bool {
+    STOP_SIGNALS.iter().any(|s| 128 + s == code)
+}
+
+/// Sends `sig` to process `pid` (a child run).
+pub fn send(pid: u32, sig: i32) {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return;
+    };
+    // SAFETY: kill(2) has no memory effects; a child that already exited
+    // is reaped by us only after this, so its pid is not reused.
+    unsafe {
+        libc::kill(pid, sig);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_are_128_plus_the_signal() {
+        assert_eq!(stop_code(SIGINT), ExitCode::from(130));
+        assert_eq!(stop_code(SIGTERM), ExitCode::from(143));
+        assert_eq!(stop_code(SIGHUP), ExitCode::from(129));
+        assert!(is_stop_status(130) && is_stop_status(143) && is_stop_status(129));
+        assert!(!is_stop_status(1) && !is_stop_status(2) && !is_stop_status(137));
+        assert_eq!(name(SIGTERM), "SIGTERM");
+    }
+}
