@@ -8,6 +8,7 @@ mod plan;
 mod problem;
 mod report;
 mod results;
+mod signals;
 
 use std::process::ExitCode;
 

@@ -3,8 +3,8 @@
 //! child is an ordinary run: it saves its own file in the results store,
 //! and reports back through a JSON `--out` file.
 
-use super::signals;
 use crate::results::store::RunFile;
+use crate::signals;
 use anyhow::{bail, Context, Result};
 use std::process::{Child, Command, ExitStatus};
 use std::time::{Duration, Instant};

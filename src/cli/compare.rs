@@ -74,7 +74,7 @@ pub fn run(args: CompareArgs) -> Result<ExitCode> {
     ) {
         bail!("compare runs conv or gemm: put `-- conv ...` or `-- gemm ...` last");
     }
-    super::signals::install()?;
+    crate::signals::install()?;
     let old = std::env::var("LD_LIBRARY_PATH").ok();
     let mut variants: Vec<Variant> = args
         .cudnn
@@ -110,7 +110,7 @@ pub fn run(args: CompareArgs) -> Result<ExitCode> {
     }
     crate::output::print(&side_by_side(&runs))?;
     Ok(if stopped {
-        super::signals::exit_code()
+        crate::signals::exit_code()
     } else {
         ExitCode::SUCCESS
     })

@@ -11,7 +11,6 @@ mod output;
 mod progress;
 mod report;
 mod session;
-pub mod signals;
 mod sweep;
 
 use crate::output::{Format, RECORD_FORMATS};
@@ -66,13 +65,13 @@ pub fn run() -> Result<ExitCode> {
         && !raw.iter().any(|a| a == "--help" || a == "-h")
         && !sweep::lists(&raw).is_empty()
     {
-        signals::install()?;
+        crate::signals::install()?;
         let format = option_value(&raw, "--format")
             .map(|f| crate::output::parse(&f, RECORD_FORMATS))
             .transpose()?
             .unwrap_or(Format::Table);
         let quiet = raw.iter().any(|a| a == "--quiet" || a == "-q");
-        return sweep::run(&raw, format, quiet, signals::stop_flag());
+        return sweep::run(&raw, format, quiet, crate::signals::stop_flag());
     }
     let cli = Cli::parse();
     match cli.command {

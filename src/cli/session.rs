@@ -1,6 +1,6 @@
 //! What every measuring subcommand starts with, once: the device it runs
 //! on (or why not the GPU), the worker threads, the stop signals the one
-//! timing loop watches ([`super::signals`]), and the progress bar.
+//! timing loop watches ([`crate::signals`]), and the progress bar.
 
 use super::{init_threads, Device};
 use crate::bench::{RunPolicy, Runner};
@@ -18,7 +18,7 @@ impl Session {
     /// bar over `work` steps (hidden with `quiet`).
     pub fn start(threads: Option<usize>, work: u64, quiet: bool) -> Result<Session> {
         let threads = init_threads(threads)?;
-        super::signals::install()?;
+        crate::signals::install()?;
         Ok(Session {
             threads,
             bar: super::progress::bar(work, quiet),
@@ -39,13 +39,13 @@ impl Session {
 pub fn runner(policy: RunPolicy) -> Runner<'static> {
     Runner {
         policy,
-        interrupted: super::signals::stop_flag(),
+        interrupted: crate::signals::stop_flag(),
     }
 }
 
 /// Whether a stop signal (SIGINT, SIGTERM, SIGHUP) arrived.
 pub fn interrupted() -> bool {
-    super::signals::stopped()
+    crate::signals::stopped()
 }
 
 /// Where a run goes: a GPU, or the CPU with the reason it is not a GPU

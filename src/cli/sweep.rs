@@ -119,10 +119,10 @@ pub fn run(
     if stopped {
         eprintln!(
             "cnnbench: {}; kept {} finished configurations",
-            super::signals::stopped_by(),
+            crate::signals::stopped_by(),
             done.len()
         );
-        return Ok(super::signals::exit_code());
+        return Ok(crate::signals::exit_code());
     }
     Ok(if failed {
         ExitCode::from(1)

@@ -198,7 +198,7 @@ pub fn end_run(
     let kept = store.map_or(String::new(), |s| format!(" (in {})", s.path.display()));
     eprintln!(
         "cnnbench: {}; kept the {records} finished records{kept}",
-        crate::cli::signals::stopped_by()
+        crate::signals::stopped_by()
     );
-    Ok(Some(crate::cli::signals::exit_code()))
+    Ok(Some(crate::signals::exit_code()))
 }
