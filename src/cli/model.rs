@@ -301,16 +301,17 @@ impl ModelOutput {
             format: args.format,
             path: args.store.out.clone(),
         };
-        out.save(false)?;
+        out.save(false, false)?;
         Ok(out)
     }
 
     fn push(&mut self, r: ModelRecord) -> Result<()> {
         self.records.push(r);
-        self.save(false)
+        self.save(false, false)
     }
 
-    fn save(&self, complete: bool) -> Result<()> {
+    /// As the layer sink's: `last` is the run's final write.
+    fn save(&self, complete: bool, last: bool) -> Result<()> {
         let file = RunFile {
             format_version: FORMAT_VERSION,
             subcommand: "model".into(),
@@ -324,6 +325,7 @@ impl ModelOutput {
             || self.render(),
             self.store.as_ref(),
             &file,
+            last,
         )
     }
 
@@ -377,7 +379,7 @@ impl ModelOutput {
     }
 
     fn finish(&self, interrupted: bool) -> Result<ExitCode> {
-        self.save(!interrupted)?;
+        self.save(!interrupted, true)?;
         let out = self.path.as_deref();
         let end = end_run(
             out,

@@ -3,6 +3,7 @@
 
 use crate::output::{self, Format, RECORD_FORMATS};
 use crate::report::cost;
+use crate::results::atomic::check_target;
 use crate::results::store::Store;
 use crate::results::Environment;
 use anyhow::Result;
@@ -25,8 +26,9 @@ pub struct OutputArgs {
 /// every measuring subcommand.
 #[derive(Args, Clone, Debug)]
 pub struct StoreArgs {
-    /// Write the output here too (rewritten atomically after every record)
-    #[arg(long, value_name = "FILE")]
+    /// Write the output here too (rewritten atomically after every record;
+    /// a FIFO or a device gets it once, at the end)
+    #[arg(long, value_name = "FILE", value_parser = writable_path)]
     pub out: Option<PathBuf>,
     /// Folder of the results store: every run writes one JSON file there
     #[arg(
@@ -85,4 +87,12 @@ impl StoreArgs {
         }
         Ok(Some(Store::create(&self.results, subcommand, env)?))
     }
+}
+
+/// `--out`'s parser: a path cnnbench can write, checked before anything
+/// runs (see [`check_target`]).
+pub fn writable_path(s: &str) -> Result<PathBuf, String> {
+    let p = PathBuf::from(s);
+    check_target(&p).map_err(|e| e.to_string())?;
+    Ok(p)
 }

@@ -4,7 +4,7 @@
 //! keeps what it finished.
 
 use super::{table, writers, Format};
-use crate::results::atomic::write_atomic;
+use crate::results::atomic::{rewritable, write_atomic};
 use crate::results::store::{RunFile, Store, FORMAT_VERSION};
 use crate::results::{Environment, Record, Skipped};
 use anyhow::Result;
@@ -45,7 +45,7 @@ impl Output {
             subcommand,
             dtype,
         };
-        out.save(false)?;
+        out.save(false, false)?;
         Ok(out)
     }
 
@@ -105,16 +105,17 @@ impl Output {
     /// Adds a finished record, as it was made.
     pub fn push(&mut self, r: Record) -> Result<()> {
         self.records.push(r);
-        self.save(false)
+        self.save(false, false)
     }
 
     pub fn push_skipped(&mut self, s: Skipped) -> Result<()> {
         self.skipped.push(s);
-        self.save(false)
+        self.save(false, false)
     }
 
-    /// Rewrites `--out` and the store file with everything so far.
-    fn save(&self, complete: bool) -> Result<()> {
+    /// Rewrites `--out` and the store file with everything so far (`last`:
+    /// the run's final write).
+    fn save(&self, complete: bool, last: bool) -> Result<()> {
         let file = RunFile {
             format_version: FORMAT_VERSION,
             subcommand: self.subcommand.into(),
@@ -128,6 +129,7 @@ impl Output {
             || self.render(),
             self.store.as_ref(),
             &file,
+            last,
         )
     }
 
@@ -135,7 +137,7 @@ impl Output {
     /// 128 + the signal when stopped by one (130 for Ctrl-C), 1 when a
     /// check failed.
     pub fn finish(&self, interrupted: bool) -> Result<ExitCode> {
-        self.save(!interrupted)?;
+        self.save(!interrupted, true)?;
         let out = self.path.as_deref();
         if let Some(code) = end_run(
             out,
@@ -161,15 +163,17 @@ impl Output {
 
 /// Rewrites `--out` (when given) with what `render` makes, and the store
 /// file (unless `--no-save`) with `file`: after every record, so that an
-/// interrupted run keeps what it finished. Shared by every measuring
+/// interrupted run keeps what it finished (an `--out` that is a FIFO or a
+/// device only once, on the `last` write). Shared by every measuring
 /// subcommand, whatever its records.
 pub fn save_run<R: serde::Serialize>(
     out: Option<&std::path::Path>,
     render: impl FnOnce() -> Result<String>,
     store: Option<&Store>,
     file: &RunFile<R>,
+    last: bool,
 ) -> Result<()> {
-    if let Some(path) = out {
+    if let Some(path) = out.filter(|p| last || rewritable(p)) {
         write_atomic(path, &render()?)?;
     }
     if let Some(store) = store {
