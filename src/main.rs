@@ -15,14 +15,18 @@ use std::process::ExitCode;
 fn main() -> ExitCode {
     // A bug should still end in one line, not a backtrace.
     std::panic::set_hook(Box::new(|info| {
-        eprintln!("cnnbench: internal error: {info}");
+        output::note(&format!("cnnbench: internal error: {info}"));
     }));
     match cli::run() {
         Ok(code) => code,
-        // `| head` closed stdout: end quietly, as a program SIGPIPE killed.
-        Err(e) if e.is::<output::ClosedStdout>() => ExitCode::from(141),
+        // `| head` closed stdout: end quietly, as a program SIGPIPE killed
+        // (or with the stop signal's code, after one).
+        Err(e) if e.is::<output::ClosedStdout>() => match signals::received() {
+            Some(_) => signals::exit_code(),
+            None => ExitCode::from(141),
+        },
         Err(e) => {
-            eprintln!("cnnbench: error: {e:#}");
+            output::note(&format!("cnnbench: error: {e:#}"));
             ExitCode::from(2)
         }
     }

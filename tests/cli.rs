@@ -475,6 +475,16 @@ fn an_interrupted_run_keeps_its_finished_records() {
     }
 }
 
+/// Waits (up to 60 s) until `ready` holds: a run has installed its signal
+/// handlers once it has written its first file.
+fn wait_until(ready: impl Fn() -> bool) {
+    let t0 = std::time::Instant::now();
+    while !ready() {
+        assert!(t0.elapsed().as_secs() < 60, "the run never got going");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
 /// Sends `sig` (`-TERM`, `-HUP`, ...) to `pid` with kill(1).
 fn kill(sig: &str, pid: u32) {
     assert!(Command::new("kill")
@@ -492,6 +502,7 @@ fn sigterm_and_sighup_stop_like_ctrl_c_with_their_own_exit_codes() {
         ("-TERM", 143, "stopped by SIGTERM"),
         ("-HUP", 129, "stopped by SIGHUP"),
     ] {
+        let _ = std::fs::remove_file(&out);
         let child = bin()
             .args(["conv", "mb1ic4ih8oc4kh3", "mb1ic32ih32oc32kh3"])
             .args([
@@ -514,7 +525,8 @@ fn sigterm_and_sighup_stop_like_ctrl_c_with_their_own_exit_codes() {
             .stderr(std::process::Stdio::piped())
             .spawn()
             .unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(1500));
+        // --out is first written (empty) once the handlers are in place.
+        wait_until(|| out.exists());
         kill(sig, child.id());
         let o = child.wait_with_output().unwrap();
         assert_eq!(o.status.code(), Some(code), "{sig}: {}", stderr(&o));
@@ -539,7 +551,9 @@ fn sigterm_and_sighup_stop_like_ctrl_c_with_their_own_exit_codes() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(2500));
+    // The child's store file appears once it is running.
+    let store = dir.path().join("store");
+    wait_until(|| std::fs::read_dir(&store).is_ok_and(|mut d| d.next().is_some()));
     let t0 = std::time::Instant::now();
     kill("-TERM", child.id());
     let o = child.wait_with_output().unwrap();
@@ -549,15 +563,10 @@ fn sigterm_and_sighup_stop_like_ctrl_c_with_their_own_exit_codes() {
 
 #[test]
 fn a_closed_stdout_ends_quietly_and_a_full_one_is_one_line() {
-    let mut child = bin()
-        .args(["info"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    // The reader goes away before cnnbench writes (as `| head` does).
-    drop(child.stdout.take());
-    let o = child.wait_with_output().unwrap();
+    // The reader is gone before cnnbench writes (as after `| head`).
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let o = bin().args(["info"]).stdout(writer).output().unwrap();
     assert_eq!(o.status.code(), Some(141), "{}", stderr(&o));
     assert!(stderr(&o).is_empty(), "{}", stderr(&o));
 

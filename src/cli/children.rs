@@ -6,8 +6,9 @@
 use crate::results::store::RunFile;
 use crate::signals;
 use anyhow::{bail, Context, Result};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command, ExitStatus};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How a child ended.
 pub enum ChildRun {
@@ -32,19 +33,24 @@ pub fn run(args: &[String], env: &[(String, String)]) -> Result<ChildRun> {
         .args(["--format", "json", "--quiet", "--out"])
         .arg(tmp.path())
         .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
+        // Its own process group: a terminal's Ctrl-C or hangup reaches the
+        // parent alone, which passes it on once (two signals would end the
+        // child at once instead of letting it finish its record).
+        .process_group(0)
         .spawn()
         .context("starting a cnnbench child process")?;
     // Read stderr beside the wait, so a chatty child never blocks on a
     // full pipe.
     let mut pipe = child.stderr.take();
     let reader = std::thread::spawn(move || {
-        let mut s = String::new();
+        let mut bytes = Vec::new();
         if let Some(p) = pipe.as_mut() {
-            let _ = std::io::Read::read_to_string(p, &mut s);
+            let _ = std::io::Read::read_to_end(p, &mut bytes);
         }
-        s
+        String::from_utf8_lossy(&bytes).into_owned()
     });
     let status = wait_forwarding_signals(&mut child)?;
     let stderr = reader.join().unwrap_or_default();
@@ -64,6 +70,13 @@ pub fn run(args: &[String], env: &[(String, String)]) -> Result<ChildRun> {
         Some(c) if signals::is_stop_status(c) => {
             Ok(ChildRun::Interrupted(read().unwrap_or_default()))
         }
+        // Killed by the signal itself (before its handlers were in place).
+        None if status
+            .signal()
+            .is_some_and(|s| signals::STOP_SIGNALS.contains(&s)) =>
+        {
+            Ok(ChildRun::Interrupted(read().unwrap_or_default()))
+        }
         code => {
             let line = stderr
                 .lines()
@@ -80,27 +93,17 @@ pub fn run(args: &[String], env: &[(String, String)]) -> Result<ChildRun> {
     }
 }
 
-/// How long a child has to stop by itself after a SIGINT: a terminal's
-/// Ctrl-C reaches the whole process group, the child included, so the
-/// parent sends its own only if the child is still running after this (a
-/// second signal then ends it at once). SIGTERM and SIGHUP usually reach
-/// the parent alone and are passed on at once.
-const SIGINT_GRACE: Duration = Duration::from_secs(2);
-
-/// Waits for `child`, passing a stop signal the parent receives on to it.
+/// Waits for `child`, passing the first stop signal the parent receives on
+/// to it, once.
 fn wait_forwarding_signals(child: &mut Child) -> Result<ExitStatus> {
-    let mut seen: Option<Instant> = None;
     let mut sent = false;
     loop {
         if let Some(st) = child.try_wait().context("waiting for a cnnbench child")? {
             return Ok(st);
         }
         if let (Some(sig), false) = (signals::received(), sent) {
-            let since = *seen.get_or_insert_with(Instant::now);
-            if sig != signals::SIGINT || since.elapsed() >= SIGINT_GRACE {
-                signals::send(child.id(), sig);
-                sent = true;
-            }
+            signals::send(child.id(), sig);
+            sent = true;
         }
         std::thread::sleep(Duration::from_millis(20));
     }

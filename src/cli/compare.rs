@@ -91,6 +91,10 @@ pub fn run(args: CompareArgs) -> Result<ExitCode> {
     let mut runs: Vec<(String, RunFile)> = Vec::new();
     let mut stopped = false;
     for v in &variants {
+        if crate::signals::stopped() {
+            stopped = true;
+            break;
+        }
         bar.set_message(v.name.clone());
         let mut env = v.env.clone();
         env.push(("CNNBENCH_LABEL".into(), v.name.clone()));

@@ -93,6 +93,10 @@ pub fn run(
     let mut failed = false;
     let mut stopped = false;
     for (label, child_args) in &combos {
+        if interrupted.load(std::sync::atomic::Ordering::Relaxed) {
+            stopped = true;
+            break;
+        }
         bar.set_message(label.clone());
         match children::run(child_args, &[("CNNBENCH_LABEL".into(), label.clone())])? {
             ChildRun::Done {
@@ -109,19 +113,15 @@ pub fn run(
             }
         }
         bar.inc(1);
-        if interrupted.load(std::sync::atomic::Ordering::Relaxed) {
-            stopped = true;
-            break;
-        }
     }
     bar.finish_and_clear();
     crate::output::print(&render(&done, format)?)?;
     if stopped {
-        eprintln!(
+        crate::output::note(&format!(
             "cnnbench: {}; kept {} finished configurations",
             crate::signals::stopped_by(),
             done.len()
-        );
+        ));
         return Ok(crate::signals::exit_code());
     }
     Ok(if failed {

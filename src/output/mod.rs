@@ -11,9 +11,10 @@ pub mod writers;
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use std::io::Write;
 
-/// What [`print`] returns when stdout's reader has gone (`| head`): `main`
-/// ends quietly, with exit code 141 (128 + SIGPIPE, what a shell reports
-/// for a program SIGPIPE killed), instead of an error line.
+/// What [`print`] returns when stdout's reader has gone (`| head`, or a
+/// terminal hung up): `main` ends quietly, with exit code 141 (128 +
+/// SIGPIPE, what a shell reports for a program SIGPIPE killed) or, after a
+/// stop signal, that signal's code, instead of an error line.
 #[derive(Debug)]
 pub struct ClosedStdout;
 
@@ -33,8 +34,19 @@ pub fn print(s: &str) -> anyhow::Result<()> {
     match out.write_all(s.as_bytes()).and_then(|()| out.flush()) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Err(ClosedStdout.into()),
+        // A hung-up terminal (after SIGHUP) fails writes with EIO.
+        Err(e) if crate::signals::stopped() && e.raw_os_error() == Some(libc::EIO) => {
+            Err(ClosedStdout.into())
+        }
         Err(e) => Err(anyhow::anyhow!("writing to stdout: {e}")),
     }
+}
+
+/// One line on stderr, where a failed write (a closed terminal, a closed
+/// pipe) is ignored instead of panicking as `eprintln!` would: for the
+/// lines that end a run.
+pub fn note(line: &str) {
+    let _ = writeln!(std::io::stderr(), "{line}");
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

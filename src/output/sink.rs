@@ -193,16 +193,19 @@ pub fn end_run(
     interrupted: bool,
 ) -> Result<Option<ExitCode>> {
     match out {
-        Some(path) => eprintln!("cnnbench: wrote {records} records to {}", path.display()),
+        Some(path) => super::note(&format!(
+            "cnnbench: wrote {records} records to {}",
+            path.display()
+        )),
         None => super::print(&rendered)?,
     }
     if !interrupted {
         return Ok(None);
     }
     let kept = store.map_or(String::new(), |s| format!(" (in {})", s.path.display()));
-    eprintln!(
+    super::note(&format!(
         "cnnbench: {}; kept the {records} finished records{kept}",
         crate::signals::stopped_by()
-    );
+    ));
     Ok(Some(crate::signals::exit_code()))
 }

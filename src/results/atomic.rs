@@ -17,76 +17,109 @@ const MAX_LINKS: usize = 40;
 /// - a regular file, or a path that does not exist yet: through a temporary
 ///   file beside it and a rename, so a reader (or a run killed half-way)
 ///   never sees a half-written file and an older file is only ever replaced
-///   by a complete one; an existing file keeps its permissions;
+///   by a complete one; an existing file keeps its permissions (where the
+///   rename is not allowed but the file is writable, as for another user's
+///   file in a sticky folder or a bind-mounted file, it is rewritten in
+///   place, as a redirect would);
 /// - a symlink: followed, and its final target written as above (the link
 ///   stays a link);
-/// - a FIFO, a character device or a socket: opened and written in place,
-///   so a FIFO's reader gets the data and a device node is never replaced.
+/// - a FIFO or a character device, or a path through `/proc` or `/dev/fd`
+///   (`/dev/stdout`): opened and written in place, so a FIFO's reader gets
+///   the data and a device node is never replaced.
 ///
-/// A directory, a missing folder, or a file the user could not write with
-/// a shell redirect (read-only, when not root) is refused in one line
-/// naming `path`, and nothing is written.
+/// A directory, a missing or read-only folder, or a file the user could not
+/// write with a shell redirect (read-only, when not root) is refused in one
+/// line naming `path`, and nothing is written.
 pub fn write_atomic(path: &Path, contents: &str) -> Result<()> {
-    check_target(path)?;
     let shown = path.display();
-    let target = resolve_links(path)?;
-    let written = match fs::metadata(&target) {
-        Ok(m) if m.is_file() => replace_file(&target, contents, Some(m.permissions())),
-        // A FIFO, a device or a socket.
-        Ok(_) => write_in_place(&target, contents),
-        Err(_) => replace_file(&target, contents, None),
+    let written = match classify(path)? {
+        Target::File(p, keep) => replace_file(&p, contents, keep),
+        Target::InPlace(p) => write_in_place(&p, contents),
     };
     written.map_err(|e| anyhow::anyhow!("cannot write '{shown}': {e}"))
 }
 
-/// What [`write_atomic`] refuses at `path`, found before anything runs (a
-/// directory, a missing folder, a read-only file when not root), in one
-/// line; `Ok` for anything it can write.
+/// What [`write_atomic`] refuses at `path`, found before anything runs, in
+/// one line; `Ok` for anything it can write.
 pub fn check_target(path: &Path) -> Result<()> {
-    let shown = path.display();
-    let target = resolve_links(path)?;
-    match fs::metadata(&target) {
-        Ok(m) if m.is_dir() => bail!("cannot write '{shown}': it is a directory"),
-        Ok(m) if m.is_file() && !writable(&target) => {
-            bail!("cannot write '{shown}': permission denied (the file is read-only)")
-        }
-        Ok(_) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            let dir = parent(&target);
-            if !dir.is_dir() {
-                bail!(
-                    "cannot write '{shown}': folder '{}' does not exist",
-                    dir.display()
-                );
-            }
-            Ok(())
-        }
-        Err(e) => bail!("cannot write '{shown}': {e}"),
-    }
+    classify(path).map(|_| ())
 }
 
-/// `path` with every symlink of its last component followed (a dangling
-/// link gives the path it points to, which the write then creates).
-fn resolve_links(path: &Path) -> Result<PathBuf> {
+/// Whether `path` may be rewritten after every record: a regular file (or
+/// a new one) may; a FIFO, a device or `/dev/stdout` gets the output once,
+/// at the end, or its reader would see every partial copy.
+pub fn rewritable(path: &Path) -> bool {
+    matches!(classify(path), Ok(Target::File(..)))
+}
+
+/// How a path is written.
+enum Target {
+    /// A regular file (its permissions, when it exists) or a new one: by a
+    /// temporary file and a rename.
+    File(PathBuf, Option<fs::Permissions>),
+    /// Opened and written as it is.
+    InPlace(PathBuf),
+}
+
+/// The target behind `path`, or why it cannot be written.
+fn classify(path: &Path) -> Result<Target> {
+    let shown = path.display();
+    // The kernel's own links (/proc/self/fd/1 behind /dev/stdout) name
+    // open files, not paths: they are opened, never renamed over.
+    let magic = |p: &Path| p.starts_with("/proc") || p.starts_with("/dev/fd");
     let mut p = path.to_path_buf();
-    for _ in 0..MAX_LINKS {
+    let mut hops = 0;
+    loop {
+        if magic(&p) {
+            return match fs::metadata(path) {
+                Ok(m) if m.is_dir() => bail!("cannot write '{shown}': it is a directory"),
+                Ok(_) if !writable(path) => bail!("cannot write '{shown}': permission denied"),
+                Ok(_) => Ok(Target::InPlace(path.to_path_buf())),
+                Err(e) => bail!("cannot write '{shown}': {e}"),
+            };
+        }
         match fs::symlink_metadata(&p) {
             Ok(m) if m.file_type().is_symlink() => {
+                hops += 1;
+                if hops > MAX_LINKS {
+                    bail!("cannot write '{shown}': too many levels of symbolic links");
+                }
                 let to = fs::read_link(&p)
-                    .map_err(|e| anyhow::anyhow!("cannot write '{}': {e}", path.display()))?;
+                    .map_err(|e| anyhow::anyhow!("cannot write '{shown}': {e}"))?;
                 p = if to.is_absolute() {
                     to
                 } else {
                     parent(&p).join(to)
                 };
             }
-            _ => return Ok(p),
+            _ => break,
         }
     }
-    bail!(
-        "cannot write '{}': too many levels of symbolic links",
-        path.display()
-    )
+    match fs::metadata(&p) {
+        Ok(m) if m.is_dir() => bail!("cannot write '{shown}': it is a directory"),
+        Ok(_) if !writable(&p) => {
+            bail!("cannot write '{shown}': permission denied (it is read-only)")
+        }
+        Ok(m) if m.is_file() => Ok(Target::File(p, Some(m.permissions()))),
+        Ok(_) => Ok(Target::InPlace(p)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let dir = parent(&p);
+            if !dir.is_dir() {
+                bail!(
+                    "cannot write '{shown}': folder '{}' does not exist",
+                    dir.display()
+                );
+            }
+            if !access(&dir, libc::W_OK | libc::X_OK) {
+                bail!(
+                    "cannot write '{shown}': folder '{}' is not writable",
+                    dir.display()
+                );
+            }
+            Ok(Target::File(p, None))
+        }
+        Err(e) => bail!("cannot write '{shown}': {e}"),
+    }
 }
 
 fn parent(p: &Path) -> PathBuf {
@@ -99,11 +132,16 @@ fn parent(p: &Path) -> PathBuf {
 /// Whether this process may write `path`, as the kernel decides for an
 /// `open` (root may write a read-only file; others may not).
 fn writable(path: &Path) -> bool {
+    access(path, libc::W_OK)
+}
+
+/// access(2): whether this process may use `path` in `mode`.
+fn access(path: &Path, mode: libc::c_int) -> bool {
     let Ok(c) = CString::new(path.as_os_str().as_bytes()) else {
         return false;
     };
     // SAFETY: a valid NUL-terminated path; access(2) only reads it.
-    unsafe { libc::access(c.as_ptr(), libc::W_OK) == 0 }
+    unsafe { libc::access(c.as_ptr(), mode) == 0 }
 }
 
 fn write_in_place(path: &Path, contents: &str) -> std::io::Result<()> {
@@ -112,29 +150,44 @@ fn write_in_place(path: &Path, contents: &str) -> std::io::Result<()> {
     f.flush()
 }
 
-/// The temporary file and the rename. Where the folder takes no new file
-/// but the file itself is writable (a shell redirect would work), the file
-/// is rewritten in place instead.
+/// The temporary file and the rename. Where the folder takes no new file,
+/// or the rename is refused, but the existing file itself is writable (a
+/// shell redirect would work), the file is rewritten in place instead.
 fn replace_file(path: &Path, contents: &str, keep: Option<fs::Permissions>) -> std::io::Result<()> {
-    let dir = parent(path);
+    use std::io::ErrorKind::{CrossesDevices, PermissionDenied, ResourceBusy};
+    let in_place = || {
+        let mut f = OpenOptions::new().write(true).truncate(true).open(path)?;
+        f.write_all(contents.as_bytes())?;
+        f.flush()
+    };
+    // Errors carry the kind only: never the temporary file's name.
+    let plain = |e: std::io::Error| std::io::Error::from(e.kind());
     let mut tmp = match tempfile::Builder::new()
         .prefix(".cnnbench-")
         .suffix(".tmp")
-        .tempfile_in(&dir)
+        .tempfile_in(parent(path))
     {
         Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied && keep.is_some() => {
-            let mut f = OpenOptions::new().write(true).truncate(true).open(path)?;
-            f.write_all(contents.as_bytes())?;
-            return f.flush();
-        }
-        Err(e) => return Err(e),
+        Err(e) if e.kind() == PermissionDenied && keep.is_some() => return in_place(),
+        Err(e) => return Err(plain(e)),
     };
-    tmp.write_all(contents.as_bytes())?;
-    tmp.flush()?;
-    let mode = keep.map_or(0o666 & !umask(), |p| p.mode());
-    fs::set_permissions(tmp.path(), fs::Permissions::from_mode(mode))?;
-    tmp.persist(path).map(|_| ()).map_err(|e| e.error)
+    tmp.write_all(contents.as_bytes()).map_err(plain)?;
+    tmp.flush().map_err(plain)?;
+    let mode = keep.as_ref().map_or(0o666 & !umask(), |p| p.mode());
+    fs::set_permissions(tmp.path(), fs::Permissions::from_mode(mode)).map_err(plain)?;
+    match tmp.persist(path) {
+        Ok(_) => Ok(()),
+        Err(e)
+            if keep.is_some()
+                && matches!(
+                    e.error.kind(),
+                    PermissionDenied | ResourceBusy | CrossesDevices
+                ) =>
+        {
+            in_place()
+        }
+        Err(e) => Err(plain(e.error)),
+    }
 }
 
 /// The process's umask (a redirect creates files 0o666 & !umask), read
@@ -149,19 +202,6 @@ fn umask() -> u32 {
                 .and_then(|v| u32::from_str_radix(v.trim(), 8).ok())
         })
         .unwrap_or(0o022)
-}
-
-/// Whether `path` may be rewritten after every record: a regular file (or
-/// a new one) may; a FIFO or a device gets the output once, at the end, or
-/// its reader would see every partial copy.
-pub fn rewritable(path: &Path) -> bool {
-    let Ok(target) = resolve_links(path) else {
-        return false;
-    };
-    match fs::metadata(target) {
-        Ok(m) => m.is_file(),
-        Err(e) => e.kind() == std::io::ErrorKind::NotFound,
-    }
 }
 
 #[cfg(test)]
@@ -230,6 +270,16 @@ mod tests {
         assert!(fs::metadata(&fifo).unwrap().file_type().is_fifo());
         assert!(!rewritable(&fifo) && !rewritable(Path::new("/dev/null")));
         assert!(rewritable(&d.path().join("new.json")));
+        // /dev/stdout is the kernel's link to an open file (a pipe, a
+        // terminal, or a file the shell opened): written in place, once,
+        // never renamed over.
+        if Path::new("/dev/stdout").exists() {
+            assert!(matches!(
+                classify(Path::new("/dev/stdout")),
+                Ok(Target::InPlace(_))
+            ));
+            assert!(!rewritable(Path::new("/dev/stdout")));
+        }
         write_atomic(Path::new("/dev/null"), "nothing").unwrap();
         assert!(fs::metadata("/dev/null")
             .unwrap()
@@ -248,6 +298,14 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let e = write_atomic(d.path(), "x").unwrap_err().to_string();
         assert!(e.contains("is a directory"), "{e}");
+        let to_dir = d.path().join("to_dir");
+        std::os::unix::fs::symlink(d.path(), &to_dir).unwrap();
+        let e = write_atomic(&to_dir, "x").unwrap_err().to_string();
+        assert!(e.contains("is a directory"), "{e}");
+        let into_missing = d.path().join("into_missing");
+        std::os::unix::fs::symlink(d.path().join("gone/out.json"), &into_missing).unwrap();
+        let e = write_atomic(&into_missing, "x").unwrap_err().to_string();
+        assert!(e.contains("does not exist"), "{e}");
         let missing = d.path().join("no/such/out.json");
         let e = write_atomic(&missing, "x").unwrap_err().to_string();
         assert!(
