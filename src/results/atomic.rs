@@ -80,6 +80,13 @@ fn classify(path: &Path) -> Result<Target> {
         }
         match fs::symlink_metadata(&p) {
             Ok(m) if m.file_type().is_symlink() => {
+                if !may_follow(&p, &m) {
+                    bail!(
+                        "cannot write '{shown}': '{}' is another user's symlink in a sticky, \
+                         world-writable folder (the kernel's protected_symlinks would refuse it)",
+                        p.display()
+                    );
+                }
                 hops += 1;
                 if hops > MAX_LINKS {
                     bail!("cannot write '{shown}': too many levels of symbolic links");
@@ -120,6 +127,20 @@ fn classify(path: &Path) -> Result<Target> {
         }
         Err(e) => bail!("cannot write '{shown}': {e}"),
     }
+}
+
+/// The kernel's `fs.protected_symlinks` rule, which following a link by
+/// hand would bypass: a symlink in a sticky, world-writable folder (`/tmp`)
+/// is followed only by its owner or when the folder's owner owns it too.
+fn may_follow(link: &Path, m: &fs::Metadata) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(dir) = fs::metadata(parent(link)) else {
+        return true;
+    };
+    let sticky_world_writable = dir.mode() & 0o1002 == 0o1002;
+    // SAFETY: geteuid cannot fail.
+    let me = unsafe { libc::geteuid() };
+    !sticky_world_writable || m.uid() == me || m.uid() == dir.uid()
 }
 
 fn parent(p: &Path) -> PathBuf {
@@ -328,5 +349,25 @@ mod tests {
             r.unwrap();
             assert_eq!(fs::read_to_string(&ro).unwrap(), "new");
         }
+    }
+
+    #[test]
+    fn another_users_link_in_a_sticky_folder_is_not_followed() {
+        // SAFETY: geteuid cannot fail.
+        if unsafe { libc::geteuid() } != 0 {
+            return; // Only root can give a link to another user.
+        }
+        let d = tempfile::tempdir().unwrap();
+        fs::set_permissions(d.path(), fs::Permissions::from_mode(0o1777)).unwrap();
+        let victim = d.path().join("victim.txt");
+        fs::write(&victim, "keep").unwrap();
+        let link = d.path().join("out.json");
+        std::os::unix::fs::symlink(&victim, &link).unwrap();
+        let c = CString::new(link.as_os_str().as_bytes()).unwrap();
+        // SAFETY: a valid path; 65534 is `nobody`.
+        assert_eq!(unsafe { libc::lchown(c.as_ptr(), 65534, 65534) }, 0);
+        let e = write_atomic(&link, "x").unwrap_err().to_string();
+        assert!(e.contains("protected_symlinks"), "{e}");
+        assert_eq!(fs::read_to_string(&victim).unwrap(), "keep");
     }
 }
