@@ -562,6 +562,29 @@ fn sigterm_and_sighup_stop_like_ctrl_c_with_their_own_exit_codes() {
 }
 
 #[test]
+fn the_memory_check_honours_the_process_limits() {
+    // Under `ulimit -v` (RLIMIT_AS), a problem that fits in the machine's
+    // memory but not under the limit is refused in one line naming the
+    // limit, instead of aborting at the allocation.
+    let o = Command::new("sh")
+        .args(["-c", "ulimit -v 1500000 && exec \"$0\" \"$@\""])
+        .arg(env!("CARGO_BIN_EXE_cnnbench"))
+        .args([
+            "conv",
+            "mb512ic256ih56oc256oh56kh3ph1",
+            "--device",
+            "cpu",
+            "--no-save",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("RLIMIT_AS (ulimit -v)"), "{err}");
+}
+
+#[test]
 fn a_closed_stdout_ends_quietly_and_a_full_one_is_one_line() {
     // The reader is gone before cnnbench writes (as after `| head`).
     let (reader, writer) = std::io::pipe().unwrap();

@@ -96,6 +96,22 @@ pub fn run(args: CheckArgs) -> Result<ExitCode> {
     }
     let dtype = DType::parse(&args.dtype)?;
     let layout = Layout::parse(&args.layout)?;
+    // The CPU side holds two networks (fast and reference, or the CPU's
+    // beside the device's copies of what it compares): refuse in one line
+    // what cannot fit, before anything is allocated.
+    let avail = crate::results::memory::available();
+    for g in &graphs {
+        let need = cnnbench_layers::net::cpu::estimate(g, args.batch).saturating_mul(2);
+        if let Some(a) = avail.filter(|a| need > a.bytes / 10 * 9) {
+            bail!(
+                "{} at batch {}: the check needs about {:.1} GiB of host memory, but only {}",
+                g.name,
+                args.batch,
+                need as f64 / (1u128 << 30) as f64,
+                a.describe()
+            );
+        }
+    }
     let gpu = match session::choose_device(args.device, Needs::CudnnAndNvrtc)? {
         Target::Gpu(g) => Some(*g),
         Target::Cpu(why) => {

@@ -13,7 +13,6 @@ use crate::driver::{self, Case};
 use crate::plan::{self, AlgoChoice, DirSpec};
 use crate::problem::{self, ConvProblem};
 use crate::results::dump::{self, DumpInfo};
-use crate::results::environment;
 use crate::results::record::{Ran, Subject, Timing};
 use crate::results::{self, Check, Environment, Record};
 use anyhow::{bail, Context, Result};
@@ -149,7 +148,7 @@ fn setup(args: &ConvArgs) -> Result<(Setup, Target)> {
         .context("--workspace-limit")?;
     // Host memory: the f32 tensors (and the reference when checking) live
     // on the host for either device.
-    let avail = environment::available_memory_bytes();
+    let avail = crate::results::memory::available();
     if batch != Some(plan::BatchChoice::Max) {
         for p in &problems {
             plan::check_fits(&p.shape, args.check, avail)

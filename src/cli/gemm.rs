@@ -8,7 +8,6 @@ use crate::bench::timer::{CudaEvents, Timer, WallClock};
 use crate::bench::{Samples, Stats};
 use crate::driver::{self, Case};
 use crate::problem::gemm;
-use crate::results::environment;
 use crate::results::record::{Ran, Subject, Timing};
 use crate::results::{self, Check, Dir, Environment, Record};
 use anyhow::{bail, Context, Result};
@@ -133,14 +132,15 @@ pub fn run(args: GemmArgs) -> Result<ExitCode> {
         .map(|s| gemm::parse(s, &args.trans))
         .collect::<Result<_>>()?;
     let dtype = DType::parse(&args.dtype)?;
-    let avail = environment::available_memory_bytes();
+    let avail = crate::results::memory::available();
     for s in &shapes {
         let need = GemmTensors::bytes_needed(s) * if args.check { 2 } else { 1 };
-        if avail.is_some_and(|a| need > a) {
+        if let Some(a) = avail.filter(|a| need > a.bytes) {
             bail!(
-                "GEMM {} needs {:.1} GiB of host memory",
+                "GEMM {} needs {:.1} GiB of host memory, but only {}",
                 gemm::canonical(s),
-                need as f64 / (1u64 << 30) as f64
+                need as f64 / (1u64 << 30) as f64,
+                a.describe()
             );
         }
     }

@@ -8,7 +8,7 @@ use super::{Device, TimingArgs};
 use crate::bench::{RunPolicy, Stats};
 use crate::output::table::{aligned, Align};
 use crate::output::{self, Format, MODEL_FORMATS};
-use crate::results::environment::available_memory_bytes;
+use crate::results::memory::available;
 use crate::results::model_record::MODEL_CSV_HEADER;
 use crate::results::store::{RunFile, Store, FORMAT_VERSION};
 use crate::results::{self, Environment, LayerTime, MemoryBytes, ModelRecord};
@@ -239,14 +239,14 @@ fn run_cpu(
     bar: &indicatif::ProgressBar,
 ) -> Result<Option<ModelRecord>> {
     let need = estimate(g, args.batch);
-    if let Some(avail) = available_memory_bytes() {
-        if need > avail * 9 / 10 {
+    if let Some(avail) = available() {
+        if need > avail.bytes * 9 / 10 {
             eprintln!(
-                "cnnbench: {} at batch {}: needs about {:.1} GiB, {:.1} GiB available: OOM",
+                "cnnbench: {} at batch {}: needs about {:.1} GiB, {}: OOM",
                 g.name,
                 args.batch,
                 need as f64 / (1u128 << 30) as f64,
-                avail as f64 / (1u128 << 30) as f64
+                avail.describe()
             );
             return Ok(Some(base_record(g, args.batch, "OOM", CPU)));
         }

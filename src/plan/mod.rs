@@ -1,6 +1,7 @@
 //! Step two: from options to a plan. Which directions, which algorithms,
 //! which ISA and device, and whether it all fits in memory.
 
+use crate::results::memory::Available;
 use anyhow::{bail, Result};
 use cnnbench_kernels::conv::{algorithms, find_algorithm, ConvAlgo, ConvShape, Direction};
 use cnnbench_kernels::Isa;
@@ -244,16 +245,16 @@ pub fn bytes_needed(p: &ConvShape, check: bool) -> Option<u128> {
 }
 
 /// Refuses problems that cannot fit in `available` bytes, before allocating.
-pub fn check_fits(p: &ConvShape, check: bool, available: Option<u128>) -> Result<()> {
+pub fn check_fits(p: &ConvShape, check: bool, available: Option<Available>) -> Result<()> {
     let Some(need) = bytes_needed(p, check) else {
         bail!("tensor sizes overflow");
     };
     if let Some(avail) = available {
-        if need > avail {
+        if need > avail.bytes {
             bail!(
-                "needs {:.1} GiB of memory for its tensors, but only {:.1} GiB is available",
+                "needs {:.1} GiB of memory for its tensors, but only {}",
                 need as f64 / (1u64 << 30) as f64,
-                avail as f64 / (1u64 << 30) as f64
+                avail.describe()
             );
         }
     }
@@ -397,10 +398,13 @@ mod tests {
             dh: 0,
             dw: 0,
         };
-        let e = check_fits(&huge, false, Some(24 << 30))
-            .unwrap_err()
-            .to_string();
+        let avail = Some(Available {
+            bytes: 24 << 30,
+            source: "cgroup limit",
+        });
+        let e = check_fits(&huge, false, avail).unwrap_err().to_string();
         assert!(e.contains("GiB of memory"), "{e}");
+        assert!(e.ends_with("24.0 GiB available (cgroup limit)"), "{e}");
         let small = ConvShape {
             mb: 1,
             ic: 1,
@@ -411,6 +415,6 @@ mod tests {
             ow: 8,
             ..huge
         };
-        assert!(check_fits(&small, true, Some(24 << 30)).is_ok());
+        assert!(check_fits(&small, true, avail).is_ok());
     }
 }

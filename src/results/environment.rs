@@ -108,14 +108,6 @@ pub fn logical_cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
-/// Memory the OS says is available to a new allocation, in bytes.
-pub fn available_memory_bytes() -> Option<u128> {
-    let s = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = s.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kib: u128 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
-}
-
 pub fn command_line() -> String {
     std::env::args().collect::<Vec<_>>().join(" ")
 }

@@ -5,6 +5,7 @@ pub mod atomic;
 pub mod dump;
 pub mod environment;
 pub mod kinds;
+pub mod memory;
 pub mod model_record;
 pub mod price;
 pub mod record;
