@@ -12,6 +12,30 @@ mod signals;
 
 use std::process::ExitCode;
 
+/// Most characters an error line shows of its message.
+const MAX_ERROR_CHARS: usize = 400;
+
+/// An error message as one safe line: control characters escaped (a
+/// newline or an escape sequence in a user's input cannot break the line
+/// or the terminal), and cut at [`MAX_ERROR_CHARS`] with a note of how much
+/// was left out.
+fn one_line(msg: &str) -> String {
+    let mut out = String::new();
+    for c in msg.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    let n = out.chars().count();
+    if n > MAX_ERROR_CHARS {
+        let kept: String = out.chars().take(MAX_ERROR_CHARS).collect();
+        return format!("{kept}... ({} more characters)", n - MAX_ERROR_CHARS);
+    }
+    out
+}
+
 fn main() -> ExitCode {
     // A bug should still end in one line, not a backtrace.
     std::panic::set_hook(Box::new(|info| {
@@ -26,7 +50,7 @@ fn main() -> ExitCode {
             None => ExitCode::from(141),
         },
         Err(e) => {
-            output::note(&format!("cnnbench: error: {e:#}"));
+            output::note(&format!("cnnbench: error: {}", one_line(&format!("{e:#}"))));
             ExitCode::from(2)
         }
     }

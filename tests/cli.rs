@@ -562,6 +562,56 @@ fn sigterm_and_sighup_stop_like_ctrl_c_with_their_own_exit_codes() {
 }
 
 #[test]
+fn odd_input_is_still_one_line() {
+    let one_line = |o: &Output, has: &str| {
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(o));
+        let err = stderr(o);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains(has), "{err}");
+    };
+    // A negative number: no four-line tip about `-- -1`.
+    one_line(
+        &cnnbench(&["conv", "mb1ic4ih8oc4kh3", "--iters", "-1"]),
+        "negative",
+    );
+    // A bad variable is named as the variable, not as an option.
+    let o = bin()
+        .env("CNNBENCH_THREADS", "abc")
+        .args(["conv", "mb1ic4ih8oc4kh3"])
+        .output()
+        .unwrap();
+    one_line(&o, "CNNBENCH_THREADS='abc'");
+    let o = bin()
+        .env("CNNBENCH_ISA", "sse9")
+        .args(["info"])
+        .output()
+        .unwrap();
+    one_line(&o, "CNNBENCH_ISA='sse9'");
+    // Control characters are escaped; very long input is cut.
+    one_line(&cnnbench(&["conv", "mb1\u{1b}[31mic4"]), "\\u{1b}");
+    let long = format!("mb{}ic4", "9".repeat(5000));
+    let o = cnnbench(&["conv", &long]);
+    one_line(&o, "more characters)");
+    assert!(stderr(&o).len() < 1000, "{}", stderr(&o).len());
+    // A UTF-8 byte order mark before the first problem is accepted.
+    let dir = tempfile::tempdir().unwrap();
+    let list = dir.path().join("bom.txt");
+    std::fs::write(&list, "\u{feff}mb1ic4ih8oc4kh3\n").unwrap();
+    let o = cnnbench(&[
+        "conv",
+        "--from",
+        list.to_str().unwrap(),
+        "--dir",
+        "fwd",
+        "--iters",
+        "2",
+        "--device",
+        "cpu",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+}
+
+#[test]
 fn the_memory_check_honours_the_process_limits() {
     // Under `ulimit -v` (RLIMIT_AS), a problem that fits in the machine's
     // memory but not under the limit is refused in one line naming the

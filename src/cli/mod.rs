@@ -59,7 +59,59 @@ pub enum Device {
     Auto,
 }
 
+/// `CNNBENCH_*` variables that stand for options, checked before anything
+/// runs so that a bad value is named as the variable it came from (clap
+/// would name the option, which the user never passed).
+fn check_env() -> Result<()> {
+    if let Ok(v) = std::env::var("CNNBENCH_THREADS") {
+        if !v.trim().parse::<usize>().is_ok_and(|n| n > 0) {
+            anyhow::bail!(
+                "CNNBENCH_THREADS='{}': expected a positive number of threads",
+                v.escape_debug()
+            );
+        }
+    }
+    if let Ok(v) = std::env::var("CNNBENCH_ISA") {
+        if v != "auto" && cnnbench_kernels::Isa::parse(&v).is_none() {
+            anyhow::bail!(
+                "CNNBENCH_ISA='{}': expected auto, avx512, avx2 or scalar",
+                v.escape_debug()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// A clap error as one line (exit 2), or help and version as clap prints
+/// them.
+fn clap_error(e: clap::Error) -> Result<ExitCode> {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if matches!(
+        e.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        let _ = e.print();
+        return Ok(ExitCode::from(e.exit_code() as u8));
+    }
+    let arg = match e.get(ContextKind::InvalidArg) {
+        Some(ContextValue::String(s)) => Some(s.clone()),
+        _ => None,
+    };
+    if e.kind() == ErrorKind::UnknownArgument {
+        if let Some(a) = arg.filter(|a| a.starts_with('-') && a[1..].parse::<f64>().is_ok()) {
+            anyhow::bail!("unexpected value '{a}': negative numbers are not accepted");
+        }
+    }
+    // clap's first line, without its `error: ` and the tips after it.
+    let text = e.render().to_string();
+    let line = text.lines().next().unwrap_or("bad arguments");
+    anyhow::bail!("{}", line.trim_start_matches("error: "))
+}
+
 pub fn run() -> Result<ExitCode> {
+    check_env()?;
     let raw: Vec<String> = std::env::args().skip(1).collect();
     if raw.first().is_some_and(|c| c == "conv" || c == "gemm")
         && !raw.iter().any(|a| a == "--help" || a == "-h")
@@ -73,7 +125,10 @@ pub fn run() -> Result<ExitCode> {
         let quiet = raw.iter().any(|a| a == "--quiet" || a == "-q");
         return sweep::run(&raw, format, quiet, crate::signals::stop_flag());
     }
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => return clap_error(e),
+    };
     match cli.command {
         Command::Conv(args) => conv::run(*args),
         Command::Gemm(args) => gemm::run(*args),

@@ -23,7 +23,9 @@ pub fn load_batch(source: &str) -> Result<Vec<ConvProblem>> {
     }
     let text =
         std::fs::read_to_string(source).with_context(|| format!("cannot read '{source}'"))?;
-    parse_lines(&text, source)
+    // A UTF-8 byte order mark, as some editors write, is not part of the
+    // first problem.
+    parse_lines(text.strip_prefix('\u{feff}').unwrap_or(&text), source)
 }
 
 fn parse_lines(text: &str, origin: &str) -> Result<Vec<ConvProblem>> {
