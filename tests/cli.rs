@@ -562,6 +562,40 @@ fn sigterm_and_sighup_stop_like_ctrl_c_with_their_own_exit_codes() {
 }
 
 #[test]
+fn a_new_dump_leaves_no_earlier_tensors_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("dump");
+    let dump = |dirs: &str| {
+        let o = cnnbench(&[
+            "conv",
+            "mb1ic4ih8oc4kh3",
+            "--dir",
+            dirs,
+            "--iters",
+            "2",
+            "--device",
+            "cpu",
+            "--dump",
+            d.to_str().unwrap(),
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    };
+    dump("all");
+    assert!(d.join("diff_src.npy").exists());
+    std::fs::write(d.join("notes.txt"), "mine").unwrap();
+    dump("fwd");
+    assert!(
+        !d.join("diff_src.npy").exists(),
+        "an earlier problem's tensor was left"
+    );
+    assert!(d.join("dst.npy").exists() && d.join("problem.json").exists());
+    assert_eq!(
+        std::fs::read_to_string(d.join("notes.txt")).unwrap(),
+        "mine"
+    );
+}
+
+#[test]
 fn odd_input_is_still_one_line() {
     let one_line = |o: &Output, has: &str| {
         assert_eq!(o.status.code(), Some(2), "{}", stderr(o));

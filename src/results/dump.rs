@@ -36,9 +36,36 @@ pub struct DumpInfo<'a> {
     pub algo_per_dir: &'a [(Direction, String)],
 }
 
+/// Every file a dump writes: what an earlier dump into the same folder
+/// may have left.
+const DUMP_FILES: [&str; 9] = [
+    "problem.json",
+    "src.npy",
+    "wei.npy",
+    "bias.npy",
+    "diff_dst.npy",
+    "dst.npy",
+    "diff_src.npy",
+    "diff_wei.npy",
+    "diff_bias.npy",
+];
+
 /// Writes the inputs and the outputs of the directions that ran into `dir`.
+/// An earlier dump's files are removed first (only those: nothing else in
+/// the folder is touched), and `problem.json` is written last, so the
+/// folder never pairs a problem with another problem's tensors, and a dump
+/// cut short has no `problem.json`.
 pub fn dump(dir: &Path, t: &ConvTensors, info: &DumpInfo) -> Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create '{}'", dir.display()))?;
+    for f in DUMP_FILES {
+        match std::fs::remove_file(dir.join(f)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(e)
+                    .with_context(|| format!("cannot remove '{}'", dir.join(f).display()));
+            }
+            _ => {}
+        }
+    }
     let p = &t.shape;
     let src_shape = [p.mb, p.ic, p.ih, p.iw];
     let dst_shape = [p.mb, p.oc, p.oh, p.ow];
@@ -84,6 +111,7 @@ pub fn dump(dir: &Path, t: &ConvTensors, info: &DumpInfo) -> Result<()> {
         "files": files,
     });
     let text = serde_json::to_string_pretty(&doc)? + "\n";
-    std::fs::write(dir.join("problem.json"), text)
-        .with_context(|| format!("cannot write '{}'", dir.display()))
+    let doc_path = dir.join("problem.json");
+    std::fs::write(&doc_path, text)
+        .with_context(|| format!("cannot write '{}'", doc_path.display()))
 }
