@@ -533,6 +533,7 @@ fn sigterm_and_sighup_stop_like_ctrl_c_with_their_own_exit_codes() {
         assert!(stderr(&o).contains(said), "{}", stderr(&o));
         let doc: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
         assert!(doc["records"].is_array(), "{sig}: --out is valid JSON");
+        assert_eq!(doc["complete"], false, "{sig}: a stopped run says so");
     }
 
     // A sweep passes the signal on to its child run and stops promptly.

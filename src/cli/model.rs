@@ -322,24 +322,27 @@ impl ModelOutput {
         };
         save_run(
             self.path.as_deref(),
-            || self.render(),
+            || self.render(complete),
             self.store.as_ref(),
             &file,
             last,
         )
     }
 
-    fn render(&self) -> Result<String> {
+    /// As the layer sink's: JSON says whether the run is `complete`.
+    fn render(&self, complete: bool) -> Result<String> {
         Ok(match self.format {
             Format::Json => {
                 #[derive(Serialize)]
                 struct Doc<'a> {
                     environment: &'a Environment,
                     records: &'a [ModelRecord],
+                    complete: bool,
                 }
                 let doc = Doc {
                     environment: &self.env,
                     records: &self.records,
+                    complete,
                 };
                 serde_json::to_string_pretty(&doc)? + "\n"
             }
@@ -383,7 +386,7 @@ impl ModelOutput {
         let out = self.path.as_deref();
         let end = end_run(
             out,
-            self.render()?,
+            self.render(!interrupted)?,
             self.records.len(),
             self.store.as_ref(),
             interrupted,

@@ -49,7 +49,9 @@ impl Output {
         Ok(out)
     }
 
-    fn render(&self) -> Result<String> {
+    /// The run in its format (`complete`: whether it has ended, and not
+    /// by a signal; JSON says so).
+    fn render(&self, complete: bool) -> Result<String> {
         Ok(match self.format {
             Format::Table => {
                 self.preamble() + &table::text(&self.records) + &table::skipped_text(&self.skipped)
@@ -63,7 +65,7 @@ impl Output {
             Format::Csv => writers::csv(&self.records)?,
             // Benchdnn is not among the record formats (the parser refuses it).
             Format::Json | Format::Benchdnn => {
-                writers::json(&self.env, &self.records, &self.skipped)?
+                writers::json(&self.env, &self.records, &self.skipped, complete)?
             }
         })
     }
@@ -126,7 +128,7 @@ impl Output {
         };
         save_run(
             self.path.as_deref(),
-            || self.render(),
+            || self.render(complete),
             self.store.as_ref(),
             &file,
             last,
@@ -141,7 +143,7 @@ impl Output {
         let out = self.path.as_deref();
         if let Some(code) = end_run(
             out,
-            self.render()?,
+            self.render(!interrupted)?,
             self.records.len(),
             self.store.as_ref(),
             interrupted,

@@ -11,14 +11,23 @@ struct JsonDoc<'a> {
     records: &'a [Record],
     #[serde(skip_serializing_if = "<[Skipped]>::is_empty")]
     skipped: &'a [Skipped],
+    complete: bool,
 }
 
-/// `{"environment", "records", "skipped"}`; `skipped` only when non-empty.
-pub fn json(env: &Environment, records: &[Record], skipped: &[Skipped]) -> Result<String> {
+/// `{"environment", "records", "skipped", "complete"}`; `skipped` only
+/// when non-empty; `complete` false while the run goes on (an `--out` file
+/// rewritten after every record) and when a signal stopped it.
+pub fn json(
+    env: &Environment,
+    records: &[Record],
+    skipped: &[Skipped],
+    complete: bool,
+) -> Result<String> {
     let mut s = serde_json::to_string_pretty(&JsonDoc {
         environment: env,
         records,
         skipped,
+        complete,
     })?;
     s.push('\n');
     Ok(s)
@@ -44,8 +53,9 @@ mod tests {
     #[test]
     fn json_lists_skipped_only_when_there_are_some() {
         let doc: serde_json::Value =
-            serde_json::from_str(&json(&env(), &[], &[]).unwrap()).unwrap();
+            serde_json::from_str(&json(&env(), &[], &[], true).unwrap()).unwrap();
         assert!(doc.get("skipped").is_none());
+        assert_eq!(doc["complete"], true);
         assert!(
             doc["environment"].get("gpu").is_none(),
             "no gpu key on the CPU"
@@ -61,7 +71,7 @@ mod tests {
             workspace_bytes: None,
         };
         let doc: serde_json::Value =
-            serde_json::from_str(&json(&env(), &[], &[s]).unwrap()).unwrap();
+            serde_json::from_str(&json(&env(), &[], &[s], false).unwrap()).unwrap();
         assert_eq!(doc["skipped"][0]["algo"], "algo#9");
         assert_eq!(doc["skipped"][0]["status"], "not supported");
     }
