@@ -597,6 +597,31 @@ fn a_new_dump_leaves_no_earlier_tensors_behind() {
 }
 
 #[test]
+fn a_sweep_checks_every_item_before_any_child_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    for (list, named) in [
+        (["--threads", "1,abc"], "--threads item 'abc' of '1,abc'"),
+        (["--dtype", "f32,f99"], "--dtype item 'f99'"),
+    ] {
+        let o = cnnbench(&[
+            "conv",
+            "mb1ic4ih8oc4kh3",
+            "--device",
+            "cpu",
+            "--results",
+            store.to_str().unwrap(),
+            list[0],
+            list[1],
+        ]);
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        assert_eq!(stderr(&o).lines().count(), 1, "{}", stderr(&o));
+        assert!(stderr(&o).contains(named), "{}", stderr(&o));
+        assert!(!store.exists(), "a child ran before the bad item was found");
+    }
+}
+
+#[test]
 fn odd_input_is_still_one_line() {
     let one_line = |o: &Output, has: &str| {
         assert_eq!(o.status.code(), Some(2), "{}", stderr(o));

@@ -27,7 +27,7 @@ use std::process::ExitCode;
         Every timed kernel can be checked against a naive reference (--check); \
         times are medians with their spread, over seeded random (never zero) data."
 )]
-struct Cli {
+pub(super) struct Cli {
     #[command(subcommand)]
     command: Command,
 }

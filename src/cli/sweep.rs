@@ -79,6 +79,43 @@ pub fn combinations(
         .collect()
 }
 
+/// One item of a swept option's list, checked as the child would check it.
+fn check_item(name: &str, value: &str) -> Result<()> {
+    match name {
+        "--threads" if !value.parse::<usize>().is_ok_and(|n| n > 0) => {
+            anyhow::bail!("expected a positive number of threads")
+        }
+        "--batch" => crate::plan::parse_batch(value).map(|_| ()),
+        "--dtype" => cnnbench_layers::DType::parse(value).map(|_| ()),
+        "--layout" => cnnbench_layers::Layout::parse(value).map(|_| ()),
+        "--isa" if value != "auto" && cnnbench_kernels::Isa::parse(value).is_none() => {
+            anyhow::bail!("expected auto, avx512, avx2 or scalar")
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Every item of every list, and every child's whole command line, checked
+/// before the first child starts: a bad item is named, and no run is
+/// wasted on the configurations before it.
+fn check_up_front(lists: &[(String, Vec<String>)], combos: &[(String, Vec<String>)]) -> Result<()> {
+    for (name, values) in lists {
+        for v in values {
+            check_item(name, v)
+                .map_err(|e| anyhow::anyhow!("{name} item '{v}' of '{}': {e}", values.join(",")))?;
+        }
+    }
+    for (label, child) in combos {
+        let argv = std::iter::once("cnnbench".to_string()).chain(child.iter().cloned());
+        if let Err(e) = <super::Cli as clap::Parser>::try_parse_from(argv) {
+            let text = e.render().to_string();
+            let line = text.lines().next().unwrap_or("bad arguments");
+            anyhow::bail!("{} ({label})", line.trim_start_matches("error: "));
+        }
+    }
+    Ok(())
+}
+
 /// Runs the sweep and prints every configuration's records.
 pub fn run(
     args: &[String],
@@ -88,6 +125,7 @@ pub fn run(
 ) -> Result<ExitCode> {
     let lists = lists(args);
     let combos = combinations(args, &lists);
+    check_up_front(&lists, &combos)?;
     let bar = super::progress::bar(combos.len() as u64, quiet);
     let mut done: Vec<(String, RunFile)> = Vec::new();
     let mut failed = false;
