@@ -826,6 +826,25 @@ fn sweeps_compare_and_report_work_through_child_processes() {
     ]);
     assert_eq!(bad.status.code(), Some(2));
     assert!(stderr(&bad).contains("at least two runs"));
+    // Refused before any run: a --cudnn folder without cuDNN, twin names.
+    let no_cudnn = dir.path().to_str().unwrap();
+    for (args, said) in [
+        (
+            vec!["--cudnn", no_cudnn, "--cudnn", no_cudnn],
+            "holds no cuDNN",
+        ),
+        (
+            vec!["--variant", "a:A=1", "--variant", "a:A=2"],
+            "two runs are named 'a'",
+        ),
+    ] {
+        let mut all = vec!["compare"];
+        all.extend(args);
+        all.extend(["--", "conv", "mb1ic8ih10oc8kh3"]);
+        let o = cnnbench(&all);
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        assert!(stderr(&o).contains(said), "{}", stderr(&o));
+    }
 
     // report: the six runs, labelled by what differs, with charts.
     let md = dir.path().join("out/report.md");

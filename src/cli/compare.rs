@@ -55,6 +55,24 @@ pub fn parse_variant(s: &str) -> Result<Variant> {
     })
 }
 
+/// A `--cudnn` folder must exist and hold a cuDNN library: refused in one
+/// line before any run otherwise (a wrong folder would silently time the
+/// cuDNN already on the library path).
+fn check_cudnn_folder(dir: &std::path::Path) -> Result<()> {
+    let entries =
+        std::fs::read_dir(dir).map_err(|e| anyhow::anyhow!("--cudnn '{}': {e}", dir.display()))?;
+    let has = entries
+        .filter_map(|e| e.ok())
+        .any(|e| e.file_name().to_string_lossy().starts_with("libcudnn.so"));
+    if !has {
+        bail!(
+            "--cudnn '{}' holds no cuDNN (no libcudnn.so*)",
+            dir.display()
+        );
+    }
+    Ok(())
+}
+
 /// A variant that puts `dir` first on the library path.
 pub fn cudnn_variant(dir: &std::path::Path, old_path: Option<&str>) -> Variant {
     let path = match old_path.filter(|p| !p.is_empty()) {
@@ -75,6 +93,9 @@ pub fn run(args: CompareArgs) -> Result<ExitCode> {
         bail!("compare runs conv or gemm: put `-- conv ...` or `-- gemm ...` last");
     }
     crate::signals::install()?;
+    for d in &args.cudnn {
+        check_cudnn_folder(d)?;
+    }
     let old = std::env::var("LD_LIBRARY_PATH").ok();
     let mut variants: Vec<Variant> = args
         .cudnn
@@ -83,6 +104,13 @@ pub fn run(args: CompareArgs) -> Result<ExitCode> {
         .collect();
     for v in &args.variant {
         variants.push(parse_variant(v)?);
+    }
+    let mut names = std::collections::HashSet::new();
+    if let Some(v) = variants.iter().find(|v| !names.insert(v.name.as_str())) {
+        bail!(
+            "two runs are named '{}': each --cudnn folder and --variant needs its own name",
+            v.name
+        );
     }
     if variants.len() < 2 {
         bail!("compare needs at least two runs (--cudnn DIR or --variant NAME:ENV=VALUE, twice or more)");
