@@ -208,29 +208,3 @@ pub fn storage_type(suffix: &str) -> &'static str {
         _ => panic!("unknown storage suffix {suffix}"),
     }
 }
-
-/// NHWC values (`n` images, `c` channels, `hw` pixels) in NCHW order.
-pub fn to_nchw(v: &[f32], n: usize, c: usize, hw: usize) -> Vec<f32> {
-    let mut out = vec![0.0; v.len()];
-    for b in 0..n {
-        for px in 0..hw {
-            for ch in 0..c {
-                out[(b * c + ch) * hw + px] = v[(b * hw + px) * c + ch];
-            }
-        }
-    }
-    out
-}
-
-/// NCHW values back in NHWC order.
-pub fn to_nhwc(v: &[f32], n: usize, c: usize, hw: usize) -> Vec<f32> {
-    let mut out = vec![0.0; v.len()];
-    for b in 0..n {
-        for px in 0..hw {
-            for ch in 0..c {
-                out[(b * hw + px) * c + ch] = v[(b * c + ch) * hw + px];
-            }
-        }
-    }
-    out
-}

@@ -125,7 +125,8 @@ mod tests {
     /// and outputs as the CPU's, bit for bit, in both layouts.
     #[test]
     fn emulated_dropout_matches_the_cpu_bit_for_bit() {
-        use crate::backend::cuda::emu::{self, to_nchw, to_nhwc, EmuRun};
+        use crate::backend::cuda::emu::{self, EmuRun};
+        use crate::core::layout::{nchw_to_nhwc, nhwc_to_nchw};
         use cnnbench_kernels::eltwise::{dropout_bwd, dropout_fwd};
         use cnnbench_kernels::rng::fill_uniform;
         use cnnbench_kernels::Isa;
@@ -144,7 +145,7 @@ mod tests {
         for nchw in [false, true] {
             let order = |v: &[f32]| {
                 if nchw {
-                    to_nchw(v, n, c, h * w)
+                    nhwc_to_nchw(v, n, h, w, c)
                 } else {
                     v.to_vec()
                 }
@@ -180,7 +181,7 @@ mod tests {
         for (got, nchw) in got.chunks(3).zip([false, true]) {
             let back = |v: &[f32]| {
                 if nchw {
-                    to_nhwc(v, n, c, h * w)
+                    nchw_to_nhwc(v, n, h, w, c)
                 } else {
                     v.to_vec()
                 }

@@ -183,8 +183,9 @@ mod tests {
     /// layouts, for odd, even and unit windows.
     #[test]
     fn emulated_lrn_matches_the_reference() {
-        use crate::backend::cuda::emu::{self, render, storage_type, to_nchw, to_nhwc, EmuRun};
+        use crate::backend::cuda::emu::{self, render, storage_type, EmuRun};
         use crate::backend::cuda::nvrtc::blocks_for;
+        use crate::core::layout::{nchw_to_nhwc, nhwc_to_nchw};
         use cnnbench_kernels::conv::reference::rel_l2_error;
         use cnnbench_kernels::norm::lrn;
         use cnnbench_kernels::rng::fill_uniform;
@@ -229,7 +230,7 @@ mod tests {
                     let tag = format!("{i}_{nchw}_{suffix}");
                     let order = |v: &[f32]| {
                         if nchw {
-                            to_nchw(v, n, c, hw)
+                            nhwc_to_nchw(v, n, hw, 1, c)
                         } else {
                             v.to_vec()
                         }
@@ -271,7 +272,7 @@ mod tests {
         {
             let back = |v: &[f32]| {
                 if nchw {
-                    to_nhwc(v, n, c, hw)
+                    nchw_to_nhwc(v, n, hw, 1, c)
                 } else {
                     v.to_vec()
                 }

@@ -193,7 +193,8 @@ mod tests {
     /// that run into the far padding, both layouts.
     #[test]
     fn emulated_pool_matches_the_reference() {
-        use crate::backend::cuda::emu::{self, render, to_nchw, to_nhwc, EmuRun};
+        use crate::backend::cuda::emu::{self, render, EmuRun};
+        use crate::core::layout::{nchw_to_nhwc, nhwc_to_nchw};
         use cnnbench_kernels::conv::reference::rel_l2_error;
         use cnnbench_kernels::pool::reference;
         use cnnbench_kernels::rng::fill_uniform;
@@ -253,7 +254,7 @@ mod tests {
                 let (src, dst) = (p.ih * p.iw, p.oh * p.ow);
                 let order = |v: &[f32], hw| {
                     if nchw {
-                        to_nchw(v, p.mb, p.c, hw)
+                        nhwc_to_nchw(v, p.mb, hw, 1, p.c)
                     } else {
                         v.to_vec()
                     }
@@ -290,7 +291,7 @@ mod tests {
         for (got, (what, p, nchw, y, dx)) in got.chunks(2).zip(&want) {
             let back = |v: &[f32], hw| {
                 if *nchw {
-                    to_nhwc(v, p.mb, p.c, hw)
+                    nchw_to_nhwc(v, p.mb, hw, 1, p.c)
                 } else {
                     v.to_vec()
                 }
