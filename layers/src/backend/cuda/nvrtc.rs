@@ -264,6 +264,7 @@ pub(crate) fn compile_all(arch: &str, programs: &[Program]) -> Result<Vec<Compil
 
 /// Device pointer, 64-bit count, int or float: the kernels' parameter
 /// types, each passed by value.
+#[derive(Clone, Copy, Debug)]
 pub(crate) enum Arg {
     Ptr(CUdeviceptr),
     U64(u64),

@@ -142,7 +142,7 @@ impl BiasGradPlan {
     /// The two launches in storage `st`: kernels, grids and the arguments
     /// after the pointers (the first pass's `dy, part`; the finish's
     /// `part, db`).
-    pub(crate) fn launches(&self, st: Storage) -> GpuResult<BiasGradLaunches> {
+    pub fn launches(&self, st: Storage) -> GpuResult<BiasGradLaunches> {
         let finish = pick(st, BIAS_GRAD_FINISH);
         let c = to_i32(finish, "c", self.c)?;
         let chunks = to_i32(finish, "chunks", self.chunks)?;
@@ -172,7 +172,7 @@ impl BiasGradPlan {
     /// with a block per (chunk, channel) when each image's channel is a
     /// plane (NCHW), else `bias_grad_rows` with a block per (chunk, tile of
     /// 32 channels). `None` when the grid would not fit a launch.
-    pub fn first_pass(&self) -> Option<([&'static str; 3], u32)> {
+    fn first_pass(&self) -> Option<([&'static str; 3], u32)> {
         let (names, per_chunk) = if self.inner > 1 {
             (BIAS_GRAD_PLANES, self.c)
         } else {
@@ -186,13 +186,13 @@ impl BiasGradPlan {
     }
 }
 
-/// A bias gradient made ready to run (its scratch allocated), by cuDNN or
-/// by `bias_grad.cu` as [`BiasGradBy::for_dtype`] says.
+/// A bias gradient made ready to run (its launches worked out and its
+/// scratch allocated, outside any timed loop), by cuDNN or by
+/// `bias_grad.cu` as [`BiasGradBy::for_dtype`] says.
 pub enum BiasGrad {
     Cudnn,
     Nvrtc {
-        st: Storage,
-        plan: BiasGradPlan,
+        launches: BiasGradLaunches,
         scratch: DeviceBuffer,
     },
 }
@@ -211,11 +211,9 @@ impl BiasGrad {
                 let plan = BiasGradPlan::new(n, c, hw, layout).ok_or_else(|| {
                     invalid("bias_grad", format!("{n}x{c}x{hw} elements overflow"))
                 })?;
-                let bytes = plan.scratch_len() * 4;
                 BiasGrad::Nvrtc {
-                    st: dtype.storage(),
-                    plan,
-                    scratch: DeviceBuffer::alloc(stream, bytes)?,
+                    launches: plan.launches(dtype.storage())?,
+                    scratch: DeviceBuffer::alloc(stream, plan.scratch_len() * 4)?,
                 }
             }
         })
@@ -262,62 +260,61 @@ impl BiasGrad {
                     void(db),
                 )
             }),
-            BiasGrad::Nvrtc { st, plan, scratch } => {
+            BiasGrad::Nvrtc { launches, scratch } => {
                 let k = kernels.ok_or_else(|| {
                     invalid(
                         "bias_grad",
                         "the bf16 bias gradient needs NVRTC's kernels".into(),
                     )
                 })?;
-                // SAFETY: the caller's contract; the scratch holds
-                // plan.scratch_len() floats.
-                unsafe { k.bias_grad(stream, *st, plan, dy, scratch.ptr(), db) }
+                // SAFETY: the caller's contract; the scratch holds the
+                // plan's scratch_len() floats.
+                unsafe { k.bias_grad(stream, launches, dy, scratch.ptr(), db) }
             }
         }
     }
 }
 
 /// [`BiasGradPlan::launches`]: what [`Kernels::bias_grad`] launches.
-pub(crate) struct BiasGradLaunches {
-    pub first: &'static str,
-    pub first_grid: u32,
-    pub first_args: Vec<Arg>,
-    pub finish: &'static str,
-    pub finish_grid: u32,
-    pub finish_args: Vec<Arg>,
+pub struct BiasGradLaunches {
+    pub(crate) first: &'static str,
+    pub(crate) first_grid: u32,
+    pub(crate) first_args: Vec<Arg>,
+    pub(crate) finish: &'static str,
+    pub(crate) finish_grid: u32,
+    pub(crate) finish_args: Vec<Arg>,
 }
 
 impl Kernels {
-    /// `db[c] = Σ dy` over every image and pixel, in storage `st`, with
-    /// the partial sums in `scratch`.
+    /// `db[c] = Σ dy` over every image and pixel, with the partial sums in
+    /// `scratch`, as `l` ([`BiasGradPlan::launches`]) says.
     ///
     /// # Safety
     ///
-    /// `dy` must hold `outer·c·inner` elements of `st`, `db` `c` elements
-    /// of `st` and `scratch` `plan.scratch_len()` f32s, all live until the
-    /// work completes on `stream`; `db` and `scratch` must not overlap
-    /// anything.
+    /// `dy` must hold the plan's `outer·c·inner` elements of its storage,
+    /// `db` `c` of them and `scratch` its `scratch_len()` f32s, all live
+    /// until the work completes on `stream`; `db` and `scratch` must not
+    /// overlap anything.
     pub unsafe fn bias_grad(
         &self,
         stream: &CudaStream,
-        st: Storage,
-        plan: &BiasGradPlan,
+        l: &BiasGradLaunches,
         dy: CUdeviceptr,
         scratch: CUdeviceptr,
         db: CUdeviceptr,
     ) -> GpuResult<()> {
-        if plan.c == 0 {
+        // No channels: nothing to reduce.
+        if l.first_grid == 0 {
             return Ok(());
         }
-        let l = plan.launches(st)?;
         let mut args = vec![Arg::Ptr(dy), Arg::Ptr(scratch)];
-        args.extend(l.first_args);
+        args.extend(&l.first_args);
         // SAFETY: (const T* dy, float* part, u64 outer, u64 per_chunk,
         // int c[, u64 inner]) with the caller's sizes; the grid covers
         // chunks x (channels or channel tiles) exactly.
         unsafe { self.launch(stream, l.first, l.first_grid, &args)? };
         let mut args = vec![Arg::Ptr(scratch), Arg::Ptr(db)];
-        args.extend(l.finish_args);
+        args.extend(&l.finish_args);
         // SAFETY: (const float* part, T* db, int chunks, int c).
         unsafe { self.launch(stream, l.finish, l.finish_grid, &args) }
     }
