@@ -63,23 +63,39 @@ pub enum Device {
 /// runs so that a bad value is named as the variable it came from (clap
 /// would name the option, which the user never passed).
 fn check_env() -> Result<()> {
-    if let Ok(v) = std::env::var("CNNBENCH_THREADS") {
-        if !v.trim().parse::<usize>().is_ok_and(|n| n > 0) {
-            anyhow::bail!(
-                "CNNBENCH_THREADS='{}': expected a positive number of threads",
-                v.escape_debug()
-            );
-        }
-    }
-    if let Ok(v) = std::env::var("CNNBENCH_ISA") {
-        if v != "auto" && cnnbench_kernels::Isa::parse(&v).is_none() {
-            anyhow::bail!(
-                "CNNBENCH_ISA='{}': expected auto, avx512, avx2 or scalar",
-                v.escape_debug()
-            );
+    for (var, option) in [("CNNBENCH_THREADS", "--threads"), ("CNNBENCH_ISA", "--isa")] {
+        if let Ok(v) = std::env::var(var) {
+            check_option_value(option, &v)
+                .map_err(|e| anyhow::anyhow!("{var}='{}': {e}", v.escape_debug()))?;
         }
     }
     Ok(())
+}
+
+/// A value of an option that takes more than clap checks (thread counts,
+/// batches, dtypes, layouts, ISAs), checked as the run would check it: for
+/// values that come from elsewhere than the command line (a variable, an
+/// item of a sweep's list).
+fn check_option_value(option: &str, value: &str) -> Result<()> {
+    match option {
+        "--threads" if !value.parse::<usize>().is_ok_and(|n| n > 0) => {
+            anyhow::bail!("expected a positive number of threads")
+        }
+        "--batch" => crate::plan::parse_batch(value).map(|_| ()),
+        "--dtype" => cnnbench_layers::DType::parse(value).map(|_| ()),
+        "--layout" => cnnbench_layers::Layout::parse(value).map(|_| ()),
+        "--isa" if value != "auto" && cnnbench_kernels::Isa::parse(value).is_none() => {
+            anyhow::bail!("expected auto, avx512, avx2 or scalar")
+        }
+        _ => Ok(()),
+    }
+}
+
+/// clap's error as its first line, without `error: ` and the tips after it.
+fn clap_line(e: &clap::Error) -> String {
+    let text = e.render().to_string();
+    let line = text.lines().next().unwrap_or("bad arguments");
+    line.trim_start_matches("error: ").to_string()
 }
 
 /// A clap error as one line (exit 2), or help and version as clap prints
@@ -104,10 +120,7 @@ fn clap_error(e: clap::Error) -> Result<ExitCode> {
             anyhow::bail!("unexpected value '{a}': negative numbers are not accepted");
         }
     }
-    // clap's first line, without its `error: ` and the tips after it.
-    let text = e.render().to_string();
-    let line = text.lines().next().unwrap_or("bad arguments");
-    anyhow::bail!("{}", line.trim_start_matches("error: "))
+    anyhow::bail!("{}", clap_line(&e))
 }
 
 pub fn run() -> Result<ExitCode> {

@@ -79,38 +79,20 @@ pub fn combinations(
         .collect()
 }
 
-/// One item of a swept option's list, checked as the child would check it.
-fn check_item(name: &str, value: &str) -> Result<()> {
-    match name {
-        "--threads" if !value.parse::<usize>().is_ok_and(|n| n > 0) => {
-            anyhow::bail!("expected a positive number of threads")
-        }
-        "--batch" => crate::plan::parse_batch(value).map(|_| ()),
-        "--dtype" => cnnbench_layers::DType::parse(value).map(|_| ()),
-        "--layout" => cnnbench_layers::Layout::parse(value).map(|_| ()),
-        "--isa" if value != "auto" && cnnbench_kernels::Isa::parse(value).is_none() => {
-            anyhow::bail!("expected auto, avx512, avx2 or scalar")
-        }
-        _ => Ok(()),
-    }
-}
-
 /// Every item of every list, and every child's whole command line, checked
 /// before the first child starts: a bad item is named, and no run is
 /// wasted on the configurations before it.
 fn check_up_front(lists: &[(String, Vec<String>)], combos: &[(String, Vec<String>)]) -> Result<()> {
     for (name, values) in lists {
         for v in values {
-            check_item(name, v)
+            super::check_option_value(name, v)
                 .map_err(|e| anyhow::anyhow!("{name} item '{v}' of '{}': {e}", values.join(",")))?;
         }
     }
     for (label, child) in combos {
         let argv = std::iter::once("cnnbench".to_string()).chain(child.iter().cloned());
         if let Err(e) = <super::Cli as clap::Parser>::try_parse_from(argv) {
-            let text = e.render().to_string();
-            let line = text.lines().next().unwrap_or("bad arguments");
-            anyhow::bail!("{} ({label})", line.trim_start_matches("error: "));
+            anyhow::bail!("{} ({label})", super::clap_line(&e));
         }
     }
     Ok(())
