@@ -183,9 +183,12 @@ fn replace_file(path: &Path, contents: &str, keep: Option<fs::Permissions>) -> s
     };
     // Errors carry the kind only: never the temporary file's name.
     let plain = |e: std::io::Error| std::io::Error::from(e.kind());
+    // A new file gets what a redirect gives it: 0o666 less the umask (and
+    // default ACLs), applied by the kernel at creation.
     let mut tmp = match tempfile::Builder::new()
         .prefix(".cnnbench-")
         .suffix(".tmp")
+        .permissions(fs::Permissions::from_mode(0o666))
         .tempfile_in(parent(path))
     {
         Ok(t) => t,
@@ -194,8 +197,10 @@ fn replace_file(path: &Path, contents: &str, keep: Option<fs::Permissions>) -> s
     };
     tmp.write_all(contents.as_bytes()).map_err(plain)?;
     tmp.flush().map_err(plain)?;
-    let mode = keep.as_ref().map_or(0o666 & !umask(), |p| p.mode());
-    fs::set_permissions(tmp.path(), fs::Permissions::from_mode(mode)).map_err(plain)?;
+    // An existing file keeps its mode.
+    if let Some(p) = &keep {
+        fs::set_permissions(tmp.path(), p.clone()).map_err(plain)?;
+    }
     match tmp.persist(path) {
         Ok(_) => Ok(()),
         Err(e)
@@ -209,20 +214,6 @@ fn replace_file(path: &Path, contents: &str, keep: Option<fs::Permissions>) -> s
         }
         Err(e) => Err(plain(e.error)),
     }
-}
-
-/// The process's umask (a redirect creates files 0o666 & !umask), read
-/// from /proc: umask(2) can only read it by setting it, which would race
-/// with other threads creating files.
-fn umask() -> u32 {
-    fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("Umask:"))
-                .and_then(|v| u32::from_str_radix(v.trim(), 8).ok())
-        })
-        .unwrap_or(0o022)
 }
 
 #[cfg(test)]
