@@ -2,6 +2,8 @@
 //! per environment variant), each in a child process, side by side.
 
 use super::children::{self, ChildRun};
+use crate::output::table::{aligned, Align};
+use crate::output::{self, Format, COMPARE_FORMATS};
 use crate::results::store::RunFile;
 use anyhow::{bail, Result};
 use clap::Args;
@@ -23,6 +25,8 @@ pub struct CompareArgs {
     variant: Vec<String>,
     #[arg(long, short)]
     quiet: bool,
+    #[arg(long, default_value = "table", value_parser = output::parser(COMPARE_FORMATS))]
+    format: Format,
     /// The benchmark: conv or gemm and its arguments
     #[arg(last = true, required = true, value_name = "ARGS")]
     benchmark: Vec<String>,
@@ -140,7 +144,7 @@ pub fn run(args: CompareArgs) -> Result<ExitCode> {
     for w in library_warnings(&runs, !args.cudnn.is_empty()) {
         eprintln!("cnnbench: warning: {w}");
     }
-    crate::output::print(&side_by_side(&runs))?;
+    crate::output::print(&side_by_side(&runs).render(args.format)?)?;
     Ok(if stopped {
         crate::signals::exit_code()
     } else {
@@ -173,8 +177,18 @@ pub fn library_warnings(runs: &[(String, RunFile)], cudnn: bool) -> Vec<String> 
     out
 }
 
-/// problem | dir | median ms per run | ratio of each run to the first.
-pub fn side_by_side(runs: &[(String, RunFile)]) -> String {
+/// The comparison as a table: problem | dir | dtype layout | median ms per
+/// run | each run's time over the first's. A run without the row shows
+/// `-`.
+pub struct SideBySide {
+    pub head: Vec<String>,
+    pub rows: Vec<Vec<String>>,
+}
+
+/// The columns that are labels (the rest are numbers).
+const KEY_COLUMNS: usize = 3;
+
+pub fn side_by_side(runs: &[(String, RunFile)]) -> SideBySide {
     let mut keys: Vec<(String, String, String)> = Vec::new();
     let mut ms: BTreeMap<(usize, (String, String, String)), f64> = BTreeMap::new();
     for (i, (_, f)) in runs.iter().enumerate() {
@@ -203,7 +217,7 @@ pub fn side_by_side(runs: &[(String, RunFile)]) -> String {
     for (name, _) in runs.iter().skip(1) {
         head.push(format!("{name} / {}", runs[0].0));
     }
-    let mut rows = vec![head];
+    let mut rows = Vec::new();
     for k in &keys {
         let get = |i: usize| ms.get(&(i, k.clone())).copied();
         let mut row = vec![k.0.clone(), k.1.clone(), k.2.clone()];
@@ -218,28 +232,58 @@ pub fn side_by_side(runs: &[(String, RunFile)]) -> String {
         }
         rows.push(row);
     }
-    let widths: Vec<usize> = (0..rows[0].len())
-        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
-        .collect();
-    rows.iter()
-        .map(|r| {
-            r.iter()
-                .zip(&widths)
-                .enumerate()
-                .map(|(c, (cell, w))| {
-                    if c < 3 {
-                        format!("{cell:<w$}")
-                    } else {
-                        format!("{cell:>w$}")
-                    }
-                })
-                .collect::<Vec<_>>()
-                .join("  ")
-                .trim_end()
-                .to_string()
-                + "\n"
+    SideBySide { head, rows }
+}
+
+impl SideBySide {
+    pub fn render(&self, format: Format) -> Result<String> {
+        let align: Vec<Align> = (0..self.head.len())
+            .map(|c| {
+                if c < KEY_COLUMNS {
+                    Align::Left
+                } else {
+                    Align::Right
+                }
+            })
+            .collect();
+        Ok(match format {
+            Format::Csv => {
+                let mut w = csv::Writer::from_writer(Vec::new());
+                w.write_record(&self.head)?;
+                for row in &self.rows {
+                    w.write_record(row)?;
+                }
+                String::from_utf8(w.into_inner()?)?
+            }
+            Format::Json => {
+                // One object per row, keyed by the column heads; times and
+                // ratios as numbers, a missing one as null.
+                let rows: Vec<serde_json::Map<String, serde_json::Value>> = self
+                    .rows
+                    .iter()
+                    .map(|row| {
+                        self.head
+                            .iter()
+                            .zip(row)
+                            .enumerate()
+                            .map(|(c, (h, cell))| {
+                                let v = if c < KEY_COLUMNS {
+                                    cell.as_str().into()
+                                } else {
+                                    cell.parse::<f64>()
+                                        .map_or(serde_json::Value::Null, Into::into)
+                                };
+                                (h.clone(), v)
+                            })
+                            .collect()
+                    })
+                    .collect();
+                serde_json::to_string_pretty(&rows)? + "\n"
+            }
+            Format::Md => aligned(&self.head, &align, &self.rows, true),
+            _ => aligned(&self.head, &align, &self.rows, false),
         })
-        .collect()
+    }
 }
 
 #[cfg(test)]
@@ -255,6 +299,40 @@ mod tests {
         assert!(parse_variant("x:NOVALUE").is_err());
         let c = cudnn_variant(std::path::Path::new("/opt/cudnn"), Some("/usr/lib"));
         assert_eq!(c.env[0].1, "/opt/cudnn:/usr/lib");
+    }
+
+    #[test]
+    fn the_side_by_side_table_renders_in_every_format() {
+        let t = SideBySide {
+            head: vec![
+                "problem".into(),
+                "dir".into(),
+                "dtype layout".into(),
+                "a ms".into(),
+                "b ms".into(),
+                "b / a".into(),
+            ],
+            rows: vec![vec![
+                "mb1ic8ih9oc16oh7kh3".into(),
+                "fwd".into(),
+                "f32 nhwc".into(),
+                "1.500".into(),
+                "-".into(),
+                "-".into(),
+            ]],
+        };
+        let json: serde_json::Value =
+            serde_json::from_str(&t.render(Format::Json).unwrap()).unwrap();
+        assert_eq!(json[0]["a ms"], 1.5);
+        assert_eq!(json[0]["b ms"], serde_json::Value::Null);
+        assert_eq!(json[0]["dir"], "fwd");
+        let csv = t.render(Format::Csv).unwrap();
+        assert_eq!(
+            csv.lines().nth(1),
+            Some("mb1ic8ih9oc16oh7kh3,fwd,f32 nhwc,1.500,-,-")
+        );
+        assert!(t.render(Format::Md).unwrap().starts_with("| problem |"));
+        assert!(t.render(Format::Table).unwrap().starts_with("problem "));
     }
 
     #[test]

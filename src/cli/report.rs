@@ -44,12 +44,24 @@ pub struct ReportArgs {
 }
 
 pub fn run(args: ReportArgs) -> Result<ExitCode> {
-    let (layer_files, model_files) = merge::split(&args.paths)?;
-    let runs = merge::load_files(layer_files)?;
-    let model_runs = models::load_files(model_files)?;
+    let inputs = merge::split(&args.paths)?;
+    let mut unreadable = inputs.unreadable;
+    let runs = merge::load_files(inputs.layers, &mut unreadable);
+    let model_runs = models::load_files(inputs.models, &mut unreadable);
+    for u in &unreadable {
+        crate::output::note(&format!(
+            "cnnbench: warning: not read: '{}': {}",
+            u.path.display(),
+            u.why
+        ));
+    }
     if runs.is_empty() && model_runs.is_empty() {
+        let not_read = match unreadable.len() {
+            0 => String::new(),
+            n => format!(" ({n} could not be read, listed above)"),
+        };
         bail!(
-            "no results with records under {}",
+            "no results with records under {}{not_read}",
             args.paths
                 .iter()
                 .map(|p| p.display().to_string())
@@ -83,7 +95,7 @@ pub fn run(args: ReportArgs) -> Result<ExitCode> {
         epochs: args.epochs,
         dataset_images: args.dataset_images,
     };
-    let md = markdown::render(&runs, &model_runs, &opts)?;
+    let md = markdown::render(&runs, &model_runs, &unreadable, &opts)?;
     match &args.out {
         Some(path) => {
             write_atomic(path, &md)?;
@@ -95,7 +107,17 @@ pub fn run(args: ReportArgs) -> Result<ExitCode> {
         }
         None => crate::output::print(&md)?,
     }
-    Ok(ExitCode::SUCCESS)
+    // A report that covers less than it was given says so in its exit
+    // code too, for scripts that do not read stderr.
+    Ok(if unreadable.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        crate::output::note(&format!(
+            "cnnbench: {} input(s) could not be read; the report covers the rest (exit code 1)",
+            unreadable.len()
+        ));
+        ExitCode::from(1)
+    })
 }
 
 /// How the report links a chart: relative to the report's folder when the

@@ -112,6 +112,17 @@ pub const MODEL_FORMATS: Accepted = &[
     ),
 ];
 
+/// The formats of `compare`'s side-by-side table.
+pub const COMPARE_FORMATS: Accepted = &[
+    (Format::Table, "Aligned text for people"),
+    (Format::Csv, "One row per problem, direction and precision"),
+    (
+        Format::Json,
+        "An array of those rows, keyed by the column heads; times and ratios as numbers",
+    ),
+    (Format::Md, "A markdown table"),
+];
+
 /// The formats of `check` and `info`.
 pub const TABLE_OR_JSON: Accepted = &[
     (Format::Table, "Aligned text for people"),

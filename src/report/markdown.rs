@@ -6,6 +6,7 @@ use super::charts::{self, Series};
 use super::merge::Run;
 use super::models::ModelRun;
 pub use super::options::{ChartsDir, Options};
+use crate::results::store::Unreadable;
 use crate::results::Record;
 use anyhow::{bail, Result};
 use std::collections::BTreeMap;
@@ -124,7 +125,12 @@ pub fn scaling(points: &[(usize, f64)]) -> Vec<(usize, f64, f64)> {
 
 /// The report: the layer sections over `runs` (conv and gemm), then the
 /// model section over `models`; either may be empty.
-pub fn render(runs: &[Run], models: &[ModelRun], opts: &Options) -> Result<String> {
+pub fn render(
+    runs: &[Run],
+    models: &[ModelRun],
+    unreadable: &[Unreadable],
+    opts: &Options,
+) -> Result<String> {
     let mut md = String::new();
     writeln!(md, "# cnnbench report\n")?;
     if !runs.is_empty() {
@@ -133,7 +139,32 @@ pub fn render(runs: &[Run], models: &[ModelRun], opts: &Options) -> Result<Strin
     if !models.is_empty() {
         super::models::render(&mut md, models, opts)?;
     }
+    not_read(&mut md, unreadable)?;
     Ok(md)
+}
+
+/// The inputs left out because they could not be read, so that a report
+/// never silently covers less than it was given.
+fn not_read(md: &mut String, unreadable: &[Unreadable]) -> Result<()> {
+    if unreadable.is_empty() {
+        return Ok(());
+    }
+    writeln!(md, "## Not read\n")?;
+    writeln!(
+        md,
+        "{} of the inputs could not be read and are not in this report:\n",
+        unreadable.len()
+    )?;
+    for u in unreadable {
+        writeln!(
+            md,
+            "- `{}`: {}",
+            u.path.display(),
+            u.why.replace(['\n', '\r'], " ")
+        )?;
+    }
+    writeln!(md)?;
+    Ok(())
 }
 
 fn layer_sections(md: &mut String, runs: &[Run], opts: &Options) -> Result<()> {

@@ -3,7 +3,7 @@
 //! the others.
 
 use crate::bench::Stats;
-use crate::results::store::{self, RunFile};
+use crate::results::store::{self, RunFile, Unreadable};
 use crate::results::{Check, Device, Dir, Environment, Record};
 use anyhow::{Context, Result};
 use cnnbench_layers::DType;
@@ -19,31 +19,52 @@ pub struct Run {
     pub label: String,
 }
 
-/// The results files and CSVs under `paths`, read once to tell apart:
-/// layer runs (`conv`, `gemm` and their peers) and model runs.
-pub fn split(paths: &[PathBuf]) -> Result<(Vec<PathBuf>, Vec<PathBuf>)> {
-    let (mut layers, mut models) = (Vec::new(), Vec::new());
-    for path in store::find_json(paths)? {
-        let is_csv = path.extension().is_some_and(|e| e == "csv");
-        if is_model_run(&path, is_csv)? {
-            models.push(path);
-        } else {
-            layers.push(path);
-        }
-    }
-    Ok((layers, models))
+/// `report`'s inputs, sorted: layer runs (`conv`, `gemm` and their peers)
+/// and model runs, and every path that could not be read.
+#[derive(Debug, Default)]
+pub struct Inputs {
+    pub layers: Vec<PathBuf>,
+    pub models: Vec<PathBuf>,
+    pub unreadable: Vec<Unreadable>,
 }
 
-/// Loads layer results files and peer CSVs (from [`split`]), labelled.
-pub fn load_files(files: Vec<PathBuf>) -> Result<Vec<Run>> {
+/// The results files and CSVs under `paths`, each read once to tell layer
+/// runs from model runs; a file that cannot be read goes to the
+/// unreadable list instead of ending the report.
+pub fn split(paths: &[PathBuf]) -> Result<Inputs> {
+    let found = store::find_json(paths)?;
+    let mut inputs = Inputs {
+        unreadable: found.unreadable,
+        ..Inputs::default()
+    };
+    for path in found.files {
+        let is_csv = path.extension().is_some_and(|e| e == "csv");
+        match is_model_run(&path, is_csv) {
+            Ok(true) => inputs.models.push(path),
+            Ok(false) => inputs.layers.push(path),
+            Err(e) => inputs.unreadable.push(Unreadable::new(path, e)),
+        }
+    }
+    Ok(inputs)
+}
+
+/// Loads layer results files and peer CSVs (from [`split`]), labelled; a
+/// file that fails to load is added to `unreadable`.
+pub fn load_files(files: Vec<PathBuf>, unreadable: &mut Vec<Unreadable>) -> Vec<Run> {
     let mut runs = Vec::new();
     for path in files {
         let is_csv = path.extension().is_some_and(|e| e == "csv");
-        let (file, peer) = if is_csv {
-            let (file, peer) = read_peer_csv(&path)?;
-            (file, Some(peer))
+        let loaded = if is_csv {
+            read_peer_csv(&path).map(|(file, peer)| (file, Some(peer)))
         } else {
-            (store::load(&path)?, None)
+            store::load(&path).map(|file| (file, None))
+        };
+        let (file, peer) = match loaded {
+            Ok(l) => l,
+            Err(e) => {
+                unreadable.push(Unreadable::new(path, e));
+                continue;
+            }
         };
         if file.records.is_empty() {
             continue;
@@ -56,7 +77,7 @@ pub fn load_files(files: Vec<PathBuf>) -> Result<Vec<Run>> {
         });
     }
     label_runs(&mut runs);
-    Ok(runs)
+    runs
 }
 
 /// Whether a file holds `cnnbench model` results (or the model peer's CSV).
@@ -212,7 +233,7 @@ mod tests {
     use super::*;
 
     fn load(paths: &[PathBuf]) -> Result<Vec<Run>> {
-        load_files(split(paths)?.0)
+        Ok(load_files(split(paths)?.layers, &mut Vec::new()))
     }
 
     fn run(threads: usize, host: &str) -> Run {
@@ -245,6 +266,36 @@ mod tests {
         let mut one = vec![run(2, "a")];
         label_runs(&mut one);
         assert_eq!(one[0].label, "Xeon");
+    }
+
+    #[test]
+    fn unreadable_inputs_are_listed_and_the_rest_still_load() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("good.csv"),
+            "problem,dir,device,dtype,ms_median\nmb1ic8ih9oc16oh7kh3,fwd,cpu,f32,1.5\n",
+        )
+        .unwrap();
+        std::fs::write(dir.path().join("torn.json"), "{\"records\": [").unwrap();
+        std::fs::write(dir.path().join("empty.csv"), "").unwrap();
+        std::fs::write(dir.path().join("future.json"), "{\"format_version\": 99}").unwrap();
+        let inputs = split(&[dir.path().to_path_buf()]).unwrap();
+        let mut unreadable = inputs.unreadable;
+        let runs = load_files(inputs.layers, &mut unreadable);
+        assert_eq!(runs.len(), 1, "{unreadable:?}");
+        let names: Vec<_> = unreadable
+            .iter()
+            .map(|u| u.path.file_name().unwrap().to_str().unwrap())
+            .collect();
+        assert_eq!(
+            names,
+            ["torn.json", "empty.csv", "future.json"],
+            "{unreadable:?}"
+        );
+        assert_eq!(
+            unreadable[2].why,
+            "the file has format version 99; this cnnbench reads up to 1"
+        );
     }
 
     #[test]

@@ -7,7 +7,7 @@ use super::cost;
 use super::merge::labels;
 use super::options::Options;
 use crate::bench::Stats;
-use crate::results::store;
+use crate::results::store::{self, Unreadable};
 use crate::results::{Device, Environment, ModelRecord};
 use anyhow::{Context, Result};
 use cnnbench_layers::DType;
@@ -24,23 +24,33 @@ pub struct ModelRun {
     pub records: Vec<ModelRecord>,
     /// The results file's run label, the peer (`peer:NAME`), or `csv:FILE`.
     pub label: String,
+    /// False for a run stopped early (its finished models are shown,
+    /// marked).
+    pub complete: bool,
 }
 
 /// Loads model results files and model CSVs (from [`super::merge::split`]), labelled.
-pub fn load_files(files: Vec<PathBuf>) -> Result<Vec<ModelRun>> {
+pub fn load_files(files: Vec<PathBuf>, unreadable: &mut Vec<Unreadable>) -> Vec<ModelRun> {
     let mut runs = Vec::new();
     for path in files {
         let is_csv = path.extension().is_some_and(|e| e == "csv");
-        let run = if is_csv {
-            read_model_csv(&path)?
+        let loaded = if is_csv {
+            read_model_csv(&path)
         } else {
-            let file = store::load::<ModelRecord>(&path)?;
-            ModelRun {
+            store::load::<ModelRecord>(&path).map(|file| ModelRun {
                 path: path.clone(),
                 environment: Some(file.environment),
                 peer: None,
                 records: file.records,
                 label: String::new(),
+                complete: file.complete,
+            })
+        };
+        let run = match loaded {
+            Ok(run) => run,
+            Err(e) => {
+                unreadable.push(Unreadable::new(path, e));
+                continue;
             }
         };
         if !run.records.is_empty() {
@@ -64,7 +74,7 @@ pub fn load_files(files: Vec<PathBuf>) -> Result<Vec<ModelRun>> {
             None => format!("csv:{stem}"),
         };
     }
-    Ok(runs)
+    runs
 }
 
 /// A peer's device column: its tool, then `cpu` or the CUDA device's name
@@ -150,6 +160,7 @@ fn read_model_csv(path: &Path) -> Result<ModelRun> {
         peer,
         records,
         label: String::new(),
+        complete: true,
     })
 }
 
@@ -206,6 +217,9 @@ fn table(md: &mut String, runs: &[ModelRun]) -> Result<()> {
         let mut notes = Vec::new();
         if m.status != "ok" {
             notes.push(m.status.clone());
+        }
+        if !run.complete {
+            notes.push("from a run stopped early".into());
         }
         if let Some(f) = &m.fused {
             notes.push(format!("fused: {f}"));
@@ -289,7 +303,7 @@ mod tests {
     use crate::report::merge::split;
 
     fn load(paths: &[PathBuf]) -> Result<Vec<ModelRun>> {
-        load_files(split(paths)?.1)
+        Ok(load_files(split(paths)?.models, &mut Vec::new()))
     }
 
     const HEAD: &str = "model,batch,device,dtype,layout,params,macs,fwd_ms_min,fwd_ms_median,fwd_ms_max,fwd_ms_mean,fwd_ms_stddev,bwd_ms_min,bwd_ms_median,bwd_ms_max,bwd_ms_mean,bwd_ms_stddev,total_ms_median,images_per_sec,runs,status\n";

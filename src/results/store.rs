@@ -123,41 +123,145 @@ pub fn load<R: serde::de::DeserializeOwned>(path: &Path) -> Result<RunFile<R>> {
     Ok(file)
 }
 
-/// Every `*.json` results file under `paths` (files as given, folders
-/// searched recursively), in a stable order.
-pub fn find_json(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
-    let mut out = Vec::new();
-    for p in paths {
-        if p.is_dir() {
-            walk(p, &mut out)?;
-        } else if p.exists() {
-            out.push(p.clone());
-        } else {
-            bail!("no such file or folder '{}'", p.display());
-        }
-    }
-    Ok(out)
+/// A path `report` could not read, and why: listed, never fatal while
+/// other files can be read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Unreadable {
+    pub path: PathBuf,
+    pub why: String,
 }
 
-fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
-        .with_context(|| format!("cannot read folder '{}'", dir.display()))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .collect();
-    entries.sort();
-    for p in entries {
-        if p.is_dir() {
-            walk(&p, out)?;
-        } else if p.extension().is_some_and(|e| e == "json" || e == "csv") {
-            out.push(p);
+impl Unreadable {
+    /// `why` is the error's whole chain, with the path (which the list
+    /// names already) said as "the file".
+    pub fn new(path: PathBuf, e: anyhow::Error) -> Unreadable {
+        let quoted = format!("'{}'", path.display());
+        let why = format!("{e:#}");
+        let why = why.strip_prefix(&format!("{quoted}: ")).unwrap_or(&why);
+        Unreadable {
+            why: why.replace(&quoted, "the file"),
+            path,
         }
     }
-    Ok(())
+}
+
+/// What a walk over `report`'s inputs found.
+#[derive(Debug, Default)]
+pub struct Found {
+    /// Every results file (`*.json`) and peer CSV (`*.csv`), each once
+    /// however many paths or links lead to it, in a stable order.
+    pub files: Vec<PathBuf>,
+    /// Folders and entries that could not be read.
+    pub unreadable: Vec<Unreadable>,
+}
+
+/// Every `*.json` and `*.csv` file under `paths`: files as given (any
+/// name), folders searched recursively. Symlinks are followed, but each
+/// folder is entered once and each file counted once (by device and
+/// inode), so a link cycle ends and a file reached twice counts once. A
+/// path given that does not exist is an error (a typo); anything
+/// unreadable below is listed in [`Found::unreadable`].
+pub fn find_json(paths: &[PathBuf]) -> Result<Found> {
+    let mut walk = Walk::default();
+    for p in paths {
+        let meta = std::fs::metadata(p).map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => {
+                anyhow::anyhow!("no such file or folder '{}'", p.display())
+            }
+            _ => anyhow::anyhow!("cannot read '{}': {e}", p.display()),
+        })?;
+        if meta.is_dir() {
+            walk.dir(p, &meta);
+        } else {
+            walk.file(p, &meta);
+        }
+    }
+    Ok(walk.found)
+}
+
+#[derive(Default)]
+struct Walk {
+    found: Found,
+    seen: std::collections::HashSet<(u64, u64)>,
+}
+
+impl Walk {
+    /// Whether `meta` names a file or folder not met before.
+    fn first_visit(&mut self, meta: &std::fs::Metadata) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        self.seen.insert((meta.dev(), meta.ino()))
+    }
+
+    fn file(&mut self, p: &Path, meta: &std::fs::Metadata) {
+        if self.first_visit(meta) {
+            self.found.files.push(p.to_path_buf());
+        }
+    }
+
+    fn unreadable(&mut self, p: &Path, e: impl std::fmt::Display) {
+        self.found.unreadable.push(Unreadable {
+            path: p.to_path_buf(),
+            why: e.to_string(),
+        });
+    }
+
+    fn dir(&mut self, dir: &Path, meta: &std::fs::Metadata) {
+        if !self.first_visit(meta) {
+            return;
+        }
+        let entries = match std::fs::read_dir(dir) {
+            Ok(rd) => rd,
+            Err(e) => return self.unreadable(dir, e),
+        };
+        let mut paths = Vec::new();
+        for entry in entries {
+            match entry {
+                Ok(e) => paths.push(e.path()),
+                Err(e) => self.unreadable(dir, e),
+            }
+        }
+        paths.sort();
+        for p in paths {
+            let wanted = p.extension().is_some_and(|e| e == "json" || e == "csv");
+            match std::fs::metadata(&p) {
+                Ok(m) if m.is_dir() => self.dir(&p, &m),
+                Ok(m) if wanted => self.file(&p, &m),
+                Ok(_) => {}
+                // A dangling link or a folder entry that cannot be looked
+                // at is listed only where it could have been a results file.
+                Err(e) if wanted || std::fs::symlink_metadata(&p).is_err() => {
+                    self.unreadable(&p, e)
+                }
+                Err(_) => {}
+            }
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_walk_ends_on_link_cycles_and_counts_each_file_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = dir.path().join("r");
+        std::fs::create_dir_all(r.join("sub")).unwrap();
+        std::fs::write(r.join("a.json"), "{}").unwrap();
+        std::fs::write(r.join("sub/b.csv"), "x").unwrap();
+        std::fs::write(r.join("notes.txt"), "x").unwrap();
+        // A cycle (sub/up -> r), a second name for a.json, a dangling link.
+        std::os::unix::fs::symlink(&r, r.join("sub/up")).unwrap();
+        std::os::unix::fs::symlink(r.join("a.json"), r.join("sub/again.json")).unwrap();
+        std::os::unix::fs::symlink(r.join("gone.json"), r.join("dangling.json")).unwrap();
+        // The same folder given twice, and the file given by name as well.
+        let found = find_json(&[r.clone(), r.join("sub"), r.join("a.json")]).unwrap();
+        assert_eq!(found.files, vec![r.join("a.json"), r.join("sub/b.csv")]);
+        assert_eq!(found.unreadable.len(), 1);
+        assert_eq!(found.unreadable[0].path, r.join("dangling.json"));
+        let missing = find_json(&[dir.path().join("nope")]).unwrap_err();
+        assert!(format!("{missing}").contains("no such file or folder"));
+    }
 
     #[test]
     fn saves_atomically_and_reads_back() {
