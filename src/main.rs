@@ -1,5 +1,10 @@
 //! cnnbench: how fast convolutional networks train, layer by layer.
 
+// Everything reaches stdout through `output::print` and stderr through
+// `output::note`, which turn a closed pipe or a full disk into an exit
+// code instead of the panic `println!` and `eprintln!` would raise.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 mod bench;
 mod cli;
 mod driver;
@@ -41,7 +46,9 @@ fn main() -> ExitCode {
     std::panic::set_hook(Box::new(|info| {
         output::note(&format!("cnnbench: internal error: {info}"));
     }));
-    match cli::run() {
+    let result = cli::run();
+    results::atomic::release_fifo_readers();
+    match result {
         Ok(code) => code,
         // `| head` closed stdout: end quietly, as a program SIGPIPE killed
         // (or with the stop signal's code, after one).

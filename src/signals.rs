@@ -9,7 +9,7 @@
 use anyhow::{Context, Result};
 pub use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, Ordering};
 use std::sync::{Arc, OnceLock};
 
 /// The signals that stop a run.
@@ -31,6 +31,23 @@ pub fn install() -> Result<()> {
         .get_or_init(|| {
             let go = || -> std::io::Result<()> {
                 for sig in STOP_SIGNALS {
+                    // First of all, on a second signal only: remove the
+                    // temporary file being written, before the process
+                    // ends.
+                    let second = Arc::clone(stop_arc());
+                    // SAFETY: loads of atomics and unlink(2) are
+                    // async-signal-safe; the path is a C string that stays
+                    // allocated while it is published (see `TempFile`).
+                    unsafe {
+                        signal_hook::low_level::register(sig, move || {
+                            if second.load(Ordering::SeqCst) {
+                                let p = TEMP_FILE.load(Ordering::SeqCst);
+                                if !p.is_null() {
+                                    libc::unlink(p);
+                                }
+                            }
+                        })
+                    }?;
                     // Registered first, so it sees the flag as the
                     // previous signal left it: only a second signal exits.
                     signal_hook::flag::register_conditional_shutdown(
@@ -56,6 +73,48 @@ pub fn install() -> Result<()> {
         .clone()
         .map_err(anyhow::Error::msg)
         .context("installing the signal handlers")
+}
+
+/// The temporary file being written now, published for the second-signal
+/// handler (null: none).
+static TEMP_FILE: AtomicPtr<libc::c_char> = AtomicPtr::new(std::ptr::null_mut());
+/// The path published before the current one, freed only at the next
+/// publication: a handler on another thread that loaded it just before it
+/// was withdrawn has long finished with it by then.
+static RETIRED: AtomicPtr<libc::c_char> = AtomicPtr::new(std::ptr::null_mut());
+
+/// While alive, a second stop signal (which ends the process at once)
+/// removes the temporary file at this path, so none is left beside the
+/// output.
+pub struct TempFile(());
+
+impl TempFile {
+    pub fn track(path: &std::path::Path) -> TempFile {
+        use std::os::unix::ffi::OsStrExt;
+        if let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) {
+            let old = TEMP_FILE.swap(c.into_raw(), Ordering::SeqCst);
+            retire(old);
+        }
+        TempFile(())
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        retire(TEMP_FILE.swap(std::ptr::null_mut(), Ordering::SeqCst));
+    }
+}
+
+fn retire(p: *mut libc::c_char) {
+    if p.is_null() {
+        return;
+    }
+    let older = RETIRED.swap(p, Ordering::SeqCst);
+    if !older.is_null() {
+        // SAFETY: `older` came from `CString::into_raw` and was withdrawn
+        // from `TEMP_FILE` a publication ago; nothing else holds it.
+        drop(unsafe { std::ffi::CString::from_raw(older) });
+    }
 }
 
 /// The flag the timing loop watches.

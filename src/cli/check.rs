@@ -116,7 +116,7 @@ pub fn run(args: CheckArgs) -> Result<ExitCode> {
         Target::Gpu(g) => Some(*g),
         Target::Cpu(why) => {
             if let Some(why) = why {
-                eprintln!("cnnbench: device auto: {why}; checking the CPU");
+                crate::note!("cnnbench: device auto: {why}; checking the CPU");
             }
             None
         }
@@ -125,6 +125,11 @@ pub fn run(args: CheckArgs) -> Result<ExitCode> {
         bail!("--dtype {dtype} --layout {layout}: the CPU path runs f32 in nhwc only");
     }
     let threads = init_threads(args.threads)?;
+    // A stop signal ends the check after the model being checked; the
+    // models checked so far are printed (a second signal ends it at once).
+    crate::signals::install()?;
+    let stopped = || crate::signals::stopped();
+    let mut checked = 0;
     let mut all = Vec::new();
     if let Some(gpu) = gpu {
         super::conv::dtype_supported(&gpu.info.compute_capability, dtype)?;
@@ -135,10 +140,12 @@ pub fn run(args: CheckArgs) -> Result<ExitCode> {
         let cc = super::model::gpu::compute_capability(&gpu.info.compute_capability);
         let kernels = cnnbench_layers::ops::cuda_programs::compile_kernels(&gpu.ctx, cc)
             .map_err(|e| anyhow::anyhow!("{e}"))?;
-        for g in &graphs {
-            eprintln!(
+        for g in graphs.iter().take_while(|_| !stopped()) {
+            crate::note!(
                 "cnnbench: checking {} at batch {} on {} ({dtype}, {layout}) against the CPU",
-                g.name, args.batch, gpu.info.name
+                g.name,
+                args.batch,
+                gpu.info.name
             );
             let opts = GpuOptions {
                 dtype,
@@ -150,10 +157,11 @@ pub fn run(args: CheckArgs) -> Result<ExitCode> {
             let found = compare_gpu(&gpu, &kernels, g, args.batch, opts)
                 .map_err(|e| anyhow::anyhow!("{} on the GPU: {e}", g.name))?;
             all.extend(found);
+            checked += 1;
         }
     } else {
-        for g in &graphs {
-            eprintln!(
+        for g in graphs.iter().take_while(|_| !stopped()) {
+            crate::note!(
                 "cnnbench: checking {} at batch {} on the CPU ({threads} threads; the reference is slow)",
                 g.name, args.batch
             );
@@ -161,6 +169,7 @@ pub fn run(args: CheckArgs) -> Result<ExitCode> {
                 compare_cpu(g, args.batch, args.seed)
                     .map_err(|e| anyhow::anyhow!("{}: {e}", g.name))?,
             );
+            checked += 1;
         }
     }
     let failed = all.iter().filter(|c| !c.passed).count();
@@ -170,10 +179,21 @@ pub fn run(args: CheckArgs) -> Result<ExitCode> {
         _ => crate::output::print(&table(&all, args.verbose))?,
     }
     if failed > 0 {
-        eprintln!("cnnbench: {failed} tensor(s) failed the check");
-        return Ok(ExitCode::from(1));
+        crate::output::note(&format!("cnnbench: {failed} tensor(s) failed the check"));
     }
-    Ok(ExitCode::SUCCESS)
+    if stopped() {
+        crate::output::note(&format!(
+            "cnnbench: {}: checked {checked} of {} model(s)",
+            crate::signals::stopped_by(),
+            graphs.len()
+        ));
+        return Ok(crate::signals::exit_code());
+    }
+    Ok(if failed > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 fn compared(model: &str, tensor: String, rel_err: f64, tolerance: f64) -> Compared {

@@ -142,7 +142,7 @@ pub fn run(args: CompareArgs) -> Result<ExitCode> {
     }
     bar.finish_and_clear();
     for w in library_warnings(&runs, !args.cudnn.is_empty()) {
-        eprintln!("cnnbench: warning: {w}");
+        crate::note!("cnnbench: warning: {w}");
     }
     crate::output::print(&side_by_side(&runs).render(args.format)?)?;
     Ok(if stopped {

@@ -259,7 +259,7 @@ pub fn run(args: ConvArgs) -> Result<ExitCode> {
     let out = match target {
         Target::Gpu(g) => {
             if args.device == Device::Auto && !args.quiet {
-                eprintln!("cnnbench: device auto: using the GPU ({})", g.gpu.info.name);
+                crate::note!("cnnbench: device auto: using the GPU ({})", g.gpu.info.name);
             }
             gpu::run(&args, &s, *g, &session)?
         }
@@ -270,7 +270,9 @@ pub fn run(args: ConvArgs) -> Result<ExitCode> {
             candidates,
         } => {
             if let (Device::Auto, Some(why), false) = (args.device, &no_gpu, args.quiet) {
-                eprintln!("cnnbench: device auto: {why}; using the CPU ({threads} threads, {isa})");
+                crate::note!(
+                    "cnnbench: device auto: {why}; using the CPU ({threads} threads, {isa})"
+                );
             }
             run_cpu(&args, &s, algo, isa, &candidates, &session)?
         }

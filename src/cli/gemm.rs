@@ -148,7 +148,7 @@ pub fn run(args: GemmArgs) -> Result<ExitCode> {
         Target::Gpu(g) => Some(*g),
         Target::Cpu(why) => {
             if let (Some(why), false) = (why, args.quiet) {
-                eprintln!("cnnbench: device auto: {why}; using the CPU");
+                crate::note!("cnnbench: device auto: {why}; using the CPU");
             }
             None
         }

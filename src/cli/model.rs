@@ -135,7 +135,7 @@ pub fn run(args: ModelArgs) -> Result<ExitCode> {
         Target::Gpu(g) => Some(*g),
         Target::Cpu(why) => {
             if let (Some(why), false) = (why, args.quiet) {
-                eprintln!("cnnbench: device auto: {why}; using the CPU");
+                crate::note!("cnnbench: device auto: {why}; using the CPU");
             }
             None
         }
@@ -241,7 +241,7 @@ fn run_cpu(
     let need = estimate(g, args.batch);
     if let Some(avail) = available() {
         if need > avail.bytes * 9 / 10 {
-            eprintln!(
+            crate::note!(
                 "cnnbench: {} at batch {}: needs about {:.1} GiB, {}: OOM",
                 g.name,
                 args.batch,

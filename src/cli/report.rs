@@ -99,7 +99,7 @@ pub fn run(args: ReportArgs) -> Result<ExitCode> {
     match &args.out {
         Some(path) => {
             write_atomic(path, &md)?;
-            eprintln!(
+            crate::note!(
                 "cnnbench: wrote the report of {} runs to {}",
                 runs.len() + model_runs.len(),
                 path.display()

@@ -49,6 +49,15 @@ pub fn note(line: &str) {
     let _ = writeln!(std::io::stderr(), "{line}");
 }
 
+/// [`note`] with `format!` arguments: what cnnbench uses instead of
+/// `eprintln!` everywhere, so that no message can panic.
+#[macro_export]
+macro_rules! note {
+    ($($arg:tt)*) => {
+        $crate::output::note(&format!($($arg)*))
+    };
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
     Table,

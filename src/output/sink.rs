@@ -156,7 +156,7 @@ impl Output {
             .filter(|r| r.check.is_some_and(|c| !c.passed))
             .count();
         if failed > 0 {
-            eprintln!("cnnbench: {failed} record(s) failed --check");
+            crate::note!("cnnbench: {failed} record(s) failed --check");
             return Ok(ExitCode::from(1));
         }
         Ok(ExitCode::SUCCESS)

@@ -7,7 +7,7 @@ use std::ffi::CString;
 use std::fs::{self, OpenOptions};
 use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 /// Symlinks followed at most, as the kernel's ELOOP limit.
@@ -42,7 +42,35 @@ pub fn write_atomic(path: &Path, contents: &str) -> Result<()> {
 /// What [`write_atomic`] refuses at `path`, found before anything runs, in
 /// one line; `Ok` for anything it can write.
 pub fn check_target(path: &Path) -> Result<()> {
-    classify(path).map(|_| ())
+    if let Target::InPlace(p) = classify(path)? {
+        if fs::metadata(&p).is_ok_and(|m| m.file_type().is_fifo()) {
+            unwritten_fifos().push(p);
+        }
+    }
+    Ok(())
+}
+
+/// FIFOs named as outputs and not written yet. A FIFO's reader waits until
+/// a writer opens it and closes it; a run that fails before its one write
+/// must still let the reader go.
+fn unwritten_fifos() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
+    static FIFOS: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+    FIFOS
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Opens and closes every output FIFO that was never written, so that a
+/// reader waiting on it sees end-of-file instead of hanging: called when
+/// the process ends, however it ends. A FIFO without a reader is left
+/// alone (the non-blocking open fails).
+pub fn release_fifo_readers() {
+    for p in unwritten_fifos().drain(..) {
+        let _ = OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&p);
+    }
 }
 
 /// Whether `path` may be rewritten after every record: a regular file (or
@@ -166,6 +194,7 @@ fn access(path: &Path, mode: libc::c_int) -> bool {
 }
 
 fn write_in_place(path: &Path, contents: &str) -> std::io::Result<()> {
+    unwritten_fifos().retain(|p| p != path);
     let mut f = OpenOptions::new().write(true).open(path)?;
     f.write_all(contents.as_bytes())?;
     f.flush()
@@ -195,6 +224,7 @@ fn replace_file(path: &Path, contents: &str, keep: Option<fs::Permissions>) -> s
         Err(e) if e.kind() == PermissionDenied && keep.is_some() => return in_place(),
         Err(e) => return Err(plain(e)),
     };
+    let _tracked = crate::signals::TempFile::track(tmp.path());
     tmp.write_all(contents.as_bytes()).map_err(plain)?;
     tmp.flush().map_err(plain)?;
     // An existing file keeps its mode.
@@ -303,6 +333,29 @@ mod tests {
                 .to_string();
             assert!(e.starts_with("cannot write '/dev/full': "), "{e}");
         }
+    }
+
+    #[test]
+    fn a_fifo_never_written_still_lets_its_reader_go() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("out.fifo");
+        let c = CString::new(fifo.as_os_str().as_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        check_target(&fifo).unwrap();
+        let reader = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || fs::read(&fifo).map(|b| b.len()))
+        };
+        // The reader blocks in open() until a writer comes and goes: what
+        // a run that fails before its one write does on its way out.
+        while !reader.is_finished() {
+            release_fifo_readers();
+            check_target(&fifo).unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert_eq!(reader.join().unwrap().unwrap(), 0);
+        release_fifo_readers();
     }
 
     #[test]

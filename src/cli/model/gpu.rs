@@ -75,9 +75,10 @@ pub fn run(
     bar: &indicatif::ProgressBar,
 ) -> Result<Option<ModelRecord>> {
     let oom = |why: String| {
-        eprintln!(
+        crate::note!(
             "cnnbench: {} at batch {} on the GPU: {why}: OOM",
-            g.name, args.batch
+            g.name,
+            args.batch
         );
         Ok(Some(base_record(g, args.batch, "OOM", s.labels())))
     };

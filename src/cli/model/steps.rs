@@ -173,7 +173,7 @@ impl Timed {
         kernels: impl Fn(usize) -> String,
     ) -> ModelRecord {
         if !loss.is_finite() {
-            eprintln!("cnnbench: warning: {}: the loss is {loss}", g.name);
+            crate::note!("cnnbench: warning: {}: the loss is {loss}", g.name);
         }
         let stats = |v: &[f64]| Stats::of(v).expect("at least one timed step");
         let total_s = stats(&self.total);
