@@ -22,8 +22,11 @@ impl RunPolicy {
     pub const DEFAULT_WARMUP: usize = 3;
     pub const DEFAULT_RUNS: usize = 10;
     pub const DEFAULT_MIN_TIME: f64 = 1.0;
-    /// Caps the sample memory (8 MB) for very fast problems and long budgets.
-    const MAX_RUNS: usize = 1_000_000;
+    /// Caps the sample memory (8 MB) for very fast problems and long
+    /// budgets; `--iters` and `--warmup` above it are refused.
+    pub const MAX_RUNS: usize = 1_000_000;
+    /// The longest `--min-time`: a day per problem and direction.
+    pub const MAX_MIN_TIME: f64 = 86_400.0;
 
     /// Defaults: at least 10 runs and at least 1 s. An explicit `iters` alone
     /// means exactly that many runs; with `min_time` too, both must be met.
@@ -44,7 +47,7 @@ impl RunPolicy {
                 warmup,
                 min_runs: n.unwrap_or(Self::DEFAULT_RUNS),
                 min_time: Duration::from_secs_f64(t.unwrap_or(Self::DEFAULT_MIN_TIME)),
-                max_runs: Self::MAX_RUNS.max(n.unwrap_or(0)),
+                max_runs: Self::MAX_RUNS,
             },
         }
     }
@@ -89,10 +92,25 @@ impl Runner<'_> {
             }
             ms.push(timer.time_ms(f)?);
         }
+        if ms.len() == RunPolicy::MAX_RUNS && start.elapsed() < self.policy.min_time {
+            note_run_cap();
+        }
         Ok(Samples {
             ms,
             interrupted: false,
         })
+    }
+}
+
+/// Says once per process that the run cap, not `--min-time`, ended a
+/// problem's timing.
+fn note_run_cap() {
+    static SAID: AtomicBool = AtomicBool::new(false);
+    if !SAID.swap(true, Ordering::Relaxed) {
+        crate::note!(
+            "cnnbench: note: timing stopped at the cap of {} runs before --min-time was spent",
+            RunPolicy::MAX_RUNS
+        );
     }
 }
 

@@ -173,13 +173,28 @@ pub struct TimingArgs {
 impl TimingArgs {
     /// The run policy, or a one-line error for values that make no sense.
     pub fn policy(&self) -> Result<crate::bench::RunPolicy> {
+        use crate::bench::RunPolicy;
         if let Some(t) = self.min_time {
             if !(t.is_finite() && t >= 0.0) {
                 anyhow::bail!("--min-time must be a non-negative number of seconds, got {t}");
             }
+            if t > RunPolicy::MAX_MIN_TIME {
+                anyhow::bail!(
+                    "--min-time {t:e} is more than the most cnnbench takes, {} seconds (a day)",
+                    RunPolicy::MAX_MIN_TIME
+                );
+            }
         }
         if self.iters == Some(0) {
             anyhow::bail!("--iters must be at least 1");
+        }
+        for (name, n) in [("--iters", self.iters), ("--warmup", self.warmup)] {
+            if let Some(n) = n.filter(|&n| n > RunPolicy::MAX_RUNS) {
+                anyhow::bail!(
+                    "{name} {n} is more than the most cnnbench takes, {} runs",
+                    RunPolicy::MAX_RUNS
+                );
+            }
         }
         Ok(crate::bench::RunPolicy::from_options(
             self.warmup,

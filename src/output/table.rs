@@ -93,10 +93,13 @@ pub fn aligned<S: AsRef<str>>(
             .iter()
             .enumerate()
             .map(|(i, c)| {
+                // Padded by hand: `format!`'s width stops at 65535, and a
+                // cell (a user's problem name) may be longer.
+                let pad = " ".repeat(width[i].saturating_sub(c.chars().count()));
                 if right(i) {
-                    format!("{c:>w$}", w = width[i])
+                    pad + c
                 } else {
-                    format!("{c:<w$}", w = width[i])
+                    c.clone() + &pad
                 }
             })
             .collect();
@@ -160,6 +163,23 @@ pub fn skipped_text(skipped: &[crate::results::Skipped]) -> String {
 mod tests {
     use super::*;
     use crate::results::Skipped;
+
+    #[test]
+    fn cells_past_formats_width_limit_are_padded() {
+        let long = "x".repeat(70_000);
+        let t = aligned(
+            &["name", "ms"],
+            &[Align::Left, Align::Right],
+            &[
+                vec![long.clone(), "1.0".into()],
+                vec!["a".into(), "22.5".into()],
+            ],
+            false,
+        );
+        let last = t.lines().last().unwrap();
+        assert_eq!(last.len(), 70_000 + 2 + 4);
+        assert!(last.starts_with("a ") && last.ends_with("22.5"));
+    }
 
     #[test]
     fn skipped_algorithms_are_listed_with_their_status() {
