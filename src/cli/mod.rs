@@ -136,7 +136,15 @@ pub fn run() -> Result<ExitCode> {
             .transpose()?
             .unwrap_or(Format::Table);
         let quiet = raw.iter().any(|a| a == "--quiet" || a == "-q");
-        return sweep::run(&raw, format, quiet, crate::signals::stop_flag());
+        // Checked with every child's command line before the first runs.
+        let out = option_value(&raw, "--out").map(std::path::PathBuf::from);
+        return sweep::run(
+            &raw,
+            format,
+            out.as_deref(),
+            quiet,
+            crate::signals::stop_flag(),
+        );
     }
     let cli = match Cli::try_parse() {
         Ok(c) => c,

@@ -5,6 +5,7 @@
 use super::children::{self, ChildRun};
 use crate::output::table;
 use crate::output::Format;
+use crate::results::atomic::{rewritable, write_atomic};
 use crate::results::store::RunFile;
 use anyhow::Result;
 use std::process::ExitCode;
@@ -102,6 +103,7 @@ fn check_up_front(lists: &[(String, Vec<String>)], combos: &[(String, Vec<String
 pub fn run(
     args: &[String],
     format: Format,
+    out: Option<&std::path::Path>,
     quiet: bool,
     interrupted: &std::sync::atomic::AtomicBool,
 ) -> Result<ExitCode> {
@@ -132,10 +134,26 @@ pub fn run(
                 break;
             }
         }
+        // `--out` holds every finished configuration, as a single run's
+        // holds every finished record.
+        if let Some(path) = out.filter(|p| rewritable(p)) {
+            write_atomic(path, &render(&done, format, false)?)?;
+        }
         bar.inc(1);
     }
     bar.finish_and_clear();
-    crate::output::print(&render(&done, format)?)?;
+    let rendered = render(&done, format, !stopped)?;
+    match out {
+        Some(path) => {
+            write_atomic(path, &rendered)?;
+            crate::note!(
+                "cnnbench: wrote {} configurations to {}",
+                done.len(),
+                path.display()
+            );
+        }
+        None => crate::output::print(&rendered)?,
+    }
     if stopped {
         crate::output::note(&format!(
             "cnnbench: {}; kept {} finished configurations",
@@ -151,7 +169,9 @@ pub fn run(
     })
 }
 
-fn render(done: &[(String, RunFile)], format: Format) -> Result<String> {
+/// The sweep in `format`; JSON says whether it `complete`d (false while
+/// it goes on, and after a stop).
+fn render(done: &[(String, RunFile)], format: Format, complete: bool) -> Result<String> {
     Ok(match format {
         Format::Table | Format::Md => {
             let mut s = String::new();
@@ -188,7 +208,9 @@ fn render(done: &[(String, RunFile)], format: Format) -> Result<String> {
                     serde_json::json!({"config": label, "environment": f.environment, "records": f.records, "skipped": f.skipped})
                 })
                 .collect();
-            serde_json::to_string_pretty(&serde_json::json!({ "sweep": runs }))? + "\n"
+            serde_json::to_string_pretty(
+                &serde_json::json!({ "sweep": runs, "complete": complete }),
+            )? + "\n"
         }
     })
 }
