@@ -653,6 +653,29 @@ fn odd_input_is_still_one_line() {
     let o = cnnbench(&["conv", &long]);
     one_line(&o, "more characters)");
     assert!(stderr(&o).len() < 1000, "{}", stderr(&o).len());
+    // Absurd amounts: refused in one line naming the cap.
+    one_line(
+        &cnnbench(&["conv", "mb1ic4ih8oc4kh3", "--min-time", "1e300"]),
+        "86400 seconds",
+    );
+    one_line(
+        &cnnbench(&["conv", "mb1ic4ih8oc4kh3", "--iters", "18446744073709551615"]),
+        "1000000 runs",
+    );
+    // A name longer than `format!` can pad is still printed.
+    let named = format!("mb1ic4ih8oc4kh3n\"{}\"", "x".repeat(70_000));
+    let o = cnnbench(&[
+        "conv",
+        &named,
+        "--dir",
+        "fwd",
+        "--iters",
+        "1",
+        "--device",
+        "cpu",
+        "--no-save",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     // A UTF-8 byte order mark before the first problem is accepted.
     let dir = tempfile::tempdir().unwrap();
     let list = dir.path().join("bom.txt");
@@ -797,6 +820,7 @@ fn sweeps_compare_and_report_work_through_child_processes() {
     assert_eq!(sweep[3]["config"], "threads=2 batch=2");
     assert_eq!(sweep[3]["environment"]["threads"], 2);
     assert_eq!(sweep[3]["records"][0]["problem"], "mb2ic8ih10oc8oh8kh3");
+    assert_eq!(doc["complete"], true);
     assert_eq!(std::fs::read_dir(&store).unwrap().count(), 4);
 
     // compare: two variants through the environment, with ratios.
@@ -868,6 +892,18 @@ fn sweeps_compare_and_report_work_through_child_processes() {
         "{text}"
     );
     assert!(charts.join("gflops.svg").exists());
+
+    // A link cycle and a second path to the store end and count once; a
+    // torn file is listed, and the report still covers the rest (exit 1).
+    std::os::unix::fs::symlink(&store, store.join("loop")).unwrap();
+    std::fs::write(store.join("torn.json"), "{\"records\": [").unwrap();
+    let o = cnnbench(&["report", s, s]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(text.contains("6 runs"), "{text}");
+    assert!(text.contains("## Not read"), "{text}");
+    assert!(stderr(&o).contains("not read: '"), "{}", stderr(&o));
+    std::fs::remove_file(store.join("torn.json")).unwrap();
 
     // --batch max: the largest batch that fits, found without allocating it.
     let o = cnnbench(&[
