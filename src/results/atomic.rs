@@ -82,9 +82,9 @@ pub fn rewritable(path: &Path) -> bool {
 
 /// How a path is written.
 enum Target {
-    /// A regular file (its permissions, when it exists) or a new one: by a
+    /// A regular file (what it is now, when it exists) or a new one: by a
     /// temporary file and a rename.
-    File(PathBuf, Option<fs::Permissions>),
+    File(PathBuf, Option<fs::Metadata>),
     /// Opened and written as it is.
     InPlace(PathBuf),
 }
@@ -135,7 +135,7 @@ fn classify(path: &Path) -> Result<Target> {
         Ok(_) if !writable(&p) => {
             bail!("cannot write '{shown}': permission denied (it is read-only)")
         }
-        Ok(m) if m.is_file() => Ok(Target::File(p, Some(m.permissions()))),
+        Ok(m) if m.is_file() => Ok(Target::File(p, Some(m))),
         Ok(_) => Ok(Target::InPlace(p)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             let dir = parent(&p);
@@ -203,7 +203,7 @@ fn write_in_place(path: &Path, contents: &str) -> std::io::Result<()> {
 /// The temporary file and the rename. Where the folder takes no new file,
 /// or the rename is refused, but the existing file itself is writable (a
 /// shell redirect would work), the file is rewritten in place instead.
-fn replace_file(path: &Path, contents: &str, keep: Option<fs::Permissions>) -> std::io::Result<()> {
+fn replace_file(path: &Path, contents: &str, keep: Option<fs::Metadata>) -> std::io::Result<()> {
     use std::io::ErrorKind::{CrossesDevices, PermissionDenied, ResourceBusy};
     let in_place = || {
         let mut f = OpenOptions::new().write(true).truncate(true).open(path)?;
@@ -227,9 +227,11 @@ fn replace_file(path: &Path, contents: &str, keep: Option<fs::Permissions>) -> s
     let _tracked = crate::signals::TempFile::track(tmp.path());
     tmp.write_all(contents.as_bytes()).map_err(plain)?;
     tmp.flush().map_err(plain)?;
-    // An existing file keeps its mode.
-    if let Some(p) = &keep {
-        fs::set_permissions(tmp.path(), p.clone()).map_err(plain)?;
+    // An existing file keeps its owner, group, extended attributes (ACLs)
+    // and, last (a change of owner clears set-id bits), its mode.
+    if let Some(m) = &keep {
+        keep_owner_and_attributes(tmp.as_file(), path, m);
+        fs::set_permissions(tmp.path(), m.permissions()).map_err(plain)?;
     }
     match tmp.persist(path) {
         Ok(_) => Ok(()),
@@ -244,6 +246,69 @@ fn replace_file(path: &Path, contents: &str, keep: Option<fs::Permissions>) -> s
         }
         Err(e) => Err(plain(e.error)),
     }
+}
+
+/// Gives the new file the old one's owner and group, and copies its
+/// extended attributes (POSIX ACLs live there), as far as this process
+/// may: root keeps everything, as a redirect into the file would; another
+/// user keeps the group where they belong to it and the attributes they
+/// may set, and the new file is theirs (as after `sed -i`).
+fn keep_owner_and_attributes(tmp: &fs::File, path: &Path, old: &fs::Metadata) {
+    use std::os::unix::fs::MetadataExt;
+    if std::os::unix::fs::fchown(tmp, Some(old.uid()), Some(old.gid())).is_err() {
+        let _ = std::os::unix::fs::fchown(tmp, None, Some(old.gid()));
+    }
+    for (name, value) in xattrs(path) {
+        use std::os::fd::AsRawFd;
+        // SAFETY: valid fd, NUL-terminated name, and a buffer of the
+        // length given; fsetxattr(2) only reads them.
+        unsafe {
+            libc::fsetxattr(
+                tmp.as_raw_fd(),
+                name.as_ptr(),
+                value.as_ptr().cast(),
+                value.len(),
+                0,
+            );
+        }
+    }
+}
+
+/// The extended attributes of `path` (followed through links), each name
+/// with its value; none where the file system has none or refuses.
+fn xattrs(path: &Path) -> Vec<(CString, Vec<u8>)> {
+    let Ok(c) = CString::new(path.as_os_str().as_bytes()) else {
+        return Vec::new();
+    };
+    // Sizes are asked first; an attribute that grows in between is skipped.
+    let read = |len: isize, fill: &mut dyn FnMut(&mut [u8]) -> isize| -> Option<Vec<u8>> {
+        let mut buf = vec![0u8; usize::try_from(len).ok()?];
+        let got = usize::try_from(fill(&mut buf)).ok()?;
+        buf.truncate(got);
+        Some(buf)
+    };
+    // SAFETY: a valid path; a null buffer of size 0 asks for the size.
+    let len = unsafe { libc::listxattr(c.as_ptr(), std::ptr::null_mut(), 0) };
+    let Some(names) = read(len, &mut |b| unsafe {
+        // SAFETY: `b` is writable for its length.
+        libc::listxattr(c.as_ptr(), b.as_mut_ptr().cast(), b.len())
+    }) else {
+        return Vec::new();
+    };
+    names
+        .split(|&b| b == 0)
+        .filter(|n| !n.is_empty())
+        .filter_map(|n| {
+            let name = CString::new(n).ok()?;
+            // SAFETY: valid path and name; size query as above.
+            let len = unsafe { libc::getxattr(c.as_ptr(), name.as_ptr(), std::ptr::null_mut(), 0) };
+            let value = read(len, &mut |b| unsafe {
+                // SAFETY: `b` is writable for its length.
+                libc::getxattr(c.as_ptr(), name.as_ptr(), b.as_mut_ptr().cast(), b.len())
+            })?;
+            Some((name, value))
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -265,6 +330,45 @@ mod tests {
         );
         // No temporary file is left beside it.
         assert_eq!(fs::read_dir(d.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn a_replaced_file_keeps_its_owner_and_extended_attributes() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("out.json");
+        fs::write(&f, "old").unwrap();
+        let c = CString::new(f.as_os_str().as_bytes()).unwrap();
+        let (name, value) = (c"user.cnnbench_test", b"kept");
+        // SAFETY: valid path, name and value.
+        let has_xattrs = unsafe {
+            libc::setxattr(
+                c.as_ptr(),
+                name.as_ptr(),
+                value.as_ptr().cast(),
+                value.len(),
+                0,
+            )
+        } == 0;
+        // Only root can give the file away; as anyone else, the owner is
+        // us before and after.
+        let root = unsafe { libc::geteuid() } == 0;
+        if root {
+            std::os::unix::fs::chown(&f, Some(65534), Some(65534)).unwrap();
+        }
+        let before = fs::metadata(&f).unwrap();
+        write_atomic(&f, "new").unwrap();
+        let after = fs::metadata(&f).unwrap();
+        assert_eq!(fs::read_to_string(&f).unwrap(), "new");
+        assert_ne!(before.ino(), after.ino(), "not replaced by a rename");
+        assert_eq!((after.uid(), after.gid()), (before.uid(), before.gid()));
+        if has_xattrs {
+            let kept = xattrs(&f);
+            assert!(
+                kept.iter().any(|(n, v)| n.as_c_str() == name && v == value),
+                "{kept:?}"
+            );
+        }
     }
 
     #[test]
