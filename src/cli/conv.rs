@@ -81,7 +81,7 @@ pub struct ConvArgs {
     #[arg(long)]
     check: bool,
     /// Write inputs and outputs as float32 .npy (logical N,C,H,W / K,C/g,R,S) plus problem.json
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", value_parser = super::output::writable_folder)]
     dump: Option<PathBuf>,
     #[command(flatten)]
     output: OutputArgs,

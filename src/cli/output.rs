@@ -3,7 +3,7 @@
 
 use crate::output::{self, Format, RECORD_FORMATS};
 use crate::report::cost;
-use crate::results::atomic::check_target;
+use crate::results::atomic::{check_folder, check_target};
 use crate::results::store::Store;
 use crate::results::Environment;
 use anyhow::Result;
@@ -87,6 +87,14 @@ impl StoreArgs {
         }
         Ok(Some(Store::create(&self.results, subcommand, env)?))
     }
+}
+
+/// `--dump`'s parser: a folder cnnbench can make or write into, checked
+/// before anything runs (see [`check_folder`]).
+pub fn writable_folder(s: &str) -> Result<PathBuf, String> {
+    let p = PathBuf::from(s);
+    check_folder(&p).map_err(|e| e.to_string())?;
+    Ok(p)
 }
 
 /// `--out`'s parser: a path cnnbench can write, checked before anything

@@ -50,6 +50,44 @@ pub fn check_target(path: &Path) -> Result<()> {
     Ok(())
 }
 
+/// What stops cnnbench from writing files into the folder `path` (made
+/// when missing), found before anything runs, in one line naming `path`.
+pub fn check_folder(path: &Path) -> Result<()> {
+    let shown = path.display();
+    match fs::metadata(path) {
+        Ok(m) if !m.is_dir() => bail!("cannot write into '{shown}': it is not a folder"),
+        Ok(_) if !access(path, libc::W_OK | libc::X_OK) => {
+            bail!("cannot write into '{shown}': permission denied")
+        }
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            // It will be made: the nearest folder above that exists must
+            // take a new entry.
+            let mut up = parent(path);
+            while !up.exists() {
+                up = match up.parent().filter(|u| !u.as_os_str().is_empty()) {
+                    Some(u) => u.to_path_buf(),
+                    None => PathBuf::from("."),
+                };
+            }
+            if !up.is_dir() {
+                bail!(
+                    "cannot create '{shown}': '{}' is not a folder",
+                    up.display()
+                );
+            }
+            if !access(&up, libc::W_OK | libc::X_OK) {
+                bail!(
+                    "cannot create '{shown}': folder '{}' is not writable",
+                    up.display()
+                );
+            }
+            Ok(())
+        }
+        Err(e) => bail!("cannot write into '{shown}': {e}"),
+    }
+}
+
 /// FIFOs named as outputs and not written yet. A FIFO's reader waits until
 /// a writer opens it and closes it; a run that fails before its one write
 /// must still let the reader go.
@@ -460,6 +498,18 @@ mod tests {
         }
         assert_eq!(reader.join().unwrap().unwrap(), 0);
         release_fifo_readers();
+    }
+
+    #[test]
+    fn dump_folders_are_checked_before_the_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("f");
+        fs::write(&file, "x").unwrap();
+        let e = check_folder(&file).unwrap_err().to_string();
+        assert!(e.contains("it is not a folder"), "{e}");
+        assert!(check_folder(&file.join("sub")).is_err());
+        check_folder(&dir.path().join("new/deeper")).unwrap();
+        check_folder(dir.path()).unwrap();
     }
 
     #[test]
