@@ -11,6 +11,8 @@ mod driver;
 mod output;
 mod plan;
 mod problem;
+#[cfg(test)]
+mod proptest_support;
 mod report;
 mod results;
 mod signals;

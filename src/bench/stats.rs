@@ -5,11 +5,24 @@ use serde::{Deserialize, Serialize};
 /// Milliseconds: min, median, max, mean and sample standard deviation.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Stats {
+    #[serde(deserialize_with = "f64_or_nan")]
     pub min: f64,
+    #[serde(deserialize_with = "f64_or_nan")]
     pub median: f64,
+    #[serde(deserialize_with = "f64_or_nan")]
     pub max: f64,
+    #[serde(deserialize_with = "f64_or_nan")]
     pub mean: f64,
+    #[serde(deserialize_with = "f64_or_nan")]
     pub stddev: f64,
+}
+
+/// Reads an `f64` field that JSON may hold as `null`: serde_json writes a
+/// NaN or an infinity (a check of an output left unwritten, a rate over a
+/// zero time) as `null`, and the file must still load; it reads back as
+/// NaN.
+pub fn f64_or_nan<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
 }
 
 impl Stats {

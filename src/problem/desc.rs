@@ -120,10 +120,15 @@ fn tokenize(desc: &str) -> Result<Fields> {
             bail!("'{k3}' in '{desc}': only 2-D convolutions are supported");
         }
         let Some(key) = KEYS.iter().find(|k| rest.starts_with(**k)) else {
-            let bad: String = rest
+            let mut bad: String = rest
                 .chars()
                 .take_while(|c| !c.is_ascii_digit() && *c != '_')
                 .collect();
+            if bad.is_empty() {
+                // A number where a key belongs: name the number.
+                bad = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
+                bail!("number '{bad}' in '{desc}' has no key before it (expected one of g mb ic ih iw oc oh ow kh kw sh sw ph pw dh dw)");
+            }
             bail!("unknown token '{bad}' in '{desc}' (expected one of g mb ic ih iw oc oh ow kh kw sh sw ph pw dh dw n\"...\")");
         };
         i += key.len();
@@ -256,12 +261,14 @@ fn build(f: &Fields) -> Result<ConvProblem> {
 /// (i + 2p - ((k-1)(d+1)+1)) / s + 1, or an error when the kernel does not
 /// fit into the padded input.
 fn out_size(axis: &str, i: usize, k: usize, s: usize, p: usize, d: usize) -> Result<usize> {
-    let extent = (k - 1)
-        .checked_mul(d + 1)
+    let extent = d
+        .checked_add(1)
+        .and_then(|d1| (k - 1).checked_mul(d1))
         .and_then(|e| e.checked_add(1))
         .context("kernel extent overflows")?;
-    let padded = i
-        .checked_add(2 * p)
+    let padded = p
+        .checked_mul(2)
+        .and_then(|p2| i.checked_add(p2))
         .context("padded input size overflows")?;
     if padded < extent {
         bail!(
@@ -366,6 +373,9 @@ mod tests {
     #[test]
     fn bad_input_is_named() {
         assert!(err("mb16ic64ih56oc64kh3ph1xx2").contains("unknown token 'xx'"));
+        assert!(err("ic1ih1oc1kh1ph9223372036854775808").contains("overflows"));
+        assert!(err("ic1ih1oc1kh2dh18446744073709551615").contains("overflows"));
+        assert!(err("ic4_5").contains("number '5' in 'ic4_5' has no key"));
         assert!(err("mb16ic0ih56oc64kh3").contains("'ic' must be at least 1"));
         assert!(err("mb16ic64ih56oc64kh3ph-1").contains("non-negative number"));
         assert!(err("g3ic64ih56oc63kh3").contains("ic64 is not divisible by g3"));

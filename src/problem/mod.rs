@@ -4,6 +4,8 @@
 mod builtin;
 mod desc;
 pub mod gemm;
+#[cfg(test)]
+mod proptests;
 
 pub use desc::ConvProblem;
 

@@ -8,6 +8,8 @@ pub mod kinds;
 pub mod memory;
 pub mod model_record;
 pub mod price;
+#[cfg(test)]
+mod proptests;
 pub mod record;
 pub mod store;
 

@@ -64,9 +64,12 @@ pub struct LayerTime {
     pub kind: String,
     /// `CxHxW`, or `C` for a vector.
     pub output: String,
+    #[serde(deserialize_with = "crate::bench::stats::f64_or_nan")]
     pub forward_ms: f64,
+    #[serde(deserialize_with = "crate::bench::stats::f64_or_nan")]
     pub backward_ms: f64,
     /// (forward + backward) over the median step, in percent.
+    #[serde(deserialize_with = "crate::bench::stats::f64_or_nan")]
     pub percent: f64,
     /// Algorithms per direction (convolutions).
     #[serde(default, skip_serializing_if = "String::is_empty")]

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 pub struct Check {
     /// Worst relative L2 error over the direction's outputs (NaN when an
     /// output was not written; serialised as null).
+    #[serde(deserialize_with = "crate::bench::stats::f64_or_nan")]
     pub rel_err: f64,
     pub passed: bool,
 }
@@ -30,6 +31,7 @@ pub struct Record {
     pub ms: Stats,
     pub runs: usize,
     /// FLOPs of the direction (2·N·OH·OW·K·(C/g)·R·S) over the median time.
+    #[serde(deserialize_with = "crate::bench::stats::f64_or_nan")]
     pub gflops: f64,
     /// `gflops` over the machine's measured FP32 peak for the threads used.
     pub peak_fraction: Option<f64>,

@@ -292,6 +292,38 @@ mod tests {
     }
 
     #[test]
+    fn non_finite_numbers_are_written_as_null_and_read_back() {
+        // A check of an output left unwritten (NaN) and a rate over a zero
+        // time (infinity): JSON has neither, serde_json writes null, and
+        // the file must still load.
+        let mut file = RunFile::<Record>::default();
+        let mut r: Record = serde_json::from_value(serde_json::json!({
+            "problem": "mb1ic1ih1oc1oh1kh1", "dir": "fwd", "device": "cpu", "dtype": "f32",
+            "layout": "nhwc", "algo": "direct",
+            "ms": {"min": 0.1, "median": 0.1, "max": 0.1, "mean": 0.1, "stddev": 0.0},
+            "runs": 1, "gflops": 1.0, "peak_fraction": null,
+            "check": {"rel_err": 0.0, "passed": true}, "kernel": "k", "bias": false,
+            "workspace_bytes": 0
+        }))
+        .unwrap();
+        r.gflops = f64::INFINITY;
+        r.ms.stddev = f64::NAN;
+        r.check.as_mut().unwrap().rel_err = f64::NAN;
+        file.records.push(r);
+        let text = serde_json::to_string(&file).unwrap();
+        let back: RunFile<Record> = serde_json::from_str(&text).unwrap();
+        let r = &back.records[0];
+        assert!(r.gflops.is_nan() && r.ms.stddev.is_nan());
+        assert!(r.check.unwrap().rel_err.is_nan());
+        // Finite values come back bit for bit (serde_json's float_roundtrip).
+        let x = 18.150000000000002_f64;
+        assert_eq!(
+            serde_json::from_str::<f64>(&serde_json::to_string(&x).unwrap()).unwrap(),
+            x
+        );
+    }
+
+    #[test]
     fn version_0_documents_still_load() {
         // What `cnnbench conv --format json` wrote before the store: no
         // version, no subcommand, no gpu, no complete flag.
