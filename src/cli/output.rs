@@ -85,7 +85,17 @@ impl StoreArgs {
         if self.no_save {
             return Ok(None);
         }
-        Ok(Some(Store::create(&self.results, subcommand, env)?))
+        let from_env = std::env::var_os("CNNBENCH_RESULTS")
+            .is_some_and(|v| std::path::Path::new(&v) == self.results);
+        Store::create(&self.results, subcommand, env)
+            .map(Some)
+            .map_err(|e| {
+                if from_env {
+                    e.context("CNNBENCH_RESULTS")
+                } else {
+                    e
+                }
+            })
     }
 }
 

@@ -60,6 +60,7 @@ impl Store {
     /// A new file in `dir`, named by time, subcommand, host and process:
     /// `20261121T084512Z-conv-vm-1234.json`.
     pub fn create(dir: &Path, subcommand: &str, env: &Environment) -> Result<Store> {
+        super::atomic::check_folder(dir)?;
         std::fs::create_dir_all(dir)
             .with_context(|| format!("cannot create the results folder '{}'", dir.display()))?;
         let stamp: String = env
