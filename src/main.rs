@@ -60,7 +60,12 @@ fn main() -> ExitCode {
         },
         Err(e) => {
             output::note(&format!("cnnbench: error: {}", one_line(&format!("{e:#}"))));
-            ExitCode::from(2)
+            // An error on the way out of a stopped run (a FIFO nobody read)
+            // still ends with the stop signal's code.
+            match signals::received() {
+                Some(_) => signals::exit_code(),
+                None => ExitCode::from(2),
+            }
         }
     }
 }

@@ -3,13 +3,15 @@
 //! loop stops at its next sample, what finished is kept and printed, and
 //! the exit code is 128 + the signal's number (130, 143, 129), as a shell
 //! reports a process the signal killed. A second signal ends the process
-//! at once, with the same code (the results store and `--out` are
-//! rewritten after every record, so nothing finished is lost).
+//! at once (the results store and `--out` are rewritten after every
+//! record, so nothing finished is lost; the temporary file being written
+//! is removed); in a sweep or `compare` it ends the running child at once,
+//! and the parent follows as soon as the child has.
 
 use anyhow::{Context, Result};
 pub use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU32, Ordering};
 use std::sync::{Arc, OnceLock};
 
 /// The signals that stop a run.
@@ -19,6 +21,32 @@ pub const STOP_SIGNALS: [i32; 3] = [SIGINT, SIGTERM, SIGHUP];
 static STOP: OnceLock<Arc<AtomicBool>> = OnceLock::new();
 /// The first stop signal received (0: none).
 static SIGNAL: AtomicI32 = AtomicI32::new(0);
+/// How many stop signals arrived.
+static COUNT: AtomicU32 = AtomicU32::new(0);
+/// The child run being waited for (0: none), which a second signal goes to.
+static CHILD: AtomicI32 = AtomicI32::new(0);
+
+/// How many stop signals arrived so far: a wait that must end at the next
+/// one compares this before and during.
+pub fn count() -> u32 {
+    COUNT.load(Ordering::SeqCst)
+}
+
+/// While alive, `pid` is the child run a second stop signal is passed to.
+pub struct ChildRunning(());
+
+impl ChildRunning {
+    pub fn new(pid: u32) -> ChildRunning {
+        CHILD.store(libc::pid_t::try_from(pid).unwrap_or(0), Ordering::SeqCst);
+        ChildRunning(())
+    }
+}
+
+impl Drop for ChildRunning {
+    fn drop(&mut self) {
+        CHILD.store(0, Ordering::SeqCst);
+    }
+}
 
 fn stop_arc() -> &'static Arc<AtomicBool> {
     STOP.get_or_init(|| Arc::new(AtomicBool::new(false)))
@@ -31,38 +59,36 @@ pub fn install() -> Result<()> {
         .get_or_init(|| {
             let go = || -> std::io::Result<()> {
                 for sig in STOP_SIGNALS {
-                    // First of all, on a second signal only: remove the
-                    // temporary file being written, before the process
-                    // ends.
-                    let second = Arc::clone(stop_arc());
-                    // SAFETY: loads of atomics and unlink(2) are
-                    // async-signal-safe; the path is a C string that stays
-                    // allocated while it is published (see `TempFile`).
-                    unsafe {
-                        signal_hook::low_level::register(sig, move || {
-                            if second.load(Ordering::SeqCst) {
-                                let p = TEMP_FILE.load(Ordering::SeqCst);
-                                if !p.is_null() {
-                                    libc::unlink(p);
-                                }
-                            }
-                        })
-                    }?;
-                    // Registered first, so it sees the flag as the
-                    // previous signal left it: only a second signal exits.
-                    signal_hook::flag::register_conditional_shutdown(
-                        sig,
-                        128 + sig,
-                        Arc::clone(stop_arc()),
-                    )?;
                     let flag = Arc::clone(stop_arc());
-                    // SAFETY: the action only stores into atomics, which
-                    // is async-signal-safe.
+                    // SAFETY: the action only touches atomics and calls
+                    // unlink(2), kill(2) and _exit(2), all async-signal-safe;
+                    // the unlinked path is a C string that stays allocated
+                    // while it is published (see `TempFile`).
                     unsafe {
                         signal_hook::low_level::register(sig, move || {
+                            let n = COUNT.fetch_add(1, Ordering::SeqCst) + 1;
                             let _ =
                                 SIGNAL.compare_exchange(0, sig, Ordering::SeqCst, Ordering::SeqCst);
                             flag.store(true, Ordering::SeqCst);
+                            if n == 1 {
+                                return;
+                            }
+                            // A second signal: no temporary file is left.
+                            let p = TEMP_FILE.load(Ordering::SeqCst);
+                            if !p.is_null() {
+                                libc::unlink(p);
+                            }
+                            // With a child running (a sweep, `compare`),
+                            // the child gets it and ends at once; this
+                            // process follows as soon as it has, so no
+                            // child outlives it. Otherwise, or at a third
+                            // signal, this process ends now.
+                            let child = CHILD.load(Ordering::SeqCst);
+                            if n == 2 && child > 0 {
+                                libc::kill(child, sig);
+                                return;
+                            }
+                            libc::_exit(128 + sig);
                         })
                     }?;
                 }

@@ -104,10 +104,10 @@ pub fn run(args: CheckArgs) -> Result<ExitCode> {
         let need = cnnbench_layers::net::cpu::estimate(g, args.batch).saturating_mul(2);
         if let Some(a) = avail.filter(|a| need > a.bytes / 10 * 9) {
             bail!(
-                "{} at batch {}: the check needs about {:.1} GiB of host memory, but only {}",
+                "{} at batch {}: the check needs about {} of host memory, but only {}",
                 g.name,
                 args.batch,
-                need as f64 / (1u128 << 30) as f64,
+                crate::results::memory::size(need as u128),
                 a.describe()
             );
         }

@@ -45,13 +45,23 @@ pub fn run(args: &[String], env: &[(String, String)]) -> Result<ChildRun> {
     // Read stderr beside the wait, so a chatty child never blocks on a
     // full pipe.
     let mut pipe = child.stderr.take();
-    let reader = std::thread::spawn(move || {
+    let reader = std::thread::Builder::new().spawn(move || {
         let mut bytes = Vec::new();
         if let Some(p) = pipe.as_mut() {
             let _ = std::io::Read::read_to_end(p, &mut bytes);
         }
         String::from_utf8_lossy(&bytes).into_owned()
     });
+    // Out of threads (RLIMIT_NPROC): the child goes, and the reason is
+    // one line.
+    let reader = match reader {
+        Ok(r) => r,
+        Err(e) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!("cannot start a thread to read a child run's messages: {e}");
+        }
+    };
     let status = wait_forwarding_signals(&mut child)?;
     let stderr = reader.join().unwrap_or_default();
     let read = || -> Result<RunFile> {
@@ -94,8 +104,10 @@ pub fn run(args: &[String], env: &[(String, String)]) -> Result<ChildRun> {
 }
 
 /// Waits for `child`, passing the first stop signal the parent receives on
-/// to it, once.
+/// to it, once (the signal handler passes a second one on at once).
 fn wait_forwarding_signals(child: &mut Child) -> Result<ExitStatus> {
+    // A second signal goes straight to the child from the handler.
+    let _running = signals::ChildRunning::new(child.id());
     let mut sent = false;
     loop {
         if let Some(st) = child.try_wait().context("waiting for a cnnbench child")? {

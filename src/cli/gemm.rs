@@ -137,9 +137,9 @@ pub fn run(args: GemmArgs) -> Result<ExitCode> {
         let need = GemmTensors::bytes_needed(s) * if args.check { 2 } else { 1 };
         if let Some(a) = avail.filter(|a| need > a.bytes) {
             bail!(
-                "GEMM {} needs {:.1} GiB of host memory, but only {}",
+                "GEMM {} needs {} of host memory, but only {}",
                 gemm::canonical(s),
-                need as f64 / (1u64 << 30) as f64,
+                crate::results::memory::size(need),
                 a.describe()
             );
         }

@@ -64,9 +64,13 @@ pub enum Device {
 /// would name the option, which the user never passed).
 fn check_env() -> Result<()> {
     for (var, option) in [("CNNBENCH_THREADS", "--threads"), ("CNNBENCH_ISA", "--isa")] {
-        if let Ok(v) = std::env::var(var) {
-            check_option_value(option, &v)
-                .map_err(|e| anyhow::anyhow!("{var}='{}': {e}", v.escape_debug()))?;
+        match std::env::var(var) {
+            Ok(v) => check_option_value(option, &v)
+                .map_err(|e| anyhow::anyhow!("{var}='{}': {e}", v.escape_debug()))?,
+            Err(std::env::VarError::NotUnicode(v)) => {
+                anyhow::bail!("{var}='{}': not valid UTF-8", v.to_string_lossy())
+            }
+            Err(std::env::VarError::NotPresent) => {}
         }
     }
     Ok(())
@@ -78,9 +82,10 @@ fn check_env() -> Result<()> {
 /// item of a sweep's list).
 fn check_option_value(option: &str, value: &str) -> Result<()> {
     match option {
-        "--threads" if !value.parse::<usize>().is_ok_and(|n| n > 0) => {
-            anyhow::bail!("expected a positive number of threads")
-        }
+        "--threads" => match value.parse::<usize>() {
+            Ok(n) if n > 0 => thread_count(Some(n)).map(|_| ()),
+            _ => anyhow::bail!("expected a positive number of threads"),
+        },
         "--batch" => crate::plan::parse_batch(value).map(|_| ()),
         "--dtype" => cnnbench_layers::DType::parse(value).map(|_| ()),
         "--layout" => cnnbench_layers::Layout::parse(value).map(|_| ()),
@@ -91,11 +96,21 @@ fn check_option_value(option: &str, value: &str) -> Result<()> {
     }
 }
 
-/// clap's error as its first line, without `error: ` and the tips after it.
+/// clap's error message, without `error: ` and the usage and tips after
+/// it. The message may span lines where a value holds a newline: `main`
+/// escapes it into one.
 fn clap_line(e: &clap::Error) -> String {
     let text = e.render().to_string();
-    let line = text.lines().next().unwrap_or("bad arguments");
-    line.trim_start_matches("error: ").to_string()
+    let text = text.strip_prefix("error: ").unwrap_or(&text);
+    let end = ["\n\n", "\n  [", "\n  tip:", "\nUsage:"]
+        .iter()
+        .filter_map(|m| text.find(m))
+        .min()
+        .unwrap_or(text.len());
+    match text[..end].trim_end() {
+        "" => "bad arguments".to_string(),
+        line => line.to_string(),
+    }
 }
 
 /// A clap error as one line (exit 2), or help and version as clap prints
@@ -108,7 +123,13 @@ fn clap_error(e: clap::Error) -> Result<ExitCode> {
             | ErrorKind::DisplayVersion
             | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
     ) {
-        let _ = e.print();
+        // Help on stdout goes through `output::print`, so a closed or full
+        // stdout ends as any other output would (141, or one line).
+        if e.use_stderr() {
+            crate::output::note(e.render().to_string().trim_end());
+        } else {
+            crate::output::print(&e.render().to_string())?;
+        }
         return Ok(ExitCode::from(e.exit_code() as u8));
     }
     let arg = match e.get(ContextKind::InvalidArg) {
@@ -125,7 +146,12 @@ fn clap_error(e: clap::Error) -> Result<ExitCode> {
 
 pub fn run() -> Result<ExitCode> {
     check_env()?;
-    let raw: Vec<String> = std::env::args().skip(1).collect();
+    // Lossy: a non-UTF-8 argument is clap's to refuse (or to take, as a
+    // path), never a panic here.
+    let raw: Vec<String> = std::env::args_os()
+        .skip(1)
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
     if raw.first().is_some_and(|c| c == "conv" || c == "gemm")
         && !raw.iter().any(|a| a == "--help" || a == "-h")
         && !sweep::lists(&raw).is_empty()
@@ -234,7 +260,7 @@ pub fn thread_count(threads: Option<usize>) -> Result<usize> {
         None => Ok(cores),
         Some(0) => anyhow::bail!("--threads must be at least 1"),
         Some(n) if n > 64 * cores => {
-            anyhow::bail!("--threads {n} is more than 64 per logical CPU ({cores} here)")
+            anyhow::bail!("{n} threads is more than 64 per logical CPU ({cores} here)")
         }
         Some(n) => Ok(n),
     }

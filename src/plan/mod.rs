@@ -252,8 +252,8 @@ pub fn check_fits(p: &ConvShape, check: bool, available: Option<Available>) -> R
     if let Some(avail) = available {
         if need > avail.bytes {
             bail!(
-                "needs {:.1} GiB of memory for its tensors, but only {}",
-                need as f64 / (1u64 << 30) as f64,
+                "needs {} of memory for its tensors, but only {}",
+                crate::results::memory::size(need),
                 avail.describe()
             );
         }

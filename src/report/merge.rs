@@ -279,6 +279,7 @@ mod tests {
         std::fs::write(dir.path().join("torn.json"), "{\"records\": [").unwrap();
         std::fs::write(dir.path().join("empty.csv"), "").unwrap();
         std::fs::write(dir.path().join("future.json"), "{\"format_version\": 99}").unwrap();
+        std::fs::write(dir.path().join("other.json"), "{\"a\": 1}").unwrap();
         let inputs = split(&[dir.path().to_path_buf()]).unwrap();
         let mut unreadable = inputs.unreadable;
         let runs = load_files(inputs.layers, &mut unreadable);
@@ -289,7 +290,7 @@ mod tests {
             .collect();
         assert_eq!(
             names,
-            ["torn.json", "empty.csv", "future.json"],
+            ["torn.json", "empty.csv", "future.json", "other.json"],
             "{unreadable:?}"
         );
         assert_eq!(

@@ -233,9 +233,51 @@ fn access(path: &Path, mode: libc::c_int) -> bool {
 
 fn write_in_place(path: &Path, contents: &str) -> std::io::Result<()> {
     unwritten_fifos().retain(|p| p != path);
-    let mut f = OpenOptions::new().write(true).open(path)?;
+    // Appending: `/dev/stdout` behind `>> log` (or after other lines of a
+    // script's output) opens the file anew at offset 0, and writing there
+    // would overwrite what the shell already wrote.
+    let mut f = open_for_writing(path)?;
     f.write_all(contents.as_bytes())?;
     f.flush()
+}
+
+/// Opens an in-place target for appending. A FIFO is opened without
+/// blocking and retried until a reader comes, so that a stop signal that
+/// arrives while no reader is there ends the wait (a blocked open(2) would
+/// outlive the first Ctrl-C).
+fn open_for_writing(path: &Path) -> std::io::Result<fs::File> {
+    let fifo = fs::metadata(path).is_ok_and(|m| m.file_type().is_fifo());
+    if !fifo {
+        return OpenOptions::new().append(true).open(path);
+    }
+    let signals = crate::signals::count();
+    loop {
+        match OpenOptions::new()
+            .append(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(path)
+        {
+            Ok(f) => {
+                use std::os::fd::AsRawFd;
+                // Blocking writes from here: a slow reader is waited for.
+                // SAFETY: fcntl(2) on a descriptor this function owns.
+                unsafe {
+                    let flags = libc::fcntl(f.as_raw_fd(), libc::F_GETFL);
+                    libc::fcntl(f.as_raw_fd(), libc::F_SETFL, flags & !libc::O_NONBLOCK);
+                }
+                return Ok(f);
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {
+                if crate::signals::count() != signals {
+                    return Err(std::io::Error::other(
+                        "no reader opened the FIFO before the run was stopped",
+                    ));
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// The temporary file and the rename. Where the folder takes no new file,

@@ -109,7 +109,10 @@ pub fn logical_cores() -> usize {
 }
 
 pub fn command_line() -> String {
-    std::env::args().collect::<Vec<_>>().join(" ")
+    std::env::args_os()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 pub fn timestamp() -> String {

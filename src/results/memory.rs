@@ -17,11 +17,17 @@ pub struct Available {
 impl Available {
     /// `12.3 GiB available (cgroup memory.max)`, for messages.
     pub fn describe(&self) -> String {
-        format!(
-            "{:.1} GiB available ({})",
-            self.bytes as f64 / (1u128 << 30) as f64,
-            self.source
-        )
+        format!("{} available ({})", size(self.bytes), self.source)
+    }
+}
+
+/// Bytes for messages: `312 MiB` under a GiB, else `12.3 GiB`, so that a
+/// need and a bound close to each other do not print alike.
+pub fn size(bytes: u128) -> String {
+    if bytes < 1 << 30 {
+        format!("{} MiB", bytes.div_ceil(1 << 20))
+    } else {
+        format!("{:.1} GiB", bytes as f64 / (1u128 << 30) as f64)
     }
 }
 
@@ -36,7 +42,8 @@ pub fn available() -> Option<Available> {
             "cgroup limit",
         ),
         (
-            rlimit_left(libc::RLIMIT_AS, status_kib(&status, "VmSize:")),
+            rlimit_left(libc::RLIMIT_AS, status_kib(&status, "VmSize:"))
+                .map(|left| left.saturating_sub(address_space_reserve())),
             "RLIMIT_AS (ulimit -v)",
         ),
         (
@@ -45,6 +52,17 @@ pub fn available() -> Option<Available> {
         ),
     ];
     least(&bounds)
+}
+
+/// Address space that the run takes after the check, besides its
+/// tensors, and that `ulimit -v` counts: each compute thread's stack and
+/// malloc arena (glibc reserves 64 MiB of address space per arena), and
+/// the libraries and buffers loaded later. Without it, a problem just
+/// under the limit passed the check and then aborted in an allocation.
+fn address_space_reserve() -> u128 {
+    const PER_THREAD: u128 = 72 << 20;
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()) as u128;
+    (threads + 2) * PER_THREAD
 }
 
 /// The smallest known bound.

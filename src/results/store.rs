@@ -24,7 +24,7 @@ pub struct RunFile<R = Record> {
     pub subcommand: String,
     #[serde(default)]
     pub environment: Environment,
-    #[serde(default = "Vec::new")]
+    /// Required: a JSON document without it is not a results file.
     pub records: Vec<R>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub skipped: Vec<Skipped>,
@@ -112,15 +112,22 @@ pub fn subcommand_of(path: &Path) -> Result<String> {
 pub fn load<R: serde::de::DeserializeOwned>(path: &Path) -> Result<RunFile<R>> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read '{}'", path.display()))?;
+    // The version first: a newer file is named as newer, not as broken.
+    #[derive(Deserialize)]
+    struct Version {
+        #[serde(default)]
+        format_version: u32,
+    }
+    if let Ok(Version { format_version }) = serde_json::from_str::<Version>(&text) {
+        if format_version > FORMAT_VERSION {
+            bail!(
+                "'{}' has format version {format_version}; this cnnbench reads up to {FORMAT_VERSION}",
+                path.display()
+            );
+        }
+    }
     let file: RunFile<R> = serde_json::from_str(&text)
         .with_context(|| format!("'{}' is not a cnnbench results file", path.display()))?;
-    if file.format_version > FORMAT_VERSION {
-        bail!(
-            "'{}' has format version {}; this cnnbench reads up to {FORMAT_VERSION}",
-            path.display(),
-            file.format_version
-        );
-    }
     Ok(file)
 }
 
@@ -226,6 +233,9 @@ impl Walk {
             let wanted = p.extension().is_some_and(|e| e == "json" || e == "csv");
             match std::fs::metadata(&p) {
                 Ok(m) if m.is_dir() => self.dir(&p, &m),
+                // A FIFO or a device would block or never end: only
+                // regular files are read from folders.
+                Ok(m) if wanted && !m.is_file() => self.unreadable(&p, "not a regular file"),
                 Ok(m) if wanted => self.file(&p, &m),
                 Ok(_) => {}
                 // A dangling link or a folder entry that cannot be looked
@@ -255,11 +265,18 @@ mod tests {
         std::os::unix::fs::symlink(&r, r.join("sub/up")).unwrap();
         std::os::unix::fs::symlink(r.join("a.json"), r.join("sub/again.json")).unwrap();
         std::os::unix::fs::symlink(r.join("gone.json"), r.join("dangling.json")).unwrap();
+        // A FIFO would block a reader forever.
+        let fifo = std::ffi::CString::new(r.join("stuck.json").to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
         // The same folder given twice, and the file given by name as well.
         let found = find_json(&[r.clone(), r.join("sub"), r.join("a.json")]).unwrap();
         assert_eq!(found.files, vec![r.join("a.json"), r.join("sub/b.csv")]);
-        assert_eq!(found.unreadable.len(), 1);
-        assert_eq!(found.unreadable[0].path, r.join("dangling.json"));
+        let unreadable: Vec<_> = found.unreadable.iter().map(|u| &u.path).collect();
+        assert_eq!(
+            unreadable,
+            [&r.join("dangling.json"), &r.join("stuck.json")]
+        );
         let missing = find_json(&[dir.path().join("nope")]).unwrap_err();
         assert!(format!("{missing}").contains("no such file or folder"));
     }

@@ -249,14 +249,22 @@ pub(crate) fn compile_all(arch: &str, programs: &[Program]) -> Result<Vec<Compil
     std::thread::scope(|s| {
         let jobs: Vec<_> = programs
             .iter()
-            .map(|p| (p.file, s.spawn(move || compile_one(p.file, p.source, arch))))
+            .map(|p| {
+                let job = std::thread::Builder::new()
+                    .spawn_scoped(s, move || compile_one(p.file, p.source, arch));
+                (p, job)
+            })
             .collect();
         jobs.into_iter()
-            .map(|(file, job)| {
-                let (code, log) = job
-                    .join()
-                    .map_err(|_| format!("{file}: the NVRTC thread panicked"))??;
-                Ok((file, code, log))
+            .map(|(p, job)| {
+                let (code, log) = match job {
+                    Ok(job) => job
+                        .join()
+                        .map_err(|_| format!("{}: the NVRTC thread panicked", p.file))??,
+                    // No thread to be had (RLIMIT_NPROC): compiled here.
+                    Err(_) => compile_one(p.file, p.source, arch)?,
+                };
+                Ok((p.file, code, log))
             })
             .collect()
     })

@@ -3,32 +3,112 @@
 //! anything else touches them.
 
 /// Which of the libraries the GPU path needs could be loaded.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Presence {
     pub driver: bool,
     pub cudnn: bool,
     pub cublas: bool,
+    /// A library that loaded but is not what its name says (a stub, another
+    /// library under its name, a driver too old): which, and the first
+    /// function it lacks.
+    pub wrong: Option<String>,
+}
+
+/// Functions each library must have, looked up (never called) before
+/// cudarc is let near it: cudarc resolves a function at its first call and
+/// panics when it is missing.
+const DRIVER_SYMBOLS: [&str; 10] = [
+    "cuInit",
+    "cuDriverGetVersion",
+    "cuDeviceGetCount",
+    "cuDeviceGetAttribute",
+    "cuDevicePrimaryCtxRetain",
+    "cuMemAlloc_v2",
+    "cuMemcpyHtoD_v2",
+    "cuModuleLoadData",
+    "cuLaunchKernel",
+    "cuEventElapsedTime",
+];
+const CUDNN_SYMBOLS: [&str; 5] = [
+    "cudnnGetVersion",
+    "cudnnCreate",
+    "cudnnCreateTensorDescriptor",
+    "cudnnConvolutionForward",
+    "cudnnFindConvolutionForwardAlgorithmEx",
+];
+const CUBLAS_SYMBOLS: [&str; 4] = [
+    "cublasCreate_v2",
+    "cublasGetVersion_v2",
+    "cublasSgemm_v2",
+    "cublasGemmEx",
+];
+const NVRTC_SYMBOLS: [&str; 4] = [
+    "nvrtcVersion",
+    "nvrtcCreateProgram",
+    "nvrtcCompileProgram",
+    "nvrtcGetPTX",
+];
+
+/// The first of `symbols` that `has` does not find.
+fn first_missing(symbols: &[&'static str], has: impl Fn(&str) -> bool) -> Option<&'static str> {
+    symbols.iter().copied().find(|s| !has(s))
+}
+
+fn wrong_library(lib: &str, symbol: &str) -> String {
+    format!("no usable GPU: the {lib} that loaded has no {symbol} (not that library, or too old)")
 }
 
 impl Presence {
-    /// Tries to load each library (nothing is called in them).
+    /// Tries to load each library, and looks up the functions cnnbench
+    /// calls first in those that load (nothing is called in them).
     pub fn detect() -> Presence {
-        // SAFETY: these only try `dlopen` on the candidate names.
+        // SAFETY: `is_culib_present` only tries `dlopen` on the candidate
+        // names; `culib` loads the same library (it is present) and `get`
+        // only looks a name up with dlsym.
         unsafe {
+            let driver = cudarc::driver::sys::is_culib_present();
+            let cudnn = cudarc::cudnn::sys::is_culib_present();
+            let cublas = cudarc::cublas::sys::is_culib_present();
+            let mut wrong = None;
+            if driver {
+                let lib = cudarc::driver::sys::culib();
+                wrong = first_missing(&DRIVER_SYMBOLS, |s| {
+                    lib.get::<*const ()>(s.as_bytes()).is_ok()
+                })
+                .map(|s| wrong_library("NVIDIA driver library (libcuda.so)", s));
+            }
+            if cudnn && wrong.is_none() {
+                let lib = cudarc::cudnn::sys::culib();
+                wrong = first_missing(&CUDNN_SYMBOLS, |s| {
+                    lib.get::<*const ()>(s.as_bytes()).is_ok()
+                })
+                .map(|s| wrong_library("cuDNN (libcudnn.so.9)", s));
+            }
+            if cublas && wrong.is_none() {
+                let lib = cudarc::cublas::sys::culib();
+                wrong = first_missing(&CUBLAS_SYMBOLS, |s| {
+                    lib.get::<*const ()>(s.as_bytes()).is_ok()
+                })
+                .map(|s| wrong_library("cuBLAS (libcublas.so)", s));
+            }
             Presence {
-                driver: cudarc::driver::sys::is_culib_present(),
-                cudnn: cudarc::cudnn::sys::is_culib_present(),
-                cublas: cudarc::cublas::sys::is_culib_present(),
+                driver,
+                cudnn,
+                cublas,
+                wrong,
             }
         }
     }
 
     /// One line naming what is missing, or `None` when all are present.
-    pub fn missing(self) -> Option<String> {
+    pub fn missing(&self) -> Option<String> {
         if !self.driver {
             return Some(
                 "no usable GPU: the NVIDIA driver library (libcuda.so) was not found".into(),
             );
+        }
+        if let Some(w) = &self.wrong {
+            return Some(w.clone());
         }
         let mut libs = Vec::new();
         if !self.cudnn {
@@ -79,8 +159,18 @@ pub fn no_gpu_for_test(why: &str) {
 /// start-up, cannot be loaded, or `None` when it can. Checked before the
 /// first NVRTC call, since cudarc panics on a missing library.
 pub fn nvrtc_missing() -> Option<String> {
-    // SAFETY: this only tries `dlopen` on the candidate names.
-    nvrtc_message(unsafe { cudarc::nvrtc::sys::is_culib_present() })
+    // SAFETY: `is_culib_present` only tries `dlopen` on the candidate
+    // names; `culib` loads the same library and `get` only looks names up.
+    unsafe {
+        if !cudarc::nvrtc::sys::is_culib_present() {
+            return nvrtc_message(false);
+        }
+        let lib = cudarc::nvrtc::sys::culib();
+        first_missing(&NVRTC_SYMBOLS, |s| {
+            lib.get::<*const ()>(s.as_bytes()).is_ok()
+        })
+        .map(|s| wrong_library("NVRTC (libnvrtc.so)", s))
+    }
 }
 
 fn nvrtc_message(present: bool) -> Option<String> {
@@ -99,11 +189,12 @@ mod tests {
             driver: true,
             cudnn: true,
             cublas: true,
+            wrong: None,
         };
         assert_eq!(all.missing(), None);
         let no_driver = Presence {
             driver: false,
-            ..all
+            ..all.clone()
         };
         assert_eq!(
             no_driver.missing().unwrap(),
@@ -112,7 +203,7 @@ mod tests {
         let no_libs = Presence {
             cudnn: false,
             cublas: false,
-            ..all
+            ..all.clone()
         };
         assert_eq!(
             no_libs.missing().unwrap(),
@@ -121,18 +212,31 @@ mod tests {
         );
         let m = Presence {
             cudnn: false,
-            ..all
+            ..all.clone()
         }
         .missing()
         .unwrap();
         assert!(m.contains("cuDNN") && !m.contains("cuBLAS") && m.contains("its folder"));
+        // A library that loads but lacks what cnnbench calls is named.
+        let has = |s: &str| s != "cuDriverGetVersion";
+        let m = wrong_library(
+            "NVIDIA driver library (libcuda.so)",
+            first_missing(&DRIVER_SYMBOLS, has).unwrap(),
+        );
+        assert_eq!(
+            Presence { wrong: Some(m), ..all }.missing().unwrap(),
+            "no usable GPU: the NVIDIA driver library (libcuda.so) that loaded has no cuDriverGetVersion (not that library, or too old)"
+        );
     }
 
     #[test]
     fn probing_never_panics() {
         // On a machine without CUDA this is all false; with one, all true.
         let p = Presence::detect();
-        assert_eq!(p.missing().is_none(), p.driver && p.cudnn && p.cublas);
+        assert_eq!(
+            p.missing().is_none(),
+            p.driver && p.cudnn && p.cublas && p.wrong.is_none()
+        );
     }
 
     #[test]
