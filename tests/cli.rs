@@ -927,3 +927,89 @@ fn sweeps_compare_and_report_work_through_child_processes() {
     let mb: usize = problem[2..problem.find('i').unwrap()].parse().unwrap();
     assert!(mb > 1000, "{problem}");
 }
+
+#[test]
+fn bytes_that_are_not_text_and_libraries_that_are_not_cuda_are_one_line() {
+    use std::os::unix::ffi::OsStrExt;
+    let one_line = |o: &Output, has: &str| {
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(o));
+        let err = stderr(o);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains(has), "{err}");
+    };
+    // A non-UTF-8 argument or variable.
+    let o = bin()
+        .arg("conv")
+        .arg(std::ffi::OsStr::from_bytes(b"mb1ic4\xffih8"))
+        .output()
+        .unwrap();
+    one_line(&o, "invalid UTF-8");
+    let o = bin()
+        .env("CNNBENCH_THREADS", std::ffi::OsStr::from_bytes(b"\xff"))
+        .arg("info")
+        .output()
+        .unwrap();
+    one_line(&o, "CNNBENCH_THREADS");
+    // A newline in an option's value is escaped, not a cut line.
+    one_line(
+        &cnnbench(&["conv", "mb1ic4ih8oc4kh3", "--format", "js\non"]),
+        "'js\\non'",
+    );
+
+    // Another library under CUDA's names: it loads, but has none of the
+    // functions cudarc would call (and panic on).
+    let Some(libm) = [
+        "/lib/x86_64-linux-gnu/libm.so.6",
+        "/usr/lib64/libm.so.6",
+        "/lib64/libm.so.6",
+    ]
+    .into_iter()
+    .find(|p| std::path::Path::new(p).exists()) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    for name in [
+        "libcuda.so",
+        "libcuda.so.1",
+        "libcudnn.so.9",
+        "libcublas.so",
+        "libnvrtc.so",
+    ] {
+        std::fs::copy(libm, dir.path().join(name)).unwrap();
+    }
+    let o = bin()
+        .env("LD_LIBRARY_PATH", dir.path())
+        .args(["conv", "mb1ic4ih8oc4kh3", "--device", "gpu"])
+        .output()
+        .unwrap();
+    one_line(&o, "that loaded has no cuInit");
+}
+
+#[test]
+fn dev_stdout_appends_and_report_skips_what_is_not_a_file() {
+    // `--out /dev/stdout` after lines the shell already wrote to a file:
+    // those lines stay.
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log.txt");
+    let o = Command::new("sh")
+        .arg("-c")
+        .arg("{ echo header; \"$0\" conv mb1ic4ih8oc4kh3 --dir fwd --iters 1 --warmup 0 --device cpu --no-save --format csv --out /dev/stdout; } > \"$1\"")
+        .arg(env!("CARGO_BIN_EXE_cnnbench"))
+        .arg(&log)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.starts_with("header\nproblem,"), "{text}");
+
+    // A FIFO named like a results file is listed, never read (it would
+    // block the report forever).
+    let runs = dir.path().join("runs");
+    std::fs::create_dir(&runs).unwrap();
+    let fifo = std::ffi::CString::new(runs.join("stuck.json").to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+    let o = cnnbench(&["report", runs.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("not a regular file"), "{}", stderr(&o));
+}
