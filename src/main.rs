@@ -43,10 +43,18 @@ fn one_line(msg: &str) -> String {
     out
 }
 
+/// A write whose reader went away (`--out /dev/stdout | head`).
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.root_cause()
+        .downcast_ref::<std::io::Error>()
+        .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+}
+
 fn main() -> ExitCode {
     // A bug should still end in one line, not a backtrace.
     std::panic::set_hook(Box::new(|info| {
         output::note(&format!("cnnbench: internal error: {info}"));
+        results::atomic::release_fifo_readers();
     }));
     let result = cli::run();
     results::atomic::release_fifo_readers();
@@ -54,7 +62,8 @@ fn main() -> ExitCode {
         Ok(code) => code,
         // `| head` closed stdout: end quietly, as a program SIGPIPE killed
         // (or with the stop signal's code, after one).
-        Err(e) if e.is::<output::ClosedStdout>() => match signals::received() {
+        Err(e) if e.is::<output::ClosedStdout>() || is_broken_pipe(&e) => match signals::received()
+        {
             Some(_) => signals::exit_code(),
             None => ExitCode::from(141),
         },

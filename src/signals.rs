@@ -62,8 +62,8 @@ pub fn install() -> Result<()> {
                     let flag = Arc::clone(stop_arc());
                     // SAFETY: the action only touches atomics and calls
                     // unlink(2), kill(2) and _exit(2), all async-signal-safe;
-                    // the unlinked path is a C string that stays allocated
-                    // while it is published (see `TempFile`).
+                    // the unlinked path is a C string that is never freed
+                    // (see `TEMP_FILE`).
                     unsafe {
                         signal_hook::low_level::register(sig, move || {
                             let n = COUNT.fetch_add(1, Ordering::SeqCst) + 1;
@@ -102,12 +102,11 @@ pub fn install() -> Result<()> {
 }
 
 /// The temporary file being written now, published for the second-signal
-/// handler (null: none).
+/// handler (null: none). Each path published is leaked, never freed: the
+/// handler may run on any thread at any moment and still hold one, and
+/// freeing it would leave it unlinking freed memory. About 100 bytes per
+/// output write, a few hundred writes in the longest runs.
 static TEMP_FILE: AtomicPtr<libc::c_char> = AtomicPtr::new(std::ptr::null_mut());
-/// The path published before the current one, freed only at the next
-/// publication: a handler on another thread that loaded it just before it
-/// was withdrawn has long finished with it by then.
-static RETIRED: AtomicPtr<libc::c_char> = AtomicPtr::new(std::ptr::null_mut());
 
 /// While alive, a second stop signal (which ends the process at once)
 /// removes the temporary file at this path, so none is left beside the
@@ -118,8 +117,7 @@ impl TempFile {
     pub fn track(path: &std::path::Path) -> TempFile {
         use std::os::unix::ffi::OsStrExt;
         if let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) {
-            let old = TEMP_FILE.swap(c.into_raw(), Ordering::SeqCst);
-            retire(old);
+            TEMP_FILE.store(c.into_raw(), Ordering::SeqCst);
         }
         TempFile(())
     }
@@ -127,19 +125,7 @@ impl TempFile {
 
 impl Drop for TempFile {
     fn drop(&mut self) {
-        retire(TEMP_FILE.swap(std::ptr::null_mut(), Ordering::SeqCst));
-    }
-}
-
-fn retire(p: *mut libc::c_char) {
-    if p.is_null() {
-        return;
-    }
-    let older = RETIRED.swap(p, Ordering::SeqCst);
-    if !older.is_null() {
-        // SAFETY: `older` came from `CString::into_raw` and was withdrawn
-        // from `TEMP_FILE` a publication ago; nothing else holds it.
-        drop(unsafe { std::ffi::CString::from_raw(older) });
+        TEMP_FILE.store(std::ptr::null_mut(), Ordering::SeqCst);
     }
 }
 

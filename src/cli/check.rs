@@ -99,7 +99,7 @@ pub fn run(args: CheckArgs) -> Result<ExitCode> {
     // The CPU side holds two networks (fast and reference, or the CPU's
     // beside the device's copies of what it compares): refuse in one line
     // what cannot fit, before anything is allocated.
-    let avail = crate::results::memory::available();
+    let avail = crate::results::memory::available(super::thread_count(args.threads).unwrap_or(1));
     for g in &graphs {
         let need = cnnbench_layers::net::cpu::estimate(g, args.batch).saturating_mul(2);
         if let Some(a) = avail.filter(|a| need > a.bytes / 10 * 9) {

@@ -42,6 +42,9 @@ pub fn run(args: &[String], env: &[(String, String)]) -> Result<ChildRun> {
         .process_group(0)
         .spawn()
         .context("starting a cnnbench child process")?;
+    // From its start to its end, a second stop signal goes straight to the
+    // child from the handler (so no child outlives this process).
+    let running = signals::ChildRunning::new(child.id());
     // Read stderr beside the wait, so a chatty child never blocks on a
     // full pipe.
     let mut pipe = child.stderr.take();
@@ -59,10 +62,11 @@ pub fn run(args: &[String], env: &[(String, String)]) -> Result<ChildRun> {
         Err(e) => {
             let _ = child.kill();
             let _ = child.wait();
+            drop(running);
             bail!("cannot start a thread to read a child run's messages: {e}");
         }
     };
-    let status = wait_forwarding_signals(&mut child)?;
+    let status = wait_forwarding_signals(&mut child, running)?;
     let stderr = reader.join().unwrap_or_default();
     let read = || -> Result<RunFile> {
         let text = std::fs::read_to_string(tmp.path()).context("reading a child's output")?;
@@ -105,12 +109,15 @@ pub fn run(args: &[String], env: &[(String, String)]) -> Result<ChildRun> {
 
 /// Waits for `child`, passing the first stop signal the parent receives on
 /// to it, once (the signal handler passes a second one on at once).
-fn wait_forwarding_signals(child: &mut Child) -> Result<ExitStatus> {
-    // A second signal goes straight to the child from the handler.
-    let _running = signals::ChildRunning::new(child.id());
+fn wait_forwarding_signals(
+    child: &mut Child,
+    running: signals::ChildRunning,
+) -> Result<ExitStatus> {
     let mut sent = false;
     loop {
         if let Some(st) = child.try_wait().context("waiting for a cnnbench child")? {
+            // Reaped: its pid may be reused, so no signal goes to it now.
+            drop(running);
             return Ok(st);
         }
         if let (Some(sig), false) = (signals::received(), sent) {

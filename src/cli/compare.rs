@@ -183,6 +183,9 @@ pub fn library_warnings(runs: &[(String, RunFile)], cudnn: bool) -> Vec<String> 
 pub struct SideBySide {
     pub head: Vec<String>,
     pub rows: Vec<Vec<String>>,
+    /// The times and ratios of each row unrounded (the cells after the key
+    /// columns), for JSON.
+    pub numbers: Vec<Vec<Option<f64>>>,
 }
 
 /// The columns that are labels (the rest are numbers).
@@ -217,22 +220,27 @@ pub fn side_by_side(runs: &[(String, RunFile)]) -> SideBySide {
     for (name, _) in runs.iter().skip(1) {
         head.push(format!("{name} / {}", runs[0].0));
     }
-    let mut rows = Vec::new();
+    let (mut rows, mut numbers) = (Vec::new(), Vec::new());
     for k in &keys {
         let get = |i: usize| ms.get(&(i, k.clone())).copied();
-        let mut row = vec![k.0.clone(), k.1.clone(), k.2.clone()];
-        for i in 0..runs.len() {
-            row.push(get(i).map_or("-".into(), |m| format!("{m:.3}")));
-        }
+        let mut values: Vec<Option<f64>> = (0..runs.len()).map(get).collect();
         for i in 1..runs.len() {
-            row.push(match (get(0), get(i)) {
-                (Some(a), Some(b)) => format!("{:.3}", b / a),
-                _ => "-".into(),
-            });
+            values.push(get(0).zip(get(i)).map(|(a, b)| b / a));
         }
+        let mut row = vec![k.0.clone(), k.1.clone(), k.2.clone()];
+        row.extend(
+            values
+                .iter()
+                .map(|v| v.map_or("-".into(), |v| format!("{v:.3}"))),
+        );
         rows.push(row);
+        numbers.push(values);
     }
-    SideBySide { head, rows }
+    SideBySide {
+        head,
+        rows,
+        numbers,
+    }
 }
 
 impl SideBySide {
@@ -261,21 +269,14 @@ impl SideBySide {
                 let rows: Vec<serde_json::Map<String, serde_json::Value>> = self
                     .rows
                     .iter()
-                    .map(|row| {
-                        self.head
-                            .iter()
-                            .zip(row)
-                            .enumerate()
-                            .map(|(c, (h, cell))| {
-                                let v = if c < KEY_COLUMNS {
-                                    cell.as_str().into()
-                                } else {
-                                    cell.parse::<f64>()
-                                        .map_or(serde_json::Value::Null, Into::into)
-                                };
-                                (h.clone(), v)
-                            })
-                            .collect()
+                    .zip(&self.numbers)
+                    .map(|(row, values)| {
+                        let keys = row[..KEY_COLUMNS].iter().map(|c| c.as_str().into());
+                        let values = values.iter().map(|v| {
+                            v.filter(|v| v.is_finite())
+                                .map_or(serde_json::Value::Null, Into::into)
+                        });
+                        self.head.iter().cloned().zip(keys.chain(values)).collect()
                     })
                     .collect();
                 serde_json::to_string_pretty(&rows)? + "\n"
@@ -316,20 +317,21 @@ mod tests {
                 "mb1ic8ih9oc16oh7kh3".into(),
                 "fwd".into(),
                 "f32 nhwc".into(),
-                "1.500".into(),
+                "0.000".into(),
                 "-".into(),
                 "-".into(),
             ]],
+            numbers: vec![vec![Some(0.0004), None, None]],
         };
         let json: serde_json::Value =
             serde_json::from_str(&t.render(Format::Json).unwrap()).unwrap();
-        assert_eq!(json[0]["a ms"], 1.5);
+        assert_eq!(json[0]["a ms"], 0.0004, "unrounded");
         assert_eq!(json[0]["b ms"], serde_json::Value::Null);
         assert_eq!(json[0]["dir"], "fwd");
         let csv = t.render(Format::Csv).unwrap();
         assert_eq!(
             csv.lines().nth(1),
-            Some("mb1ic8ih9oc16oh7kh3,fwd,f32 nhwc,1.500,-,-")
+            Some("mb1ic8ih9oc16oh7kh3,fwd,f32 nhwc,0.000,-,-")
         );
         assert!(t.render(Format::Md).unwrap().starts_with("| problem |"));
         assert!(t.render(Format::Table).unwrap().starts_with("problem "));

@@ -148,7 +148,7 @@ fn setup(args: &ConvArgs) -> Result<(Setup, Target)> {
         .context("--workspace-limit")?;
     // Host memory: the f32 tensors (and the reference when checking) live
     // on the host for either device.
-    let avail = crate::results::memory::available();
+    let avail = crate::results::memory::available(super::thread_count(args.threads).unwrap_or(1));
     if batch != Some(plan::BatchChoice::Max) {
         for p in &problems {
             plan::check_fits(&p.shape, args.check, avail)

@@ -132,7 +132,7 @@ pub fn run(args: GemmArgs) -> Result<ExitCode> {
         .map(|s| gemm::parse(s, &args.trans))
         .collect::<Result<_>>()?;
     let dtype = DType::parse(&args.dtype)?;
-    let avail = crate::results::memory::available();
+    let avail = crate::results::memory::available(super::thread_count(args.threads).unwrap_or(1));
     for s in &shapes {
         let need = GemmTensors::bytes_needed(s) * if args.check { 2 } else { 1 };
         if let Some(a) = avail.filter(|a| need > a.bytes) {

@@ -65,8 +65,11 @@ pub enum Device {
 fn check_env() -> Result<()> {
     for (var, option) in [("CNNBENCH_THREADS", "--threads"), ("CNNBENCH_ISA", "--isa")] {
         match std::env::var(var) {
-            Ok(v) => check_option_value(option, &v)
-                .map_err(|e| anyhow::anyhow!("{var}='{}': {e}", v.escape_debug()))?,
+            Ok(v) => check_option_value(option, &v).map_err(|e| {
+                // Said of the variable, not of an option never passed.
+                let e = e.to_string().replace(&format!("{option} "), "");
+                anyhow::anyhow!("{var}='{}': {e}", v.escape_debug())
+            })?,
             Err(std::env::VarError::NotUnicode(v)) => {
                 anyhow::bail!("{var}='{}': not valid UTF-8", v.to_string_lossy())
             }
@@ -123,14 +126,15 @@ fn clap_error(e: clap::Error) -> Result<ExitCode> {
             | ErrorKind::DisplayVersion
             | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
     ) {
-        // Help on stdout goes through `output::print`, so a closed or full
-        // stdout ends as any other output would (141, or one line).
-        if e.use_stderr() {
-            crate::output::note(e.render().to_string().trim_end());
-        } else {
-            crate::output::print(&e.render().to_string())?;
+        // clap's own printing keeps its colours; a closed or full stdout
+        // ends as any other output would (141, or one line).
+        match e.print() {
+            Ok(()) => return Ok(ExitCode::from(e.exit_code() as u8)),
+            Err(io) if io.kind() == std::io::ErrorKind::BrokenPipe => {
+                return Err(crate::output::ClosedStdout.into())
+            }
+            Err(io) => anyhow::bail!("writing to stdout: {io}"),
         }
-        return Ok(ExitCode::from(e.exit_code() as u8));
     }
     let arg = match e.get(ContextKind::InvalidArg) {
         Some(ContextValue::String(s)) => Some(s.clone()),
@@ -145,7 +149,13 @@ fn clap_error(e: clap::Error) -> Result<ExitCode> {
 }
 
 pub fn run() -> Result<ExitCode> {
-    check_env()?;
+    // Help and version never depend on the environment.
+    let asks_for_help = std::env::args_os()
+        .skip(1)
+        .any(|a| ["--help", "-h", "--version", "-V", "help"].contains(&&*a.to_string_lossy()));
+    if !asks_for_help {
+        check_env()?;
+    }
     // Lossy: a non-UTF-8 argument is clap's to refuse (or to take, as a
     // path), never a panic here.
     let raw: Vec<String> = std::env::args_os()
@@ -260,7 +270,7 @@ pub fn thread_count(threads: Option<usize>) -> Result<usize> {
         None => Ok(cores),
         Some(0) => anyhow::bail!("--threads must be at least 1"),
         Some(n) if n > 64 * cores => {
-            anyhow::bail!("{n} threads is more than 64 per logical CPU ({cores} here)")
+            anyhow::bail!("--threads {n} is more than 64 per logical CPU ({cores} here)")
         }
         Some(n) => Ok(n),
     }

@@ -239,13 +239,13 @@ fn run_cpu(
     bar: &indicatif::ProgressBar,
 ) -> Result<Option<ModelRecord>> {
     let need = estimate(g, args.batch);
-    if let Some(avail) = available() {
+    if let Some(avail) = available(rayon::current_num_threads()) {
         if need > avail.bytes * 9 / 10 {
             crate::note!(
-                "cnnbench: {} at batch {}: needs about {:.1} GiB, {}: OOM",
+                "cnnbench: {} at batch {}: needs about {}, {}: OOM",
                 g.name,
                 args.batch,
-                need as f64 / (1u128 << 30) as f64,
+                crate::results::memory::size(need),
                 avail.describe()
             );
             return Ok(Some(base_record(g, args.batch, "OOM", CPU)));

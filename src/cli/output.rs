@@ -26,8 +26,8 @@ pub struct OutputArgs {
 /// every measuring subcommand.
 #[derive(Args, Clone, Debug)]
 pub struct StoreArgs {
-    /// Write the output here too (rewritten atomically after every record;
-    /// a FIFO or a device gets it once, at the end)
+    /// Write the output here instead of stdout (rewritten atomically after every record, or
+    /// configuration in a sweep; a FIFO, a device or /dev/stdout gets it once, at the end)
     #[arg(long, value_name = "FILE", value_parser = writable_path)]
     pub out: Option<PathBuf>,
     /// Folder of the results store: every run writes one JSON file there
@@ -104,6 +104,18 @@ impl StoreArgs {
 pub fn writable_folder(s: &str) -> Result<PathBuf, String> {
     let p = PathBuf::from(s);
     check_folder(&p).map_err(|e| e.to_string())?;
+    Ok(p)
+}
+
+/// `report --out`'s parser: as [`writable_path`], but a missing folder
+/// that can be made is accepted (the report makes it, as it makes its
+/// charts folder).
+pub fn report_path(s: &str) -> Result<PathBuf, String> {
+    let p = PathBuf::from(s);
+    match p.parent().filter(|d| !d.as_os_str().is_empty()) {
+        Some(dir) if !dir.exists() => check_folder(dir).map_err(|e| e.to_string())?,
+        _ => check_target(&p).map_err(|e| e.to_string())?,
+    }
     Ok(p)
 }
 

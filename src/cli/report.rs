@@ -17,8 +17,9 @@ pub struct ReportArgs {
     /// Results files or folders (searched recursively for *.json and peers' *.csv)
     #[arg(value_name = "PATH", default_value = "results")]
     paths: Vec<PathBuf>,
-    /// Write the report here instead of stdout
-    #[arg(long, value_name = "FILE")]
+    /// Write the report here instead of stdout (checked before anything is read; a missing
+    /// folder is made)
+    #[arg(long, value_name = "FILE", value_parser = super::output::report_path)]
     out: Option<PathBuf>,
     /// Write SVG charts into this folder and link them from the report
     #[arg(long, value_name = "DIR")]
@@ -38,7 +39,7 @@ pub struct ReportArgs {
     /// Epochs of a full training run, for the cost section
     #[arg(long, default_value_t = cost::DEFAULT_EPOCHS)]
     epochs: u32,
-    /// Images per epoch, for the cost section [default: ImageNet-1k's 1281167]
+    /// Images per epoch, for the cost section (the default is ImageNet-1k's training set)
     #[arg(long, default_value_t = cost::IMAGENET_IMAGES)]
     dataset_images: u64,
 }
@@ -98,6 +99,10 @@ pub fn run(args: ReportArgs) -> Result<ExitCode> {
     let md = markdown::render(&runs, &model_runs, &unreadable, &opts)?;
     match &args.out {
         Some(path) => {
+            if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                std::fs::create_dir_all(dir)
+                    .with_context(|| format!("cannot create '{}'", dir.display()))?;
+            }
             write_atomic(path, &md)?;
             crate::note!(
                 "cnnbench: wrote the report of {} runs to {}",

@@ -156,9 +156,9 @@ pub fn run(
     }
     if stopped {
         crate::output::note(&format!(
-            "cnnbench: {}; kept {} finished configurations",
+            "cnnbench: {}; kept {} finished configurations and the records of the one stopped",
             crate::signals::stopped_by(),
-            done.len()
+            done.iter().filter(|(_, f)| f.complete).count()
         ));
         return Ok(crate::signals::exit_code());
     }

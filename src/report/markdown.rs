@@ -143,6 +143,19 @@ pub fn render(
     Ok(md)
 }
 
+/// `text` as a markdown code span, fenced with one more backtick than its
+/// longest run of backticks, so a path with backticks cannot break it.
+fn code_span(text: &str) -> String {
+    let longest = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
+    let fence = "`".repeat(longest + 1);
+    let pad = if text.starts_with('`') || text.ends_with('`') {
+        " "
+    } else {
+        ""
+    };
+    format!("{fence}{pad}{text}{pad}{fence}")
+}
+
 /// The inputs left out because they could not be read, so that a report
 /// never silently covers less than it was given.
 fn not_read(md: &mut String, unreadable: &[Unreadable]) -> Result<()> {
@@ -158,8 +171,8 @@ fn not_read(md: &mut String, unreadable: &[Unreadable]) -> Result<()> {
     for u in unreadable {
         writeln!(
             md,
-            "- `{}`: {}",
-            u.path.display(),
+            "- {}: {}",
+            code_span(&u.path.display().to_string()),
             u.why.replace(['\n', '\r'], " ")
         )?;
     }
@@ -509,6 +522,13 @@ fn thread_scaling(md: &mut String, runs: &[Run], t: &Table, opts: &Options) -> R
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn code_spans_survive_backticks() {
+        assert_eq!(code_span("a/b.json"), "`a/b.json`");
+        assert_eq!(code_span("a`b``c"), "```a`b``c```");
+        assert_eq!(code_span("`x"), "`` `x ``");
+    }
 
     #[test]
     fn speedup_and_efficiency_arithmetic() {

@@ -3,7 +3,7 @@
 //! the others.
 
 use crate::bench::Stats;
-use crate::results::store::{self, RunFile, Unreadable};
+use crate::results::store::{self, Document, RunFile, Unreadable};
 use crate::results::{Check, Device, Dir, Environment, Record};
 use anyhow::{Context, Result};
 use cnnbench_layers::DType;
@@ -40,8 +40,9 @@ pub fn split(paths: &[PathBuf]) -> Result<Inputs> {
     for path in found.files {
         let is_csv = path.extension().is_some_and(|e| e == "csv");
         match is_model_run(&path, is_csv) {
-            Ok(true) => inputs.models.push(path),
-            Ok(false) => inputs.layers.push(path),
+            Ok(Some(true)) => inputs.models.push(path),
+            Ok(Some(false)) => inputs.layers.push(path),
+            Ok(None) => {}
             Err(e) => inputs.unreadable.push(Unreadable::new(path, e)),
         }
     }
@@ -55,39 +56,44 @@ pub fn load_files(files: Vec<PathBuf>, unreadable: &mut Vec<Unreadable>) -> Vec<
     for path in files {
         let is_csv = path.extension().is_some_and(|e| e == "csv");
         let loaded = if is_csv {
-            read_peer_csv(&path).map(|(file, peer)| (file, Some(peer)))
+            read_peer_csv(&path).map(|(file, peer)| vec![(file, Some(peer))])
         } else {
-            store::load(&path).map(|file| (file, None))
+            store::load_runs(&path).map(|files| files.into_iter().map(|f| (f, None)).collect())
         };
-        let (file, peer) = match loaded {
+        let loaded: Vec<(RunFile, Option<String>)> = match loaded {
             Ok(l) => l,
             Err(e) => {
                 unreadable.push(Unreadable::new(path, e));
                 continue;
             }
         };
-        if file.records.is_empty() {
-            continue;
+        for (file, peer) in loaded.into_iter().filter(|(f, _)| !f.records.is_empty()) {
+            runs.push(Run {
+                path: path.clone(),
+                file,
+                peer,
+                label: String::new(),
+            });
         }
-        runs.push(Run {
-            path,
-            file,
-            peer,
-            label: String::new(),
-        });
     }
     label_runs(&mut runs);
     runs
 }
 
 /// Whether a file holds `cnnbench model` results (or the model peer's CSV).
-fn is_model_run(path: &std::path::Path, is_csv: bool) -> Result<bool> {
+/// Whether a file holds `cnnbench model` results (or the model peer's
+/// CSV); `None` for one of cnnbench's documents that holds no results.
+fn is_model_run(path: &std::path::Path, is_csv: bool) -> Result<Option<bool>> {
     if is_csv {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read '{}'", path.display()))?;
-        return Ok(text.starts_with("model,"));
+        return Ok(Some(text.starts_with("model,")));
     }
-    Ok(store::subcommand_of(path)? == "model")
+    Ok(match store::document_of(path)? {
+        Document::Run { model } => Some(model),
+        Document::Sweep => Some(false),
+        Document::NotResults => None,
+    })
 }
 
 /// A CSV in cnnbench's columns (what `scripts/peers/*` print) as a run;
@@ -290,11 +296,11 @@ mod tests {
             .collect();
         assert_eq!(
             names,
-            ["torn.json", "empty.csv", "future.json", "other.json"],
+            ["future.json", "other.json", "torn.json", "empty.csv"],
             "{unreadable:?}"
         );
         assert_eq!(
-            unreadable[2].why,
+            unreadable[0].why,
             "the file has format version 99; this cnnbench reads up to 1"
         );
     }

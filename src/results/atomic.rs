@@ -34,9 +34,17 @@ pub fn write_atomic(path: &Path, contents: &str) -> Result<()> {
     let shown = path.display();
     let written = match classify(path)? {
         Target::File(p, keep) => replace_file(&p, contents, keep),
-        Target::InPlace(p) => write_in_place(&p, contents),
+        // A FIFO's reader that quit is a lost output, said in one line,
+        // not the quiet end of a closed stdout.
+        Target::InPlace(p) => write_in_place(&p, contents).map_err(|e| match e.kind() {
+            std::io::ErrorKind::BrokenPipe => std::io::Error::other("its reader went away"),
+            _ => e,
+        }),
+        Target::Descriptor(fd) => write_to_descriptor(fd, contents),
     };
-    written.map_err(|e| anyhow::anyhow!("cannot write '{shown}': {e}"))
+    // The io::Error stays the root cause: a broken pipe (the reader of
+    // `--out /dev/stdout` went away) ends the run as a closed stdout does.
+    written.map_err(|e| anyhow::Error::from(e).context(format!("cannot write '{shown}'")))
 }
 
 /// What [`write_atomic`] refuses at `path`, found before anything runs, in
@@ -125,17 +133,37 @@ enum Target {
     File(PathBuf, Option<fs::Metadata>),
     /// Opened and written as it is.
     InPlace(PathBuf),
+    /// One of this process's open files, named by a descriptor link
+    /// (`/dev/stdout`, `/dev/fd/3`, `/proc/self/fd/1`): written through
+    /// the descriptor itself, at the position the shell left it and
+    /// sharing it, as a redirect's output would be.
+    Descriptor(std::os::fd::RawFd),
 }
 
 /// The target behind `path`, or why it cannot be written.
 fn classify(path: &Path) -> Result<Target> {
     let shown = path.display();
-    // The kernel's own links (/proc/self/fd/1 behind /dev/stdout) name
-    // open files, not paths: they are opened, never renamed over.
-    let magic = |p: &Path| p.starts_with("/proc") || p.starts_with("/dev/fd");
+    // Another process's descriptor links (/proc/PID/fd/N) name open
+    // files, not paths: they are opened, never renamed over.
+    let magic = |p: &Path| {
+        p.starts_with("/dev/fd")
+            || (p.starts_with("/proc")
+                && p.parent().and_then(|d| d.file_name()) == Some("fd".as_ref()))
+    };
     let mut p = path.to_path_buf();
     let mut hops = 0;
     loop {
+        if let Some(fd) = descriptor_of(&p) {
+            // SAFETY: fcntl(2) F_GETFL only reads the descriptor's flags.
+            let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+            if flags < 0 {
+                bail!("cannot write '{shown}': descriptor {fd} is not open");
+            }
+            if flags & libc::O_ACCMODE == libc::O_RDONLY {
+                bail!("cannot write '{shown}': descriptor {fd} is open for reading only");
+            }
+            return Ok(Target::Descriptor(fd));
+        }
         if magic(&p) {
             return match fs::metadata(path) {
                 Ok(m) if m.is_dir() => bail!("cannot write '{shown}': it is a directory"),
@@ -195,6 +223,28 @@ fn classify(path: &Path) -> Result<Target> {
     }
 }
 
+/// The descriptor a link to one of this process's open files names:
+/// `/dev/stdout`, `/dev/stderr`, `/dev/fd/N`, `/proc/self/fd/N`,
+/// `/proc/thread-self/fd/N` or `/proc/<this pid>/fd/N`.
+fn descriptor_of(p: &Path) -> Option<std::os::fd::RawFd> {
+    let s = p.to_str()?;
+    match s {
+        "/dev/stdout" => return Some(1),
+        "/dev/stderr" => return Some(2),
+        _ => {}
+    }
+    let own = format!("/proc/{}/fd/", std::process::id());
+    let n = [
+        "/dev/fd/",
+        "/proc/self/fd/",
+        "/proc/thread-self/fd/",
+        own.as_str(),
+    ]
+    .iter()
+    .find_map(|prefix| s.strip_prefix(prefix))?;
+    n.parse().ok()
+}
+
 /// The kernel's `fs.protected_symlinks` rule, which following a link by
 /// hand would bypass: a symlink in a sticky, world-writable folder (`/tmp`)
 /// is followed only by its owner or when the folder's owner owns it too.
@@ -233,9 +283,8 @@ fn access(path: &Path, mode: libc::c_int) -> bool {
 
 fn write_in_place(path: &Path, contents: &str) -> std::io::Result<()> {
     unwritten_fifos().retain(|p| p != path);
-    // Appending: `/dev/stdout` behind `>> log` (or after other lines of a
-    // script's output) opens the file anew at offset 0, and writing there
-    // would overwrite what the shell already wrote.
+    // Appending: another process's descriptor link opens its file anew
+    // at offset 0, and writing there would overwrite what was written.
     let mut f = open_for_writing(path)?;
     f.write_all(contents.as_bytes())?;
     f.flush()
@@ -263,7 +312,9 @@ fn open_for_writing(path: &Path) -> std::io::Result<fs::File> {
                 // SAFETY: fcntl(2) on a descriptor this function owns.
                 unsafe {
                     let flags = libc::fcntl(f.as_raw_fd(), libc::F_GETFL);
-                    libc::fcntl(f.as_raw_fd(), libc::F_SETFL, flags & !libc::O_NONBLOCK);
+                    if flags >= 0 {
+                        libc::fcntl(f.as_raw_fd(), libc::F_SETFL, flags & !libc::O_NONBLOCK);
+                    }
                 }
                 return Ok(f);
             }
@@ -278,6 +329,17 @@ fn open_for_writing(path: &Path) -> std::io::Result<fs::File> {
             Err(e) => return Err(e),
         }
     }
+}
+
+/// Writes through one of this process's open descriptors, without closing
+/// it.
+fn write_to_descriptor(fd: std::os::fd::RawFd, contents: &str) -> std::io::Result<()> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: `fd` was checked open for writing; ManuallyDrop leaves it
+    // open for whoever else holds it (stdout).
+    let f = std::mem::ManuallyDrop::new(unsafe { fs::File::from_raw_fd(fd) });
+    (&*f).write_all(contents.as_bytes())?;
+    (&*f).flush()
 }
 
 /// The temporary file and the rename. Where the folder takes no new file,
@@ -297,7 +359,13 @@ fn replace_file(path: &Path, contents: &str, keep: Option<fs::Metadata>) -> std:
     let mut tmp = match tempfile::Builder::new()
         .prefix(".cnnbench-")
         .suffix(".tmp")
-        .permissions(fs::Permissions::from_mode(0o666))
+        // An existing file's mode from the start (the umask may narrow
+        // it until the chmod below): its new contents are never readable
+        // by more users than its old ones were.
+        .permissions(fs::Permissions::from_mode(
+            keep.as_ref()
+                .map_or(0o666, |m| m.permissions().mode() & 0o7777),
+        ))
         .tempfile_in(parent(path))
     {
         Ok(t) => t,
@@ -364,8 +432,10 @@ fn xattrs(path: &Path) -> Vec<(CString, Vec<u8>)> {
     let read = |len: isize, fill: &mut dyn FnMut(&mut [u8]) -> isize| -> Option<Vec<u8>> {
         let mut buf = vec![0u8; usize::try_from(len).ok()?];
         let got = usize::try_from(fill(&mut buf)).ok()?;
-        buf.truncate(got);
-        Some(buf)
+        (got <= buf.len()).then(|| {
+            buf.truncate(got);
+            buf
+        })
     };
     // SAFETY: a valid path; a null buffer of size 0 asks for the size.
     let len = unsafe { libc::listxattr(c.as_ptr(), std::ptr::null_mut(), 0) };
@@ -497,12 +567,12 @@ mod tests {
         assert!(!rewritable(&fifo) && !rewritable(Path::new("/dev/null")));
         assert!(rewritable(&d.path().join("new.json")));
         // /dev/stdout is the kernel's link to an open file (a pipe, a
-        // terminal, or a file the shell opened): written in place, once,
-        // never renamed over.
+        // terminal, or a file the shell opened): written through the
+        // descriptor, once, never renamed over.
         if Path::new("/dev/stdout").exists() {
             assert!(matches!(
                 classify(Path::new("/dev/stdout")),
-                Ok(Target::InPlace(_))
+                Ok(Target::Descriptor(1))
             ));
             assert!(!rewritable(Path::new("/dev/stdout")));
         }
@@ -512,9 +582,8 @@ mod tests {
             .file_type()
             .is_char_device());
         if Path::new("/dev/full").exists() {
-            let e = write_atomic(Path::new("/dev/full"), "x")
-                .unwrap_err()
-                .to_string();
+            let e = write_atomic(Path::new("/dev/full"), "x").unwrap_err();
+            let e = format!("{e:#}");
             assert!(e.starts_with("cannot write '/dev/full': "), "{e}");
         }
     }

@@ -33,7 +33,9 @@ pub fn size(bytes: u128) -> String {
 
 /// The least of every bound this machine reports, or `None` when none is
 /// readable (not Linux).
-pub fn available() -> Option<Available> {
+/// `threads`: the compute threads the run starts (for the address space
+/// they take under `ulimit -v`).
+pub fn available(threads: usize) -> Option<Available> {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     let bounds = [
         (meminfo_available(), "free memory"),
@@ -43,7 +45,7 @@ pub fn available() -> Option<Available> {
         ),
         (
             rlimit_left(libc::RLIMIT_AS, status_kib(&status, "VmSize:"))
-                .map(|left| left.saturating_sub(address_space_reserve())),
+                .map(|left| left.saturating_sub(address_space_reserve(threads))),
             "RLIMIT_AS (ulimit -v)",
         ),
         (
@@ -56,13 +58,14 @@ pub fn available() -> Option<Available> {
 
 /// Address space that the run takes after the check, besides its
 /// tensors, and that `ulimit -v` counts: each compute thread's stack and
-/// malloc arena (glibc reserves 64 MiB of address space per arena), and
-/// the libraries and buffers loaded later. Without it, a problem just
-/// under the limit passed the check and then aborted in an allocation.
-fn address_space_reserve() -> u128 {
+/// malloc arena (glibc reserves 64 MiB of address space per arena, for up
+/// to 8 arenas per logical CPU), and the libraries and buffers loaded
+/// later. Without it, a problem just under the limit passed the check and
+/// then aborted in an allocation.
+fn address_space_reserve(threads: usize) -> u128 {
     const PER_THREAD: u128 = 72 << 20;
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()) as u128;
-    (threads + 2) * PER_THREAD
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    (threads.max(cores) as u128 + 2) * PER_THREAD
 }
 
 /// The smallest known bound.

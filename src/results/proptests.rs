@@ -1,5 +1,5 @@
 //! Property tests of the results readers: the store's run files
-//! (`store::load`, `store::subcommand_of`) and peers' CSV files
+//! (`store::load`, `store::load_runs`, `store::document_of`) and peers' CSV files
 //! (`report::merge::read_peer_csv`). Whatever is on disk, each returns Ok
 //! or an error that says something; none panics.
 //!
@@ -358,7 +358,10 @@ fn check_run_file(path: &Path) -> Result<(), TestCaseError> {
         Ok(f) => prop_assert!(f.format_version <= FORMAT_VERSION),
         Err(e) => check_error(&e)?,
     }
-    if let Err(e) = store::subcommand_of(path) {
+    if let Err(e) = store::document_of(path) {
+        check_error(&e)?;
+    }
+    if let Err(e) = store::load_runs::<Record>(path) {
         check_error(&e)?;
     }
     Ok(())
@@ -502,7 +505,10 @@ proptest! {
 fn undamaged_files_load() {
     let f = on_disk(saved(&layer_run()).as_bytes(), ".json");
     assert_eq!(store::load::<Record>(f.path()).unwrap(), layer_run());
-    assert_eq!(store::subcommand_of(f.path()).unwrap(), "conv");
+    assert_eq!(
+        store::document_of(f.path()).unwrap(),
+        store::Document::Run { model: false }
+    );
     let f = on_disk(saved(&model_run()).as_bytes(), ".json");
     assert_eq!(store::load::<ModelRecord>(f.path()).unwrap(), model_run());
     let f = on_disk(peer_csv_text().as_bytes(), ".csv");

@@ -94,18 +94,108 @@ impl Store {
     }
 }
 
-/// The subcommand that wrote a results file, read without its records.
-pub fn subcommand_of(path: &Path) -> Result<String> {
+/// What a JSON file among results is.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Document {
+    /// One run; `model` for `cnnbench model` (said by its `subcommand`, or,
+    /// in a `model --format json` document that does not say, by its
+    /// records).
+    Run { model: bool },
+    /// A sweep's `--format json` output: one run per configuration.
+    Sweep,
+    /// Another of cnnbench's own documents, not results: a dump's
+    /// `problem.json`, or `info`, `check` or `compare` output.
+    NotResults,
+}
+
+/// Tells what the JSON file at `path` is; an error for anything that is not
+/// one of cnnbench's documents.
+pub fn document_of(path: &Path) -> Result<Document> {
+    use serde_json::Value;
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read '{}'", path.display()))?;
+    let doc: Value = serde_json::from_str(&text)
+        .with_context(|| format!("'{}' is not a cnnbench results file", path.display()))?;
+    let version = doc["format_version"].as_u64().unwrap_or(0);
+    if version > u64::from(FORMAT_VERSION) {
+        bail!(
+            "'{}' has format version {version}; this cnnbench reads up to {FORMAT_VERSION}",
+            path.display()
+        );
+    }
+    let has = |v: &Value, key: &str| v.get(key).is_some();
+    let first_row_has = |key: &str| {
+        doc.as_array()
+            .and_then(|rows| rows.first())
+            .is_some_and(|r| has(r, key))
+    };
+    Ok(match &doc {
+        Value::Object(_) if has(&doc, "records") => Document::Run {
+            model: match doc["subcommand"].as_str() {
+                Some(s) if !s.is_empty() => s == "model",
+                _ => doc["records"]
+                    .as_array()
+                    .and_then(|r| r.first())
+                    .is_some_and(|r| has(r, "model")),
+            },
+        },
+        Value::Object(_) if doc["sweep"].is_array() => Document::Sweep,
+        Value::Object(_) if has(&doc, "file_order") || has(&doc, "isa_detected") => {
+            Document::NotResults
+        }
+        Value::Array(_) if first_row_has("tensor") || first_row_has("dtype layout") => {
+            Document::NotResults
+        }
+        _ => bail!(
+            "'{}' is not a cnnbench results file (no records)",
+            path.display()
+        ),
+    })
+}
+
+/// The runs of a results file: one, or a sweep's configurations (each
+/// labelled by its configuration where its environment has no label).
+pub fn load_runs<R: serde::de::DeserializeOwned>(path: &Path) -> Result<Vec<RunFile<R>>> {
+    if document_of(path)? != Document::Sweep {
+        return Ok(vec![load(path)?]);
+    }
     #[derive(Deserialize)]
-    struct Head {
+    struct Config<R> {
+        config: String,
+        environment: Environment,
+        records: Vec<R>,
         #[serde(default)]
-        subcommand: String,
+        skipped: Vec<Skipped>,
+    }
+    #[derive(Deserialize)]
+    struct Sweep<R> {
+        sweep: Vec<Config<R>>,
+        #[serde(default = "finished_by_default")]
+        complete: bool,
     }
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read '{}'", path.display()))?;
-    let head: Head = serde_json::from_str(&text)
-        .with_context(|| format!("'{}' is not a cnnbench results file", path.display()))?;
-    Ok(head.subcommand)
+    let sweep: Sweep<R> = serde_json::from_str(&text)
+        .with_context(|| format!("'{}' is not a cnnbench sweep", path.display()))?;
+    let n = sweep.sweep.len();
+    Ok(sweep
+        .sweep
+        .into_iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let mut environment = c.environment;
+            environment.label.get_or_insert(c.config);
+            RunFile {
+                format_version: FORMAT_VERSION,
+                subcommand: String::new(),
+                environment,
+                records: c.records,
+                skipped: c.skipped,
+                // Only the last configuration of a stopped sweep is cut.
+                complete: sweep.complete || i + 1 < n,
+            }
+        })
+        .collect())
 }
 
 /// Reads one run file, of this or an older format version.
@@ -339,6 +429,53 @@ mod tests {
             serde_json::from_str::<f64>(&serde_json::to_string(&x).unwrap()).unwrap(),
             x
         );
+    }
+
+    #[test]
+    fn sweeps_load_as_runs_and_other_documents_are_told_apart() {
+        let dir = tempfile::tempdir().unwrap();
+        let put = |name: &str, doc: serde_json::Value| {
+            let p = dir.path().join(name);
+            std::fs::write(&p, doc.to_string()).unwrap();
+            p
+        };
+        let record = serde_json::json!({
+            "problem": "mb1ic1ih1oc1oh1kh1", "dir": "fwd", "device": "cpu", "dtype": "f32",
+            "layout": "nhwc", "algo": "direct",
+            "ms": {"min": 0.1, "median": 0.1, "max": 0.1, "mean": 0.1, "stddev": 0.0},
+            "runs": 1, "gflops": 1.0, "peak_fraction": null, "check": null,
+            "kernel": "k", "bias": false, "workspace_bytes": 0
+        });
+        let env = serde_json::to_value(Environment::default()).unwrap();
+        let sweep = put(
+            "sweep.json",
+            serde_json::json!({"complete": false, "sweep": [
+                {"config": "threads=1", "environment": env, "records": [record]},
+                {"config": "threads=2", "environment": env, "records": [record]}]}),
+        );
+        assert_eq!(document_of(&sweep).unwrap(), Document::Sweep);
+        let runs = load_runs::<Record>(&sweep).unwrap();
+        let labels: Vec<_> = runs.iter().map(|r| r.environment.label.clone()).collect();
+        assert_eq!(labels, [Some("threads=1".into()), Some("threads=2".into())]);
+        assert_eq!((runs[0].complete, runs[1].complete), (true, false));
+        // `model --format json` says no subcommand; its records do.
+        let model = put(
+            "model.json",
+            serde_json::json!({"environment": env, "records": [{"model": "resnet50"}]}),
+        );
+        assert_eq!(document_of(&model).unwrap(), Document::Run { model: true });
+        // A dump's problem.json and `check`'s output are not results.
+        let problem = put(
+            "problem.json",
+            serde_json::json!({"problem": "x", "file_order": "y"}),
+        );
+        assert_eq!(document_of(&problem).unwrap(), Document::NotResults);
+        let check = put(
+            "check.json",
+            serde_json::json!([{"model": "m", "tensor": "t"}]),
+        );
+        assert_eq!(document_of(&check).unwrap(), Document::NotResults);
+        assert!(document_of(&put("other.json", serde_json::json!([]))).is_err());
     }
 
     #[test]

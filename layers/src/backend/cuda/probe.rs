@@ -42,11 +42,18 @@ const CUBLAS_SYMBOLS: [&str; 4] = [
     "cublasSgemm_v2",
     "cublasGemmEx",
 ];
-const NVRTC_SYMBOLS: [&str; 4] = [
+const NVRTC_SYMBOLS: [&str; 11] = [
     "nvrtcVersion",
+    "nvrtcGetNumSupportedArchs",
+    "nvrtcGetSupportedArchs",
     "nvrtcCreateProgram",
     "nvrtcCompileProgram",
+    "nvrtcGetProgramLogSize",
+    "nvrtcGetProgramLog",
     "nvrtcGetPTX",
+    "nvrtcGetCUBINSize",
+    "nvrtcGetCUBIN",
+    "nvrtcDestroyProgram",
 ];
 
 /// The first of `symbols` that `has` does not find.
