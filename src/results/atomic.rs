@@ -17,15 +17,19 @@ const MAX_LINKS: usize = 40;
 /// - a regular file, or a path that does not exist yet: through a temporary
 ///   file beside it and a rename, so a reader (or a run killed half-way)
 ///   never sees a half-written file and an older file is only ever replaced
-///   by a complete one; an existing file keeps its permissions (where the
-///   rename is not allowed but the file is writable, as for another user's
-///   file in a sticky folder or a bind-mounted file, it is rewritten in
-///   place, as a redirect would);
+///   by a complete one; an existing file keeps its permissions, owner,
+///   group and extended attributes as far as the process may set them
+///   (where the rename is not allowed but the file is writable, as for
+///   another user's file in a sticky folder or a bind-mounted file, it is
+///   rewritten in place, as a redirect would);
 /// - a symlink: followed, and its final target written as above (the link
 ///   stays a link);
-/// - a FIFO or a character device, or a path through `/proc` or `/dev/fd`
-///   (`/dev/stdout`): opened and written in place, so a FIFO's reader gets
-///   the data and a device node is never replaced.
+/// - a link to one of this process's descriptors (`/dev/stdout`,
+///   `/dev/fd/N`, `/proc/self/fd/N`): written through the descriptor, where
+///   the shell left it;
+/// - a FIFO, a character device, or another process's descriptor link:
+///   opened (appending) and written in place, so a FIFO's reader gets the
+///   data and a device node is never replaced.
 ///
 /// A directory, a missing or read-only folder, or a file the user could not
 /// write with a shell redirect (read-only, when not root) is refused in one
