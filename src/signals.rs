@@ -105,7 +105,7 @@ pub fn install() -> Result<()> {
 /// handler (null: none). Each path published is leaked, never freed: the
 /// handler may run on any thread at any moment and still hold one, and
 /// freeing it would leave it unlinking freed memory. About 100 bytes per
-/// output write, a few hundred writes in the longest runs.
+/// output write, a few thousand writes in the longest runs.
 static TEMP_FILE: AtomicPtr<libc::c_char> = AtomicPtr::new(std::ptr::null_mut());
 
 /// While alive, a second stop signal (which ends the process at once)
