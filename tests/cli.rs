@@ -25,6 +25,14 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// Exit 2 with one stderr line that says `has`.
+fn one_line(o: &Output, has: &str) {
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(o));
+    let err = stderr(o);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains(has), "{err}");
+}
+
 /// Quick timing options so tests stay fast; timing itself is not tested here.
 const QUICK: [&str; 4] = ["--iters", "2", "--warmup", "0"];
 
@@ -623,12 +631,6 @@ fn a_sweep_checks_every_item_before_any_child_runs() {
 
 #[test]
 fn odd_input_is_still_one_line() {
-    let one_line = |o: &Output, has: &str| {
-        assert_eq!(o.status.code(), Some(2), "{}", stderr(o));
-        let err = stderr(o);
-        assert_eq!(err.lines().count(), 1, "{err}");
-        assert!(err.contains(has), "{err}");
-    };
     // A negative number: no four-line tip about `-- -1`.
     one_line(
         &cnnbench(&["conv", "mb1ic4ih8oc4kh3", "--iters", "-1"]),
@@ -931,12 +933,6 @@ fn sweeps_compare_and_report_work_through_child_processes() {
 #[test]
 fn bytes_that_are_not_text_and_libraries_that_are_not_cuda_are_one_line() {
     use std::os::unix::ffi::OsStrExt;
-    let one_line = |o: &Output, has: &str| {
-        assert_eq!(o.status.code(), Some(2), "{}", stderr(o));
-        let err = stderr(o);
-        assert_eq!(err.lines().count(), 1, "{err}");
-        assert!(err.contains(has), "{err}");
-    };
     // A non-UTF-8 argument or variable.
     let o = bin()
         .arg("conv")

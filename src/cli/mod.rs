@@ -149,19 +149,19 @@ fn clap_error(e: clap::Error) -> Result<ExitCode> {
 }
 
 pub fn run() -> Result<ExitCode> {
-    // Help and version never depend on the environment.
-    let asks_for_help = std::env::args_os()
-        .skip(1)
-        .any(|a| ["--help", "-h", "--version", "-V", "help"].contains(&&*a.to_string_lossy()));
-    if !asks_for_help {
-        check_env()?;
-    }
     // Lossy: a non-UTF-8 argument is clap's to refuse (or to take, as a
     // path), never a panic here.
     let raw: Vec<String> = std::env::args_os()
         .skip(1)
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
+    // Help and version never depend on the environment.
+    let asks_for_help = raw
+        .iter()
+        .any(|a| ["--help", "-h", "--version", "-V", "help"].contains(&a.as_str()));
+    if !asks_for_help {
+        check_env()?;
+    }
     if raw.first().is_some_and(|c| c == "conv" || c == "gemm")
         && !raw.iter().any(|a| a == "--help" || a == "-h")
         && !sweep::lists(&raw).is_empty()

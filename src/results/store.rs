@@ -108,13 +108,13 @@ pub enum Document {
     NotResults,
 }
 
-/// Tells what the JSON file at `path` is; an error for anything that is not
-/// one of cnnbench's documents.
-pub fn document_of(path: &Path) -> Result<Document> {
-    use serde_json::Value;
+/// The text of the JSON file at `path` and its parsed value, refused when
+/// it is not JSON or is of a newer format version (named as newer, not as
+/// broken). Read once, for telling what it is and for loading it.
+fn read_document(path: &Path) -> Result<(String, serde_json::Value)> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read '{}'", path.display()))?;
-    let doc: Value = serde_json::from_str(&text)
+    let doc: serde_json::Value = serde_json::from_str(&text)
         .with_context(|| format!("'{}' is not a cnnbench results file", path.display()))?;
     let version = doc["format_version"].as_u64().unwrap_or(0);
     if version > u64::from(FORMAT_VERSION) {
@@ -123,14 +123,27 @@ pub fn document_of(path: &Path) -> Result<Document> {
             path.display()
         );
     }
+    Ok((text, doc))
+}
+
+/// Tells what the JSON file at `path` is; an error for anything that is not
+/// one of cnnbench's documents.
+pub fn document_of(path: &Path) -> Result<Document> {
+    let (_, doc) = read_document(path)?;
+    classify(path, &doc)
+}
+
+/// What the parsed document `doc` (read from `path`) is.
+fn classify(path: &Path, doc: &serde_json::Value) -> Result<Document> {
+    use serde_json::Value;
     let has = |v: &Value, key: &str| v.get(key).is_some();
     let first_row_has = |key: &str| {
         doc.as_array()
             .and_then(|rows| rows.first())
             .is_some_and(|r| has(r, key))
     };
-    Ok(match &doc {
-        Value::Object(_) if has(&doc, "records") => Document::Run {
+    Ok(match doc {
+        Value::Object(_) if has(doc, "records") => Document::Run {
             model: match doc["subcommand"].as_str() {
                 Some(s) if !s.is_empty() => s == "model",
                 _ => doc["records"]
@@ -140,7 +153,7 @@ pub fn document_of(path: &Path) -> Result<Document> {
             },
         },
         Value::Object(_) if doc["sweep"].is_array() => Document::Sweep,
-        Value::Object(_) if has(&doc, "file_order") || has(&doc, "isa_detected") => {
+        Value::Object(_) if has(doc, "file_order") || has(doc, "isa_detected") => {
             Document::NotResults
         }
         Value::Array(_) if first_row_has("tensor") || first_row_has("dtype layout") => {
@@ -156,8 +169,9 @@ pub fn document_of(path: &Path) -> Result<Document> {
 /// The runs of a results file: one, or a sweep's configurations (each
 /// labelled by its configuration where its environment has no label).
 pub fn load_runs<R: serde::de::DeserializeOwned>(path: &Path) -> Result<Vec<RunFile<R>>> {
-    if document_of(path)? != Document::Sweep {
-        return Ok(vec![load(path)?]);
+    let (text, doc) = read_document(path)?;
+    if classify(path, &doc)? != Document::Sweep {
+        return Ok(vec![run_from(path, &text)?]);
     }
     #[derive(Deserialize)]
     struct Config<R> {
@@ -173,8 +187,6 @@ pub fn load_runs<R: serde::de::DeserializeOwned>(path: &Path) -> Result<Vec<RunF
         #[serde(default = "finished_by_default")]
         complete: bool,
     }
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read '{}'", path.display()))?;
     let sweep: Sweep<R> = serde_json::from_str(&text)
         .with_context(|| format!("'{}' is not a cnnbench sweep", path.display()))?;
     let n = sweep.sweep.len();
@@ -200,25 +212,15 @@ pub fn load_runs<R: serde::de::DeserializeOwned>(path: &Path) -> Result<Vec<RunF
 
 /// Reads one run file, of this or an older format version.
 pub fn load<R: serde::de::DeserializeOwned>(path: &Path) -> Result<RunFile<R>> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read '{}'", path.display()))?;
-    // The version first: a newer file is named as newer, not as broken.
-    #[derive(Deserialize)]
-    struct Version {
-        #[serde(default)]
-        format_version: u32,
-    }
-    if let Ok(Version { format_version }) = serde_json::from_str::<Version>(&text) {
-        if format_version > FORMAT_VERSION {
-            bail!(
-                "'{}' has format version {format_version}; this cnnbench reads up to {FORMAT_VERSION}",
-                path.display()
-            );
-        }
-    }
-    let file: RunFile<R> = serde_json::from_str(&text)
-        .with_context(|| format!("'{}' is not a cnnbench results file", path.display()))?;
-    Ok(file)
+    let (text, _) = read_document(path)?;
+    run_from(path, &text)
+}
+
+/// One run from the text of the file at `path` (parsed from the text, so
+/// that errors say where in it they are).
+fn run_from<R: serde::de::DeserializeOwned>(path: &Path, text: &str) -> Result<RunFile<R>> {
+    serde_json::from_str(text)
+        .with_context(|| format!("'{}' is not a cnnbench results file", path.display()))
 }
 
 /// A path `report` could not read, and why: listed, never fatal while
