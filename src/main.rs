@@ -7,6 +7,7 @@
 
 mod bench;
 mod cli;
+mod dist;
 mod driver;
 mod output;
 mod plan;

@@ -1009,3 +1009,79 @@ fn dev_stdout_appends_and_report_skips_what_is_not_a_file() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("not a regular file"), "{}", stderr(&o));
 }
+
+/// `cnnbench` with none of the launchers' variables set.
+fn unlaunched(args: &[&str]) -> Output {
+    let mut c = bin();
+    for v in [
+        "RANK",
+        "WORLD_SIZE",
+        "LOCAL_RANK",
+        "MASTER_ADDR",
+        "MASTER_PORT",
+        "SLURM_PROCID",
+        "SLURM_NTASKS",
+        "SLURM_STEP_NUM_TASKS",
+        "SLURM_LOCALID",
+        "SLURM_JOB_NODELIST",
+        "SLURM_STEP_NODELIST",
+        "SLURM_JOB_ID",
+    ] {
+        c.env_remove(v);
+    }
+    c.args(args).output().expect("running cnnbench")
+}
+
+#[test]
+fn multi_gpu_options_fail_in_one_line_without_gpus_or_nccl() {
+    // No GPU here (or no NCCL): refused before any model runs.
+    for (args, has) in [
+        (&["model", "resnet18", "--gpus", "2"][..], "--gpus 2: "),
+        (
+            &["model", "resnet18", "--gpus", "0"],
+            "--gpus 0: expected 1 to 64 GPUs",
+        ),
+        (
+            &["model", "resnet18", "--gpus", "1,1"],
+            "device 1 is listed twice",
+        ),
+        (&["allreduce"], "allreduce: "),
+        (&["allreduce", "--gpus", "2"], "--gpus 2: "),
+        (&["allreduce", "--sizes", "0"], "--sizes '0'"),
+        (
+            &["allreduce", "--dtype", "tf32"],
+            "NCCL all-reduces f32, f16 or bf16",
+        ),
+        (&["allreduce", "--placement", "x"], "--placement 'x'"),
+        (
+            &["model", "resnet18", "--gpus", "2", "--launcher", "auto"],
+            "cannot be used with",
+        ),
+        (
+            &["model", "resnet18", "resnet50", "--launcher", "auto"],
+            "one model at a time",
+        ),
+        (
+            &["model", "resnet18", "--rendezvous-timeout", "5"],
+            "--launcher",
+        ),
+        (
+            &["model", "resnet18", "--launcher", "auto"],
+            "neither torchrun's variables",
+        ),
+    ] {
+        let o = unlaunched(args);
+        one_line(&o, has);
+    }
+    // A launcher's variables, one of them wrong.
+    let o = bin()
+        .args(["model", "resnet18", "--launcher", "torchrun"])
+        .env("RANK", "4")
+        .env("WORLD_SIZE", "4")
+        .env("LOCAL_RANK", "0")
+        .env("MASTER_ADDR", "127.0.0.1")
+        .env("MASTER_PORT", "29500")
+        .output()
+        .expect("running cnnbench");
+    one_line(&o, "RANK=4");
+}

@@ -1,6 +1,6 @@
 # shellcheck shell=bash
-# Puts the folders holding cuDNN 9, cuBLAS/cuBLASLt and NVRTC on
-# LD_LIBRARY_PATH; cnnbench loads them at run time (cudarc's dynamic loading).
+# Puts the folders holding cuDNN 9, cuBLAS/cuBLASLt and NVRTC (and NCCL,
+# which only the multi-GPU commands need) on LD_LIBRARY_PATH; cnnbench loads them at run time (cudarc's dynamic loading).
 #
 #   . scripts/gpu/env.sh          (source it; safe under `set -u` and `set -e`)
 #
@@ -39,7 +39,7 @@ _cb_in() {
 # _cb_add_dir DIR: remember DIR when it holds one of the libraries.
 _cb_add_dir() {
     for _cb_f in "$1"/libcudnn.so.9 "$1"/libcublas.so.1[0-9] "$1"/libcublasLt.so.1[0-9] \
-        "$1"/libnvrtc.so.1[0-9]; do
+        "$1"/libnvrtc.so.1[0-9] "$1"/libnccl.so.2; do
         if [ -e "$_cb_f" ]; then
             _cb_in "$_cb_dirs" "$1" || _cb_dirs="$_cb_dirs${_cb_dirs:+$_cb_nl}$1"
             return 0
@@ -162,6 +162,15 @@ while IFS= read -r _cb_d; do
         if [ "$_cb_mine" = 1 ] || [ "$_cb_cudnn" = "$_cb_d" ]; then
             _cb_keep="$_cb_keep${_cb_keep:+$_cb_nl}$_cb_d"
         fi
+    fi
+done << EOF
+$_cb_dirs
+EOF
+# The first folder holding NCCL (pip's nvidia/nccl/lib has nothing else).
+while IFS= read -r _cb_d; do
+    if [ -n "$_cb_d" ] && [ -e "$_cb_d/libnccl.so.2" ]; then
+        _cb_in "$_cb_keep" "$_cb_d" || _cb_keep="$_cb_keep${_cb_keep:+$_cb_nl}$_cb_d"
+        break
     fi
 done << EOF
 $_cb_dirs

@@ -173,6 +173,37 @@ def sanitizer_result(logs, name):
     return (summary[-1].lstrip("= ") if summary else None), kinds
 
 
+def nccl_section(logs):
+    """The all-reduce table and the data-parallel records of part 1."""
+    lines = []
+    ar = load_json(os.path.join(logs, "dp", "allreduce.json"))
+    if isinstance(ar, dict) and ar.get("records"):
+        lines += ["## NCCL all-reduce (`cnnbench allreduce --iters 20`)", "",
+                  "| elements | dtype | place | ranks | time us (median, min-max) | algbw GB/s | busbw GB/s | status |",
+                  "|---:|---|---|---:|---:|---:|---:|---|"]
+        for r in ar["records"]:
+            t = r["time_us"]
+            lines.append(f"| {r['elements']} | {r['dtype']} | {'in' if r['in_place'] else 'out'} | {r['ranks']} "
+                         f"| {t['median']:.1f} ({t['min']:.1f}-{t['max']:.1f}) | {r['algbw_gbps']:.1f} "
+                         f"| {r['busbw_gbps']:.1f} | {r['status']} |")
+        lines.append("")
+    rows = []
+    for name in ("resnet50-gpus1.json", "resnet18-launched.json"):
+        doc = load_json(os.path.join(logs, "dp", name))
+        for r in (doc or {}).get("records", []) if isinstance(doc, dict) else []:
+            dp = r.get("data_parallel")
+            tot = (r.get("total_ms") or {}).get("median")
+            if dp:
+                rows.append(f"| {r['model']} | {r['batch']} | {r['dtype']} | {dp['launcher']} x{dp['gpus']} "
+                            f"| {dp['single_gpu_step_ms']:.2f} | {tot:.2f} | {dp['exposed_comm_ms']['median']:.3f} "
+                            f"| {dp['buckets']} | {dp['efficiency']:.3f} |")
+    if rows:
+        lines += ["## Data-parallel step beside the plain single-GPU step (same run)", "",
+                  "| model | batch/GPU | dtype | replicas | plain step ms | data-parallel step ms | exposed comm ms "
+                  "| buckets | efficiency |", "|---|---:|---|---|---:|---:|---:|---:|---:|"] + rows + [""]
+    return lines
+
+
 def part1(logs):
     lines = header(logs, "cnnbench GPU verification, part 1: info, GPU tests, compute-sanitizer")
     st = steps(logs)
@@ -189,6 +220,9 @@ def part1(logs):
                                   "--dir all --algo all --check`",
         "memcheck_conv_f16_nhwc": "memcheck: `conv mb4ic32ih28oc64oh28kh3ph1 --dtype f16 --layout nhwc "
                                   "--dir all --algo all --check`",
+        "allreduce": "NCCL: `allreduce --iters 20 --dtype f32,bf16` over the GPUs here",
+        "dp_gpus1": "NCCL: `model resnet50 --gpus 1 --batch 64 --dtype f16 --iters 30 --per-layer`",
+        "dp_launched": "NCCL: `model resnet18 --launcher torchrun` as rank 0 of 1",
     }
     all_skips = OrderedDict()
     test_fail = []
@@ -245,6 +279,7 @@ def part1(logs):
             for kind, count in kinds.most_common(8):
                 lines.append(f"- {n}: {count} x {kind}")
         lines.append("")
+    lines += nccl_section(logs)
     lines += info_block(logs)
 
     fails = failed_steps(logs)

@@ -24,7 +24,11 @@
 #     then every packed test binary in full;
 #   - compute-sanitizer memcheck (--error-exitcode 1) over one resnet18
 #     training step at batch 8 on the GPU, and over `conv --algo all --check`
-#     on one small problem in f32 NCHW and f16 NHWC; its ERROR SUMMARY lines.
+#     on one small problem in f32 NCHW and f16 NHWC; its ERROR SUMMARY lines;
+#   - NCCL: `allreduce` over the GPUs here (f32, bf16), `model resnet50
+#     --gpus 1` (the data-parallel step at world size 1 beside the plain
+#     step: its efficiency is their ratio) and a torchrun-style rank of a
+#     world of 1 (`model resnet18 --launcher torchrun`).
 # Part 2 (estimate 3-5 min): convolutions and GEMMs (the former check.sh).
 #   - `conv --check` on builtin:resnet50 and scripts/gpu/odd.txt for
 #     f32/tf32/f16/bf16 x NHWC/NCHW, `--algo all --check` on two layers (f32,
@@ -367,6 +371,23 @@ part1() {
         run memcheck_conv_f16_nhwc 40 150 "${msan[@]}" "$bin" conv mb4ic32ih28oc64oh28kh3ph1 \
             --device gpu --dtype f16 --layout nhwc --dir all --algo all --check --iters 1 --warmup 0 \
             --no-save -q
+    fi
+    # NCCL (issue 17): the all-reduce benchmark over the GPUs here, the
+    # data-parallel path at world size 1 in-process and as a launched rank
+    # (torchrun's variables), each record beside its plain single-GPU step.
+    if [ $usable = 0 ]; then
+        for name in allreduce dp_gpus1 dp_launched; do record "$name" "skipped: no GPU" 0 "$why"; done
+    else
+        mkdir -p "$logs/dp"
+        run allreduce 30 120 "$bin" allreduce --iters 20 --dtype f32,bf16 \
+            --out "$logs/dp/allreduce.json" --format json --results "$logs/results" -q
+        run dp_gpus1 60 240 "$bin" model resnet50 --gpus 1 --batch 64 --dtype f16 --warmup 5 \
+            --iters 30 --per-layer --out "$logs/dp/resnet50-gpus1.json" --format json \
+            --results "$logs/results" -q
+        run dp_launched 40 180 env RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 \
+            MASTER_PORT=29517 "$bin" model resnet18 --launcher torchrun --batch 64 --dtype f16 \
+            --warmup 3 --iters 20 --out "$logs/dp/resnet18-launched.json" --format json \
+            --results "$logs/results" -q
     fi
     # Then every packed test binary (CPU tests included: the binaries run
     # on another machine's CPU here), after the sanitizer so that a tight

@@ -1,5 +1,6 @@
 //! Command-line interface: one file per subcommand.
 
+mod allreduce;
 mod check;
 mod children;
 mod compare;
@@ -9,6 +10,7 @@ mod info;
 mod model;
 mod output;
 mod progress;
+mod replicas;
 mod report;
 mod session;
 mod sweep;
@@ -48,6 +50,8 @@ enum Command {
     Check(check::CheckArgs),
     /// Describe this machine: CPU, ISA, measured FP32 peak, GPU and its libraries, build
     Info(info::InfoArgs),
+    /// Time NCCL's all-reduce over message sizes (DeepBench's), on this machine's GPUs or launched ranks
+    Allreduce(Box<allreduce::AllreduceArgs>),
 }
 
 /// Where to run.
@@ -192,6 +196,7 @@ pub fn run() -> Result<ExitCode> {
         Command::Model(args) => model::run(*args),
         Command::Check(args) => check::run(args),
         Command::Info(args) => info::run(args),
+        Command::Allreduce(args) => allreduce::run(*args),
         Command::Report(args) => report::run(args),
         Command::Compare(args) => compare::run(args),
     }

@@ -3,24 +3,31 @@
 //! model's layers without running it.
 
 use super::output::{end_run, save_run, StoreArgs};
+use super::replicas::{self, Replicas};
 use super::session::{self, Needs, Session, Target};
 use super::{Device, TimingArgs};
 use crate::bench::{RunPolicy, Stats};
+use crate::dist::interconnect::{self, Interconnect};
+use crate::dist::launch::{self, LauncherChoice};
+use crate::dist::project;
 use crate::output::table::{aligned, Align};
 use crate::output::{self, Format, MODEL_FORMATS};
 use crate::results::memory::available;
 use crate::results::model_record::MODEL_CSV_HEADER;
 use crate::results::store::{RunFile, Store, FORMAT_VERSION};
-use crate::results::{self, Environment, LayerTime, MemoryBytes, ModelRecord};
+use crate::results::{self, Environment, LayerTime, MemoryBytes, ModelRecord, ProjectionSet};
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use cnnbench_kernels::Isa;
+use cnnbench_layers::cuda::Gpu;
+use cnnbench_layers::net::buckets;
 use cnnbench_layers::net::cpu::{estimate, CpuNet, CpuOptions};
 use cnnbench_layers::net::Graph;
 use cnnbench_layers::{zoo, DType, Layout};
 use serde::Serialize;
 use std::process::ExitCode;
 
+pub(crate) mod data_parallel;
 mod describe;
 pub(crate) mod gpu;
 mod steps;
@@ -80,6 +87,37 @@ pub struct ModelArgs {
     pub timing: TimingArgs,
     #[command(flatten)]
     pub store: StoreArgs,
+    /// Data-parallel on this machine's GPUs, one replica per GPU in this process, gradients
+    /// averaged over NCCL: a count (the first N) or device ids (0,2,3). Implies --device gpu;
+    /// --batch is per GPU. Times the single-GPU step first, for the speedup
+    #[arg(long, value_name = "N|IDS", conflicts_with = "launcher")]
+    pub gpus: Option<String>,
+    /// Data-parallel with one process per GPU started by a launcher (torchrun --no-python,
+    /// srun), NCCL between them: read torchrun's or Slurm's variables (auto: whichever are
+    /// set). Implies --device gpu; --batch is per GPU; rank 0 prints and saves the record
+    #[arg(long, value_enum, value_name = "WHICH")]
+    pub launcher: Option<LauncherChoice>,
+    /// With --launcher: how long the ranks wait for each other, at the start and for the
+    /// results [default: 300]
+    #[arg(long, value_name = "SECS", requires = "launcher")]
+    pub rendezvous_timeout: Option<f64>,
+    /// Project the step on these GPU counts (2,4,8,64,512) from this run's per-layer backward
+    /// times: gradient buckets all-reduced over --interconnect while the backward runs
+    /// (implies --per-layer; a model, printed with every assumption)
+    #[arg(long, value_name = "LIST")]
+    pub project_gpus: Option<String>,
+    /// The links a projection assumes, INTRA[,INTER]: nvlink4, nvlink3, pcie4, pcie5, ib-hdr,
+    /// ib-ndr, eth100, or GBps:us
+    #[arg(
+        long,
+        value_name = "LINKS",
+        default_value = "nvlink4,ib-ndr",
+        requires = "project_gpus"
+    )]
+    pub interconnect: String,
+    /// GPUs per node in a projection: more than this fill whole nodes
+    #[arg(long, value_name = "N", default_value_t = 8, requires = "project_gpus")]
+    pub gpus_per_node: usize,
     /// No progress bar
     #[arg(long, short)]
     pub quiet: bool,
@@ -110,8 +148,13 @@ pub fn resolve(names: &[String]) -> Result<Vec<Graph>> {
     Ok(out)
 }
 
-pub fn run(args: ModelArgs) -> Result<ExitCode> {
+pub fn run(mut args: ModelArgs) -> Result<ExitCode> {
     let graphs = resolve(&args.models)?;
+    let projecting = projection_plan(&args)?;
+    if projecting.is_some() {
+        // A projection starts from each layer's backward time.
+        args.per_layer = true;
+    }
     if args.batch == 0 {
         bail!("--batch must be at least 1");
     }
@@ -124,6 +167,7 @@ pub fn run(args: ModelArgs) -> Result<ExitCode> {
     let policy = args.timing.policy()?;
     let dtype = DType::parse(&args.dtype)?;
     let layout = Layout::parse(&args.layout)?;
+    let replicas = data_parallel_replicas(&args, graphs.len())?;
     let workspace_limit = args
         .workspace_limit
         .as_deref()
@@ -131,14 +175,18 @@ pub fn run(args: ModelArgs) -> Result<ExitCode> {
         .transpose()
         .context("--workspace-limit")?
         .unwrap_or(gpu::DEFAULT_WORKSPACE_LIMIT);
-    let gpu = match session::choose_device(args.device, Needs::CudnnAndNvrtc)? {
-        Target::Gpu(g) => Some(*g),
-        Target::Cpu(why) => {
-            if let (Some(why), false) = (why, args.quiet) {
-                crate::note!("cnnbench: device auto: {why}; using the CPU");
+    let gpu = match &replicas {
+        // The first replica's GPU describes the run.
+        Some(r) => Some(Gpu::open_ordinal(r.first_device()).map_err(|e| anyhow::anyhow!("{e}"))?),
+        None => match session::choose_device(args.device, Needs::CudnnAndNvrtc)? {
+            Target::Gpu(g) => Some(*g),
+            Target::Cpu(why) => {
+                if let (Some(why), false) = (why, args.quiet) {
+                    crate::note!("cnnbench: device auto: {why}; using the CPU");
+                }
+                None
             }
-            None
-        }
+        },
     };
     if gpu.is_none() && (dtype != DType::F32 || layout != Layout::Nhwc) {
         bail!("--dtype {dtype} --layout {layout}: the CPU path runs f32 in nhwc only");
@@ -162,19 +210,146 @@ pub fn run(args: ModelArgs) -> Result<ExitCode> {
         Some(setup) => setup.environment(threads, isa),
         None => Environment::here(threads, isa.name().into(), None, "wall clock"),
     };
+    if let (Some(r), Some(setup)) = (&replicas, &gpu) {
+        if !r.leads() {
+            // A rank other than 0: its times go to rank 0, which reports.
+            for g in &graphs {
+                data_parallel::run(&setup.replica_config(g, &args, policy), r, bar)?;
+            }
+            bar.finish_and_clear();
+            return Ok(ExitCode::SUCCESS);
+        }
+    }
     let mut out = ModelOutput::new(env, &args)?;
     for g in &graphs {
         bar.set_message(g.name.clone());
-        let rec = match &gpu {
-            Some(setup) => gpu::run(setup, g, &args, policy, bar)?,
-            None => run_cpu(g, &args, policy, isa, bar)?,
+        let recs = match (&gpu, &replicas) {
+            (Some(setup), Some(r)) => {
+                data_parallel::run(&setup.replica_config(g, &args, policy), r, bar)?
+            }
+            (Some(setup), None) => gpu::run(setup, g, &args, policy, bar)?
+                .into_iter()
+                .collect(),
+            (None, _) => run_cpu(g, &args, policy, isa, bar)?.into_iter().collect(),
         };
-        let Some(rec) = rec else { break };
-        out.push(rec)?;
+        if recs.is_empty() {
+            break;
+        }
+        for mut rec in recs {
+            if let Some(plan) = &projecting {
+                rec.projection = plan.project(g, &rec)?;
+            }
+            out.push(rec)?;
+        }
         bar.inc(1);
+        if session.interrupted() {
+            break;
+        }
     }
     bar.finish_and_clear();
     out.finish(session.interrupted())
+}
+
+/// What `--project-gpus` asks for, checked before anything runs.
+struct ProjectionPlan {
+    gpus: Vec<usize>,
+    links: Interconnect,
+    gpus_per_node: usize,
+}
+
+fn projection_plan(args: &ModelArgs) -> Result<Option<ProjectionPlan>> {
+    let Some(list) = &args.project_gpus else {
+        return Ok(None);
+    };
+    let gpus = project::parse_gpu_list(list)?;
+    let links = interconnect::parse_pair(&args.interconnect)?;
+    let g = args.gpus_per_node;
+    if g == 0 || g > project::MAX_GPUS {
+        bail!("--gpus-per-node {g}: expected 1 to {}", project::MAX_GPUS);
+    }
+    if let Some(n) = gpus.iter().find(|&&n| n > g && n % g != 0) {
+        bail!("--project-gpus: {n} GPUs do not fill whole nodes of {g} (--gpus-per-node)");
+    }
+    Ok(Some(ProjectionPlan {
+        gpus,
+        links,
+        gpus_per_node: g,
+    }))
+}
+
+impl ProjectionPlan {
+    /// The projections of `rec`, a measured single-GPU record with its
+    /// layer table (none for an OOM or a data-parallel record).
+    fn project(&self, g: &Graph, rec: &ModelRecord) -> Result<Option<ProjectionSet>> {
+        let (Some(f), Some(b), true, None) = (
+            rec.forward_ms,
+            rec.backward_ms,
+            rec.status == "ok",
+            &rec.data_parallel,
+        ) else {
+            return Ok(None);
+        };
+        // The layer table holds nodes 1.. in graph order; node 0 is the image.
+        let node_backward_ms = std::iter::once(0.0)
+            .chain(rec.layers.iter().map(|l| l.backward_ms))
+            .collect();
+        let measured = project::Measured {
+            batch: rec.batch,
+            forward_ms: f.median,
+            backward_ms: b.median,
+            update_ms: rec.update_ms.map_or(0.0, |u| u.median),
+            node_backward_ms,
+            grads: buckets::graph_params(g, project::GRAD_BYTES),
+        };
+        let rows = self
+            .gpus
+            .iter()
+            .map(|&n| {
+                project::project(
+                    &measured,
+                    &project::Topology {
+                        gpus: n,
+                        gpus_per_node: self.gpus_per_node,
+                        links: self.links.clone(),
+                    },
+                )
+            })
+            .collect::<Result<Vec<_>>>()
+            .with_context(|| format!("projecting {}", g.name))?;
+        Ok(Some(ProjectionSet {
+            interconnect: self.links.clone(),
+            gpus_per_node: self.gpus_per_node,
+            assumptions: project::assumptions(&self.links, self.gpus_per_node),
+            rows,
+        }))
+    }
+}
+
+/// The replicas of a data-parallel run (`--gpus`, `--launcher`), checked
+/// before anything runs: NCCL present, the devices there, the launcher's
+/// variables sound.
+fn data_parallel_replicas(args: &ModelArgs, models: usize) -> Result<Option<Replicas>> {
+    if let Some(s) = &args.gpus {
+        let ids = replicas::parse_gpus(s)?;
+        replicas::check_devices(&format!("--gpus {s}"), &ids)?;
+        return Ok(Some(Replicas::InProcess(ids)));
+    }
+    let Some(choice) = args.launcher else {
+        return Ok(None);
+    };
+    if models > 1 {
+        bail!("--launcher runs one model at a time (each needs its own NCCL communicator)");
+    }
+    let secs = args.rendezvous_timeout.unwrap_or(300.0);
+    if !(secs.is_finite() && secs > 0.0 && secs <= 86_400.0) {
+        bail!("--rendezvous-timeout must be between 0 and 86400 seconds, got {secs}");
+    }
+    let world = launch::from_process_env(choice)?;
+    replicas::launched_device(&world)?;
+    Ok(Some(Replicas::Launched {
+        world,
+        timeout: std::time::Duration::from_secs_f64(secs),
+    }))
 }
 
 /// Training FLOPs of one step at `batch`: forward 2·MACs; backward 2·MACs
@@ -222,6 +397,8 @@ pub(crate) fn base_record(
         memory: None,
         fused: None,
         layers: Vec::new(),
+        data_parallel: None,
+        projection: None,
     }
 }
 
@@ -260,6 +437,7 @@ fn run_cpu(
     let mut steps = NetSteps {
         net: CpuNet::new(g, args.batch, opts).map_err(|e| anyhow::anyhow!("{}: {e}", g.name))?,
         update: args.update.is_some(),
+        hook: None,
     };
     // The first step always runs untimed: it times the convolution
     // algorithms of each layer and keeps the fastest.
@@ -277,9 +455,15 @@ fn run_cpu(
     let mut base = base_record(g, args.batch, "ok", CPU);
     base.fused = (net.fused_relus() > 0).then(|| "relu".into());
     let loss = net.loss().map_err(|e| anyhow::anyhow!("{e}"))?;
-    Ok(Some(
-        timed.record(g, args, base, loss, mem, |i| net.kernels(i)),
-    ))
+    Ok(Some(timed.record(
+        g,
+        args,
+        base,
+        loss,
+        mem,
+        |i| net.kernels(i),
+        1,
+    )))
 }
 
 /// Renders and keeps the records of a model run.
@@ -376,6 +560,11 @@ impl ModelOutput {
                     s += &format!("\n## {} (batch {}), per layer\n", r.model, r.batch);
                     s += &layers_table(&r.layers, md);
                 }
+                for r in &self.records {
+                    if let Some(p) = &r.projection {
+                        s += &projection_section(r, p, md);
+                    }
+                }
                 s
             }
         })
@@ -430,6 +619,55 @@ fn models_table(records: &[ModelRecord], md: bool) -> String {
         .collect();
     use Align::{Left as L, Right as R};
     aligned(&header, &[L, R, R, R, R, R, R, R, R, R, L], &rows, md)
+}
+
+/// A record's projections, marked as such, with every assumption.
+fn projection_section(r: &ModelRecord, p: &ProjectionSet, md: bool) -> String {
+    let mut s = format!(
+        "\n## {} (batch {} per GPU), PROJECTED data-parallel steps (a model from this run's per-layer backward times, not a measurement)\n",
+        r.model, r.batch
+    );
+    let rows: Vec<Vec<String>> = p
+        .rows
+        .iter()
+        .map(|x| {
+            vec![
+                x.gpus.to_string(),
+                x.nodes.to_string(),
+                x.buckets.to_string(),
+                x.algorithm.clone(),
+                format!("{:.2}", x.comm_ms),
+                format!("{:.2}", x.exposed_ms),
+                format!("{:.1}", x.step_ms),
+                format!("{:.0}", x.images_per_sec),
+                format!("{:.1}", x.speedup),
+                format!("{:.1}%", 100.0 * x.efficiency),
+            ]
+        })
+        .collect();
+    use Align::{Left as L, Right as R};
+    s += &aligned(
+        &[
+            "GPUs",
+            "nodes",
+            "buckets",
+            "all-reduce",
+            "comm ms",
+            "exposed ms",
+            "step ms",
+            "img/s",
+            "speedup",
+            "efficiency",
+        ],
+        &[R, R, R, L, R, R, R, R, R, R],
+        &rows,
+        md,
+    );
+    s += "\nAssumptions:\n";
+    for a in &p.assumptions {
+        s += &format!("{}- {a}\n", if md { "" } else { "  " });
+    }
+    s
 }
 
 fn layers_table(layers: &[LayerTime], md: bool) -> String {

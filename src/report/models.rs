@@ -152,6 +152,8 @@ fn read_model_csv(path: &Path) -> Result<ModelRun> {
             memory: None,
             fused: None,
             layers: Vec::new(),
+            data_parallel: None,
+            projection: None,
         });
     }
     Ok(ModelRun {

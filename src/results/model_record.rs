@@ -44,6 +44,51 @@ pub struct ModelRecord {
     pub fused: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub layers: Vec<LayerTime>,
+    /// A data-parallel run over several GPUs (then `batch` is per GPU, as
+    /// tf_cnn_benchmarks counts it, and `images_per_sec` is the total).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_parallel: Option<DataParallel>,
+    /// `--project-gpus`: this run's step projected on more GPUs, from its
+    /// per-layer backward times (a model, not a measurement).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub projection: Option<ProjectionSet>,
+}
+
+/// Projections of one measured record and what they assume.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ProjectionSet {
+    pub interconnect: crate::dist::interconnect::Interconnect,
+    pub gpus_per_node: usize,
+    pub assumptions: Vec<String>,
+    pub rows: Vec<crate::dist::project::Projection>,
+}
+
+/// How a data-parallel step ran: over how many GPUs, how the gradients
+/// travelled, and what the GPUs gained over one.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DataParallel {
+    /// Replicas, one per GPU (NCCL's world size).
+    pub gpus: usize,
+    /// `in-process` (`--gpus`), `torchrun` or `slurm`.
+    pub launcher: String,
+    /// The NCCL that all-reduced the gradients.
+    pub nccl: String,
+    /// Gradient buckets per step, and the fp32 bytes all-reduced.
+    pub buckets: usize,
+    pub gradient_bytes: usize,
+    /// Per step: from the end of the backward pass until the last bucket's
+    /// all-reduce finished (the slowest replica's).
+    pub exposed_comm_ms: Stats,
+    /// Each replica's median step, rank order.
+    pub rank_step_ms: Vec<f64>,
+    pub images_per_sec_per_gpu: f64,
+    /// The same configuration on one GPU without NCCL, timed in this run
+    /// first (rank 0's GPU): its median step.
+    pub single_gpu_step_ms: f64,
+    /// `gpus` x the single-GPU step over the data-parallel step.
+    pub speedup: f64,
+    /// `speedup / gpus`.
+    pub efficiency: f64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]

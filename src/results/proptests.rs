@@ -13,7 +13,8 @@ use super::price::Price;
 use super::record::CSV_HEADER;
 use super::store::{self, RunFile, FORMAT_VERSION};
 use super::{
-    Check, Device, Dir, Environment, LayerTime, MemoryBytes, ModelRecord, Record, Skipped,
+    Check, DataParallel, Device, Dir, Environment, LayerTime, MemoryBytes, ModelRecord, Record,
+    Skipped,
 };
 use crate::bench::Stats;
 use crate::proptest_support::{check_error, config};
@@ -170,6 +171,20 @@ fn model_run() -> RunFile<ModelRecord> {
                 percent: 7.85,
                 kernels: "fwd direct, bwd-data gemm".into(),
             }],
+            data_parallel: Some(DataParallel {
+                gpus: 8,
+                launcher: "torchrun".into(),
+                nccl: "2.32.3".into(),
+                buckets: 5,
+                gradient_bytes: 102_228_128,
+                exposed_comm_ms: stats(1.5),
+                rank_step_ms: vec![363.0; 8],
+                images_per_sec_per_gpu: 44.1,
+                single_gpu_step_ms: 360.0,
+                speedup: 7.93,
+                efficiency: 0.991,
+            }),
+            projection: None,
         }],
         skipped: Vec::new(),
         complete: true,

@@ -191,3 +191,60 @@ fn preactivation_blocks_match_the_reference<T: OnBackend>(t: &T) {
 
 on_every_backend!(every_op_matches_the_reference);
 on_every_backend!(preactivation_blocks_match_the_reference);
+
+/// Records what a data-parallel step's gradient exchange hears.
+#[derive(Default)]
+struct ListeningHook {
+    nodes: Vec<usize>,
+    finished: usize,
+}
+
+impl super::exec::GradientHook for ListeningHook {
+    fn after_backward(&mut self, node: usize) -> crate::core::error::Result<()> {
+        self.nodes.push(node);
+        Ok(())
+    }
+
+    fn finish(&mut self) -> crate::core::error::Result<()> {
+        self.finished += 1;
+        Ok(())
+    }
+}
+
+/// The hook of a data-parallel step hears of every node once, in backward
+/// order, and is finished once per step; the step it rides on computes
+/// what a plain step does (to the backend's tolerance: the CPU may pick
+/// another convolution algorithm in each network's first step).
+fn a_hooked_step_hears_every_node_and_changes_nothing<T: OnBackend>(t: &T) {
+    let g = every_op_net();
+    let (mut plain, mut hooked) = (t.net(&g, 2), t.net(&g, 2));
+    let mut hook = ListeningHook::default();
+    let sgd = Some((0.01, 0.9));
+    for _ in 0..2 {
+        plain.step(sgd).expect("a plain step");
+        let ms = hooked
+            .step_hooked(sgd, Some(&mut hook))
+            .expect("a hooked step");
+        assert!(ms.exchange >= 0.0 && ms.exchange.is_finite());
+    }
+    let n = g.nodes.len();
+    let once: Vec<usize> = (1..n).rev().collect();
+    assert_eq!(hook.nodes, [once.clone(), once].concat(), "{}", t.name());
+    assert_eq!(hook.finished, 2);
+    let mut pairs = Vec::new();
+    for i in 1..n {
+        let want = plain.layer_grads(i).expect("gradients");
+        for ((tensor, got), (_, want)) in hooked
+            .layer_grads(i)
+            .expect("gradients")
+            .into_iter()
+            .zip(want)
+        {
+            pairs.push(Pair { tensor, got, want });
+        }
+    }
+    assert!(!pairs.is_empty());
+    assert_close(&t.name(), &pairs, t.tolerance());
+}
+
+on_every_backend!(a_hooked_step_hears_every_node_and_changes_nothing);

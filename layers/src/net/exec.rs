@@ -57,7 +57,20 @@ impl Memory {
 pub struct StepMs {
     pub forward: f64,
     pub backward: f64,
+    /// From the end of the backward pass until the gradient exchange of a
+    /// data-parallel step has finished: the communication the backward did
+    /// not hide (0 without one).
+    pub exchange: f64,
     pub update: f64,
+}
+
+/// What a data-parallel step does while the backward pass runs: told
+/// after each node's backward was enqueued (that node's parameter
+/// gradients are then final on the backend's stream), and asked at the
+/// end to make the step wait for what it started, before the update.
+pub trait GradientHook {
+    fn after_backward(&mut self, node: usize) -> Result<()>;
+    fn finish(&mut self) -> Result<()>;
 }
 
 pub struct Executor<B: Backend> {
@@ -82,8 +95,9 @@ pub struct Executor<B: Backend> {
     /// Per ReLU node: the node whose layer runs it, and how much of it.
     fused_into: Vec<Option<(usize, ReluFusion)>>,
     per_layer: bool,
-    /// Before forward, after forward, after backward, after the update.
-    phase: [B::Event; 4],
+    /// Before forward, after forward, after backward, after the gradient
+    /// exchange, after the update.
+    phase: [B::Event; 5],
     /// One before each node and one after the last, per pass.
     fwd_events: Vec<B::Event>,
     bwd_events: Vec<B::Event>,
@@ -140,6 +154,7 @@ impl<B: MakeLayer> Executor<B> {
             graph: graph.clone(),
             batch,
             phase: [
+                backend.event()?,
                 backend.event()?,
                 backend.event()?,
                 backend.event()?,
@@ -326,6 +341,11 @@ impl<B: Backend> Executor<B> {
 
     /// The backward pass (enqueued, on a GPU): every parameter's gradient.
     pub fn backward(&mut self) -> Result<()> {
+        self.backward_hooked(&mut None)
+    }
+
+    /// The backward pass, telling `hook` after each node.
+    fn backward_hooked(&mut self, hook: &mut Option<&mut dyn GradientHook>) -> Result<()> {
         // The step's seed again: a dropout layer's backward may regenerate
         // the forward's mask from it.
         let seed = self.step_seed();
@@ -343,6 +363,9 @@ impl<B: Backend> Executor<B> {
                 self.sum_gradients(i)?;
             } else {
                 self.backward_node(i)?;
+            }
+            if let Some(h) = hook.as_mut() {
+                h.after_backward(i)?;
             }
         }
         if self.per_layer {
@@ -424,17 +447,31 @@ impl<B: Backend> Executor<B> {
     /// backend's clock; waits for the device. With `per_layer`, also fills
     /// `fwd_ms` and `bwd_ms`.
     pub fn step(&mut self, update: Option<(f32, f32)>) -> Result<StepMs> {
+        self.step_hooked(update, None)
+    }
+
+    /// [`Executor::step`] with a gradient exchange: `hook` hears of each
+    /// node's backward, and the update waits for what it started.
+    pub fn step_hooked(
+        &mut self,
+        update: Option<(f32, f32)>,
+        mut hook: Option<&mut dyn GradientHook>,
+    ) -> Result<StepMs> {
         self.next_step();
         self.backend.record(&mut self.phase[0])?;
         self.forward()?;
         self.backend.record(&mut self.phase[1])?;
-        self.backward()?;
+        self.backward_hooked(&mut hook)?;
         self.backend.record(&mut self.phase[2])?;
+        if let Some(h) = hook {
+            h.finish()?;
+        }
+        self.backend.record(&mut self.phase[3])?;
         if let Some((lr, m)) = update {
             self.sgd_update(lr, m)?;
         }
-        self.backend.record(&mut self.phase[3])?;
-        self.backend.wait(&self.phase[3])?;
+        self.backend.record(&mut self.phase[4])?;
+        self.backend.wait(&self.phase[4])?;
         let b = &self.backend;
         if self.per_layer {
             let n = self.graph.nodes.len();
@@ -447,7 +484,8 @@ impl<B: Backend> Executor<B> {
         Ok(StepMs {
             forward: b.elapsed_ms(&self.phase[0], &self.phase[1])?,
             backward: b.elapsed_ms(&self.phase[1], &self.phase[2])?,
-            update: b.elapsed_ms(&self.phase[2], &self.phase[3])?,
+            exchange: b.elapsed_ms(&self.phase[2], &self.phase[3])?,
+            update: b.elapsed_ms(&self.phase[3], &self.phase[4])?,
         })
     }
 
@@ -532,6 +570,13 @@ impl<B: Backend> Executor<B> {
             }
         }
         out
+    }
+
+    /// Node `i`'s parameters, weight then bias.
+    pub fn node_params(&self, i: usize) -> Vec<&B::Param> {
+        self.layers[i]
+            .as_ref()
+            .map_or_else(Vec::new, |l| l.params_ref())
     }
 
     /// Node `i`'s parameter gradients with their names, f32 in the CPU

@@ -65,6 +65,28 @@ impl Graph {
         self.nodes[i].op.spec().params(&self.input_dims(i))
     }
 
+    /// Element counts of node `i`'s parameters, in the order its layers
+    /// hold them: weight, then bias (batch norm: weight (gamma), then bias
+    /// (beta)). They sum to [`Graph::node_params`]; the gradient buckets
+    /// ([`super::buckets`]) are cut along them.
+    pub fn node_param_sizes(&self, i: usize) -> Vec<usize> {
+        let x = self.input_dims(i);
+        // The same lengths the ops' `init` makes, without making them.
+        match self.nodes[i].op {
+            Op::Conv(s) => {
+                let weight = self.conv_shape(i, 1).wei_len();
+                if s.bias {
+                    vec![weight, s.oc]
+                } else {
+                    vec![weight]
+                }
+            }
+            Op::Linear(s) => vec![x[0].len() * s.out, s.out],
+            Op::BatchNorm(_) => vec![x[0].c, x[0].c],
+            _ => Vec::new(),
+        }
+    }
+
     pub fn params(&self) -> usize {
         (0..self.nodes.len()).map(|i| self.node_params(i)).sum()
     }

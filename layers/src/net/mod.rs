@@ -6,8 +6,10 @@
 
 #[cfg(test)]
 mod backend_tests;
+pub mod buckets;
 pub mod compare;
 pub mod cpu;
+pub mod data_parallel;
 pub mod exec;
 pub mod fusion;
 pub mod gpu;
@@ -19,5 +21,5 @@ mod real_libs_tests;
 #[cfg(test)]
 pub(crate) mod tests;
 
-pub use exec::{ExecOptions, Executor, Memory, StepMs};
+pub use exec::{ExecOptions, Executor, GradientHook, Memory, StepMs};
 pub use graph::{Builder, ConvSpec, Dims, Graph, LrnSpec, Node, Op, PoolKind, PoolSpec, TensorId};

@@ -354,3 +354,45 @@ fn memory_counts_every_parameter_with_its_gradient_and_momentum() {
     let net = CpuNet::new(&g, 1, opts(false)).unwrap();
     assert_eq!(net.memory().params, g.params() * 12);
 }
+
+#[test]
+fn node_param_sizes_are_the_layers_parameters() {
+    // Every model: the sizes sum to the spec's count (cheap, no layers).
+    for name in crate::zoo::NAMES {
+        let g = crate::zoo::build(name).expect("zoo model");
+        for i in 0..g.nodes.len() {
+            let sizes = g.node_param_sizes(i);
+            assert_eq!(
+                sizes.iter().sum::<usize>(),
+                g.node_params(i),
+                "{name} node {i}"
+            );
+            assert!(sizes.iter().all(|&n| n > 0), "{name} node {i}: {sizes:?}");
+        }
+    }
+    // Biased and unbiased convolutions, batch norms, grouped convolutions
+    // and fully connected layers: the lengths the layers actually hold.
+    for g in [
+        crate::zoo::build("resnet18").expect("zoo model"),
+        crate::zoo::build("googlenet").expect("zoo model"),
+        crate::zoo::build("alexnet").expect("zoo model"),
+        every_op_net(),
+    ] {
+        let mut net = CpuNet::new(&g, 1, opts(false)).unwrap();
+        let held: Vec<(String, usize)> = net
+            .named_params()
+            .into_iter()
+            .map(|(name, p)| (name, p.value.len()))
+            .collect();
+        let sized: Vec<(String, usize)> = (0..g.nodes.len())
+            .flat_map(|i| {
+                let node = &g.nodes[i].name;
+                g.node_param_sizes(i)
+                    .into_iter()
+                    .zip(["weight", "bias"])
+                    .map(move |(n, what)| (format!("{node}.{what}"), n))
+            })
+            .collect();
+        assert_eq!(sized, held, "{}", g.name);
+    }
+}

@@ -47,10 +47,37 @@ impl Setup {
         })
     }
 
+    pub fn gpu(&self) -> &Gpu {
+        &self.gpu
+    }
+
+    pub fn kernels(&self) -> &Kernels {
+        &self.kernels
+    }
+
     pub fn environment(&self, threads: usize, isa: Isa) -> Environment {
         Environment {
             gpu: Some(self.gpu.info.clone()),
             ..Environment::here(threads, isa.name().into(), None, TIMER)
+        }
+    }
+
+    /// What each replica of a data-parallel run of `g` is run with.
+    pub fn replica_config<'a>(
+        &self,
+        g: &'a Graph,
+        args: &'a ModelArgs,
+        policy: RunPolicy,
+    ) -> super::data_parallel::Config<'a> {
+        super::data_parallel::Config {
+            g,
+            args,
+            policy,
+            dtype: self.dtype,
+            layout: self.layout,
+            workspace_limit: self.workspace_limit,
+            per_layer: args.per_layer,
+            labels: self.labels(),
         }
     }
 
@@ -107,6 +134,7 @@ pub fn run(
     let mut steps = super::NetSteps {
         net,
         update: args.update.is_some(),
+        hook: None,
     };
     let timed = match time_steps(g, &mut steps, policy, bar) {
         Ok(Some(t)) => t,
@@ -123,9 +151,15 @@ pub fn run(
     };
     let loss = net.loss().map_err(gpu_err)?;
     let base = base_record(g, args.batch, "ok", s.labels());
-    Ok(Some(
-        timed.record(g, args, base, loss, mem, |i| net.kernels(i)),
-    ))
+    Ok(Some(timed.record(
+        g,
+        args,
+        base,
+        loss,
+        mem,
+        |i| net.kernels(i),
+        1,
+    )))
 }
 
 #[cfg(test)]

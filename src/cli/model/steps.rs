@@ -9,13 +9,14 @@ use crate::driver::{self, Case};
 use crate::results::{Check, LayerTime, MemoryBytes, ModelRecord};
 use anyhow::Result;
 use cnnbench_layers::core::backend::Backend;
-use cnnbench_layers::net::{Executor, Graph};
+use cnnbench_layers::net::{Executor, GradientHook, Graph};
 use std::cell::Cell;
 
 /// What the timing loop needs from a backend.
 pub(crate) trait Steps {
-    /// One training step: forward, backward and update milliseconds.
-    fn step(&mut self) -> Result<[f64; 3]>;
+    /// One training step: forward, backward, exposed gradient exchange
+    /// (data-parallel steps; else 0) and update milliseconds.
+    fn step(&mut self) -> Result<[f64; 4]>;
     /// Node `i`'s forward and backward milliseconds in the last step.
     fn layer_ms(&self, i: usize) -> (f64, f64);
 }
@@ -26,15 +27,18 @@ pub(crate) trait Steps {
 pub(crate) struct NetSteps<B: Backend> {
     pub net: Executor<B>,
     pub update: bool,
+    /// The gradient exchange of a data-parallel step.
+    pub hook: Option<Box<dyn GradientHook>>,
 }
 
 impl<B: Backend> Steps for NetSteps<B> {
-    fn step(&mut self) -> Result<[f64; 3]> {
+    fn step(&mut self) -> Result<[f64; 4]> {
+        let hook = self.hook.as_deref_mut().map(|h| h as &mut dyn GradientHook);
         let t = self
             .net
-            .step(self.update.then_some((0.01, 0.9)))
+            .step_hooked(self.update.then_some((0.01, 0.9)), hook)
             .map_err(|e| anyhow::anyhow!("{e}"))?;
-        Ok([t.forward, t.backward, t.update])
+        Ok([t.forward, t.backward, t.exchange, t.update])
     }
 
     fn layer_ms(&self, i: usize) -> (f64, f64) {
@@ -43,10 +47,11 @@ impl<B: Backend> Steps for NetSteps<B> {
 }
 
 /// The timed steps' milliseconds, per phase and per layer.
-#[derive(Default)]
+#[derive(Default, Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Timed {
     fwd: Vec<f64>,
     bwd: Vec<f64>,
+    xchg: Vec<f64>,
     upd: Vec<f64>,
     total: Vec<f64>,
     layer_f: Vec<Vec<f64>>,
@@ -75,16 +80,38 @@ pub(crate) fn time_steps(
         warmup,
         calls: 0,
         step_ms: &step_ms,
-        all: Timed {
-            fwd: vec![],
-            bwd: vec![],
-            upd: vec![],
-            total: vec![],
-            layer_f: vec![Vec::new(); n],
-            layer_b: vec![Vec::new(); n],
-        },
+        all: Timed::empty(n),
     };
     driver::drive(&mut case, &runner, &mut StepClock(&step_ms))
+}
+
+/// Exactly `warmup` then `runs` steps, never cut short: every replica of a
+/// data-parallel run must take part in every step's all-reduce, so none
+/// may stop on its own (a stop signal takes effect after them).
+pub(crate) fn fixed_steps(
+    g: &Graph,
+    s: &mut dyn Steps,
+    warmup: usize,
+    runs: usize,
+    bar: Option<&indicatif::ProgressBar>,
+) -> Result<Timed> {
+    let mut all = Timed::empty(g.nodes.len());
+    for k in 0..warmup + runs {
+        if let Some(bar) = bar {
+            bar.set_message(if k < warmup {
+                format!("{}: data-parallel warm-up step {}", g.name, k + 1)
+            } else {
+                format!(
+                    "{}: data-parallel step {} of {runs}",
+                    g.name,
+                    k + 1 - warmup
+                )
+            });
+        }
+        let t = s.step()?;
+        all.push(t, &*s);
+    }
+    Ok(all.last(runs))
 }
 
 /// Training steps of one network, every phase and layer kept.
@@ -110,18 +137,9 @@ impl Case for StepsCase<'_> {
         } else {
             format!("{}: step {}", self.name, calls - warmup)
         });
-        let [f, b, u] = self.steps.step()?;
-        let all = &mut self.all;
-        all.fwd.push(f);
-        all.bwd.push(b);
-        all.upd.push(u);
-        all.total.push(f + b + u);
-        self.step_ms.set(f + b + u);
-        for i in 0..all.layer_f.len() {
-            let (lf, lb) = self.steps.layer_ms(i);
-            all.layer_f[i].push(lf);
-            all.layer_b[i].push(lb);
-        }
+        let t = self.steps.step()?;
+        self.all.push(t, &*self.steps);
+        self.step_ms.set(t.iter().sum());
         Ok(())
     }
 
@@ -148,12 +166,67 @@ impl Timer for StepClock<'_> {
 }
 
 impl Timed {
+    fn empty(nodes: usize) -> Timed {
+        Timed {
+            layer_f: vec![Vec::new(); nodes],
+            layer_b: vec![Vec::new(); nodes],
+            ..Timed::default()
+        }
+    }
+
+    /// Keeps one step's phases `[forward, backward, exchange, update]`
+    /// and its layers' times.
+    fn push(&mut self, [f, b, x, u]: [f64; 4], s: &dyn Steps) {
+        self.fwd.push(f);
+        self.bwd.push(b);
+        self.xchg.push(x);
+        self.upd.push(u);
+        self.total.push(f + b + x + u);
+        for i in 0..self.layer_f.len() {
+            let (lf, lb) = s.layer_ms(i);
+            self.layer_f[i].push(lf);
+            self.layer_b[i].push(lb);
+        }
+    }
+
+    /// How many timed steps.
+    pub(crate) fn runs(&self) -> usize {
+        self.total.len()
+    }
+
+    /// The median step (forward, backward, exchange and update).
+    pub(crate) fn median_step(&self) -> f64 {
+        median(&self.total)
+    }
+
+    /// The exposed gradient exchange per step.
+    pub(crate) fn exchange(&self) -> &[f64] {
+        &self.xchg
+    }
+
+    /// A data-parallel step as the replicas ran it: each step takes as
+    /// long as its slowest replica (they meet in every all-reduce); the
+    /// phases and layers are the first replica's.
+    pub(crate) fn slowest_of(mut replicas: Vec<Timed>) -> Option<Timed> {
+        let mut out = replicas.first()?.clone();
+        for r in replicas.drain(1..) {
+            for (t, rt) in out.total.iter_mut().zip(&r.total) {
+                *t = t.max(*rt);
+            }
+            for (x, rx) in out.xchg.iter_mut().zip(&r.xchg) {
+                *x = x.max(*rx);
+            }
+        }
+        Some(out)
+    }
+
     /// The last `k` steps.
     fn last(self, k: usize) -> Timed {
         let tail = |v: Vec<f64>| v[v.len().saturating_sub(k)..].to_vec();
         Timed {
             fwd: tail(self.fwd),
             bwd: tail(self.bwd),
+            xchg: tail(self.xchg),
             upd: tail(self.upd),
             total: tail(self.total),
             layer_f: self.layer_f.into_iter().map(tail).collect(),
@@ -161,8 +234,10 @@ impl Timed {
         }
     }
 
-    /// The record: statistics, throughput, the loss, memory and (with
-    /// `--per-layer`) the layer table.
+    /// The record: statistics, throughput (of `replicas` GPUs, each on
+    /// its own batch), the loss, memory and (with `--per-layer`) the layer
+    /// table.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn record(
         &self,
         g: &Graph,
@@ -171,6 +246,7 @@ impl Timed {
         loss: f32,
         memory: MemoryBytes,
         kernels: impl Fn(usize) -> String,
+        replicas: usize,
     ) -> ModelRecord {
         if !loss.is_finite() {
             crate::note!("cnnbench: warning: {}: the loss is {loss}", g.name);
@@ -181,8 +257,10 @@ impl Timed {
         rec.backward_ms = Some(stats(&self.bwd));
         rec.update_ms = args.update.is_some().then(|| stats(&self.upd));
         rec.total_ms = Some(total_s);
-        rec.images_per_sec = Some(args.batch as f64 / (total_s.median / 1e3));
-        rec.gflops = Some(step_flops(g, args.batch) as f64 / (total_s.median * 1e6));
+        let images = (replicas * args.batch) as f64;
+        rec.images_per_sec = Some(images / (total_s.median / 1e3));
+        rec.gflops =
+            Some(replicas as f64 * step_flops(g, args.batch) as f64 / (total_s.median * 1e6));
         rec.runs = self.fwd.len();
         rec.loss = Some(loss);
         rec.memory = Some(memory);

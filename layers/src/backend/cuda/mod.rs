@@ -10,9 +10,10 @@ pub mod cudnn_ops;
 pub mod device;
 #[cfg(test)]
 pub mod emu;
-mod error;
+pub(crate) mod error;
 pub mod layer;
 pub mod memory;
+pub mod nccl;
 pub mod nvrtc;
 mod probe;
 
@@ -47,13 +48,32 @@ pub struct Gpu {
 impl Gpu {
     /// Opens device 0, or says in one line why no GPU is usable.
     pub fn open() -> Result<Gpu, String> {
+        Gpu::open_ordinal(0)
+    }
+
+    /// Opens device `ordinal` (of those `CUDA_VISIBLE_DEVICES` shows), or
+    /// says in one line why it is not usable.
+    pub fn open_ordinal(ordinal: usize) -> Result<Gpu, String> {
         if let Some(missing) = Presence::detect().missing() {
             return Err(missing);
         }
-        Gpu::open_present().map_err(|e| format!("no usable GPU: {e}"))
+        Gpu::open_present(ordinal).map_err(|e| format!("no usable GPU {ordinal}: {e}"))
     }
 
-    fn open_present() -> GpuResult<Gpu> {
+    /// How many GPUs this process sees (after `CUDA_VISIBLE_DEVICES`), or
+    /// why none.
+    pub fn count() -> Result<usize, String> {
+        if let Some(missing) = Presence::detect().missing() {
+            return Err(missing);
+        }
+        // SAFETY: cuInit takes no pointers; the library is present.
+        error::check_driver("cuInit", unsafe { cudarc::driver::sys::cuInit(0) })
+            .and_then(|_| CudaContext::device_count().map_err(|e| driver("cuDeviceGetCount", e)))
+            .map(|n| n.max(0) as usize)
+            .map_err(|e| format!("no usable GPU: {e}"))
+    }
+
+    fn open_present(ordinal: usize) -> GpuResult<Gpu> {
         let mut driver_version = 0;
         // SAFETY: out-pointer to a local; needs no cuInit.
         error::check_driver("cuDriverGetVersion", unsafe {
@@ -70,7 +90,7 @@ impl Gpu {
                 oom: false,
             });
         }
-        let ctx = CudaContext::new(0).map_err(|e| driver("cuInit/cuCtxCreate", e))?;
+        let ctx = CudaContext::new(ordinal).map_err(|e| driver("cuInit/cuCtxCreate", e))?;
         // Our buffers are raw allocations ordered by one stream: cudarc's
         // per-allocation event tracking would only add work.
         // SAFETY: called before any cudarc allocation on this context.

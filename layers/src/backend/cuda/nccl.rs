@@ -1,0 +1,343 @@
+//! NCCL, the collective library every data-parallel trainer uses, loaded at
+//! run time like the other CUDA libraries (by its own loader: see
+//! [`NAMES`]): communicators (one per GPU of
+//! this process, or one per launched rank), the all-reduce on a stream,
+//! and groups. Every status becomes a [`GpuError`] naming the call and
+//! NCCL's own words for it.
+
+use super::error::{GpuError, GpuResult};
+use cudarc::driver::CudaStream;
+use std::ffi::{c_char, c_int, c_void};
+use std::sync::OnceLock;
+
+/// Bytes of an NCCL unique id (`NCCL_UNIQUE_ID_BYTES`).
+pub const ID_BYTES: usize = 128;
+
+/// The names NCCL is loaded under: pip's wheel and PyTorch ship only the
+/// versioned one, a `-dev` package adds the plain one.
+const NAMES: [&str; 2] = ["libnccl.so.2", "libnccl.so"];
+
+type RawComm = *mut c_void;
+/// `ncclResult_t`, kept as the integer: a status newer than these bindings
+/// must not become an invalid enum value.
+type Status = c_int;
+const SUCCESS: Status = 0;
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct UniqueId {
+    internal: [c_char; ID_BYTES],
+}
+
+/// The functions cnnbench calls, looked up once when the library loads:
+/// a library without one of them is refused before any is called.
+struct Lib {
+    get_version: unsafe extern "C" fn(*mut c_int) -> Status,
+    get_unique_id: unsafe extern "C" fn(*mut UniqueId) -> Status,
+    get_error_string: unsafe extern "C" fn(Status) -> *const c_char,
+    comm_init_all: unsafe extern "C" fn(*mut RawComm, c_int, *const c_int) -> Status,
+    comm_init_rank: unsafe extern "C" fn(*mut RawComm, c_int, UniqueId, c_int) -> Status,
+    comm_destroy: unsafe extern "C" fn(RawComm) -> Status,
+    all_reduce: unsafe extern "C" fn(
+        *const c_void,
+        *mut c_void,
+        usize,
+        c_int,
+        c_int,
+        RawComm,
+        *mut c_void,
+    ) -> Status,
+    group_start: unsafe extern "C" fn() -> Status,
+    group_end: unsafe extern "C" fn() -> Status,
+    // Last: the functions above point into it.
+    _lib: libloading::Library,
+}
+
+fn load() -> Result<Lib, String> {
+    // SAFETY: loading NCCL runs its initialisers, which only set up state
+    // of its own.
+    let lib = NAMES
+        .iter()
+        .find_map(|n| unsafe { libloading::Library::new(*n) }.ok())
+        .ok_or_else(|| {
+            "NCCL (libnccl.so.2) was not found: install it (pip install nvidia-nccl-cu13, \
+             or the system's libnccl2) and put its lib folder on LD_LIBRARY_PATH"
+                .to_string()
+        })?;
+    macro_rules! get {
+        ($name:literal) => {
+            // SAFETY: the type is NCCL's declaration of the function.
+            *unsafe { lib.get(concat!($name, "\0").as_bytes()) }.map_err(|_| {
+                format!(
+                    "the NCCL that loaded has no {} (not NCCL, or older than 2.10)",
+                    $name
+                )
+            })?
+        };
+    }
+    Ok(Lib {
+        get_version: get!("ncclGetVersion"),
+        get_unique_id: get!("ncclGetUniqueId"),
+        get_error_string: get!("ncclGetErrorString"),
+        comm_init_all: get!("ncclCommInitAll"),
+        comm_init_rank: get!("ncclCommInitRank"),
+        comm_destroy: get!("ncclCommDestroy"),
+        all_reduce: get!("ncclAllReduce"),
+        group_start: get!("ncclGroupStart"),
+        group_end: get!("ncclGroupEnd"),
+        _lib: lib,
+    })
+}
+
+fn lib() -> Result<&'static Lib, String> {
+    static LIB: OnceLock<Result<Lib, String>> = OnceLock::new();
+    LIB.get_or_init(load).as_ref().map_err(Clone::clone)
+}
+
+/// Whether NCCL loads with the functions cnnbench calls; if not, one line
+/// saying what is wrong.
+pub fn missing() -> Option<String> {
+    lib().err()
+}
+
+/// The loaded library, or the error of a call made without it.
+fn nccl(call: &'static str) -> GpuResult<&'static Lib> {
+    lib().map_err(|status| GpuError {
+        call,
+        status,
+        oom: false,
+    })
+}
+
+fn check(l: &Lib, call: &'static str, r: Status) -> GpuResult<()> {
+    if r == SUCCESS {
+        return Ok(());
+    }
+    // SAFETY: NCCL returns a static string for any status.
+    let words = unsafe {
+        let p = (l.get_error_string)(r);
+        if p.is_null() {
+            String::new()
+        } else {
+            std::ffi::CStr::from_ptr(p).to_string_lossy().into_owned()
+        }
+    };
+    Err(GpuError {
+        call,
+        status: format!("ncclResult {r} ({words})"),
+        // ncclSystemError: NCCL says host or device memory ran out here.
+        oom: r == 2 && words.contains("memory"),
+    })
+}
+
+/// NCCL's version as `2.32.3` (needs no GPU).
+pub fn version() -> GpuResult<String> {
+    let l = nccl("ncclGetVersion")?;
+    let mut v = 0;
+    // SAFETY: an out-pointer to a local.
+    check(l, "ncclGetVersion", unsafe { (l.get_version)(&mut v) })?;
+    Ok(version_name(v))
+}
+
+/// NCCL's version code (`major*10000 + minor*100 + patch` since 2.9,
+/// `major*1000 + minor*100 + patch` before) as `major.minor.patch`.
+pub fn version_name(code: i32) -> String {
+    if code >= 20900 {
+        format!("{}.{}.{}", code / 10000, (code % 10000) / 100, code % 100)
+    } else {
+        format!("{}.{}.{}", code / 1000, (code % 1000) / 100, code % 100)
+    }
+}
+
+/// A new unique id: rank 0 makes it and hands it to the others (needs no
+/// GPU; NCCL picks the network interface its bootstrap listens on).
+pub fn unique_id() -> GpuResult<[u8; ID_BYTES]> {
+    let l = nccl("ncclGetUniqueId")?;
+    let mut id = UniqueId {
+        internal: [0; ID_BYTES],
+    };
+    // SAFETY: an out-pointer to a local of NCCL's layout.
+    check(l, "ncclGetUniqueId", unsafe { (l.get_unique_id)(&mut id) })?;
+    Ok(id.internal.map(|c| c as u8))
+}
+
+/// The element types cnnbench all-reduces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Elem {
+    F32,
+    F16,
+    Bf16,
+}
+
+impl Elem {
+    /// `ncclDataType_t`.
+    fn raw(self) -> c_int {
+        match self {
+            Elem::F32 => 7,
+            Elem::F16 => 6,
+            Elem::Bf16 => 9,
+        }
+    }
+
+    pub fn bytes(self) -> usize {
+        match self {
+            Elem::F32 => 4,
+            Elem::F16 | Elem::Bf16 => 2,
+        }
+    }
+}
+
+/// The reduction: a sum, the mean over ranks (data-parallel gradients, as
+/// PyTorch DDP averages them), or the largest.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reduce {
+    Sum,
+    Avg,
+    Max,
+}
+
+/// One rank's communicator.
+pub struct Comm {
+    raw: RawComm,
+    lib: &'static Lib,
+    pub rank: usize,
+    pub world_size: usize,
+}
+
+// SAFETY: a communicator is used by one thread at a time (its rank's); NCCL
+// allows a communicator made on one thread to be used on another.
+unsafe impl Send for Comm {}
+
+impl Comm {
+    /// One communicator per device of this process (`ncclCommInitAll`):
+    /// rank `k` is device `ordinals[k]`.
+    pub fn init_all(ordinals: &[i32]) -> GpuResult<Vec<Comm>> {
+        let l = nccl("ncclCommInitAll")?;
+        let n = ordinals.len();
+        let mut raw = vec![std::ptr::null_mut(); n];
+        // SAFETY: `raw` has room for one communicator per device.
+        check(l, "ncclCommInitAll", unsafe {
+            (l.comm_init_all)(raw.as_mut_ptr(), n as c_int, ordinals.as_ptr())
+        })?;
+        Ok(raw
+            .into_iter()
+            .enumerate()
+            .map(|(rank, raw)| Comm {
+                raw,
+                lib: l,
+                rank,
+                world_size: n,
+            })
+            .collect())
+    }
+
+    /// This process's communicator among `world_size` launched ranks. The
+    /// device is the one whose context is current on this thread (bind it
+    /// first), as with `cudaSetDevice` before `ncclCommInitRank`.
+    pub fn init_rank(world_size: usize, id: &[u8; ID_BYTES], rank: usize) -> GpuResult<Comm> {
+        let l = nccl("ncclCommInitRank")?;
+        let id = UniqueId {
+            internal: id.map(|b| b as c_char),
+        };
+        let mut raw = std::ptr::null_mut();
+        // SAFETY: an out-pointer to a local; the id is passed by value.
+        check(l, "ncclCommInitRank", unsafe {
+            (l.comm_init_rank)(&mut raw, world_size as c_int, id, rank as c_int)
+        })?;
+        Ok(Comm {
+            raw,
+            lib: l,
+            rank,
+            world_size,
+        })
+    }
+
+    /// Enqueues an all-reduce of `count` elements on `stream`; in place
+    /// when `send == recv`.
+    ///
+    /// # Safety
+    /// Both pointers hold `count` elements of `elem` on this rank's device
+    /// and stay alive until the stream has run the reduction.
+    pub unsafe fn all_reduce(
+        &self,
+        send: *const c_void,
+        recv: *mut c_void,
+        count: usize,
+        elem: Elem,
+        op: Reduce,
+        stream: &CudaStream,
+    ) -> GpuResult<()> {
+        // ncclRedOp_t: ncclSum 0, ncclMax 2, ncclAvg 4 (NCCL 2.10 and later).
+        let op = match op {
+            Reduce::Sum => 0,
+            Reduce::Max => 2,
+            Reduce::Avg => 4,
+        };
+        let l = self.lib;
+        check(
+            l,
+            "ncclAllReduce",
+            (l.all_reduce)(
+                send,
+                recv,
+                count,
+                elem.raw(),
+                op,
+                self.raw,
+                stream.cu_stream() as *mut c_void,
+            ),
+        )
+    }
+}
+
+impl Drop for Comm {
+    fn drop(&mut self) {
+        // SAFETY: the communicator is live and dropped once. A failure here
+        // has nobody to report to.
+        unsafe {
+            (self.lib.comm_destroy)(self.raw);
+        }
+    }
+}
+
+/// Collectives enqueued between [`group_start`] and [`group_end`] launch
+/// together (one call for a bucket's parameters, or for every GPU of this
+/// process).
+pub fn group_start() -> GpuResult<()> {
+    let l = nccl("ncclGroupStart")?;
+    // SAFETY: no arguments.
+    check(l, "ncclGroupStart", unsafe { (l.group_start)() })
+}
+
+pub fn group_end() -> GpuResult<()> {
+    let l = nccl("ncclGroupEnd")?;
+    // SAFETY: no arguments.
+    check(l, "ncclGroupEnd", unsafe { (l.group_end)() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn version_codes_read_as_nccl_writes_them() {
+        assert_eq!(version_name(23203), "2.32.3");
+        assert_eq!(version_name(21805), "2.18.5");
+        assert_eq!(version_name(2804), "2.8.4");
+    }
+
+    /// CI's real-library stage: pip's NCCL loads, says its version and
+    /// makes unique ids without a driver.
+    #[test]
+    fn real_libs_nccl_loads_and_answers() {
+        let why = missing();
+        if !crate::backend::cuda::gpu_lib_for_test("NCCL (libnccl.so.2)", why.is_none()) {
+            return;
+        }
+        let v = version().expect("ncclGetVersion");
+        assert!(v.starts_with("2."), "{v}");
+        let (a, b) = (unique_id().expect("an id"), unique_id().expect("an id"));
+        assert!(a.iter().any(|&x| x != 0));
+        assert_ne!(a, b, "each id is new");
+    }
+}

@@ -1,0 +1,476 @@
+//! `cnnbench allreduce`: NCCL's all-reduce over message sizes (DeepBench's
+//! by default), f32/f16/bf16, in place and out of place, over this
+//! machine's GPUs (`--gpus`) or the ranks a launcher started
+//! (`--launcher`). Bandwidths follow nccl-tests' definitions: algorithm
+//! bandwidth = bytes / time, bus bandwidth = algbw x 2(n-1)/n.
+//!
+//! Each rank times every all-reduce with CUDA events on its stream; a
+//! run's time is the slowest rank's (they finish together or not at all).
+//! The reduction is the mean, as data-parallel training averages
+//! gradients: rank r sends r+1 everywhere, so every element of the result
+//! must be (n+1)/2, checked after the timed runs, and in-place runs never
+//! grow their values.
+
+use super::output::StoreArgs;
+use super::replicas::{self, CommFrom, Replicas};
+use super::session::Session;
+use super::TimingArgs;
+use crate::bench::Stats;
+use crate::dist::launch::{self, LauncherChoice};
+use crate::output::table::{aligned, Align};
+use crate::output::{self, Format, RECORD_FORMATS};
+use crate::results::store::{RunFile, FORMAT_VERSION};
+use crate::results::Environment;
+use anyhow::{anyhow, bail, Context, Result};
+use clap::Args;
+use cnnbench_kernels::Isa;
+use cnnbench_layers::cuda::nccl::{self, Elem, Reduce};
+use cnnbench_layers::cuda::{DeviceBuffer, Gpu};
+use cnnbench_layers::DType;
+use serde::{Deserialize, Serialize};
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// DeepBench's all-reduce sizes, in floats (`code/kernels/all_reduce_problems.h`
+/// of baidu-research/DeepBench at 0121d4b).
+pub const DEEPBENCH_SIZES: [usize; 7] = [
+    100_000, 3_097_600, 4_194_304, 6_553_600, 16_777_217, 38_360_000, 64_500_000,
+];
+
+/// Timed all-reduces per size and placement with `--iters` unset; and
+/// untimed ones first with `--warmup` unset. A fixed count: every rank must
+/// run every all-reduce.
+const DEFAULT_RUNS: usize = 50;
+const DEFAULT_WARMUP: usize = 5;
+
+#[derive(Args, Debug)]
+#[command(after_help = "Examples:
+    cnnbench allreduce --gpus 8
+    cnnbench allreduce --gpus 2 --sizes 1048576,268435456 --dtype f32,bf16 --placement out
+    torchrun --nnodes 2 --nproc-per-node 8 --no-python cnnbench allreduce --launcher torchrun")]
+pub struct AllreduceArgs {
+    /// Elements per message: `deepbench` (its seven sizes, 100K to 64.5M floats) or a comma list
+    #[arg(long, default_value = "deepbench", value_name = "LIST")]
+    sizes: String,
+    /// Element types, comma-separated: f32, f16, bf16
+    #[arg(long, default_value = "f32", value_name = "LIST")]
+    dtype: String,
+    /// in (the result overwrites the input), out (a separate output), or both
+    #[arg(long, default_value = "both", value_name = "WHERE")]
+    placement: String,
+    /// This machine's GPUs, one rank each in this process: a count or device ids (0,2,3)
+    #[arg(long, value_name = "N|IDS", conflicts_with = "launcher")]
+    gpus: Option<String>,
+    /// One rank per process, started by torchrun --no-python or srun (see `model --launcher`)
+    #[arg(long, value_enum, value_name = "WHICH")]
+    launcher: Option<LauncherChoice>,
+    /// With --launcher: how long ranks wait for each other [default: 300]
+    #[arg(long, value_name = "SECS", requires = "launcher")]
+    rendezvous_timeout: Option<f64>,
+    #[command(flatten)]
+    timing: TimingArgs,
+    #[arg(long, default_value = "table", value_parser = output::parser(RECORD_FORMATS))]
+    format: Format,
+    #[command(flatten)]
+    store: StoreArgs,
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+/// One all-reduce measured: the record of `cnnbench allreduce`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AllreduceRecord {
+    pub elements: usize,
+    pub bytes: usize,
+    pub dtype: String,
+    pub in_place: bool,
+    pub ranks: usize,
+    /// `in-process`, `torchrun` or `slurm`.
+    pub launcher: String,
+    /// Per all-reduce, the slowest rank's.
+    pub time_us: Stats,
+    /// bytes / median time, GB/s (1e9).
+    pub algbw_gbps: f64,
+    /// algbw x 2(ranks-1)/ranks: what each link carried (nccl-tests).
+    pub busbw_gbps: f64,
+    pub runs: usize,
+    /// `ok`, or what the check found.
+    pub status: String,
+}
+
+const CSV_HEADER: [&str; 13] = [
+    "elements",
+    "bytes",
+    "dtype",
+    "in_place",
+    "ranks",
+    "launcher",
+    "time_us_min",
+    "time_us_median",
+    "time_us_max",
+    "algbw_gbps",
+    "busbw_gbps",
+    "runs",
+    "status",
+];
+
+/// nccl-tests' bus bandwidth of an all-reduce among `ranks`.
+pub fn bus_bandwidth(algbw: f64, ranks: usize) -> f64 {
+    if ranks <= 1 {
+        return algbw;
+    }
+    algbw * 2.0 * (ranks - 1) as f64 / ranks as f64
+}
+
+/// One size, type and placement.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Case {
+    elements: usize,
+    dtype: DType,
+    in_place: bool,
+}
+
+fn parse_sizes(s: &str) -> Result<Vec<usize>> {
+    if s == "deepbench" {
+        return Ok(DEEPBENCH_SIZES.to_vec());
+    }
+    s.split(',')
+        .map(|p| match p.trim().parse::<usize>() {
+            Ok(n) if n > 0 && n <= 1 << 31 => Ok(n),
+            _ => bail!("--sizes '{s}': expected deepbench or element counts from 1 to 2^31"),
+        })
+        .collect()
+}
+
+fn parse_dtypes(s: &str) -> Result<Vec<DType>> {
+    s.split(',')
+        .map(|p| match DType::parse(p.trim()) {
+            Ok(d @ (DType::F32 | DType::F16 | DType::Bf16)) => Ok(d),
+            _ => bail!("--dtype '{s}': NCCL all-reduces f32, f16 or bf16"),
+        })
+        .collect()
+}
+
+fn parse_placement(s: &str) -> Result<Vec<bool>> {
+    match s {
+        "in" => Ok(vec![true]),
+        "out" => Ok(vec![false]),
+        "both" => Ok(vec![true, false]),
+        _ => bail!("--placement '{s}': expected in, out or both"),
+    }
+}
+
+fn elem(d: DType) -> Elem {
+    match d {
+        DType::F16 => Elem::F16,
+        DType::Bf16 => Elem::Bf16,
+        _ => Elem::F32,
+    }
+}
+
+/// What one rank measured of one case.
+#[derive(Serialize, Deserialize)]
+struct RankTimes {
+    ms: Vec<f64>,
+    /// `None` when every element of the checked result was (n+1)/2.
+    wrong: Option<String>,
+}
+
+pub fn run(args: AllreduceArgs) -> Result<ExitCode> {
+    let sizes = parse_sizes(&args.sizes)?;
+    let dtypes = parse_dtypes(&args.dtype)?;
+    let placements = parse_placement(&args.placement)?;
+    let runs = args.timing.iters.unwrap_or(DEFAULT_RUNS);
+    let warmup = args.timing.warmup.unwrap_or(DEFAULT_WARMUP);
+    args.timing.policy()?;
+    if args.timing.min_time.is_some() {
+        bail!("--min-time: allreduce runs a fixed count (--iters), the same on every rank");
+    }
+    let replicas = match (&args.gpus, args.launcher) {
+        (Some(s), _) => {
+            let ids = replicas::parse_gpus(s)?;
+            replicas::check_devices(&format!("--gpus {s}"), &ids)?;
+            Replicas::InProcess(ids)
+        }
+        (None, Some(choice)) => {
+            let secs = args.rendezvous_timeout.unwrap_or(300.0);
+            if !(secs.is_finite() && secs > 0.0 && secs <= 86_400.0) {
+                bail!("--rendezvous-timeout must be between 0 and 86400 seconds, got {secs}");
+            }
+            let world = launch::from_process_env(choice)?;
+            replicas::launched_device(&world)?;
+            Replicas::Launched {
+                world,
+                timeout: Duration::from_secs_f64(secs),
+            }
+        }
+        (None, None) => Replicas::InProcess(replicas::all_devices("allreduce")?),
+    };
+    let mut cases = Vec::new();
+    for &d in &dtypes {
+        for &elements in &sizes {
+            for &in_place in &placements {
+                cases.push(Case {
+                    elements,
+                    dtype: d,
+                    in_place,
+                });
+            }
+        }
+    }
+    let session = Session::start(Some(1), cases.len() as u64, args.quiet || !replicas.leads())?;
+    let gpu = Gpu::open_ordinal(replicas.first_device()).map_err(|e| anyhow!("{e}"))?;
+    let env = Environment {
+        gpu: Some(gpu.info.clone()),
+        ..Environment::here(
+            session.threads,
+            Isa::detect().name().into(),
+            None,
+            "CUDA events around each all-reduce on each rank's stream; the slowest rank's time",
+        )
+    };
+    drop(gpu);
+    let fingerprint = format!(
+        "cnnbench {} allreduce {:?} {warmup}+{runs}",
+        env!("CARGO_PKG_VERSION"),
+        cases
+    );
+    let bar = &session.bar;
+    let ran = replicas.run("allreduce", &fingerprint, bar, |dev, from, bar| {
+        rank_body(dev, from, &cases, warmup, runs, bar)
+    })?;
+    let Some((per_rank, launcher)) = ran else {
+        return Ok(ExitCode::SUCCESS);
+    };
+    bar.finish_and_clear();
+    let ranks = per_rank.len();
+    let mut records = Vec::new();
+    for (k, c) in cases.iter().enumerate() {
+        let mut slowest = vec![0.0f64; runs];
+        let mut wrong = None;
+        for r in &per_rank {
+            let t = r.get(k).context("a rank's results are short")?;
+            for (s, v) in slowest.iter_mut().zip(&t.ms) {
+                *s = s.max(*v);
+            }
+            wrong = wrong.or(t.wrong.clone());
+        }
+        let us: Vec<f64> = slowest.iter().map(|ms| ms * 1e3).collect();
+        let time_us = Stats::of(&us).context("no timed all-reduce")?;
+        let bytes = c.elements * elem(c.dtype).bytes();
+        let algbw = bytes as f64 / (time_us.median * 1e-6) / 1e9;
+        records.push(AllreduceRecord {
+            elements: c.elements,
+            bytes,
+            dtype: c.dtype.name().into(),
+            in_place: c.in_place,
+            ranks,
+            launcher: launcher.into(),
+            time_us,
+            algbw_gbps: algbw,
+            busbw_gbps: bus_bandwidth(algbw, ranks),
+            runs,
+            status: wrong.unwrap_or_else(|| "ok".into()),
+        });
+    }
+    let failed = records.iter().any(|r| r.status != "ok");
+    let file = RunFile {
+        format_version: FORMAT_VERSION,
+        subcommand: "allreduce".into(),
+        environment: env,
+        records,
+        skipped: Vec::new(),
+        complete: true,
+    };
+    let store = args.store.create("allreduce", &file.environment)?;
+    let rendered = render(&file, args.format)?;
+    crate::output::sink::save_run(
+        args.store.out.as_deref(),
+        || Ok(rendered.clone()),
+        store.as_ref(),
+        &file,
+        true,
+    )?;
+    crate::output::sink::end_run(
+        args.store.out.as_deref(),
+        rendered,
+        file.records.len(),
+        store.as_ref(),
+        false,
+    )?;
+    Ok(if failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// One rank: every case, `warmup` then `runs` timed all-reduces, then the
+/// check.
+fn rank_body(
+    dev: usize,
+    from: CommFrom,
+    cases: &[Case],
+    warmup: usize,
+    runs: usize,
+    bar: &indicatif::ProgressBar,
+) -> Result<Vec<RankTimes>> {
+    let gpu = Gpu::open_ordinal(dev).map_err(|e| anyhow!("{e}"))?;
+    let comm = from.comm(&gpu)?;
+    let (rank, n) = (comm.rank, comm.world_size);
+    let events = gpu.event_pair().map_err(|e| anyhow!("{e}"))?;
+    let gpu_err = |e: cnnbench_layers::cuda::GpuError| anyhow!("{e}");
+    let mut out = Vec::new();
+    for c in cases {
+        bar.set_message(format!(
+            "{} {} {}",
+            c.elements,
+            c.dtype,
+            if c.in_place {
+                "in place"
+            } else {
+                "out of place"
+            }
+        ));
+        let e = elem(c.dtype);
+        // Rank r sends r+1: the mean over ranks is (n+1)/2 everywhere.
+        let fill = c.dtype.encode(&vec![(rank + 1) as f32; c.elements]);
+        let mut send = DeviceBuffer::from_bytes(&gpu.stream, &fill).map_err(gpu_err)?;
+        let recv = if c.in_place {
+            None
+        } else {
+            Some(DeviceBuffer::alloc(&gpu.stream, fill.len()).map_err(gpu_err)?)
+        };
+        let src = send.as_void();
+        let dst = recv.as_ref().map_or(src, |r| r.as_void());
+        let mut reduce = || -> Result<()> {
+            // SAFETY: both buffers hold `elements` of `e` and live past
+            // the wait that follows every call.
+            unsafe { comm.all_reduce(src, dst, c.elements, e, Reduce::Avg, &gpu.stream) }
+                .map_err(gpu_err)
+        };
+        let mut ms = Vec::with_capacity(runs);
+        for k in 0..warmup + runs {
+            let t = events.time(&mut reduce)?;
+            if k >= warmup {
+                ms.push(t);
+            }
+        }
+        // The check: fresh inputs, one more all-reduce, every element read.
+        send.upload(&fill).map_err(gpu_err)?;
+        events.time(&mut reduce)?;
+        let got = c
+            .dtype
+            .decode(&recv.as_ref().unwrap_or(&send).download().map_err(gpu_err)?);
+        let want = (n + 1) as f32 / 2.0;
+        let tol = if c.dtype == DType::F32 { 1e-6 } else { 1e-2 } * want;
+        let wrong = got
+            .iter()
+            .position(|v| v.is_nan() || (v - want).abs() > tol)
+            .map(|i| format!("wrong: element {i} is {} where the mean is {want}", got[i]));
+        out.push(RankTimes { ms, wrong });
+        bar.inc(1);
+    }
+    Ok(out)
+}
+
+fn render(file: &RunFile<AllreduceRecord>, format: Format) -> Result<String> {
+    Ok(match format {
+        Format::Json => serde_json::to_string_pretty(file)? + "\n",
+        Format::Csv => {
+            let mut w = csv::Writer::from_writer(Vec::new());
+            w.write_record(CSV_HEADER)?;
+            for r in &file.records {
+                w.write_record([
+                    r.elements.to_string(),
+                    r.bytes.to_string(),
+                    r.dtype.clone(),
+                    r.in_place.to_string(),
+                    r.ranks.to_string(),
+                    r.launcher.clone(),
+                    format!("{:.2}", r.time_us.min),
+                    format!("{:.2}", r.time_us.median),
+                    format!("{:.2}", r.time_us.max),
+                    format!("{:.2}", r.algbw_gbps),
+                    format!("{:.2}", r.busbw_gbps),
+                    r.runs.to_string(),
+                    r.status.clone(),
+                ])?;
+            }
+            String::from_utf8(w.into_inner().context("flushing CSV")?)?
+        }
+        _ => {
+            let e = &file.environment;
+            let gpu = e.gpu.as_ref().map_or("?".into(), |g| g.name.clone());
+            let ranks = file.records.first().map_or(0, |r| r.ranks);
+            let mut s = format!(
+                "# cnnbench {} ({}) | {gpu} | NCCL {} | all-reduce (mean) over {ranks} ranks, median (min-max) of the slowest rank's time\n",
+                e.cnnbench.version,
+                e.cnnbench.git,
+                nccl::version().unwrap_or_else(|_| "?".into())
+            );
+            let rows: Vec<Vec<String>> = file
+                .records
+                .iter()
+                .map(|r| {
+                    vec![
+                        r.elements.to_string(),
+                        crate::results::memory::size(r.bytes as u128),
+                        r.dtype.clone(),
+                        if r.in_place { "in" } else { "out" }.into(),
+                        format!(
+                            "{:.1} ({:.1}-{:.1})",
+                            r.time_us.median, r.time_us.min, r.time_us.max
+                        ),
+                        format!("{:.2}", r.algbw_gbps),
+                        format!("{:.2}", r.busbw_gbps),
+                        r.status.clone(),
+                    ]
+                })
+                .collect();
+            use Align::{Left as L, Right as R};
+            s += &aligned(
+                &[
+                    "elements",
+                    "size",
+                    "dtype",
+                    "place",
+                    "time us",
+                    "algbw GB/s",
+                    "busbw GB/s",
+                    "status",
+                ],
+                &[R, R, L, L, R, R, R, L],
+                &rows,
+                format == Format::Md,
+            );
+            s
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bus_bandwidth_is_nccl_tests_definition() {
+        // 8 ranks: 2·7/8 = 1.75 x algbw; one rank moves nothing between GPUs.
+        assert!((bus_bandwidth(100.0, 8) - 175.0).abs() < 1e-9);
+        assert!((bus_bandwidth(100.0, 2) - 100.0).abs() < 1e-9);
+        assert_eq!(bus_bandwidth(100.0, 1), 100.0);
+    }
+
+    #[test]
+    fn deepbench_sizes_and_bad_lists() {
+        assert_eq!(parse_sizes("deepbench").unwrap().len(), 7);
+        assert_eq!(parse_sizes("1,2").unwrap(), vec![1, 2]);
+        for bad in ["", "0", "x", "1,,2", "4294967296"] {
+            let e = parse_sizes(bad).unwrap_err().to_string();
+            assert!(e.starts_with("--sizes"), "{e}");
+        }
+        assert!(parse_dtypes("tf32").is_err());
+        assert_eq!(parse_dtypes("f32,bf16").unwrap().len(), 2);
+        assert!(parse_placement("sideways").is_err());
+    }
+}
