@@ -248,3 +248,44 @@ fn a_hooked_step_hears_every_node_and_changes_nothing<T: OnBackend>(t: &T) {
 }
 
 on_every_backend!(a_hooked_step_hears_every_node_and_changes_nothing);
+
+/// On a GPU with NCCL: a data-parallel step over a world of one (the
+/// gradients all-reduced in their buckets on the communication stream)
+/// trains exactly as a plain step does.
+#[test]
+fn a_world_of_one_trains_as_one_gpu() {
+    use super::data_parallel::GradExchange;
+    use crate::backend::cuda::nccl::{self, Comm};
+    if let Some(why) = nccl::missing() {
+        no_gpu_for_test(&why);
+        return;
+    }
+    on_every_gpu_config(|b| {
+        let g = every_op_net();
+        let (mut plain, mut dp) = (b.net(&g, 2), b.net(&g, 2));
+        let comm = Comm::init_all(&[0])
+            .expect("a communicator")
+            .pop()
+            .expect("one");
+        let mut exchange = GradExchange::new(&dp, comm).expect("the exchange");
+        assert!(exchange.buckets() >= 1);
+        let sgd = Some((0.01, 0.9));
+        for _ in 0..2 {
+            plain.step(sgd).expect("a plain step");
+            let ms = dp
+                .step_hooked(sgd, Some(&mut exchange))
+                .expect("a data-parallel step");
+            assert!(ms.exchange >= 0.0);
+        }
+        let mut pairs = Vec::new();
+        for i in 1..g.nodes.len() {
+            let want = plain.layer_grads(i).expect("gradients");
+            for ((tensor, got), (_, want)) in
+                dp.layer_grads(i).expect("gradients").into_iter().zip(want)
+            {
+                pairs.push(Pair { tensor, got, want });
+            }
+        }
+        assert_close(&b.name(), &pairs, b.tolerance());
+    });
+}
