@@ -169,7 +169,83 @@ fn read_model_csv(path: &Path) -> Result<ModelRun> {
 /// The `## Models` section (and `## Model cost` for priced runs).
 pub fn render(md: &mut String, runs: &[ModelRun], opts: &Options) -> Result<()> {
     table(md, runs)?;
+    scaling(md, runs)?;
     costs(md, runs, opts)
+}
+
+/// `## Scaling`: each measured data-parallel record beside the projection
+/// of the same model, batch, device, precision and layout on as many GPUs,
+/// where a run made one (`--project-gpus`).
+fn scaling(md: &mut String, runs: &[ModelRun]) -> Result<()> {
+    let records = || {
+        runs.iter()
+            .flat_map(|r| r.records.iter().map(move |m| (r, m)))
+    };
+    let same = |a: &ModelRecord, b: &ModelRecord| {
+        (&a.model, a.batch, a.device, a.dtype, &a.layout)
+            == (&b.model, b.batch, b.device, b.dtype, &b.layout)
+    };
+    let mut rows = Vec::new();
+    for (run, m) in records() {
+        let Some(dp) = &m.data_parallel else { continue };
+        let projected = records().find_map(|(prun, p)| {
+            let set = p.projection.as_ref().filter(|_| same(p, m))?;
+            let row = set.rows.iter().find(|x| x.gpus == dp.gpus)?;
+            Some((prun, set, row))
+        });
+        let step = m.total_ms.map_or(f64::NAN, |s| s.median);
+        let (pstep, peff, pfrom) = match projected {
+            Some((prun, set, row)) => (
+                format!("{:.1}", row.step_ms),
+                format!("{:.1}%", 100.0 * row.efficiency),
+                format!(
+                    "{} ({}, {}, {} per node)",
+                    prun.label,
+                    set.interconnect.intra.name,
+                    set.interconnect.inter.name,
+                    set.gpus_per_node
+                ),
+            ),
+            None => (String::new(), String::new(), "no projection".to_string()),
+        };
+        rows.push(format!(
+            "| {} | {} | {} | {} | {} | {} x{} | {:.1} | {:.1} | {:.1}% | {pstep} | {peff} | {pfrom} |",
+            m.model,
+            m.batch,
+            m.device,
+            m.dtype,
+            run.label,
+            dp.launcher,
+            dp.gpus,
+            dp.single_gpu_step_ms,
+            step,
+            100.0 * dp.efficiency,
+        ));
+    }
+    if rows.is_empty() {
+        return Ok(());
+    }
+    writeln!(
+        md,
+        "## Scaling: measured data-parallel steps beside their projections\n"
+    )?;
+    writeln!(
+        md,
+        "Measured: the data-parallel step (the slowest replica's, median) and its efficiency against the single-GPU step timed in the same run. Projected: `--project-gpus` on a single-GPU run of the same model, batch, device, precision and layout (a model, not a measurement; see its assumptions in that run's output).\n"
+    )?;
+    writeln!(
+        md,
+        "| model | batch/GPU | device | dtype | run | replicas | 1-GPU step ms | step ms | efficiency | projected step ms | projected efficiency | projected from |"
+    )?;
+    writeln!(
+        md,
+        "|---|---:|---|---|---|---|---:|---:|---:|---:|---:|---|"
+    )?;
+    for r in rows {
+        writeln!(md, "{r}")?;
+    }
+    writeln!(md)?;
+    Ok(())
 }
 
 /// Every model record, grouped by model, batch and precision, fastest
@@ -225,6 +301,14 @@ fn table(md: &mut String, runs: &[ModelRun]) -> Result<()> {
         }
         if let Some(f) = &m.fused {
             notes.push(format!("fused: {f}"));
+        }
+        if let Some(dp) = &m.data_parallel {
+            notes.push(format!(
+                "data-parallel on {} GPUs ({}), img/s of all, efficiency {:.1}%",
+                dp.gpus,
+                dp.launcher,
+                100.0 * dp.efficiency
+            ));
         }
         writeln!(
             md,
@@ -363,5 +447,88 @@ mod tests {
             cost.contains("| 6.0 | 3.60 | 166.67 | 0.2 | 0.60 |"),
             "{cost}"
         );
+    }
+
+    #[test]
+    fn a_measured_data_parallel_run_sits_beside_its_projection() {
+        use crate::dist::{interconnect, project};
+        let stats =
+            |m: f64| serde_json::json!({"min": m, "median": m, "max": m, "mean": m, "stddev": 0.0});
+        let record = |step: f64| {
+            serde_json::json!({
+                "model": "resnet50", "batch": 64, "device": "gpu", "dtype": "f16", "layout": "nhwc",
+                "params": 25557032, "macs": 4089184256u64, "status": "ok",
+                "forward_ms": stats(step / 3.0), "backward_ms": stats(step * 2.0 / 3.0),
+                "total_ms": stats(step), "images_per_sec": 1.0, "gflops": 1.0, "runs": 10,
+                "loss": 6.9, "memory": null
+            })
+        };
+        let mut single: ModelRecord = serde_json::from_value(record(90.0)).unwrap();
+        let links = interconnect::parse_pair("nvlink4").unwrap();
+        let row = |gpus: usize, eff: f64| project::Projection {
+            gpus,
+            nodes: 1,
+            algorithm: "ring".into(),
+            buckets: 5,
+            comm_ms: 2.0,
+            exposed_ms: 0.5,
+            step_ms: 90.5,
+            images_per_sec: 1.0,
+            speedup: gpus as f64 * eff,
+            efficiency: eff,
+        };
+        single.projection = Some(crate::results::ProjectionSet {
+            interconnect: links.clone(),
+            gpus_per_node: 8,
+            assumptions: vec![],
+            rows: vec![row(2, 0.999), row(8, 0.994)],
+        });
+        let mut dp: ModelRecord = serde_json::from_value(record(95.0)).unwrap();
+        dp.data_parallel = Some(crate::results::DataParallel {
+            gpus: 8,
+            launcher: "in-process".into(),
+            nccl: "2.32.3".into(),
+            buckets: 5,
+            gradient_bytes: 102_228_128,
+            exposed_comm_ms: Stats::of(&[1.0, 1.2]).unwrap(),
+            rank_step_ms: vec![95.0; 8],
+            images_per_sec_per_gpu: 673.7,
+            single_gpu_step_ms: 90.0,
+            speedup: 7.58,
+            efficiency: 0.947,
+        });
+        let run = |label: &str, records| ModelRun {
+            path: PathBuf::from(label),
+            environment: None,
+            peer: None,
+            records,
+            label: label.into(),
+            complete: true,
+        };
+        let mut md = String::new();
+        scaling(
+            &mut md,
+            &[run("a", vec![single.clone()]), run("b", vec![dp.clone()])],
+        )
+        .unwrap();
+        assert!(md.contains("## Scaling"), "{md}");
+        let line = md.lines().find(|l| l.starts_with("| resnet50")).unwrap();
+        assert!(
+            line.contains("| in-process x8 | 90.0 | 95.0 | 94.7% | 90.5 | 99.4% | a (nvlink4, nvlink4, 8 per node) |"),
+            "{line}"
+        );
+        // Another precision is not the same configuration; no run at all
+        // without a data-parallel record.
+        dp.dtype = cnnbench_layers::DType::Bf16;
+        let mut md = String::new();
+        scaling(
+            &mut md,
+            &[run("a", vec![single.clone()]), run("b", vec![dp])],
+        )
+        .unwrap();
+        assert!(md.contains("no projection"), "{md}");
+        let mut md = String::new();
+        scaling(&mut md, &[run("a", vec![single])]).unwrap();
+        assert!(md.is_empty());
     }
 }
