@@ -3067,6 +3067,42 @@ def print_table(results):
               f"{r.get('secs', 0):>5.1f}  {detail[:240]}")
 
 
+# Multi-GPU options and launcher variables (issue 17): without a GPU here,
+# every one is one line and exit 2, never a hang waiting for ranks.
+def _launch_case(name, args, env, doc):
+    def fn(c: Ctx):
+        c.run(args, env=env, allow=(2,))
+    fn.__doc__ = doc
+    add(name, 4, fn, doc=doc)
+
+
+_TORCH = {"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29555"}
+for _n, _args, _env in [
+    ("gpus_garbage", ["model", "resnet18", "--gpus", "1,,x"], {}),
+    ("gpus_huge", ["model", "resnet18", "--gpus", "99999999999999999999"], {}),
+    ("gpus_many", ["model", "resnet18", "--gpus", "64"], {}),
+    ("project_gpus_garbage", ["model", "resnet18", "--project-gpus", "2,-4", "--no-save"], {}),
+    ("project_gpus_zero_per_node", ["model", "resnet18", "--project-gpus", "8", "--gpus-per-node", "0"], {}),
+    ("interconnect_garbage", ["model", "resnet18", "--project-gpus", "8", "--interconnect", "warp9"], {}),
+    ("interconnect_nan", ["model", "resnet18", "--project-gpus", "8", "--interconnect", "nan:inf"], {}),
+    ("allreduce_sizes_garbage", ["allreduce", "--sizes", "1e9"], {}),
+    ("allreduce_min_time", ["allreduce", "--min-time", "1"], {}),
+    ("launcher_rank_garbage", ["model", "resnet18", "--launcher", "torchrun"], {**_TORCH, "RANK": "zero"}),
+    ("launcher_rank_past_world", ["model", "resnet18", "--launcher", "torchrun"], {**_TORCH, "RANK": "2"}),
+    ("launcher_port_zero", ["model", "resnet18", "--launcher", "torchrun"], {**_TORCH, "MASTER_PORT": "0"}),
+    ("launcher_addr_newline", ["model", "resnet18", "--launcher", "torchrun"], {**_TORCH, "MASTER_ADDR": "a\nb"}),
+    ("launcher_world_huge", ["model", "resnet18", "--launcher", "torchrun"],
+     {**_TORCH, "WORLD_SIZE": "18446744073709551616"}),
+    ("slurm_nodelist_broken", ["model", "resnet18", "--launcher", "slurm"],
+     {"SLURM_PROCID": "1", "SLURM_NTASKS": "2", "SLURM_LOCALID": "0", "SLURM_JOB_NODELIST": "gpu[01-"}),
+    ("slurm_nonutf8", ["allreduce", "--launcher", "auto"],
+     {"SLURM_PROCID": b"\xff", "SLURM_NTASKS": "2", "SLURM_LOCALID": "0", "SLURM_JOB_NODELIST": "n1"}),
+    ("rendezvous_timeout_nan", ["model", "resnet18", "--launcher", "torchrun", "--rendezvous-timeout", "nan"],
+     _TORCH),
+]:
+    _launch_case(_n, _args, _env, f"{' '.join(_args)} with {sorted(_env)}: one line, exit 2, no wait for ranks")
+
+
 def summary(results):
     users = sorted({r["user"] for r in results})
     print()
