@@ -12,7 +12,7 @@
 //! grow their values.
 
 use super::output::StoreArgs;
-use super::replicas::{self, CommFrom, Replicas};
+use super::replicas::{self, CommFrom, Meet, OtherReplicaFailed, Replicas};
 use super::session::Session;
 use super::TimingArgs;
 use crate::bench::Stats;
@@ -236,8 +236,8 @@ pub fn run(args: AllreduceArgs) -> Result<ExitCode> {
         cases
     );
     let bar = &session.bar;
-    let ran = replicas.run("allreduce", &fingerprint, bar, |dev, from, bar| {
-        rank_body(dev, from, &cases, warmup, runs, bar)
+    let ran = replicas.run("allreduce", &fingerprint, bar, |dev, from, bar, meet| {
+        rank_body(dev, from, &cases, (warmup, runs), bar, meet)
     })?;
     let Some((per_rank, launcher)) = ran else {
         return Ok(ExitCode::SUCCESS);
@@ -311,15 +311,19 @@ fn rank_body(
     dev: usize,
     from: CommFrom,
     cases: &[Case],
-    warmup: usize,
-    runs: usize,
+    (warmup, runs): (usize, usize),
     bar: &indicatif::ProgressBar,
+    meet: &Meet,
 ) -> Result<Vec<RankTimes>> {
     let gpu = Gpu::open_ordinal(dev).map_err(|e| anyhow!("{e}"))?;
     let comm = from.comm(&gpu)?;
     let (rank, n) = (comm.rank, comm.world_size);
     let events = gpu.event_pair().map_err(|e| anyhow!("{e}"))?;
     let gpu_err = |e: cnnbench_layers::cuda::GpuError| anyhow!("{e}");
+    // Every rank of this process reaches its first all-reduce, or none.
+    if !meet.all_ready(true) {
+        return Err(OtherReplicaFailed.into());
+    }
     let mut out = Vec::new();
     for c in cases {
         bar.set_message(format!(

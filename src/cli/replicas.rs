@@ -11,6 +11,8 @@ use cnnbench_layers::cuda::nccl::{self, Comm};
 use cnnbench_layers::cuda::Gpu;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
+use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 /// Where the replicas run.
@@ -140,7 +142,7 @@ impl Replicas {
     ) -> Result<Option<(Vec<T>, &'static str)>>
     where
         T: Serialize + DeserializeOwned + Send,
-        F: Fn(usize, CommFrom, &indicatif::ProgressBar) -> Result<T> + Sync,
+        F: Fn(usize, CommFrom, &indicatif::ProgressBar, &Meet) -> Result<T> + Sync,
     {
         match self {
             Replicas::InProcess(ids) => {
@@ -149,13 +151,24 @@ impl Replicas {
                 let comms = Comm::init_all(&ordinals).map_err(|e| anyhow!("{e}"))?;
                 let hidden = indicatif::ProgressBar::hidden();
                 let body = &body;
+                let shared = Shared {
+                    barrier: std::sync::Barrier::new(ids.len()),
+                    failed: AtomicBool::new(false),
+                };
+                let shared = &shared;
                 let results = std::thread::scope(|s| -> Result<Vec<Result<T>>> {
                     let mut handles = Vec::new();
                     for (k, (&dev, comm)) in ids.iter().zip(comms).enumerate() {
                         let bar = if k == 0 { bar } else { &hidden };
                         let h = std::thread::Builder::new()
                             .name(format!("gpu{dev}"))
-                            .spawn_scoped(s, move || body(dev, CommFrom::Made(comm), bar))
+                            .spawn_scoped(s, move || {
+                                let meet = Meet {
+                                    shared: Some(shared),
+                                    met: Cell::new(false),
+                                };
+                                body(dev, CommFrom::Made(comm), bar, &meet)
+                            })
                             .context("starting a thread per GPU")?;
                         handles.push(h);
                     }
@@ -167,9 +180,22 @@ impl Replicas {
                         })
                         .collect())
                 })?;
+                // The error that stopped the others, not their echo of it.
+                let cause =
+                    |r: &Result<T>| r.as_ref().is_err_and(|e| !e.is::<OtherReplicaFailed>());
+                let first = results.iter().position(cause);
                 let mut ok = Vec::new();
                 for (k, r) in results.into_iter().enumerate() {
-                    ok.push(r.with_context(|| format!("{what} on GPU {}", ids[k]))?);
+                    match r {
+                        Ok(v) => ok.push(v),
+                        Err(e) if first.is_none_or(|f| f == k) => {
+                            return Err(e.context(format!("{what} on GPU {}", ids[k])))
+                        }
+                        Err(_) => {}
+                    }
+                }
+                if let Some(f) = first {
+                    bail!("{what} on GPU {}: failed", ids[f]);
                 }
                 Ok(Some((ok, "in-process")))
             }
@@ -190,7 +216,11 @@ impl Replicas {
                     rank: world.rank,
                     world_size: world.world_size,
                 };
-                let mine = body(dev, from, bar).map_err(|e| format!("{e:#}"));
+                let meet = Meet {
+                    shared: None,
+                    met: Cell::new(false),
+                };
+                let mine = body(dev, from, bar, &meet).map_err(|e| format!("{e:#}"));
                 // Every rank reports, a failed one its error, so that rank 0
                 // says what happened instead of waiting.
                 let payload = serde_json::to_vec(&mine)?;
@@ -216,6 +246,62 @@ impl Replicas {
                 }
                 Ok(Some((ok, world.launcher.name())))
             }
+        }
+    }
+}
+
+/// A replica's error when another replica of its process failed before
+/// their first collective (that replica's error is the one reported).
+#[derive(Debug)]
+pub struct OtherReplicaFailed;
+
+impl std::fmt::Display for OtherReplicaFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("stopped: another GPU's replica failed")
+    }
+}
+
+impl std::error::Error for OtherReplicaFailed {}
+
+/// The threads of one process, meeting.
+struct Shared {
+    barrier: std::sync::Barrier,
+    failed: AtomicBool,
+}
+
+/// Where a process's replicas meet before their first collective, so that
+/// one that failed before it (no GPU memory, a bad device) stops them all
+/// instead of leaving the others in an all-reduce. Every replica meets
+/// once: a replica that returns or panics without meeting meets as failed
+/// on the way out. Launched ranks are alone in their process and meet
+/// nobody: when one fails, the launcher ends the job (torchrun does, and
+/// `srun --kill-on-bad-exit`).
+pub struct Meet<'a> {
+    shared: Option<&'a Shared>,
+    met: Cell<bool>,
+}
+
+impl Meet<'_> {
+    /// Whether every replica of this process is `ready` (waits for all).
+    pub fn all_ready(&self, ready: bool) -> bool {
+        if self.met.replace(true) {
+            return ready;
+        }
+        let Some(s) = self.shared else {
+            return ready;
+        };
+        if !ready {
+            s.failed.store(true, Ordering::SeqCst);
+        }
+        s.barrier.wait();
+        !s.failed.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for Meet<'_> {
+    fn drop(&mut self) {
+        if !self.met.get() {
+            self.all_ready(false);
         }
     }
 }
@@ -252,5 +338,59 @@ mod tests {
             let e = parse_gpus(bad).unwrap_err().to_string();
             assert!(e.starts_with("--gpus"), "{bad}: {e}");
         }
+    }
+
+    /// Three replicas: one fails before the first collective (it returns
+    /// early, or panics, without meeting); the others hear of it and stop
+    /// instead of waiting for it.
+    #[test]
+    fn a_replica_that_fails_first_stops_the_others() {
+        for panics in [false, true] {
+            let shared = Shared {
+                barrier: std::sync::Barrier::new(3),
+                failed: AtomicBool::new(false),
+            };
+            let seen: Vec<Option<bool>> = std::thread::scope(|s| {
+                let hs: Vec<_> = (0..3)
+                    .map(|k| {
+                        let shared = &shared;
+                        s.spawn(move || {
+                            let meet = Meet {
+                                shared: Some(shared),
+                                met: Cell::new(false),
+                            };
+                            if k == 1 {
+                                assert!(!panics, "replica 1 panics");
+                                return None;
+                            }
+                            Some(meet.all_ready(true))
+                        })
+                    })
+                    .collect();
+                hs.into_iter().map(|h| h.join().unwrap_or(None)).collect()
+            });
+            assert_eq!(seen, [Some(false), None, Some(false)]);
+        }
+        // All ready: all go on.
+        let shared = Shared {
+            barrier: std::sync::Barrier::new(2),
+            failed: AtomicBool::new(false),
+        };
+        let go: Vec<bool> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..2)
+                .map(|_| {
+                    let shared = &shared;
+                    s.spawn(move || {
+                        Meet {
+                            shared: Some(shared),
+                            met: Cell::new(false),
+                        }
+                        .all_ready(true)
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert_eq!(go, [true, true]);
     }
 }

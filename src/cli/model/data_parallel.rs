@@ -19,7 +19,7 @@ use super::gpu::Setup;
 use super::steps::{fixed_steps, time_steps, NetSteps, Timed};
 use super::{base_record, ModelArgs, RunKind};
 use crate::bench::{RunPolicy, Stats};
-use crate::cli::replicas::{CommFrom, Replicas};
+use crate::cli::replicas::{CommFrom, Meet, OtherReplicaFailed, Replicas};
 use crate::results::{DataParallel, MemoryBytes, ModelRecord};
 use anyhow::{anyhow, Context, Result};
 use cnnbench_layers::cuda::nccl;
@@ -67,8 +67,8 @@ pub fn run(
     bar: &indicatif::ProgressBar,
 ) -> Result<Vec<ModelRecord>> {
     let name = &cfg.g.name;
-    let ran = replicas.run(name, &fingerprint(cfg), bar, |dev, from, bar| {
-        replica(cfg, dev, from, bar)
+    let ran = replicas.run(name, &fingerprint(cfg), bar, |dev, from, bar, meet| {
+        replica(cfg, dev, from, bar, meet)
     })?;
     match ran {
         Some((results, launcher)) => records(cfg, results, launcher),
@@ -101,6 +101,7 @@ fn replica(
     dev: usize,
     from: CommFrom,
     bar: &indicatif::ProgressBar,
+    meet: &Meet,
 ) -> Result<ReplicaResult> {
     let gpu = Gpu::open_ordinal(dev).map_err(|e| anyhow!("{e}"))?;
     let setup = Setup::new(gpu, cfg.dtype, cfg.layout, cfg.workspace_limit)?;
@@ -125,6 +126,11 @@ fn replica(
     let single_loss = steps.net.loss().map_err(|e| anyhow!("{e}"))?;
     let exchange = GradExchange::new(&steps.net, comm).map_err(|e| anyhow!("{e}"))?;
     let (buckets, gradient_bytes) = (exchange.buckets(), exchange.bytes());
+    // The first collective follows: every replica of this process must
+    // have come this far.
+    if !meet.all_ready(true) {
+        return Err(OtherReplicaFailed.into());
+    }
     // Every replica takes part in both agreements, stopped or not.
     let mut scratch = DeviceBuffer::alloc(&gpu.stream, 4).map_err(|e| anyhow!("{e}"))?;
     let mut agree = |v: f32| {
