@@ -121,7 +121,9 @@ pub struct LayerTime {
     pub kernels: String,
 }
 
-pub const MODEL_CSV_HEADER: [&str; 21] = [
+/// The peer script's columns, then `gpus` (replicas of a data-parallel
+/// run; 1 otherwise), which readers by column name take or pass over.
+pub const MODEL_CSV_HEADER: [&str; 22] = [
     "model",
     "batch",
     "device",
@@ -143,6 +145,7 @@ pub const MODEL_CSV_HEADER: [&str; 21] = [
     "images_per_sec",
     "runs",
     "status",
+    "gpus",
 ];
 
 impl ModelRecord {
@@ -178,6 +181,12 @@ impl ModelRecord {
         );
         row.push(self.runs.to_string());
         row.push(self.status.clone());
+        row.push(
+            self.data_parallel
+                .as_ref()
+                .map_or(1, |d| d.gpus)
+                .to_string(),
+        );
         row
     }
 }
