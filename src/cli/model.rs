@@ -399,6 +399,7 @@ pub(crate) fn base_record(
         layers: Vec::new(),
         data_parallel: None,
         projection: None,
+        input: results::Input::default(),
     }
 }
 

@@ -8,7 +8,7 @@ use super::merge::labels;
 use super::options::Options;
 use crate::bench::Stats;
 use crate::results::store::{self, Unreadable};
-use crate::results::{Device, Environment, ModelRecord};
+use crate::results::{Device, Environment, Input, InputSource, ModelRecord};
 use anyhow::{Context, Result};
 use cnnbench_layers::DType;
 use std::fmt::Write;
@@ -154,6 +154,13 @@ fn read_model_csv(path: &Path) -> Result<ModelRun> {
             layers: Vec::new(),
             data_parallel: None,
             projection: None,
+            input: Input {
+                source: match get("input") {
+                    "folder" => InputSource::Folder,
+                    _ => InputSource::Synthetic,
+                },
+                folder: None,
+            },
         });
     }
     Ok(ModelRun {

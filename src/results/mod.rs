@@ -15,5 +15,8 @@ pub mod store;
 
 pub use environment::Environment;
 pub use kinds::{Device, Dir};
-pub use model_record::{DataParallel, LayerTime, MemoryBytes, ModelRecord, ProjectionSet};
+pub use model_record::{
+    DataParallel, FolderInput, Input, InputSource, LayerTime, MemoryBytes, ModelRecord,
+    ProjectionSet,
+};
 pub use record::{Check, Record, Skipped};

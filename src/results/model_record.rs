@@ -52,6 +52,66 @@ pub struct ModelRecord {
     /// per-layer backward times (a model, not a measurement).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub projection: Option<ProjectionSet>,
+    /// Where the images came from (records from before `--data` existed
+    /// read as synthetic).
+    #[serde(default)]
+    pub input: Input,
+}
+
+/// Where a step's images came from, and whether the loader kept up.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Input {
+    /// Seeded random tensors set once (`synthetic`), or files read,
+    /// decoded and transformed for every step (`folder`).
+    pub source: InputSource,
+    /// The rest is about a folder; absent for synthetic input.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub folder: Option<FolderInput>,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum InputSource {
+    #[default]
+    Synthetic,
+    Folder,
+}
+
+impl InputSource {
+    pub fn name(self) -> &'static str {
+        match self {
+            InputSource::Synthetic => "synthetic",
+            InputSource::Folder => "folder",
+        }
+    }
+}
+
+/// A real-data run: the ImageFolder tree, the loader, and how long each
+/// step waited for it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FolderInput {
+    /// The tree as given on the command line.
+    pub path: String,
+    /// Readable-looking image files found, and their classes.
+    pub images: usize,
+    pub classes: usize,
+    /// Files that would not decode, so far (each replaced by the next).
+    pub skipped: usize,
+    /// `train` (RandomResizedCrop + flip) or `eval` (resize + center crop).
+    pub transform: String,
+    /// The decoder that read the JPEGs.
+    pub decoder: String,
+    pub loader_threads: usize,
+    /// Batches the loader may hold, the one the step is using included.
+    pub prefetch: usize,
+    /// What the loader can deliver: images per second of its threads' busy
+    /// time, times its threads (while the steps ran beside it).
+    pub loader_images_per_sec: f64,
+    /// Per step: waiting for the next batch, copying it in and setting its
+    /// labels (part of the step's total).
+    pub wait_ms: Stats,
+    /// The step waited for the loader for more than 5% of its median.
+    pub input_bound: bool,
 }
 
 /// Projections of one measured record and what they assume.
@@ -122,8 +182,9 @@ pub struct LayerTime {
 }
 
 /// The peer script's columns, then `gpus` (replicas of a data-parallel
-/// run; 1 otherwise), which readers by column name take or pass over.
-pub const MODEL_CSV_HEADER: [&str; 22] = [
+/// run; 1 otherwise) and `input` (`synthetic`, or `folder`), which
+/// readers by column name take or pass over.
+pub const MODEL_CSV_HEADER: [&str; 23] = [
     "model",
     "batch",
     "device",
@@ -146,6 +207,7 @@ pub const MODEL_CSV_HEADER: [&str; 22] = [
     "runs",
     "status",
     "gpus",
+    "input",
 ];
 
 impl ModelRecord {
@@ -187,6 +249,7 @@ impl ModelRecord {
                 .map_or(1, |d| d.gpus)
                 .to_string(),
         );
+        row.push(self.input.source.name().to_string());
         row
     }
 }

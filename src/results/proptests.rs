@@ -13,8 +13,8 @@ use super::price::Price;
 use super::record::CSV_HEADER;
 use super::store::{self, RunFile, FORMAT_VERSION};
 use super::{
-    Check, DataParallel, Device, Dir, Environment, LayerTime, MemoryBytes, ModelRecord, Record,
-    Skipped,
+    Check, DataParallel, Device, Dir, Environment, FolderInput, Input, InputSource, LayerTime,
+    MemoryBytes, ModelRecord, Record, Skipped,
 };
 use crate::bench::Stats;
 use crate::proptest_support::{check_error, config};
@@ -185,6 +185,22 @@ fn model_run() -> RunFile<ModelRecord> {
                 efficiency: 0.991,
             }),
             projection: None,
+            input: Input {
+                source: InputSource::Folder,
+                folder: Some(FolderInput {
+                    path: "/data/imagenet/train".into(),
+                    images: 1_281_167,
+                    classes: 1000,
+                    skipped: 2,
+                    transform: "train".into(),
+                    decoder: "zune-jpeg 0.5".into(),
+                    loader_threads: 8,
+                    prefetch: 2,
+                    loader_images_per_sec: 1234.5,
+                    wait_ms: stats(0.5),
+                    input_bound: false,
+                }),
+            },
         }],
         skipped: Vec::new(),
         complete: true,
