@@ -183,4 +183,10 @@ pub trait Layer<B: Backend> {
     fn kernels(&self) -> String {
         String::new()
     }
+
+    /// A loss layer takes the batch's labels (one class per image) for the
+    /// next steps and returns true; every other layer returns false.
+    fn set_labels(&mut self, _cx: &mut B::Ctx, _labels: &[u32]) -> Result<bool> {
+        Ok(false)
+    }
 }

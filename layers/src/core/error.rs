@@ -25,6 +25,15 @@ impl std::error::Error for Error {}
 pub type Result<T> = std::result::Result<T, Error>;
 
 impl Error {
+    /// An argument `call` cannot take, and why.
+    pub fn invalid(call: &'static str, why: String) -> Error {
+        Error {
+            call,
+            status: why,
+            oom: false,
+        }
+    }
+
     /// Host memory for `what` could not be had.
     pub fn host_oom(bytes: usize) -> Error {
         Error {

@@ -249,6 +249,57 @@ fn a_hooked_step_hears_every_node_and_changes_nothing<T: OnBackend>(t: &T) {
 
 on_every_backend!(a_hooked_step_hears_every_node_and_changes_nothing);
 
+/// A batch set from outside (a real-data step's images and labels) is
+/// what the network computes on, on every backend as in the reference;
+/// labels change the loss; a batch of the wrong size or a label past the
+/// classes is refused.
+fn a_set_batch_is_what_the_step_computes_on<T: OnBackend>(t: &T) {
+    let g = every_op_net();
+    let batch = 2;
+    let images: Vec<f32> = (0..batch * g.nodes[0].out.len())
+        .map(|k| ((k * 7919) % 251) as f32 / 125.0 - 1.0)
+        .collect();
+    let classes = g.classes() as u32;
+    let labels = [classes - 1, 0];
+    let mut want = CpuNet::new(
+        &g,
+        batch,
+        CpuOptions {
+            isa: Isa::detect(),
+            reference: true,
+            seed: SEED,
+            fuse_relu: false,
+        },
+    )
+    .expect("the reference network");
+    want.set_batch(&images, &labels).expect("reference batch");
+    want.forward().expect("reference forward");
+    let mut net = t.net(&g, batch);
+    net.set_batch(&images, &labels).expect("a batch");
+    net.forward().expect("forward");
+    let (got, expect) = (net.loss().expect("loss"), want.loss().expect("loss"));
+    assert!(
+        ((got - expect) / expect).abs() < 1e-2,
+        "{}: loss {got} against the reference's {expect}",
+        t.name()
+    );
+    net.set_batch(&images, &[0, classes - 1])
+        .expect("other labels");
+    net.forward().expect("forward");
+    assert_ne!(
+        net.loss().expect("loss"),
+        got,
+        "{}: labels ignored",
+        t.name()
+    );
+    assert!(net.set_batch(&images[1..], &labels).is_err());
+    assert!(net.set_batch(&images, &labels[..1]).is_err());
+    let past = net.set_batch(&images, &[classes, 0]).unwrap_err();
+    assert!(past.to_string().contains("not below"), "{past}");
+}
+
+on_every_backend!(a_set_batch_is_what_the_step_computes_on);
+
 /// On a GPU with NCCL: a data-parallel step over a world of one (the
 /// gradients all-reduced in their buckets on the communication stream)
 /// trains exactly as a plain step does.

@@ -532,6 +532,30 @@ impl<B: Backend> Executor<B> {
         self.backend.upload(buf, host, d, e)
     }
 
+    /// Sets the next steps' batch: the images (NHWC f32, the graph's input
+    /// shape) and one label per image for the loss.
+    pub fn set_batch(&mut self, images: &[f32], labels: &[u32]) -> Result<()> {
+        let want = self.batch * self.graph.nodes[0].out.len();
+        if images.len() != want {
+            return Err(crate::core::error::Error::invalid(
+                "set batch",
+                format!("{} image values for a batch needing {want}", images.len()),
+            ));
+        }
+        self.upload_output(0, images)?;
+        let mut taken = false;
+        for layer in self.layers.iter_mut().flatten() {
+            taken |= layer.set_labels(&mut self.cx, labels)?;
+        }
+        if !taken {
+            return Err(crate::core::error::Error::invalid(
+                "set batch",
+                "the graph has no loss layer to take labels".into(),
+            ));
+        }
+        Ok(())
+    }
+
     /// Node `i`'s forward alone, after its inputs were set.
     pub fn forward_one(&mut self, i: usize) -> Result<()> {
         let seed = self.step_seed();

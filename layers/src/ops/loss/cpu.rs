@@ -2,7 +2,7 @@
 
 use crate::backend::cpu::{Cpu, Ctx};
 use crate::core::backend::Layer;
-use crate::core::error::Result;
+use crate::core::error::{Error, Result};
 use cnnbench_kernels::loss;
 
 pub struct SoftmaxXentLayer {
@@ -43,4 +43,28 @@ impl Layer<Cpu> for SoftmaxXentLayer {
         }
         Ok(())
     }
+
+    fn set_labels(&mut self, _: &mut Ctx, labels: &[u32]) -> Result<bool> {
+        set_labels(&mut self.labels, labels, self.classes)?;
+        Ok(true)
+    }
+}
+
+/// Checks a batch's labels against the batch and the classes (a label
+/// past the classes would index out of the logits) and copies them.
+pub(super) fn set_labels(held: &mut [u32], labels: &[u32], classes: usize) -> Result<()> {
+    if labels.len() != held.len() {
+        return Err(Error::invalid(
+            "set labels",
+            format!("{} labels for a batch of {}", labels.len(), held.len()),
+        ));
+    }
+    if let Some(l) = labels.iter().find(|&&l| l as usize >= classes) {
+        return Err(Error::invalid(
+            "set labels",
+            format!("label {l} is not below the model's {classes} classes"),
+        ));
+    }
+    held.copy_from_slice(labels);
+    Ok(())
 }

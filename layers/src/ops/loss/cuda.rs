@@ -76,6 +76,16 @@ impl<'g> Layer<Cuda<'g>> for SoftmaxXentGpuLayer {
         self.probs.bytes() + self.row_loss.bytes() + self.labels.bytes()
     }
 
+    /// Copies the labels in and waits (between steps, outside their
+    /// timing).
+    fn set_labels(&mut self, _cx: &mut GpuCtx<'g>, labels: &[u32]) -> GpuResult<bool> {
+        let mut held = vec![0u32; self.batch];
+        super::cpu::set_labels(&mut held, labels, self.classes)?;
+        let bytes: Vec<u8> = held.iter().flat_map(|l| l.to_le_bytes()).collect();
+        self.labels.upload(&bytes)?;
+        Ok(true)
+    }
+
     fn kernels(&self) -> String {
         "nvrtc softmax_xent".into()
     }
