@@ -1,5 +1,6 @@
 //! `cnnbench report`: merge runs from the results store (any number of
-//! machines) and peers' CSV files into one markdown report with charts.
+//! machines) and peers' CSV files into one markdown report with charts,
+//! optionally beside published numbers (`--published`).
 
 use crate::report::markdown::{self, ChartsDir, Options};
 use crate::report::{cost, merge, models};
@@ -12,7 +13,8 @@ use std::process::ExitCode;
 #[derive(Args)]
 #[command(after_help = "Examples:\n  \
     cnnbench report results/ --out report.md --charts charts/\n  \
-    cnnbench report results/ torch.csv --baseline threads=1")]
+    cnnbench report results/ torch.csv --baseline threads=1\n  \
+    cnnbench report results/ --published")]
 pub struct ReportArgs {
     /// Results files or folders (searched recursively for *.json and peers' *.csv)
     #[arg(value_name = "PATH", default_value = "results")]
@@ -42,6 +44,13 @@ pub struct ReportArgs {
     /// Images per epoch, for the cost section (the default is ImageNet-1k's training set)
     #[arg(long, default_value_t = cost::IMAGENET_IMAGES)]
     dataset_images: u64,
+    /// Also print published numbers (jcjohnson/cnn-benchmarks and its cloud re-run: forward,
+    /// backward and total ms at batch 16; the tf_cnn_benchmarks sheet and FloydHub: images/s by
+    /// GPU count and input) beside measured rows of the same model and batch, marked published
+    /// with their sources and dates; never part of the report's statistics. Built in; the CSVs
+    /// and their sources are in results/published/
+    #[arg(long)]
+    published: bool,
 }
 
 pub fn run(args: ReportArgs) -> Result<ExitCode> {
@@ -95,6 +104,7 @@ pub fn run(args: ReportArgs) -> Result<ExitCode> {
         price,
         epochs: args.epochs,
         dataset_images: args.dataset_images,
+        published: args.published,
     };
     let md = markdown::render(&runs, &model_runs, &unreadable, &opts)?;
     match &args.out {

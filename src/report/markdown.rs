@@ -124,7 +124,8 @@ pub fn scaling(points: &[(usize, f64)]) -> Vec<(usize, f64, f64)> {
 }
 
 /// The report: the layer sections over `runs` (conv and gemm), then the
-/// model section over `models`; either may be empty.
+/// model sections over `models` (either may be empty), then with
+/// `--published` the published tables beside them.
 pub fn render(
     runs: &[Run],
     models: &[ModelRun],
@@ -136,8 +137,18 @@ pub fn render(
     if !runs.is_empty() {
         layer_sections(&mut md, runs, opts)?;
     }
+    // Parsed only when asked for, and kept apart from everything measured.
+    let published = if opts.published {
+        Some(super::published::load()?)
+    } else {
+        None
+    };
     if !models.is_empty() {
         super::models::render(&mut md, models, opts)?;
+        super::comparisons::render(&mut md, models, published.as_ref())?;
+    }
+    if let Some(p) = &published {
+        super::published::render(&mut md, models, p)?;
     }
     not_read(&mut md, unreadable)?;
     Ok(md)

@@ -80,13 +80,18 @@ pub fn load_files(files: Vec<PathBuf>, unreadable: &mut Vec<Unreadable>) -> Vec<
     runs
 }
 
-/// Whether a file holds `cnnbench model` results (or the model peer's CSV).
 /// Whether a file holds `cnnbench model` results (or the model peer's
-/// CSV); `None` for one of cnnbench's documents that holds no results.
+/// CSV); `None` for one of cnnbench's documents that holds no results,
+/// and for the published tables (`results/published/`).
 fn is_model_run(path: &std::path::Path, is_csv: bool) -> Result<Option<bool>> {
     if is_csv {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read '{}'", path.display()))?;
+        // results/published/ lives in the store's folder; its tables are
+        // shown with --published only, never read as results.
+        if super::published::is_published_csv(&text) {
+            return Ok(None);
+        }
         return Ok(Some(text.starts_with("model,")));
     }
     Ok(match store::document_of(path)? {
@@ -321,5 +326,18 @@ mod tests {
         assert_eq!(runs[0].label, "peer:pytorch-2.15.0");
         let r = &runs[0].file.records[0];
         assert_eq!((r.ms.median, r.runs, r.check), (1.5, 10, None));
+    }
+
+    #[test]
+    fn published_tables_in_a_results_folder_are_not_results() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("sheet.csv"),
+            "source,date,date_kind,model\nhttps://example.org,2017-01-01,published,resnet50\n",
+        )
+        .unwrap();
+        let inputs = split(&[dir.path().to_path_buf()]).unwrap();
+        assert!(inputs.layers.is_empty() && inputs.models.is_empty());
+        assert!(inputs.unreadable.is_empty(), "{:?}", inputs.unreadable);
     }
 }

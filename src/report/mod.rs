@@ -1,9 +1,12 @@
 //! Reports read from the results store: markdown merged from runs, SVG
-//! charts, and cost arithmetic.
+//! charts, cost arithmetic, comparisons between runs, and published
+//! numbers for context.
 
 pub mod charts;
+pub mod comparisons;
 pub mod cost;
 pub mod markdown;
 pub mod merge;
 pub mod models;
 pub mod options;
+pub mod published;

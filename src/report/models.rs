@@ -8,7 +8,7 @@ use super::merge::labels;
 use super::options::Options;
 use crate::bench::Stats;
 use crate::results::store::{self, Unreadable};
-use crate::results::{Device, Environment, Input, InputSource, ModelRecord};
+use crate::results::{Device, Environment, FolderInput, Input, InputSource, ModelRecord};
 use anyhow::{Context, Result};
 use cnnbench_layers::DType;
 use std::fmt::Write;
@@ -274,7 +274,7 @@ fn table(md: &mut String, runs: &[ModelRun]) -> Result<()> {
     writeln!(md, "## Models\n")?;
     writeln!(
         md,
-        "Training steps of whole networks (forward and backward, and the update where one was timed), medians over each run's timed steps; min-max in brackets. `x best` is the step time over the fastest row of the same model, batch and precision. `fused: relu`: the ReLUs after batch norms and residual adds ran inside them (cnnbench's CPU default; CSV files do not say).\n"
+        "Training steps of whole networks (forward and backward, and the update where one was timed), medians over each run's timed steps; min-max in brackets. `x best` is the step time over the fastest row of the same model, batch and precision. `fused: relu`: the ReLUs after batch norms and residual adds ran inside them (cnnbench's CPU default; CSV files do not say). Input is synthetic unless a note says `real input` (images read from a folder for every step; `input-bound`: the step waited for the loader).\n"
     )?;
     writeln!(
         md,
@@ -317,6 +317,9 @@ fn table(md: &mut String, runs: &[ModelRun]) -> Result<()> {
                 100.0 * dp.efficiency
             ));
         }
+        if let Some(note) = input_note(&m.input) {
+            notes.push(note);
+        }
         writeln!(
             md,
             "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
@@ -337,6 +340,52 @@ fn table(md: &mut String, runs: &[ModelRun]) -> Result<()> {
     }
     writeln!(md)?;
     Ok(())
+}
+
+/// A model table note for real input: the folder's images, what its
+/// loader could deliver, and whether the step waited for it; `None` for
+/// synthetic input.
+fn input_note(input: &Input) -> Option<String> {
+    if input.source != InputSource::Folder {
+        return None;
+    }
+    Some(match &input.folder {
+        Some(f) => folder_note(f),
+        // Model CSVs say only where the images came from.
+        None => "real input".to_string(),
+    })
+}
+
+fn folder_note(f: &FolderInput) -> String {
+    format!(
+        "real input ({} images), loader {:.1} img/s{}",
+        f.images,
+        f.loader_images_per_sec,
+        if f.input_bound { ", input-bound" } else { "" }
+    )
+}
+
+/// The device a record ran on, with its name where the run gives one:
+/// `gpu (NVIDIA H100 80GB HBM3)`, `cpu (Xeon ...)`, or a peer's tool.
+pub fn device_label(run: &ModelRun, m: &ModelRecord) -> String {
+    let name = run.environment.as_ref().map(|e| match &e.gpu {
+        Some(g) => g.name.clone(),
+        None => e.cpu.clone(),
+    });
+    match (name.filter(|n| !n.is_empty()), &run.peer) {
+        (Some(n), _) => format!("{} ({n})", m.device),
+        (None, Some(p)) => format!("{} ({p})", m.device),
+        (None, None) => m.device.to_string(),
+    }
+}
+
+/// A record's GPU count as the report shows it: `-` on the CPU, else its
+/// data-parallel replicas (1 without).
+pub fn gpus_shown(m: &ModelRecord) -> String {
+    match m.device {
+        Device::Cpu => "-".to_string(),
+        Device::Gpu => m.data_parallel.as_ref().map_or(1, |d| d.gpus).to_string(),
+    }
 }
 
 /// What a whole training run would cost at each priced row's throughput:
@@ -440,6 +489,7 @@ mod tests {
             }),
             epochs: 1,
             dataset_images: 3600,
+            published: false,
         };
         render(&mut md, &runs, &opts).unwrap();
         let rows: Vec<&str> = md.lines().filter(|l| l.starts_with("| resnet50")).collect();
@@ -537,5 +587,43 @@ mod tests {
         let mut md = String::new();
         scaling(&mut md, &[run("a", vec![single])]).unwrap();
         assert!(md.is_empty());
+    }
+
+    #[test]
+    fn rows_of_real_input_say_so_with_the_loaders_rate() {
+        let dir = tempfile::tempdir().unwrap();
+        let row = "resnet50,16,gpu,f32,nhwc,1,1,1,1,1,1,0,1,2,2,2,0,3,5.0,10,ok,1,folder\n";
+        std::fs::write(
+            dir.path().join("real.csv"),
+            format!("{},gpus,input\n{row}", HEAD.trim_end()),
+        )
+        .unwrap();
+        let mut runs = load(&[dir.path().to_path_buf()]).unwrap();
+        assert_eq!(runs[0].records[0].input.source, InputSource::Folder);
+        let wait = Stats::of(&[0.5]).unwrap();
+        let mut real = runs[0].records[0].clone();
+        real.input.folder = Some(FolderInput {
+            path: "/data/train".into(),
+            images: 1300,
+            classes: 10,
+            skipped: 0,
+            transform: "train".into(),
+            decoder: "zune-jpeg".into(),
+            loader_threads: 4,
+            prefetch: 2,
+            loader_images_per_sec: 812.5,
+            wait_ms: wait,
+            input_bound: true,
+        });
+        runs[0].records.push(real);
+        let mut md = String::new();
+        table(&mut md, &runs).unwrap();
+        let rows: Vec<&str> = md.lines().filter(|l| l.starts_with("| resnet50")).collect();
+        assert!(rows[0].ends_with("| real input |"), "{md}");
+        assert!(
+            rows[1].ends_with("| real input (1300 images), loader 812.5 img/s, input-bound |"),
+            "{md}"
+        );
+        assert_eq!(input_note(&Input::default()), None);
     }
 }

@@ -1,5 +1,6 @@
 //! What a report is asked for: the baseline, where charts go, a price for
-//! unpriced runs, and the training run that costs are quoted for.
+//! unpriced runs, the training run that costs are quoted for, and whether
+//! to show published numbers.
 
 use std::path::PathBuf;
 
@@ -17,4 +18,6 @@ pub struct Options {
     pub price: Option<crate::results::price::Price>,
     pub epochs: u32,
     pub dataset_images: u64,
+    /// Print the published tables beside measured rows (`--published`).
+    pub published: bool,
 }
