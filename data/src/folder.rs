@@ -16,7 +16,10 @@ pub const IMG_EXTENSIONS: [&str; 9] = [
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Sample {
     pub path: PathBuf,
+    /// The class's index: its folder's place among the sorted names.
     pub class: u32,
+    /// The file's size when scanned (0 where it could not be read).
+    pub bytes: u64,
 }
 
 #[derive(Debug)]
@@ -47,7 +50,12 @@ const MAX_CLASSES: usize = 1 << 20;
 
 impl ImageFolder {
     pub fn scan(dir: &Path) -> Result<ImageFolder, FolderError> {
-        let meta = std::fs::metadata(dir).map_err(|e| io_err("read", dir, e))?;
+        let meta = std::fs::metadata(dir).map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => {
+                FolderError(format!("'{}' does not exist", dir.display()))
+            }
+            _ => io_err("read", dir, e),
+        })?;
         if !meta.is_dir() {
             return Err(FolderError(format!(
                 "'{}' is not a folder: an ImageFolder tree is a folder holding one folder per class",
@@ -78,8 +86,7 @@ impl ImageFolder {
         classes.sort_by(|a, b| a.as_encoded_bytes().cmp(b.as_encoded_bytes()));
         let mut samples = Vec::new();
         for (k, class) in classes.iter().enumerate() {
-            let mut seen = HashSet::new();
-            walk(&dir.join(class), k as u32, &mut seen, &mut samples)?;
+            class_samples(&dir.join(class), k as u32, &mut samples);
         }
         if samples.is_empty() {
             return Err(FolderError(format!(
@@ -119,6 +126,11 @@ impl ImageFolder {
     pub fn is_empty(&self) -> bool {
         self.samples.is_empty()
     }
+
+    /// The samples' bytes, as scanned.
+    pub fn total_bytes(&self) -> u64 {
+        self.samples.iter().map(|s| s.bytes).sum()
+    }
 }
 
 fn has_image_extension(p: &Path) -> bool {
@@ -127,44 +139,53 @@ fn has_image_extension(p: &Path) -> bool {
         .is_some_and(|e| IMG_EXTENSIONS.iter().any(|x| e.eq_ignore_ascii_case(x)))
 }
 
-/// `os.walk(dir, followlinks=True)` in sorted order, each real folder once
-/// (a link back up the tree is not walked again).
-fn walk(
-    dir: &Path,
-    class: u32,
-    seen: &mut HashSet<PathBuf>,
-    out: &mut Vec<Sample>,
-) -> Result<(), FolderError> {
-    let Ok(real) = std::fs::canonicalize(dir) else {
-        return Ok(());
-    };
-    if !seen.insert(real) {
-        return Ok(());
-    }
-    let mut entries: Vec<PathBuf> = match std::fs::read_dir(dir) {
-        Ok(rd) => rd.filter_map(|e| e.ok().map(|e| e.path())).collect(),
-        // An unreadable class folder adds no files, as os.walk's default.
-        Err(_) => return Ok(()),
-    };
-    entries.sort_by(|a, b| {
-        a.as_os_str()
-            .as_encoded_bytes()
-            .cmp(b.as_os_str().as_encoded_bytes())
-    });
-    let mut dirs = Vec::new();
-    for p in entries {
-        if std::fs::metadata(&p).is_ok_and(|m| m.is_dir()) {
-            dirs.push(p);
-        } else if has_image_extension(&p) {
-            // Anything named like an image is a sample, as in torchvision;
-            // the loader skips (and counts) what it cannot read.
-            out.push(Sample { path: p, class });
+/// Byte order, which for UTF-8 names is Python's order of `str`.
+fn by_bytes(a: &Path, b: &Path) -> std::cmp::Ordering {
+    a.as_os_str()
+        .as_encoded_bytes()
+        .cmp(b.as_os_str().as_encoded_bytes())
+}
+
+/// The image files below `class_dir` in torchvision's order: `for root,
+/// _, fnames in sorted(os.walk(dir, followlinks=True))`, then
+/// `sorted(fnames)` — folders by their path, files by name within each.
+/// Unlike `os.walk`, a real folder is walked once, so a link back up the
+/// tree is no endless loop.
+fn class_samples(class_dir: &Path, class: u32, out: &mut Vec<Sample>) {
+    let mut seen = HashSet::new();
+    let mut folders: Vec<(PathBuf, Vec<Sample>)> = Vec::new();
+    let mut stack = vec![class_dir.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let Ok(real) = std::fs::canonicalize(&dir) else {
+            continue;
+        };
+        if !seen.insert(real) {
+            continue;
         }
+        // An unreadable folder adds no files, as os.walk's default.
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        let mut files = Vec::new();
+        for entry in entries.flatten() {
+            let path = entry.path();
+            // `metadata` follows links, as os.walk(followlinks=True) does;
+            // a dangling link is a file (which the loader will skip).
+            match std::fs::metadata(&path) {
+                Ok(m) if m.is_dir() => stack.push(path),
+                found if has_image_extension(&path) => files.push(Sample {
+                    path,
+                    class,
+                    bytes: found.map_or(0, |m| m.len()),
+                }),
+                _ => {}
+            }
+        }
+        files.sort_by(|a, b| by_bytes(&a.path, &b.path));
+        folders.push((dir, files));
     }
-    for d in dirs {
-        walk(&d, class, seen, out)?;
-    }
-    Ok(())
+    folders.sort_by(|a, b| by_bytes(&a.0, &b.0));
+    out.extend(folders.into_iter().flat_map(|(_, files)| files));
 }
 
 #[cfg(test)]
@@ -183,6 +204,9 @@ mod tests {
         touch(&r.join("b/2.JPG"));
         touch(&r.join("b/1.png"));
         touch(&r.join("b/sub/0.jpeg"));
+        // sorted(os.walk()) puts "b/sub-x" before "b/sub/deep": '-' < '/'.
+        touch(&r.join("b/sub/deep/9.png"));
+        touch(&r.join("b/sub-x/5.png"));
         touch(&r.join("b/notes.txt"));
         touch(&r.join("a/z.jpg"));
         touch(&r.join("stray.jpg"));
@@ -203,9 +227,13 @@ mod tests {
                 ("a/z.jpg".to_string(), 0),
                 ("b/1.png".to_string(), 1),
                 ("b/2.JPG".to_string(), 1),
-                ("b/sub/0.jpeg".to_string(), 1)
+                ("b/sub/0.jpeg".to_string(), 1),
+                ("b/sub-x/5.png".to_string(), 1),
+                ("b/sub/deep/9.png".to_string(), 1),
             ]
         );
+        assert!(f.samples().iter().all(|s| s.bytes == 1));
+        assert_eq!(f.total_bytes(), 6);
     }
 
     #[test]
@@ -213,12 +241,19 @@ mod tests {
         let t = tempfile::tempdir().expect("tmp");
         let r = t.path();
         touch(&r.join("a/x.jpg"));
+        touch(&r.join("stray.jpg"));
         std::os::unix::fs::symlink("..", r.join("a/up")).expect("link");
         std::os::unix::fs::symlink(".", r.join("a/self")).expect("link");
         let f = ImageFolder::scan(r).expect("a tree");
-        // The root is walked again once through `up` (it is another real
-        // folder than `a`), but never endlessly.
-        assert!(f.len() >= 1 && f.len() <= 3, "{:?}", f.samples());
+        // `self` is `a` again: skipped. `up` is the root, another real
+        // folder, walked once (as os.walk's first pass would), and `a`
+        // below it is not walked again.
+        let got: Vec<&Path> = f
+            .samples()
+            .iter()
+            .map(|s| s.path.strip_prefix(r).expect("under the root"))
+            .collect();
+        assert_eq!(got, [Path::new("a/x.jpg"), Path::new("a/up/stray.jpg")]);
     }
 
     #[test]
@@ -226,10 +261,19 @@ mod tests {
         use std::os::unix::ffi::OsStrExt;
         let t = tempfile::tempdir().expect("tmp");
         let class = std::ffi::OsStr::from_bytes(b"cl\xffass");
-        touch(&t.path().join(class).join(std::ffi::OsStr::from_bytes(b"im\xfe.jpg")));
+        touch(
+            &t.path()
+                .join(class)
+                .join(std::ffi::OsStr::from_bytes(b"im\xfe.jpg")),
+        );
         let f = ImageFolder::scan(t.path()).expect("a tree");
         assert_eq!(f.len(), 1);
         assert_eq!(f.classes()[0], "cl\u{fffd}ass");
+        assert!(f.samples()[0]
+            .path
+            .display()
+            .to_string()
+            .ends_with("im\u{fffd}.jpg"));
     }
 
     #[test]
@@ -237,7 +281,10 @@ mod tests {
         let t = tempfile::tempdir().expect("tmp");
         let r = t.path();
         let e = ImageFolder::scan(&r.join("missing")).expect_err("missing");
-        assert!(e.0.contains("missing"), "{e}");
+        assert!(
+            e.0.contains("missing") && e.0.contains("does not exist"),
+            "{e}"
+        );
         let e = ImageFolder::scan(r).expect_err("empty");
         assert!(e.0.contains("no class folders"), "{e}");
         touch(&r.join("flat.jpg"));
@@ -248,8 +295,6 @@ mod tests {
         touch(&r.join("a/readme.txt"));
         let e = ImageFolder::scan(r).expect_err("no images");
         assert!(e.0.contains("no image files"), "{e}");
-        for e in [e] {
-            assert!(!e.0.contains('\n'));
-        }
+        assert!(!e.0.contains('\n'));
     }
 }

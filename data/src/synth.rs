@@ -1,10 +1,13 @@
 //! Synthetic ImageFolder trees of JPEGs that cost what photos cost to
-//! decode: natural-looking scenes (a sky-to-ground gradient, fractal
-//! texture at several scales, shaded shapes with hard edges, fine grain),
-//! at ImageNet-like sizes, quality 90 and 4:2:0 chroma as cameras write
-//! them. Noise would decode slower than photos, flat colour faster; this
-//! sits between, and the summary reports the mean file size to compare
-//! with ImageNet's (about 110 KB).
+//! decode: natural-looking scenes ([`scene`]: a sky or a backdrop over
+//! textured ground, shaded objects with hard edges, sensor grain) at
+//! ImageNet-like sizes (470x396 on average, as ImageNet's 469x387), in
+//! quality 90 with 4:2:0 chroma as cameras write them. Noise would decode
+//! slower than photos and flat colour faster; these weigh about 92 KB at
+//! that size (ImageNet's files: about 110 KB, larger photos included), and
+//! the summary says what a tree came to.
+
+mod scene;
 
 use crate::transform::Rng;
 use jpeg_encoder::{ColorType, Encoder, SamplingFactor};
@@ -12,13 +15,18 @@ use rayon::prelude::*;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+/// The widest and tallest image written: a scene is held whole in memory
+/// on each thread.
+pub const MAX_SIDE: usize = 8192;
+
 #[derive(Clone, Debug)]
 pub struct SynthOptions {
     pub images: usize,
     /// Class folders, the images dealt round them.
     pub classes: usize,
-    /// Every image this width and height; `None`: about 500x375, varying
-    /// in size and orientation as ImageNet's photos do.
+    /// Every image this width and height; `None`: ImageNet-like, the long
+    /// side 400-600 pixels, a quarter of them portrait (470x396 on
+    /// average).
     pub size: Option<(usize, usize)>,
     /// JPEG quality, 1-100.
     pub quality: u8,
@@ -61,12 +69,7 @@ pub fn synth(
     let bad = |what: &str, p: &Path, e: std::io::Error| {
         SynthError(format!("cannot {what} '{}': {e}", p.display()))
     };
-    if opts.images == 0 || opts.classes == 0 || !(1..=100).contains(&opts.quality) {
-        return Err(SynthError(format!(
-            "a tree needs images, classes and a quality of 1-100 (got {}, {}, {})",
-            opts.images, opts.classes, opts.quality
-        )));
-    }
+    check(opts)?;
     match std::fs::read_dir(dir) {
         Ok(mut entries) => {
             if entries.next().is_some() {
@@ -90,7 +93,7 @@ pub fn synth(
             let class = i % opts.classes;
             let mut rng = Rng::new(opts.seed ^ (i as u64).wrapping_mul(0xD134_2543_DE82_EF95));
             let (w, h) = opts.size.unwrap_or_else(|| photo_size(&mut rng));
-            let px = scene(w, h, class, &mut rng);
+            let px = scene::scene(w, h, class, &mut rng);
             let mut jpeg = Vec::new();
             let mut enc = Encoder::new(&mut jpeg, opts.quality);
             enc.set_sampling_factor(SamplingFactor::R_4_2_0);
@@ -117,7 +120,34 @@ pub fn synth(
     })
 }
 
-/// About 500x375, landscape three times in four, as ImageNet's photos.
+/// A one-line error for options that make no tree, or one torchvision
+/// would refuse (a class folder without images).
+fn check(opts: &SynthOptions) -> Result<(), SynthError> {
+    if opts.images == 0 || opts.classes == 0 || opts.classes > opts.images {
+        return Err(SynthError(format!(
+            "{} images in {} classes: a tree needs at least one image in every class",
+            opts.images, opts.classes
+        )));
+    }
+    if !(1..=100).contains(&opts.quality) {
+        return Err(SynthError(format!(
+            "JPEG quality {}: expected 1 to 100",
+            opts.quality
+        )));
+    }
+    if let Some((w, h)) = opts.size {
+        if !(1..=MAX_SIDE).contains(&w) || !(1..=MAX_SIDE).contains(&h) {
+            return Err(SynthError(format!(
+                "{w}x{h} pixels: expected 1 to {MAX_SIDE} each way"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The long side 400-600 pixels, the short 0.66-0.8 of it (3:2 to 5:4),
+/// landscape three times in four: 470x396 on average, as ImageNet's
+/// photos (469x387).
 fn photo_size(rng: &mut Rng) -> (usize, usize) {
     let long = rng.int(400, 600);
     let short = (long as f64 * rng.uniform(0.66, 0.8)) as usize;
@@ -126,145 +156,6 @@ fn photo_size(rng: &mut Rng) -> (usize, usize) {
     } else {
         (long, short)
     }
-}
-
-/// A hash of a lattice point, in [0, 1).
-fn lattice(x: i64, y: i64, seed: u64) -> f32 {
-    let mut h = seed ^ (x as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (y as u64).wrapping_mul(0xC2B2_AE3D_27D4_EB4F);
-    h = (h ^ (h >> 31)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    h ^= h >> 29;
-    (h >> 40) as f32 / (1u64 << 24) as f32
-}
-
-/// Smooth value noise in [0, 1).
-fn value_noise(x: f32, y: f32, seed: u64) -> f32 {
-    let (xi, yi) = (x.floor(), y.floor());
-    let (fx, fy) = (x - xi, y - yi);
-    let (sx, sy) = (fx * fx * (3.0 - 2.0 * fx), fy * fy * (3.0 - 2.0 * fy));
-    let (xi, yi) = (xi as i64, yi as i64);
-    let a = lattice(xi, yi, seed);
-    let b = lattice(xi + 1, yi, seed);
-    let c = lattice(xi, yi + 1, seed);
-    let d = lattice(xi + 1, yi + 1, seed);
-    let top = a + (b - a) * sx;
-    let bottom = c + (d - c) * sx;
-    top + (bottom - top) * sy
-}
-
-/// Fractal noise: octaves from `period` pixels down to 2, each half the
-/// weight of the last; about [0, 1).
-fn fractal(x: f32, y: f32, period: f32, seed: u64) -> f32 {
-    let (mut f, mut amp, mut sum, mut norm) = (1.0 / period, 1.0, 0.0, 0.0);
-    let mut o = 0u64;
-    while f <= 0.5 {
-        sum += amp * value_noise(x * f, y * f, seed.wrapping_add(o));
-        norm += amp;
-        amp *= 0.55;
-        f *= 2.0;
-        o += 1;
-    }
-    sum / norm
-}
-
-/// A shape of the scene: an ellipse or a rotated rectangle.
-struct Shape {
-    cx: f32,
-    cy: f32,
-    rx: f32,
-    ry: f32,
-    cos: f32,
-    sin: f32,
-    ellipse: bool,
-    color: [f32; 3],
-    seed: u64,
-}
-
-impl Shape {
-    /// Where (x, y) falls in the shape's own frame, or `None` outside.
-    fn local(&self, x: f32, y: f32) -> Option<(f32, f32)> {
-        let (dx, dy) = (x - self.cx, y - self.cy);
-        let u = (dx * self.cos + dy * self.sin) / self.rx;
-        let v = (-dx * self.sin + dy * self.cos) / self.ry;
-        let inside = if self.ellipse {
-            u * u + v * v <= 1.0
-        } else {
-            u.abs() <= 1.0 && v.abs() <= 1.0
-        };
-        inside.then_some((u, v))
-    }
-}
-
-/// A colour from a class's palette: hue by class, varied by `rng`.
-fn palette(class: usize, rng: &mut Rng) -> [f32; 3] {
-    let hue = (class as f32 * 0.618_034).fract() * 6.0 + rng.uniform(-0.6, 0.6) as f32;
-    let sat = rng.uniform(0.35, 0.85) as f32;
-    let val = rng.uniform(90.0, 230.0) as f32;
-    let h = hue.rem_euclid(6.0);
-    let f = h - h.floor();
-    let (p, q, t) = (val * (1.0 - sat), val * (1.0 - sat * f), val * (1.0 - sat * (1.0 - f)));
-    match h as u32 {
-        0 => [val, t, p],
-        1 => [q, val, p],
-        2 => [p, val, t],
-        3 => [p, q, val],
-        4 => [t, p, val],
-        _ => [val, p, q],
-    }
-}
-
-/// One scene's RGB pixels.
-fn scene(w: usize, h: usize, class: usize, rng: &mut Rng) -> Vec<u8> {
-    let seed = rng.next_u64();
-    let sky = palette(class + 3, rng);
-    let ground = palette(class, rng);
-    let horizon = rng.uniform(0.3, 0.7) as f32 * h as f32;
-    let scale = w.max(h) as f32;
-    let shapes: Vec<Shape> = (0..rng.int(3, 7))
-        .map(|_| {
-            let angle = rng.uniform(0.0, std::f64::consts::PI) as f32;
-            Shape {
-                cx: rng.uniform(0.0, w as f64) as f32,
-                cy: rng.uniform(0.2 * h as f64, h as f64) as f32,
-                rx: rng.uniform(0.05, 0.3) as f32 * scale,
-                ry: rng.uniform(0.05, 0.25) as f32 * scale,
-                cos: angle.cos(),
-                sin: angle.sin(),
-                ellipse: rng.int(0, 1) == 0,
-                color: palette(class, rng),
-                seed: rng.next_u64(),
-            }
-        })
-        .collect();
-    let mut px = vec![0u8; w * h * 3];
-    for (y, row) in px.chunks_exact_mut(w * 3).enumerate() {
-        let yf = y as f32;
-        for (x, p) in row.chunks_exact_mut(3).enumerate() {
-            let xf = x as f32;
-            let (mut color, light) = match shapes.iter().rev().find_map(|s| s.local(xf, yf).map(|l| (s, l))) {
-                // The topmost shape: lit from the upper left, textured.
-                Some((s, (u, v))) => {
-                    let t = fractal(xf, yf, 24.0, s.seed);
-                    (s.color, 0.75 + 0.25 * (-u - v) * 0.5 + 0.5 * (t - 0.5))
-                }
-                None if yf < horizon => {
-                    let t = fractal(xf, yf, 96.0, seed);
-                    let k = yf / horizon;
-                    let c = [0, 1, 2].map(|i| sky[i] * (1.0 - 0.3 * k) + 40.0 * k);
-                    (c, 0.85 + 0.3 * t)
-                }
-                None => {
-                    let t = fractal(xf, yf, 48.0, seed ^ 1);
-                    (ground, 0.6 + 0.7 * t)
-                }
-            };
-            // Grain: what makes a photo's high frequencies.
-            let grain = (lattice(x as i64, y as i64, seed ^ 7) - 0.5) * 14.0;
-            for (c, out) in color.iter_mut().zip(p.iter_mut()) {
-                *out = (*c * light + grain).clamp(0.0, 255.0) as u8;
-            }
-        }
-    }
-    px
 }
 
 #[cfg(test)]
@@ -287,7 +178,11 @@ mod tests {
             let class = class.expect("entry").path();
             for f in std::fs::read_dir(&class).expect("a class") {
                 let p = f.expect("entry").path();
-                let rel = p.strip_prefix(dir).expect("below").to_string_lossy().into_owned();
+                let rel = p
+                    .strip_prefix(dir)
+                    .expect("below")
+                    .to_string_lossy()
+                    .into_owned();
                 out.push((rel, std::fs::read(&p).expect("read")));
             }
         }
@@ -306,13 +201,27 @@ mod tests {
         let (fa, fb) = (files(&a), files(&b));
         assert_eq!(fa, fb, "the same seed, the same files");
         assert_eq!(fa.len(), 7);
-        assert_eq!(fa.iter().filter(|(n, _)| n.starts_with("class_000/")).count(), 3);
+        assert_eq!(
+            fa.iter()
+                .filter(|(n, _)| n.starts_with("class_000/"))
+                .count(),
+            3
+        );
         for (name, bytes) in &fa {
-            assert!(!name.contains(".part"), "{name}");
+            assert!(!name.contains(".part"), "no temporary file left: {name}");
             let mut rgb = crate::decode::Rgb::default();
             crate::decode::decode(bytes, &mut rgb).expect("decodes");
             assert_eq!((rgb.width, rgb.height), (40, 30));
+            // The frame header's luma sampling: 2x2, i.e. chroma 4:2:0.
+            let sof = bytes
+                .windows(2)
+                .position(|w| w == [0xFF, 0xC0])
+                .expect("a baseline frame header");
+            assert_eq!(bytes[sof + 11], 0x22, "{name}");
         }
+        let c = t.path().join("c");
+        synth(&c, &SynthOptions { seed: 2, ..opts(7) }, &|_| {}).expect("another seed");
+        assert_ne!(files(&c), fa, "another seed, other images");
     }
 
     #[test]
@@ -336,8 +245,79 @@ mod tests {
     fn a_used_folder_is_refused_untouched() {
         let t = tempfile::tempdir().expect("tmp");
         std::fs::write(t.path().join("mine.txt"), b"keep").expect("write");
-        let e = synth(t.path(), &opts(2), &|_| {}).expect_err("used");
+        let e = synth(t.path(), &opts(3), &|_| {}).expect_err("used");
         assert!(e.0.contains("already used"), "{e}");
         assert_eq!(std::fs::read_dir(t.path()).expect("dir").count(), 1);
+    }
+
+    #[test]
+    fn options_that_make_no_tree_are_one_line_errors() {
+        let t = tempfile::tempdir().expect("tmp");
+        let d = t.path().join("t");
+        for (o, want) in [
+            (
+                SynthOptions {
+                    classes: 4,
+                    ..opts(3)
+                },
+                "every class",
+            ),
+            (
+                SynthOptions {
+                    quality: 0,
+                    ..opts(3)
+                },
+                "quality",
+            ),
+            (
+                SynthOptions {
+                    size: Some((0, 30)),
+                    ..opts(3)
+                },
+                "0x30",
+            ),
+            (
+                SynthOptions {
+                    size: Some((9000, 30)),
+                    ..opts(3)
+                },
+                "9000x30",
+            ),
+        ] {
+            let e = synth(&d, &o, &|_| {}).expect_err(want);
+            assert!(e.0.contains(want) && !e.0.contains('\n'), "{e}");
+        }
+        assert!(!d.exists(), "nothing written");
+        let f = t.path().join("a-file");
+        std::fs::write(&f, b"x").expect("write");
+        let e = synth(&f, &opts(3), &|_| {}).expect_err("a file");
+        assert!(e.0.contains("a-file"), "{e}");
+    }
+
+    /// `cargo test -p cnnbench-data --release -- --ignored --nocapture
+    /// default_tree`: what a default tree weighs and how fast it is written.
+    #[test]
+    #[ignore]
+    fn default_tree_size_and_speed() {
+        let t = tempfile::tempdir().expect("tmp");
+        let o = SynthOptions {
+            images: 500,
+            classes: 10,
+            size: None,
+            quality: 90,
+            seed: 1,
+        };
+        let t0 = std::time::Instant::now();
+        let s = synth(&t.path().join("t"), &o, &|_| {}).expect("a tree");
+        let secs = t0.elapsed().as_secs_f64();
+        eprintln!(
+            "{} images in {secs:.2} s on {} threads: mean {:.1} KB, {:.0}x{:.0}, {:.2} bits/pixel",
+            s.files,
+            rayon::current_num_threads(),
+            s.mean_bytes / 1e3,
+            s.mean_width,
+            s.mean_height,
+            s.mean_bytes * 8.0 / (s.mean_width * s.mean_height)
+        );
     }
 }

@@ -1,0 +1,42 @@
+//! The loader alone, as fast as it goes: what `cnnbench data bench`
+//! times.
+
+use super::{Loader, LoaderConfig, LoaderError, LoaderStats};
+use crate::folder::ImageFolder;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Pulls batches, dropping each at once, until `images` images (whole
+/// batches, at least one) are delivered after a warm-up batch that is not
+/// counted. `progress` hears the images delivered so far.
+///
+/// The stats are the timed window's: `images` and `batches` delivered in
+/// it, `wall` its length, bytes and stage seconds the work done in it
+/// (which, the consumer waiting on the loader throughout, is the work of
+/// the images delivered).
+pub fn bench(
+    folder: Arc<ImageFolder>,
+    cfg: LoaderConfig,
+    images: usize,
+    progress: &dyn Fn(usize),
+) -> Result<LoaderStats, LoaderError> {
+    let loader = Loader::start(folder, cfg)?;
+    // The warm-up: threads started, files and code in cache.
+    drop(loader.next()?);
+    let before = loader.stats();
+    let t0 = Instant::now();
+    let (mut delivered, mut batches) = (0, 0);
+    while delivered < images.max(1) {
+        let b = loader.next()?;
+        delivered += b.labels().len();
+        batches += 1;
+        drop(b);
+        progress(delivered);
+    }
+    let wall = t0.elapsed().as_secs_f64();
+    let mut s = loader.stats().since(&before);
+    s.images = delivered;
+    s.batches = batches;
+    s.wall = wall;
+    Ok(s)
+}
