@@ -3103,6 +3103,106 @@ for _n, _args, _env in [
     _launch_case(_n, _args, _env, f"{' '.join(_args)} with {sorted(_env)}: one line, exit 2, no wait for ranks")
 
 
+# Input data (issue 16): trees that fight back. Each case writes a tiny
+# synthetic tree with the binary itself, then spoils it; every bad file is
+# skipped and counted (never read forever, never a hang), and every bad
+# tree or option is one line and exit 2.
+def _tiny_tree(c: Ctx, rel="tree", images=4, classes=2) -> str:
+    d = c.path(rel)
+    c.run(["data", "synth", d, "--images", str(images), "--classes", str(classes),
+           "--width", "40", "--height", "30", "--quiet"])
+    return d
+
+
+def _bench(d, *extra):
+    return ["data", "bench", d, "--batch", "2", "--images", "4", "--size", "16",
+            "--loader-threads", "1", "--quiet", "--no-save", *extra]
+
+
+@case(1)
+def data_fifo_in_tree(c: Ctx):
+    """a FIFO named like a JPEG in a class folder: skipped and counted, never opened and waited on"""
+    d = _tiny_tree(c)
+    c.mkfifo("tree/class_000/fifo.jpg")
+    r = c.run(_bench(d, "--format", "json"))
+    c.expect(b"fifo.jpg" in r.err or b'"skipped": 0' not in r.out, "UNEXPECTED",
+             f"the FIFO was not counted as skipped: {first_lines(r.err)}")
+
+
+@case(1)
+def data_link_to_dev_zero(c: Ctx):
+    """a class file linked to /dev/zero: skipped (not a regular file), not read forever"""
+    d = _tiny_tree(c)
+    c.symlink("/dev/zero", "tree/class_001/zero.jpg")
+    c.run(_bench(d))
+
+
+@case(1)
+def data_dir_link_loop(c: Ctx):
+    """a class folder holding a link to itself: walked once"""
+    d = _tiny_tree(c)
+    c.symlink("..", "tree/class_000/loop")
+    c.run(_bench(d))
+
+
+@case(1, who="user")
+def data_unreadable_file(c: Ctx):
+    """a JPEG the user may not read: skipped and counted"""
+    d = _tiny_tree(c)
+    jpgs = sorted(os.listdir(c.path("tree/class_000")))
+    os.chmod(c.path("tree/class_000", jpgs[0]), 0)
+    c.run(_bench(d))
+
+
+@case(6)
+def data_truncated_and_garbage(c: Ctx):
+    """truncated JPEGs, a PNG header alone, random bytes, an empty file: all skipped, the run goes on"""
+    d = _tiny_tree(c, images=6)
+    jpgs = sorted(os.listdir(c.path("tree/class_000")))
+    full = read(c.path("tree/class_000", jpgs[0]))
+    c.write("tree/class_000/cut.jpg", full[: len(full) // 2])
+    c.write("tree/class_000/header.png", b"\x89PNG\r\n\x1a\n" + b"\0" * 8)
+    c.write("tree/class_001/noise.jpeg", os.urandom(4096))
+    c.write("tree/class_001/empty.jpg", b"")
+    c.write("tree/class_001/bomb.png", b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\x7f\xff\xff\xff\x7f\xff\xff\xff\x08\x02\0\0\0")
+    c.run(_bench(d, "--images", "8"))
+
+
+@case(6)
+def data_all_garbage(c: Ctx):
+    """a tree whose every file is broken: one line naming one, exit 2, no hang"""
+    c.mkdir("tree/a")
+    for k in range(3):
+        c.write(f"tree/a/{k}.jpg", b"\xff\xd8\xff" + os.urandom(64))
+    c.run(_bench(c.path("tree")), allow=(2,))
+
+
+@case(4)
+def data_model_nonutf8_tree(c: Ctx):
+    """--data with a non-UTF-8 folder name: works, the name printed lossily"""
+    d = _tiny_tree(c, rel="tr\udcffee")
+    c.run(["model", "resnet18", "--batch", "1", "--iters", "1", "--data", d, "--loader-threads", "1",
+           "--quiet", "--no-save"])
+
+
+for _n, _args in [
+    ("data_tree_missing", ["model", "resnet18", "--data", "/nonexistent/tree"]),
+    ("data_tree_is_file", ["data", "bench", "/etc/hostname"]),
+    ("data_tree_no_classes", ["data", "bench", "/dev/shm"]),
+    ("data_loader_threads_zero", ["data", "bench", ".", "--loader-threads", "0"]),
+    ("data_loader_threads_garbage", ["data", "bench", ".", "--loader-threads", "2,,x"]),
+    ("data_prefetch_huge", ["model", "resnet18", "--data", ".", "--prefetch", "99999999999999999999"]),
+    ("data_prefetch_without_data", ["model", "resnet18", "--prefetch", "2"]),
+    ("data_size_zero", ["data", "bench", ".", "--size", "0"]),
+    ("data_dump_index_huge", ["data", "dump", ".", "--index", "18446744073709551615", "--out", "x.npy"]),
+    ("data_synth_zero", ["data", "synth", "new", "--images", "0"]),
+    ("data_synth_quality", ["data", "synth", "new", "--quality", "101"]),
+    ("data_synth_huge_side", ["data", "synth", "new", "--width", "1000000", "--height", "2"]),
+    ("data_synth_into_file", ["data", "synth", "/etc/hostname", "--images", "2"]),
+    ("data_with_gpus", ["model", "resnet18", "--data", ".", "--gpus", "1"]),
+]:
+    _launch_case(_n, _args, {}, f"{' '.join(_args)}: one line, exit 2")
+
 def summary(results):
     users = sorted({r["user"] for r in results})
     print()

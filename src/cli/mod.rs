@@ -5,6 +5,7 @@ mod check;
 mod children;
 mod compare;
 mod conv;
+mod data;
 mod gemm;
 mod info;
 mod model;
@@ -52,6 +53,8 @@ enum Command {
     Info(info::InfoArgs),
     /// Time NCCL's all-reduce over message sizes (DeepBench's), on this machine's GPUs or launched ranks
     Allreduce(Box<allreduce::AllreduceArgs>),
+    /// Input data: write a synthetic JPEG tree, time the loader alone, dump one transformed image
+    Data(data::DataArgs),
 }
 
 /// Where to run.
@@ -197,6 +200,7 @@ pub fn run() -> Result<ExitCode> {
         Command::Check(args) => check::run(args),
         Command::Info(args) => info::run(args),
         Command::Allreduce(args) => allreduce::run(*args),
+        Command::Data(args) => data::run(args),
         Command::Report(args) => report::run(args),
         Command::Compare(args) => compare::run(args),
     }

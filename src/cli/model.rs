@@ -30,6 +30,7 @@ use std::process::ExitCode;
 pub(crate) mod data_parallel;
 mod describe;
 pub(crate) mod gpu;
+pub(crate) mod input;
 mod steps;
 
 use describe::describe;
@@ -118,6 +119,23 @@ pub struct ModelArgs {
     /// GPUs per node in a projection: more than this fill whole nodes
     #[arg(long, value_name = "N", default_value_t = 8, requires = "project_gpus")]
     pub gpus_per_node: usize,
+    /// Where the images come from: `synthetic` (seeded random tensors, set once), or an
+    /// ImageFolder tree (one folder per class of JPEG/PNG files, as ImageNet's train folder)
+    /// read, decoded and transformed for every step by the loader's own threads [default:
+    /// synthetic]
+    #[arg(long, value_name = "DIR|synthetic")]
+    pub data: Option<String>,
+    /// With --data: torchvision's training recipe (RandomResizedCrop + flip + normalize) or
+    /// its eval recipe (resize + center crop + normalize) [default: train]
+    #[arg(long, value_enum, value_name = "WHICH")]
+    pub transform: Option<input::TransformArg>,
+    /// With --data: decoding threads, apart from the compute threads [default: all logical
+    /// CPUs]
+    #[arg(long, value_name = "N")]
+    pub loader_threads: Option<usize>,
+    /// With --data: batches the loader may hold, the step's own included [default: 2]
+    #[arg(long, value_name = "N")]
+    pub prefetch: Option<usize>,
     /// No progress bar
     #[arg(long, short)]
     pub quiet: bool,
@@ -168,6 +186,7 @@ pub fn run(mut args: ModelArgs) -> Result<ExitCode> {
     let dtype = DType::parse(&args.dtype)?;
     let layout = Layout::parse(&args.layout)?;
     let replicas = data_parallel_replicas(&args, graphs.len())?;
+    let data = input::DataPlan::from_args(&args)?;
     let workspace_limit = args
         .workspace_limit
         .as_deref()
@@ -227,10 +246,12 @@ pub fn run(mut args: ModelArgs) -> Result<ExitCode> {
             (Some(setup), Some(r)) => {
                 data_parallel::run(&setup.replica_config(g, &args, policy), r, bar)?
             }
-            (Some(setup), None) => gpu::run(setup, g, &args, policy, bar)?
+            (Some(setup), None) => gpu::run(setup, g, &args, data.as_ref(), policy, bar)?
                 .into_iter()
                 .collect(),
-            (None, _) => run_cpu(g, &args, policy, isa, bar)?.into_iter().collect(),
+            (None, _) => run_cpu(g, &args, data.as_ref(), policy, isa, bar)?
+                .into_iter()
+                .collect(),
         };
         if recs.is_empty() {
             break;
@@ -412,6 +433,7 @@ const CPU: RunKind = (results::Device::Cpu, DType::F32, "nhwc");
 fn run_cpu(
     g: &Graph,
     args: &ModelArgs,
+    data: Option<&input::DataPlan>,
     policy: RunPolicy,
     isa: Isa,
     bar: &indicatif::ProgressBar,
@@ -439,6 +461,7 @@ fn run_cpu(
         net: CpuNet::new(g, args.batch, opts).map_err(|e| anyhow::anyhow!("{}: {e}", g.name))?,
         update: args.update.is_some(),
         hook: None,
+        feed: data.map(|d| d.start(g, args.batch)).transpose()?,
     };
     // The first step always runs untimed: it times the convolution
     // algorithms of each layer and keeps the fastest.
@@ -455,6 +478,10 @@ fn run_cpu(
     };
     let mut base = base_record(g, args.batch, "ok", CPU);
     base.fused = (net.fused_relus() > 0).then(|| "relu".into());
+    if let Some(feed) = &steps.feed {
+        base.input = feed.record(&timed);
+        feed.note_skipped(&g.name);
+    }
     let loss = net.loss().map_err(|e| anyhow::anyhow!("{e}"))?;
     Ok(Some(timed.record(
         g,
@@ -557,6 +584,11 @@ impl ModelOutput {
                     e.cnnbench.version, e.cnnbench.git
                 );
                 s += &models_table(&self.records, md);
+                for r in &self.records {
+                    if let Some(f) = &r.input.folder {
+                        s += &input_line(r, f);
+                    }
+                }
                 for r in self.records.iter().filter(|r| !r.layers.is_empty()) {
                     s += &format!("\n## {} (batch {}), per layer\n", r.model, r.batch);
                     s += &layers_table(&r.layers, md);
@@ -620,6 +652,43 @@ fn models_table(records: &[ModelRecord], md: bool) -> String {
         .collect();
     use Align::{Left as L, Right as R};
     aligned(&header, &[L, R, R, R, R, R, R, R, R, R, L], &rows, md)
+}
+
+/// Where a real-data run's images came from and whether the loader kept
+/// up, in two lines under the table.
+fn input_line(r: &ModelRecord, f: &results::FolderInput) -> String {
+    let step = r.total_ms.map_or(0.0, |s| s.median);
+    let share = if step > 0.0 {
+        100.0 * f.wait_ms.median / step
+    } else {
+        0.0
+    };
+    format!(
+        "{} input: {} ({} images, {} classes{}), {} transform, {}, {} loader thread(s), prefetch {}
+           loader {:.1} img/s (its threads' capacity) vs step {:.1} img/s; each step waited {:.2} ms (median, {share:.1}% of the step): {}
+",
+        r.model,
+        f.path,
+        f.images,
+        f.classes,
+        if f.skipped > 0 {
+            format!(", {} skipped", f.skipped)
+        } else {
+            String::new()
+        },
+        f.transform,
+        f.decoder,
+        f.loader_threads,
+        f.prefetch,
+        f.loader_images_per_sec,
+        r.images_per_sec.unwrap_or(0.0),
+        f.wait_ms.median,
+        if f.input_bound {
+            "INPUT-BOUND"
+        } else {
+            "compute-bound"
+        },
+    )
 }
 
 /// A record's projections, marked as such, with every assumption.

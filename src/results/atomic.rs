@@ -35,6 +35,11 @@ const MAX_LINKS: usize = 40;
 /// write with a shell redirect (read-only, when not root) is refused in one
 /// line naming `path`, and nothing is written.
 pub fn write_atomic(path: &Path, contents: &str) -> Result<()> {
+    write_atomic_bytes(path, contents.as_bytes())
+}
+
+/// [`write_atomic`] for bytes (a `.npy`, say).
+pub fn write_atomic_bytes(path: &Path, contents: &[u8]) -> Result<()> {
     let shown = path.display();
     let written = match classify(path)? {
         Target::File(p, keep) => replace_file(&p, contents, keep),
@@ -285,12 +290,12 @@ fn access(path: &Path, mode: libc::c_int) -> bool {
     unsafe { libc::access(c.as_ptr(), mode) == 0 }
 }
 
-fn write_in_place(path: &Path, contents: &str) -> std::io::Result<()> {
+fn write_in_place(path: &Path, contents: &[u8]) -> std::io::Result<()> {
     unwritten_fifos().retain(|p| p != path);
     // Appending: another process's descriptor link opens its file anew
     // at offset 0, and writing there would overwrite what was written.
     let mut f = open_for_writing(path)?;
-    f.write_all(contents.as_bytes())?;
+    f.write_all(contents)?;
     f.flush()
 }
 
@@ -337,23 +342,23 @@ fn open_for_writing(path: &Path) -> std::io::Result<fs::File> {
 
 /// Writes through one of this process's open descriptors, without closing
 /// it.
-fn write_to_descriptor(fd: std::os::fd::RawFd, contents: &str) -> std::io::Result<()> {
+fn write_to_descriptor(fd: std::os::fd::RawFd, contents: &[u8]) -> std::io::Result<()> {
     use std::os::fd::FromRawFd;
     // SAFETY: `fd` was checked open for writing; ManuallyDrop leaves it
     // open for whoever else holds it (stdout).
     let f = std::mem::ManuallyDrop::new(unsafe { fs::File::from_raw_fd(fd) });
-    (&*f).write_all(contents.as_bytes())?;
+    (&*f).write_all(contents)?;
     (&*f).flush()
 }
 
 /// The temporary file and the rename. Where the folder takes no new file,
 /// or the rename is refused, but the existing file itself is writable (a
 /// shell redirect would work), the file is rewritten in place instead.
-fn replace_file(path: &Path, contents: &str, keep: Option<fs::Metadata>) -> std::io::Result<()> {
+fn replace_file(path: &Path, contents: &[u8], keep: Option<fs::Metadata>) -> std::io::Result<()> {
     use std::io::ErrorKind::{CrossesDevices, PermissionDenied, ResourceBusy};
     let in_place = || {
         let mut f = OpenOptions::new().write(true).truncate(true).open(path)?;
-        f.write_all(contents.as_bytes())?;
+        f.write_all(contents)?;
         f.flush()
     };
     // Errors carry the kind only: never the temporary file's name.
@@ -377,7 +382,7 @@ fn replace_file(path: &Path, contents: &str, keep: Option<fs::Metadata>) -> std:
         Err(e) => return Err(plain(e)),
     };
     let _tracked = crate::signals::TempFile::track(tmp.path());
-    tmp.write_all(contents.as_bytes()).map_err(plain)?;
+    tmp.write_all(contents).map_err(plain)?;
     tmp.flush().map_err(plain)?;
     // An existing file keeps its owner, group, extended attributes (ACLs)
     // and, last (a change of owner clears set-id bits), its mode.

@@ -144,7 +144,9 @@ fn classify(path: &Path, doc: &serde_json::Value) -> Result<Document> {
     };
     Ok(match doc {
         // All-reduce records are of another kind: no report table yet.
-        Value::Object(_) if doc["subcommand"] == "allreduce" => Document::NotResults,
+        Value::Object(_) if doc["subcommand"] == "allreduce" || doc["subcommand"] == "data" => {
+            Document::NotResults
+        }
         Value::Object(_) if has(doc, "records") => Document::Run {
             model: match doc["subcommand"].as_str() {
                 Some(s) if !s.is_empty() => s == "model",

@@ -121,6 +121,7 @@ fn replica(
         net,
         update: cfg.args.update.is_some(),
         hook: None,
+        feed: None,
     };
     let single = time_steps(g, &mut steps, cfg.policy, bar)?;
     let single_loss = steps.net.loss().map_err(|e| anyhow!("{e}"))?;

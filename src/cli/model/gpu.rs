@@ -98,6 +98,7 @@ pub fn run(
     s: &Setup,
     g: &Graph,
     args: &ModelArgs,
+    data: Option<&super::input::DataPlan>,
     policy: RunPolicy,
     bar: &indicatif::ProgressBar,
 ) -> Result<Option<ModelRecord>> {
@@ -135,6 +136,7 @@ pub fn run(
         net,
         update: args.update.is_some(),
         hook: None,
+        feed: data.map(|d| d.start(g, args.batch)).transpose()?,
     };
     let timed = match time_steps(g, &mut steps, policy, bar) {
         Ok(Some(t)) => t,
@@ -150,7 +152,11 @@ pub fn run(
         total: m.params + m.activations + m.workspace,
     };
     let loss = net.loss().map_err(gpu_err)?;
-    let base = base_record(g, args.batch, "ok", s.labels());
+    let mut base = base_record(g, args.batch, "ok", s.labels());
+    if let Some(feed) = &steps.feed {
+        base.input = feed.record(&timed);
+        feed.note_skipped(&g.name);
+    }
     Ok(Some(timed.record(
         g,
         args,

@@ -1,6 +1,7 @@
 //! Whole-model training steps through the one driver loop: each step
 //! timed on its backend's clock, phase by phase and layer by layer.
 
+use super::input::Feed;
 use super::{step_flops, ModelArgs};
 use crate::bench::timer::Timer;
 use crate::bench::{RunPolicy, Samples, Stats};
@@ -12,11 +13,29 @@ use cnnbench_layers::core::backend::Backend;
 use cnnbench_layers::net::{Executor, GradientHook, Graph};
 use std::cell::Cell;
 
+/// One step's milliseconds per phase.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) struct Phases {
+    /// Waiting for the loader's next batch and setting it (host clock; 0
+    /// with synthetic input, which is set once).
+    pub input: f64,
+    pub forward: f64,
+    pub backward: f64,
+    /// The exposed gradient exchange of a data-parallel step (else 0).
+    pub exchange: f64,
+    pub update: f64,
+}
+
+impl Phases {
+    fn total(&self) -> f64 {
+        self.input + self.forward + self.backward + self.exchange + self.update
+    }
+}
+
 /// What the timing loop needs from a backend.
 pub(crate) trait Steps {
-    /// One training step: forward, backward, exposed gradient exchange
-    /// (data-parallel steps; else 0) and update milliseconds.
-    fn step(&mut self) -> Result<[f64; 4]>;
+    /// One training step, phase by phase.
+    fn step(&mut self) -> Result<Phases>;
     /// Node `i`'s forward and backward milliseconds in the last step.
     fn layer_ms(&self, i: usize) -> (f64, f64);
 }
@@ -29,16 +48,28 @@ pub(crate) struct NetSteps<B: Backend> {
     pub update: bool,
     /// The gradient exchange of a data-parallel step.
     pub hook: Option<Box<dyn GradientHook>>,
+    /// Real input: each step first takes the loader's next batch.
+    pub feed: Option<Feed>,
 }
 
 impl<B: Backend> Steps for NetSteps<B> {
-    fn step(&mut self) -> Result<[f64; 4]> {
+    fn step(&mut self) -> Result<Phases> {
+        let input = match &mut self.feed {
+            Some(feed) => feed.next_into(&mut self.net)?,
+            None => 0.0,
+        };
         let hook = self.hook.as_deref_mut().map(|h| h as &mut dyn GradientHook);
         let t = self
             .net
             .step_hooked(self.update.then_some((0.01, 0.9)), hook)
             .map_err(|e| anyhow::anyhow!("{e}"))?;
-        Ok([t.forward, t.backward, t.exchange, t.update])
+        Ok(Phases {
+            input,
+            forward: t.forward,
+            backward: t.backward,
+            exchange: t.exchange,
+            update: t.update,
+        })
     }
 
     fn layer_ms(&self, i: usize) -> (f64, f64) {
@@ -49,6 +80,7 @@ impl<B: Backend> Steps for NetSteps<B> {
 /// The timed steps' milliseconds, per phase and per layer.
 #[derive(Default, Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Timed {
+    inp: Vec<f64>,
     fwd: Vec<f64>,
     bwd: Vec<f64>,
     xchg: Vec<f64>,
@@ -139,7 +171,7 @@ impl Case for StepsCase<'_> {
         });
         let t = self.steps.step()?;
         self.all.push(t, &*self.steps);
-        self.step_ms.set(t.iter().sum());
+        self.step_ms.set(t.total());
         Ok(())
     }
 
@@ -174,14 +206,14 @@ impl Timed {
         }
     }
 
-    /// Keeps one step's phases `[forward, backward, exchange, update]`
-    /// and its layers' times.
-    fn push(&mut self, [f, b, x, u]: [f64; 4], s: &dyn Steps) {
-        self.fwd.push(f);
-        self.bwd.push(b);
-        self.xchg.push(x);
-        self.upd.push(u);
-        self.total.push(f + b + x + u);
+    /// Keeps one step's phases and its layers' times.
+    fn push(&mut self, t: Phases, s: &dyn Steps) {
+        self.inp.push(t.input);
+        self.fwd.push(t.forward);
+        self.bwd.push(t.backward);
+        self.xchg.push(t.exchange);
+        self.upd.push(t.update);
+        self.total.push(t.total());
         for i in 0..self.layer_f.len() {
             let (lf, lb) = s.layer_ms(i);
             self.layer_f[i].push(lf);
@@ -197,6 +229,11 @@ impl Timed {
     /// The median step (forward, backward, exchange and update).
     pub(crate) fn median_step(&self) -> f64 {
         median(&self.total)
+    }
+
+    /// Each step's wait for its input batch.
+    pub(crate) fn input(&self) -> &[f64] {
+        &self.inp
     }
 
     /// The exposed gradient exchange per step.
@@ -224,6 +261,7 @@ impl Timed {
     fn last(self, k: usize) -> Timed {
         let tail = |v: Vec<f64>| v[v.len().saturating_sub(k)..].to_vec();
         Timed {
+            inp: tail(self.inp),
             fwd: tail(self.fwd),
             bwd: tail(self.bwd),
             xchg: tail(self.xchg),
