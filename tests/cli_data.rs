@@ -227,6 +227,8 @@ fn bad_trees_and_options_are_one_line() {
             used.to_str().expect("UTF-8"),
             "--images",
             "2",
+            "--classes",
+            "2",
         ]),
         "used",
     );

@@ -42,7 +42,12 @@ impl Rgb {
 
 /// One line, whatever the library's message holds.
 fn err(why: impl std::fmt::Display) -> ImageError {
-    ImageError(why.to_string().split_whitespace().collect::<Vec<_>>().join(" "))
+    ImageError(
+        why.to_string()
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" "),
+    )
 }
 
 fn check_size(w: usize, h: usize) -> Result<(), ImageError> {
@@ -87,7 +92,8 @@ fn decode_jpeg(bytes: &[u8], out: &mut Rgb) -> Result<(), ImageError> {
         .set_max_height(MAX_SIDE)
         .jpeg_set_out_colorspace(ColorSpace::RGB);
     let mut d = JpegDecoder::new_with_options(ZCursor::new(bytes), opts);
-    d.decode_headers().map_err(|e| err(format!("JPEG: {e:?}")))?;
+    d.decode_headers()
+        .map_err(|e| err(format!("JPEG: {e:?}")))?;
     let info = d.info().ok_or_else(|| err("JPEG: no frame header"))?;
     let (w, h) = (info.width as usize, info.height as usize);
     check_size(w, h)?;
@@ -180,7 +186,13 @@ pub(crate) mod tests {
         out
     }
 
-    fn png_bytes(w: u32, h: u32, color: png::ColorType, depth: png::BitDepth, data: &[u8]) -> Vec<u8> {
+    fn png_bytes(
+        w: u32,
+        h: u32,
+        color: png::ColorType,
+        depth: png::BitDepth,
+        data: &[u8],
+    ) -> Vec<u8> {
         let mut out = Vec::new();
         {
             let mut e = png::Encoder::new(&mut out, w, h);
@@ -219,22 +231,49 @@ pub(crate) mod tests {
     fn pngs_of_every_colour_type_decode_to_rgb_without_alpha() {
         let mut rgb = Rgb::default();
         let rgba = [10, 20, 30, 0, 40, 50, 60, 255];
-        decode(&png_bytes(2, 1, png::ColorType::Rgba, png::BitDepth::Eight, &rgba), &mut rgb)
-            .expect("RGBA");
+        decode(
+            &png_bytes(2, 1, png::ColorType::Rgba, png::BitDepth::Eight, &rgba),
+            &mut rgb,
+        )
+        .expect("RGBA");
         // PIL's convert("RGB") drops alpha, even where it is 0.
         assert_eq!(rgb.data(), &[10, 20, 30, 40, 50, 60]);
-        decode(&png_bytes(2, 1, png::ColorType::GrayscaleAlpha, png::BitDepth::Eight, &[7, 0, 9, 1]), &mut rgb)
-            .expect("grey+alpha");
+        decode(
+            &png_bytes(
+                2,
+                1,
+                png::ColorType::GrayscaleAlpha,
+                png::BitDepth::Eight,
+                &[7, 0, 9, 1],
+            ),
+            &mut rgb,
+        )
+        .expect("grey+alpha");
         assert_eq!(rgb.data(), &[7, 7, 7, 9, 9, 9]);
-        decode(&png_bytes(2, 1, png::ColorType::Indexed, png::BitDepth::Eight, &[1, 0]), &mut rgb)
-            .expect("palette");
+        decode(
+            &png_bytes(2, 1, png::ColorType::Indexed, png::BitDepth::Eight, &[1, 0]),
+            &mut rgb,
+        )
+        .expect("palette");
         assert_eq!(rgb.data(), &[0, 255, 0, 255, 0, 0]);
         let sixteen = [0x12, 0x34, 0, 0, 0xff, 0xff, 0xab, 0xcd, 0, 0, 0, 0];
-        decode(&png_bytes(2, 1, png::ColorType::Rgb, png::BitDepth::Sixteen, &sixteen), &mut rgb)
-            .expect("16-bit");
+        decode(
+            &png_bytes(2, 1, png::ColorType::Rgb, png::BitDepth::Sixteen, &sixteen),
+            &mut rgb,
+        )
+        .expect("16-bit");
         assert_eq!(rgb.data(), &[0x12, 0, 0xff, 0xab, 0, 0]);
-        decode(&png_bytes(3, 1, png::ColorType::Grayscale, png::BitDepth::Eight, &[1, 2, 3]), &mut rgb)
-            .expect("grey");
+        decode(
+            &png_bytes(
+                3,
+                1,
+                png::ColorType::Grayscale,
+                png::BitDepth::Eight,
+                &[1, 2, 3],
+            ),
+            &mut rgb,
+        )
+        .expect("grey");
         assert_eq!(rgb.data(), &[1, 1, 1, 2, 2, 2, 3, 3, 3]);
     }
 
@@ -253,7 +292,10 @@ pub(crate) mod tests {
             assert!(!e.0.contains('\n'), "{name}: {e}");
         }
         let png = png_bytes(4, 4, png::ColorType::Rgb, png::BitDepth::Eight, &[0; 48]);
-        assert!(decode(&png[..png.len() - 20], &mut rgb).is_err(), "truncated PNG");
+        assert!(
+            decode(&png[..png.len() - 20], &mut rgb).is_err(),
+            "truncated PNG"
+        );
     }
 
     #[test]
@@ -261,7 +303,9 @@ pub(crate) mod tests {
         let mut rgb = Rgb::default();
         // A PNG header claiming 2^31-1 pixels a side (CRC left wrong too).
         let mut png = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR".to_vec();
-        png.extend_from_slice(&[0x7f, 0xff, 0xff, 0xff, 0x7f, 0xff, 0xff, 0xff, 8, 2, 0, 0, 0]);
+        png.extend_from_slice(&[
+            0x7f, 0xff, 0xff, 0xff, 0x7f, 0xff, 0xff, 0xff, 8, 2, 0, 0, 0,
+        ]);
         png.extend_from_slice(&[0; 4]);
         assert!(decode(&png, &mut rgb).is_err());
         // A JPEG whose frame header claims 60000x60000.

@@ -1,6 +1,6 @@
 //! torchvision's ImageNet transforms, into NHWC f32: `RandomResizedCrop`
-//! (its exact sampling, Python's rounding included) + `RandomHorizontalFlip`
-//! + `Normalize` for training, `Resize` + `CenterCrop` + `Normalize` for
+//! (its exact sampling, Python's rounding included), `RandomHorizontalFlip`
+//! and `Normalize` for training, `Resize` + `CenterCrop` + `Normalize` for
 //! evaluation. Resampling is fast_image_resize's bilinear convolution
 //! (Pillow's filter, antialiased, SIMD); the flip and the normalisation are
 //! one pass writing the batch's slot.
@@ -151,9 +151,15 @@ pub fn random_resized_crop(width: usize, height: usize, rng: &mut Rng) -> Crop {
 /// `short`, the longer `int(short·long/short_side)`.
 pub fn resized_size(width: usize, height: usize, short: usize) -> (usize, usize) {
     if width <= height {
-        (short, (short as f64 * height as f64 / width as f64) as usize)
+        (
+            short,
+            (short as f64 * height as f64 / width as f64) as usize,
+        )
     } else {
-        ((short as f64 * width as f64 / height as f64) as usize, short)
+        (
+            (short as f64 * width as f64 / height as f64) as usize,
+            short,
+        )
     }
 }
 
@@ -195,7 +201,9 @@ pub fn load_image(
         TransformKind::Eval => {
             let (rw, rh) = resized_size(w, h, eval_resize(size));
             if rw < size || rh < size {
-                return Err(ImageError(format!("{w}x{h} is too small to crop {size}x{size}")));
+                return Err(ImageError(format!(
+                    "{w}x{h} is too small to crop {size}x{size}"
+                )));
             }
             let whole = Crop {
                 top: 0,
@@ -315,18 +323,36 @@ mod tests {
 
     #[test]
     fn crops_stay_inside_and_follow_torchvisions_bounds() {
-        for (w, h) in [(500, 375), (375, 500), (64, 48), (3, 1000), (1000, 3), (1, 1)] {
+        for (w, h) in [
+            (500, 375),
+            (375, 500),
+            (64, 48),
+            (3, 1000),
+            (1000, 3),
+            (1, 1),
+        ] {
             let mut rng = Rng::new(7);
             for _ in 0..500 {
                 let c = random_resized_crop(w, h, &mut rng);
                 assert!(c.width >= 1 && c.height >= 1, "{w}x{h}: {c:?}");
-                assert!(c.left + c.width <= w && c.top + c.height <= h, "{w}x{h}: {c:?}");
+                assert!(
+                    c.left + c.width <= w && c.top + c.height <= h,
+                    "{w}x{h}: {c:?}"
+                );
             }
         }
         // A 1000x3 strip never fits a 3/4..4/3 crop: the centre crop with
         // the ratio clamped to 4/3 (h = 3, w = round(4) = 4).
         let c = random_resized_crop(1000, 3, &mut Rng::new(1));
-        assert_eq!(c, Crop { top: 0, left: 498, height: 3, width: 4 });
+        assert_eq!(
+            c,
+            Crop {
+                top: 0,
+                left: 498,
+                height: 3,
+                width: 4
+            }
+        );
     }
 
     #[test]
