@@ -213,7 +213,10 @@ fn out_of_memory_is_a_row_and_the_run_goes_on() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let rows: Vec<String> = stdout(&o).lines().skip(1).map(String::from).collect();
     assert_eq!(rows.len(), 2);
-    assert!(rows.iter().all(|r| r.ends_with(",OOM,1")), "{rows:?}");
+    assert!(
+        rows.iter().all(|r| r.ends_with(",OOM,1,synthetic")),
+        "{rows:?}"
+    );
 }
 
 #[test]
