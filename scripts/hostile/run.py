@@ -3165,7 +3165,7 @@ def data_truncated_and_garbage(c: Ctx):
     c.write("tree/class_001/noise.jpeg", os.urandom(4096))
     c.write("tree/class_001/empty.jpg", b"")
     c.write("tree/class_001/bomb.png", b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\x7f\xff\xff\xff\x7f\xff\xff\xff\x08\x02\0\0\0")
-    c.run(_bench(d, "--images", "8"))
+    c.run(_bench(d))
 
 
 @case(6)

@@ -124,7 +124,7 @@ pub struct ModelArgs {
     /// read, decoded and transformed for every step by the loader's own threads [default:
     /// synthetic]
     #[arg(long, value_name = "DIR|synthetic")]
-    pub data: Option<String>,
+    pub data: Option<std::path::PathBuf>,
     /// With --data: torchvision's training recipe (RandomResizedCrop + flip + normalize) or
     /// its eval recipe (resize + center crop + normalize) [default: train]
     #[arg(long, value_enum, value_name = "WHICH")]

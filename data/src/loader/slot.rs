@@ -119,6 +119,10 @@ pub fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
 fn read_file(path: &Path, buf: &mut Vec<u8>) -> Result<(), String> {
     buf.clear();
     let cannot = |e: std::io::Error| format!("cannot read it: {e}");
+    // Before opening: opening a FIFO for reading waits for a writer.
+    if !std::fs::metadata(path).map_err(cannot)?.is_file() {
+        return Err("not a regular file".into());
+    }
     let mut f = std::fs::File::open(path).map_err(cannot)?;
     let meta = f.metadata().map_err(cannot)?;
     if !meta.is_file() {

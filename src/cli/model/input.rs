@@ -65,7 +65,12 @@ impl DataPlan {
     /// a folder without one, or a tree that is no ImageFolder.
     pub fn from_args(args: &ModelArgs) -> Result<Option<DataPlan>> {
         let dir = match args.data.as_deref() {
-            None | Some("synthetic") => {
+            None => None,
+            Some(d) if d.as_os_str() == "synthetic" => None,
+            Some(d) => Some(d),
+        };
+        let dir = match dir {
+            None => {
                 for (given, flag) in [
                     (args.loader_threads.is_some(), "--loader-threads"),
                     (args.prefetch.is_some(), "--prefetch"),
@@ -87,7 +92,7 @@ impl DataPlan {
         if prefetch == 0 || prefetch > 64 {
             bail!("--prefetch {prefetch}: expected 1 to 64 batches");
         }
-        let path = PathBuf::from(dir);
+        let path = dir.to_path_buf();
         let folder = ImageFolder::scan(&path).map_err(|e| anyhow::anyhow!("--data: {e}"))?;
         Ok(Some(DataPlan {
             path,
