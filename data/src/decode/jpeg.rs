@@ -1,6 +1,8 @@
 //! JPEG by zune-jpeg, straight to RGB8.
 //!
-//! Colour matches Pillow (checked against Pillow 13 on its own files):
+//! Colour matches Pillow (checked against Pillow 13's convert("RGB") on
+//! CMYK files written by Pillow and by jpeg-encoder, with and without the
+//! APP14 marker, and on YCCK):
 //! grey is replicated; CMYK is read with Adobe's inverted polarity whether
 //! or not an Adobe APP14 marker says so (Pillow's "CMYK;I", "always use
 //! Adobe polarity") and zune's `C·K/255`, rounded, is exactly Pillow's
@@ -32,8 +34,7 @@ pub(super) fn decode(bytes: &[u8], out: &mut Rgb) -> Result<(), ImageError> {
         .set_max_height(MAX_SIDE)
         .jpeg_set_out_colorspace(ColorSpace::RGB);
     let mut d = JpegDecoder::new_with_options(ZCursor::new(bytes), opts);
-    d.decode_headers()
-        .map_err(|e| err(format!("JPEG: {e:?}")))?;
+    d.decode_headers().map_err(zune)?;
     let info = d.info().ok_or_else(|| err("JPEG: no frame header"))?;
     let (w, h) = (info.width as usize, info.height as usize);
     check_size(w, h)?;
@@ -43,11 +44,15 @@ pub(super) fn decode(bytes: &[u8], out: &mut Rgb) -> Result<(), ImageError> {
     if need != w * h * 3 {
         return Err(err(format!("JPEG: {need} output bytes for {w}x{h} RGB")));
     }
-    d.decode_into(out.grow(need))
-        .map_err(|e| err(format!("JPEG: {e:?}")))?;
+    d.decode_into(out.grow(need)).map_err(zune)?;
     out.width = w;
     out.height = h;
     Ok(())
+}
+
+/// zune's message, without the quotes its Display puts round some.
+fn zune(e: zune_jpeg::errors::DecodeErrors) -> ImageError {
+    err(format!("JPEG: {}", e.to_string().trim_matches('"')))
 }
 
 /// Whether an EOI marker (FF D9) follows the first scan. Entropy-coded
