@@ -273,10 +273,9 @@ fn train_and_eval_fill_the_slot_reproducibly() {
 
 #[test]
 fn train_flips_about_half_the_time() {
-    // A 1x1 image is one colour whatever the crop; a 2x1 one crops to
-    // itself or one pixel, so compare left and right halves instead: a
-    // left-dark, right-light image comes out flipped when the left of the
-    // output is light.
+    // Left half black, right half white. Crops that span both halves come
+    // out lighter on the left when flipped, darker when not (crops inside
+    // one half are flat and not counted).
     let (w, h) = (64usize, 64usize);
     let mut px = Vec::new();
     for _ in 0..h {
