@@ -15,14 +15,12 @@
 //! every batch is full. Where every file of a whole epoch fails, the
 //! caller gets an error instead of waiting forever.
 
-mod bench;
 mod order;
 mod slot;
 mod stats;
 #[cfg(test)]
 mod tests;
 
-pub use bench::bench;
 pub use slot::MAX_FILE_BYTES;
 pub use stats::{LoaderStats, FIRST_SKIPPED};
 

@@ -293,31 +293,4 @@ mod tests {
         let e = synth(&f, &opts(3), &|_| {}).expect_err("a file");
         assert!(e.0.contains("a-file"), "{e}");
     }
-
-    /// `cargo test -p cnnbench-data --release -- --ignored --nocapture
-    /// default_tree`: what a default tree weighs and how fast it is written.
-    #[test]
-    #[ignore]
-    fn default_tree_size_and_speed() {
-        let t = tempfile::tempdir().expect("tmp");
-        let o = SynthOptions {
-            images: 500,
-            classes: 10,
-            size: None,
-            quality: 90,
-            seed: 1,
-        };
-        let t0 = std::time::Instant::now();
-        let s = synth(&t.path().join("t"), &o, &|_| {}).expect("a tree");
-        let secs = t0.elapsed().as_secs_f64();
-        eprintln!(
-            "{} images in {secs:.2} s on {} threads: mean {:.1} KB, {:.0}x{:.0}, {:.2} bits/pixel",
-            s.files,
-            rayon::current_num_threads(),
-            s.mean_bytes / 1e3,
-            s.mean_width,
-            s.mean_height,
-            s.mean_bytes * 8.0 / (s.mean_width * s.mean_height)
-        );
-    }
 }

@@ -403,19 +403,7 @@ mod tests {
             .chain(p.throughput.iter().map(|t| t.rows.len()))
             .collect();
         assert_eq!(counts, [116, 66, 64, 25]);
-        let models = [
-            "alexnet",
-            "googlenet",
-            "inception-v3",
-            "vgg16",
-            "vgg19",
-            "resnet18",
-            "resnet34",
-            "resnet50",
-            "resnet101",
-            "resnet152",
-            "resnet200",
-        ];
+        let models = cnnbench_layers::zoo::NAMES;
         let date_ok = |d: &str| {
             d.len() == 10
                 && d.chars().enumerate().all(|(i, c)| {

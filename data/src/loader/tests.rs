@@ -259,17 +259,6 @@ fn dropping_the_loader_is_prompt_whether_waiting_or_working() {
 }
 
 #[test]
-fn bench_times_what_it_was_asked() {
-    let (_t, f) = tree(8, 2);
-    let heard = Mutex::new(Vec::new());
-    let s = bench(f, cfg(3, true), 7, &|n| lock(&heard).push(n)).expect("a bench");
-    assert_eq!(s.images, 9, "whole batches");
-    assert_eq!(s.batches, 3);
-    assert_eq!(*lock(&heard), [3, 6, 9]);
-    assert!(s.wall > 0.0 && s.decode > 0.0 && s.bytes > 0, "{s:?}");
-}
-
-#[test]
 fn a_loader_that_cannot_work_says_so_in_a_line() {
     let (_t, f) = tree(2, 1);
     for c in [
@@ -295,45 +284,5 @@ fn a_loader_that_cannot_work_says_so_in_a_line() {
     ] {
         let e = Loader::start(f.clone(), c).err().expect("refused");
         assert!(!e.0.contains('\n'), "{e}");
-    }
-}
-
-/// `cargo test -p cnnbench-data --release -- --ignored --nocapture
-/// photo_sized`: the loader's rate over photo-sized synthetic JPEGs.
-#[test]
-#[ignore]
-fn photo_sized_tree_rate() {
-    let t = tempfile::tempdir().expect("tmp");
-    let dir = t.path().join("tree");
-    let opts = SynthOptions {
-        images: 256,
-        classes: 4,
-        size: None,
-        quality: 90,
-        seed: 1,
-    };
-    synth(&dir, &opts, &|_| {}).expect("a tree");
-    let f = Arc::new(ImageFolder::scan(&dir).expect("a tree"));
-    for kind in [TransformKind::Train, TransformKind::Eval] {
-        let c = LoaderConfig {
-            batch: 32,
-            threads: 2,
-            prefetch: 2,
-            transform: Transform { kind, size: 224 },
-            seed: 1,
-            shuffle: kind == TransformKind::Train,
-        };
-        let s = bench(f.clone(), c, 512, &|_| {}).expect("a bench");
-        let ms = |v: f64| v * 1e3 / s.images as f64;
-        eprintln!(
-            "{kind:?}: {:.0} images/s, {:.1} MB/s on 2 threads; ms per image: read {:.2}, decode {:.2}, augment {:.2}, copy {:.2}; capacity {:.0}/s",
-            s.images as f64 / s.wall,
-            s.bytes as f64 / s.wall / 1e6,
-            ms(s.read),
-            ms(s.decode),
-            ms(s.augment),
-            ms(s.copy),
-            s.capacity_images_per_sec()
-        );
     }
 }
