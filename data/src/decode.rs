@@ -20,9 +20,10 @@ pub const MAX_PIXELS: usize = 1 << 28;
 /// The longest side accepted.
 pub const MAX_SIDE: usize = 32768;
 
-/// The decoders' names and versions, for records.
+/// The decoders' names and versions, for records (the exact versions
+/// Cargo.toml pins).
 pub fn decoder_name() -> &'static str {
-    "zune-jpeg 0.5 (JPEG), png 0.18 (PNG)"
+    "zune-jpeg 0.5.16-rc3 (JPEG), png 0.18 (PNG)"
 }
 
 /// An image decoded to RGB8, rows packed, in a buffer kept for the next.
