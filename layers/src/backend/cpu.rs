@@ -70,6 +70,7 @@ impl Backend for Cpu {
     type Ctx = Ctx;
     type Event = Option<Instant>;
     type SumPlan = ();
+    type Stage = Vec<f32>;
 
     fn input<'a>(buf: &'a Vec<f32>) -> &'a [f32]
     where
@@ -99,6 +100,21 @@ impl Backend for Cpu {
 
     fn upload(&self, buf: &mut Vec<f32>, host: &[f32], _: BatchDims, _: Elem) -> Result<()> {
         buf.copy_from_slice(host);
+        Ok(())
+    }
+
+    fn alloc_stage(&self, dims: BatchDims, _: Elem) -> Result<Vec<f32>> {
+        Ok(vec![0.0; dims.len()])
+    }
+
+    fn stage(&self, stage: &mut Vec<f32>, host: &[f32]) -> Result<()> {
+        stage.copy_from_slice(host);
+        Ok(())
+    }
+
+    /// The staged values become the buffer by a swap: no second copy.
+    fn unstage(&self, stage: &mut Vec<f32>, buf: &mut Vec<f32>) -> Result<()> {
+        std::mem::swap(stage, buf);
         Ok(())
     }
 

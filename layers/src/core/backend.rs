@@ -60,6 +60,9 @@ pub trait Backend: Sized {
     /// What summing one tensor's gradients needs, made once (cuDNN's
     /// descriptors).
     type SumPlan;
+    /// Where the next batch's images wait, already on their way to the
+    /// device, while the current step runs (see [`Backend::stage`]).
+    type Stage;
 
     fn input<'a>(buf: &'a Self::Buf) -> Self::In<'a>
     where
@@ -75,6 +78,18 @@ pub trait Backend: Sized {
     fn download(&self, buf: &Self::Buf, dims: BatchDims, elem: Elem) -> Result<Vec<f32>>;
     /// Sets the buffer from NHWC f32 values.
     fn upload(&self, buf: &mut Self::Buf, host: &[f32], dims: BatchDims, elem: Elem) -> Result<()>;
+
+    /// A stage for batches of `dims` held as `elem`, allocated once.
+    fn alloc_stage(&self, dims: BatchDims, elem: Elem) -> Result<Self::Stage>;
+    /// Starts moving `host` (NHWC f32, `dims`) towards the device and
+    /// returns: on a GPU it is converted into pinned host memory and copied
+    /// on a stream of its own, overlapping whatever the compute stream runs
+    /// meanwhile; on the CPU it is a copy.
+    fn stage(&self, stage: &mut Self::Stage, host: &[f32]) -> Result<()>;
+    /// Makes the staged batch `buf`'s contents, and returns once it is:
+    /// whatever of the copy the step before did not hide is the caller's
+    /// to time.
+    fn unstage(&self, stage: &mut Self::Stage, buf: &mut Self::Buf) -> Result<()>;
 
     fn plan_sum(&self, dims: BatchDims) -> Result<Self::SumPlan>;
     /// `dst = Σ parts` (at least two parts).

@@ -4,6 +4,7 @@
 
 pub mod backend;
 pub mod dtype;
+pub mod encode;
 pub mod error;
 pub mod init;
 pub mod layout;

@@ -251,7 +251,8 @@ on_every_backend!(a_hooked_step_hears_every_node_and_changes_nothing);
 
 /// A batch set from outside (a real-data step's images and labels) is
 /// what the network computes on, on every backend as in the reference;
-/// labels change the loss; a batch of the wrong size or a label past the
+/// labels change the loss; a staged batch leaves the step's input alone
+/// until it is taken; a batch of the wrong size or a label past the
 /// classes is refused.
 fn a_set_batch_is_what_the_step_computes_on<T: OnBackend>(t: &T) {
     let g = every_op_net();
@@ -286,12 +287,22 @@ fn a_set_batch_is_what_the_step_computes_on<T: OnBackend>(t: &T) {
     net.set_batch(&images, &[0, classes - 1])
         .expect("other labels");
     net.forward().expect("forward");
-    assert_ne!(
+    let other = net.loss().expect("loss");
+    assert_ne!(other, got, "{}: labels ignored", t.name());
+    // A staged batch waits (its copy overlapping the step) until taken.
+    let next: Vec<f32> = images.iter().map(|v| 0.5 - v).collect();
+    net.stage_batch(&next, &labels).expect("staged");
+    net.forward().expect("forward");
+    assert_eq!(
         net.loss().expect("loss"),
-        got,
-        "{}: labels ignored",
+        other,
+        "{}: staging changed the step's input",
         t.name()
     );
+    net.take_batch().expect("taken");
+    net.forward().expect("forward");
+    assert_ne!(net.loss().expect("loss"), other, "{}: not taken", t.name());
+    assert!(net.take_batch().is_err(), "taken twice");
     assert!(net.set_batch(&images[1..], &labels).is_err());
     assert!(net.set_batch(&images, &labels[..1]).is_err());
     let past = net.set_batch(&images, &[classes, 0]).unwrap_err();

@@ -106,6 +106,11 @@ pub struct Executor<B: Backend> {
     pub bwd_ms: Vec<f64>,
     step: u64,
     seed: u64,
+    /// The next batch on its way in ([`Executor::stage_batch`]), made on
+    /// first use, with its labels; `staged` while one waits there.
+    stage: Option<B::Stage>,
+    staged_labels: Vec<u32>,
+    staged: bool,
 }
 
 impl<B: MakeLayer> Executor<B> {
@@ -178,6 +183,9 @@ impl<B: MakeLayer> Executor<B> {
             bwd_ms: vec![0.0; n],
             step: 0,
             seed: opts.seed,
+            stage: None,
+            staged_labels: Vec::new(),
+            staged: false,
         };
         net.upload_output(0, &init::input(graph, batch, opts.seed))?;
         if opts.fuse_relu {
@@ -533,8 +541,18 @@ impl<B: Backend> Executor<B> {
     }
 
     /// Sets the next steps' batch: the images (NHWC f32, the graph's input
-    /// shape) and one label per image for the loss.
+    /// shape) and one label per image for the loss ([`Executor::stage_batch`]
+    /// then [`Executor::take_batch`]).
     pub fn set_batch(&mut self, images: &[f32], labels: &[u32]) -> Result<()> {
+        self.stage_batch(images, labels)?;
+        self.take_batch()
+    }
+
+    /// Starts moving a batch towards the device (the images as NHWC f32
+    /// of the graph's input shape, one label per image for the loss) and
+    /// returns: on a GPU its copy overlaps the step run next, and
+    /// [`Executor::take_batch`] makes it the input before the step after.
+    pub fn stage_batch(&mut self, images: &[f32], labels: &[u32]) -> Result<()> {
         let want = self.batch * self.graph.nodes[0].out.len();
         if images.len() != want {
             return Err(crate::core::error::Error::invalid(
@@ -542,10 +560,42 @@ impl<B: Backend> Executor<B> {
                 format!("{} image values for a batch needing {want}", images.len()),
             ));
         }
-        self.upload_output(0, images)?;
+        let stage = match &mut self.stage {
+            Some(s) => s,
+            None => {
+                let s = self
+                    .backend
+                    .alloc_stage(self.buffer_dims(0), self.elem(0))?;
+                self.stage.insert(s)
+            }
+        };
+        self.backend.stage(stage, images)?;
+        self.staged_labels.clear();
+        self.staged_labels.extend_from_slice(labels);
+        self.staged = true;
+        Ok(())
+    }
+
+    /// Makes the staged batch the network's input and its labels the
+    /// loss's; returns once the images are in place.
+    pub fn take_batch(&mut self) -> Result<()> {
+        let stage = match (&mut self.stage, self.staged) {
+            (Some(s), true) => s,
+            _ => {
+                return Err(crate::core::error::Error::invalid(
+                    "set batch",
+                    "no batch was staged".into(),
+                ))
+            }
+        };
+        let buf = self.acts[self.act_of[0]]
+            .as_mut()
+            .expect("the input's buffer is held");
+        self.backend.unstage(stage, buf)?;
+        self.staged = false;
         let mut taken = false;
         for layer in self.layers.iter_mut().flatten() {
-            taken |= layer.set_labels(&mut self.cx, labels)?;
+            taken |= layer.set_labels(&mut self.cx, &self.staged_labels)?;
         }
         if !taken {
             return Err(crate::core::error::Error::invalid(

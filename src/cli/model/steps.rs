@@ -16,7 +16,8 @@ use std::cell::Cell;
 /// One step's milliseconds per phase.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub(crate) struct Phases {
-    /// Waiting for the loader's next batch and setting it (host clock; 0
+    /// Making the batch staged during the step before the input, then
+    /// waiting for the loader's next batch and staging it (host clock; 0
     /// with synthetic input, which is set once).
     pub input: f64,
     pub forward: f64,

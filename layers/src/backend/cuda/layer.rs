@@ -12,6 +12,7 @@ use super::cudnn::TensorDesc;
 use super::cudnn_ops::{OpTensorDesc, SCALARS};
 use super::memory::Workspace;
 use super::nvrtc::Kernels;
+use super::stage::InputStage;
 use super::{check_cudnn, DeviceBuffer, Gpu, GpuError, GpuResult};
 use crate::core::backend::{Backend, BatchDims, Elem};
 use crate::core::dtype::Storage;
@@ -334,6 +335,7 @@ impl<'g> Backend for Cuda<'g> {
     type Ctx = GpuCtx<'g>;
     type Event = CudaEvent;
     type SumPlan = TensorDesc;
+    type Stage = InputStage;
 
     fn input<'a>(buf: &'a DeviceBuffer) -> DevPtr
     where
@@ -374,6 +376,18 @@ impl<'g> Backend for Cuda<'g> {
     ) -> GpuResult<()> {
         let v = self.layout.from_nhwc(host, d.n, d.h, d.w, d.c);
         buf.upload(&self.elem_dtype(elem).encode(&v))
+    }
+
+    fn alloc_stage(&self, d: BatchDims, elem: Elem) -> GpuResult<InputStage> {
+        InputStage::new(&self.gpu.stream, d, self.layout, self.elem_dtype(elem))
+    }
+
+    fn stage(&self, stage: &mut InputStage, host: &[f32]) -> GpuResult<()> {
+        stage.stage(host)
+    }
+
+    fn unstage(&self, stage: &mut InputStage, buf: &mut DeviceBuffer) -> GpuResult<()> {
+        stage.unstage(buf)
     }
 
     fn plan_sum(&self, d: BatchDims) -> GpuResult<TensorDesc> {

@@ -49,6 +49,11 @@ impl DeviceBuffer {
         self.bytes
     }
 
+    /// The stream the buffer's copies are ordered by.
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
     /// Copies `data` (exactly `bytes()` long) in and waits.
     pub fn upload(&mut self, data: &[u8]) -> GpuResult<()> {
         assert_eq!(data.len(), self.bytes, "upload size");

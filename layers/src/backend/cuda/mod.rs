@@ -16,6 +16,7 @@ pub mod memory;
 pub mod nccl;
 pub mod nvrtc;
 mod probe;
+pub mod stage;
 
 pub use device::{DeviceInfo, Peak};
 pub use error::{check_cudnn, check_driver as error_driver, GpuError, GpuResult};
