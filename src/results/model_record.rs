@@ -155,7 +155,8 @@ pub struct DataParallel {
 pub struct MemoryBytes {
     /// Parameters, their gradients and momentum buffers.
     pub params: usize,
-    /// Layer outputs and their gradients.
+    /// Layer outputs and their gradients (and, with real input, the next
+    /// batch staged during the step).
     pub activations: usize,
     /// Convolution workspaces, masks and saved statistics.
     pub workspace: usize,

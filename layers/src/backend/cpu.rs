@@ -107,6 +107,10 @@ impl Backend for Cpu {
         Ok(vec![0.0; dims.len()])
     }
 
+    fn stage_bytes(stage: &Vec<f32>) -> usize {
+        stage.len() * 4
+    }
+
     fn stage(&self, stage: &mut Vec<f32>, host: &[f32]) -> Result<()> {
         stage.copy_from_slice(host);
         Ok(())

@@ -81,6 +81,8 @@ pub trait Backend: Sized {
 
     /// A stage for batches of `dims` held as `elem`, allocated once.
     fn alloc_stage(&self, dims: BatchDims, elem: Elem) -> Result<Self::Stage>;
+    /// The device memory a stage holds (pinned host memory not counted).
+    fn stage_bytes(stage: &Self::Stage) -> usize;
     /// Starts moving `host` (NHWC f32, `dims`) towards the device and
     /// returns: on a GPU it is converted into pinned host memory and copied
     /// on a stream of its own, overlapping whatever the compute stream runs

@@ -40,7 +40,8 @@ pub struct Memory {
     /// Parameters with their gradients and momentum buffers (and half
     /// copies on a GPU).
     pub params: usize,
-    /// Layer outputs (the image included) and their gradients.
+    /// Layer outputs (the image included) and their gradients, and the
+    /// next batch staged during a real-data step.
     pub activations: usize,
     /// Workspaces, masks, saved statistics.
     pub workspace: usize,
@@ -691,7 +692,8 @@ impl<B: Backend> Executor<B> {
             .chain(&self.grads)
             .flatten()
             .map(B::buf_bytes)
-            .sum();
+            .sum::<usize>()
+            + self.stage.as_ref().map_or(0, B::stage_bytes);
         let workspace = B::ctx_bytes(&self.cx) + layers().map(|l| l.scratch_bytes()).sum::<usize>();
         Memory {
             params,

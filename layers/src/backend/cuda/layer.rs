@@ -382,6 +382,10 @@ impl<'g> Backend for Cuda<'g> {
         InputStage::new(&self.gpu.stream, d, self.layout, self.elem_dtype(elem))
     }
 
+    fn stage_bytes(stage: &InputStage) -> usize {
+        stage.device_bytes()
+    }
+
     fn stage(&self, stage: &mut InputStage, host: &[f32]) -> GpuResult<()> {
         stage.stage(host)
     }

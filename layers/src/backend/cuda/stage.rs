@@ -115,6 +115,11 @@ impl InputStage {
         })
     }
 
+    /// The staging buffer's bytes on the device.
+    pub fn device_bytes(&self) -> usize {
+        self.device.bytes()
+    }
+
     /// Converts `host` (NHWC f32) into the pinned memory and starts its
     /// copy to the staging buffer; returns without waiting for it.
     pub fn stage(&mut self, host: &[f32]) -> GpuResult<()> {
