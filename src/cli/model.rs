@@ -133,7 +133,7 @@ pub struct ModelArgs {
     /// CPUs]
     #[arg(long, value_name = "N")]
     pub loader_threads: Option<usize>,
-    /// With --data: batches the loader may hold, the step's own included [default: 2]
+    /// With --data: batches the loader may hold, filled while steps run (each is copied into the network's stage, then released) [default: 2]
     #[arg(long, value_name = "N")]
     pub prefetch: Option<usize>,
     /// No progress bar

@@ -16,8 +16,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-/// Batches the loader holds by default, the one a step uses included: one
-/// filled while the step runs on the other.
+/// Batches the loader holds by default: one filled while the other is
+/// copied into the network's stage.
 pub const DEFAULT_PREFETCH: usize = 2;
 
 /// Above this share of the median step spent waiting for the loader, the
