@@ -12,6 +12,7 @@ pub mod norm;
 pub mod peak;
 pub mod pool;
 pub mod rng;
+pub mod rnn;
 pub mod simd;
 
 pub use isa::Isa;

@@ -75,6 +75,12 @@ fn tile_cols(s: &GemmShape, threads: usize, rows: usize) -> usize {
 
 /// Computes `c = op(a)·op(b)` in parallel on the current rayon pool.
 pub fn sgemm(s: &GemmShape, a: &[f32], b: &[f32], c: &mut [f32]) {
+    sgemm_acc(s, a, b, c, false)
+}
+
+/// [`sgemm`], or `c += op(a)·op(b)` when `accumulate` (the recurrent
+/// layers add the hidden state's product to the input's).
+pub fn sgemm_acc(s: &GemmShape, a: &[f32], b: &[f32], c: &mut [f32], accumulate: bool) {
     assert_eq!(a.len(), s.m * s.k, "A size");
     assert_eq!(b.len(), s.k * s.n, "B size");
     assert_eq!(c.len(), s.m * s.n, "C size");
@@ -114,7 +120,7 @@ pub fn sgemm(s: &GemmShape, a: &[f32], b: &[f32], c: &mut [f32]) {
             // elements.
             unsafe {
                 let base = ptr.get();
-                gemm_f32(mrows, ncols, s.k, base.add(c0), s.n, false, lhs, rhs);
+                gemm_f32(mrows, ncols, s.k, base.add(c0), s.n, accumulate, lhs, rhs);
             }
         });
 }
@@ -215,6 +221,11 @@ mod tests {
                 reference(&s, &a, &b, &mut want);
                 let e = rel_l2_error(&got, &want);
                 assert!(e < 1e-5, "{s:?}: {e}");
+                // Accumulating adds the product again.
+                sgemm_acc(&s, &a, &b, &mut got, true);
+                let twice: Vec<f32> = want.iter().map(|v| 2.0 * v).collect();
+                let e = rel_l2_error(&got, &twice);
+                assert!(e < 1e-5, "{s:?} accumulated: {e}");
             }
         }
     }

@@ -1,0 +1,191 @@
+//! Every cell, direction and ISA against the f64 reference: outputs,
+//! final states and every gradient.
+
+use super::*;
+use crate::conv::reference::rel_l2_error;
+use crate::rng::fill_uniform;
+
+/// Seeded inputs of `shape`: weights at PyTorch's init scale (1/sqrt(h)).
+struct Case {
+    x: Vec<f32>,
+    hx: Vec<f32>,
+    cx: Vec<f32>,
+    weights: Vec<Weights>,
+    dy: Vec<f32>,
+    dhy: Vec<f32>,
+    dcy: Vec<f32>,
+}
+
+impl Case {
+    fn new(shape: &RnnShape, seed: u64) -> Case {
+        let filled = |len: usize, k: u64, scale: f32| {
+            let mut v = vec![0.0; len];
+            fill_uniform(&mut v, seed * 100 + k, scale);
+            v
+        };
+        let scale = 1.0 / (shape.hidden as f32).sqrt();
+        let weights = (0..shape.sets())
+            .map(|s| {
+                let mut w = Weights::zeros(shape, s);
+                for (i, t) in w.tensors_mut().into_iter().enumerate() {
+                    let n = t.len();
+                    *t = filled(n, 10 + 4 * s as u64 + i as u64, scale);
+                }
+                w
+            })
+            .collect();
+        Case {
+            x: filled(shape.x_len(), 1, 1.0),
+            hx: filled(shape.state_len(), 2, 0.5),
+            cx: filled(shape.state_len(), 3, 0.5),
+            weights,
+            dy: filled(shape.y_len(), 4, 1.0),
+            dhy: filled(shape.state_len(), 5, 0.5),
+            dcy: filled(shape.state_len(), 6, 0.5),
+        }
+    }
+}
+
+fn close(what: &str, shape: &RnnShape, isa: Isa, got: &[f32], want: &[f32]) {
+    assert_eq!(got.len(), want.len(), "{what}: {shape:?} {isa}");
+    let e = rel_l2_error(got, want);
+    assert!(e < 1e-5, "{what}: {shape:?} {isa}: relative L2 {e}");
+}
+
+fn check_against_reference(shape: &RnnShape, isa: Isa) {
+    let c = Case::new(shape, 7);
+    let want = reference::run(shape, &c.x, &c.hx, &c.cx, &c.weights, &c.dy, &c.dhy, &c.dcy);
+    let inp = Inputs {
+        x: &c.x,
+        hx: &c.hx,
+        cx: &c.cx,
+        weights: &c.weights,
+    };
+    let mut ws = Workspace::new(shape);
+    let state = shape.state_len();
+    let lstm = shape.cell == Cell::Lstm;
+    let (mut y, mut hy, mut cy) = (
+        vec![f32::NAN; shape.y_len()],
+        vec![f32::NAN; state],
+        vec![f32::NAN; if lstm { state } else { 0 }],
+    );
+    forward(isa, shape, &inp, &mut ws, &mut y, &mut hy, &mut cy);
+    close("y", shape, isa, &y, &want.y);
+    close("hy", shape, isa, &hy, &want.hy);
+    close("cy", shape, isa, &cy, &want.cy);
+    let grads = OutputGrads {
+        dy: &c.dy,
+        dhy: &c.dhy,
+        dcy: &c.dcy,
+    };
+    let (mut dx, mut dhx, mut dcx) = (
+        vec![f32::NAN; shape.x_len()],
+        vec![f32::NAN; state],
+        vec![f32::NAN; if lstm { state } else { 0 }],
+    );
+    backward_data(
+        isa, shape, &inp, &grads, &mut ws, &mut dx, &mut dhx, &mut dcx,
+    );
+    close("dx", shape, isa, &dx, &want.dx);
+    close("dhx", shape, isa, &dhx, &want.dhx);
+    close("dcx", shape, isa, &dcx, &want.dcx);
+    let mut dw: Vec<Weights> = (0..shape.sets())
+        .map(|s| {
+            let mut w = Weights::zeros(shape, s);
+            for t in w.tensors_mut() {
+                t.fill(f32::NAN);
+            }
+            w
+        })
+        .collect();
+    backward_weights(isa, shape, &inp, &mut ws, &mut dw);
+    for (s, (got, want)) in dw.iter().zip(&want.dw).enumerate() {
+        for (name, (g, w)) in ["dw_ih", "dw_hh", "db_ih", "db_hh"]
+            .iter()
+            .zip(got.tensors().iter().zip(want.tensors()))
+        {
+            close(&format!("{name} of set {s}"), shape, isa, g, w);
+        }
+    }
+}
+
+#[test]
+fn every_cell_direction_and_isa_matches_the_reference() {
+    for isa in Isa::supported() {
+        for cell in Cell::ALL {
+            for direction in Direction::ALL {
+                let shape = RnnShape {
+                    cell,
+                    direction,
+                    layers: 2,
+                    t: 4,
+                    mb: 3,
+                    input: 5,
+                    hidden: 7,
+                };
+                check_against_reference(&shape, isa);
+            }
+        }
+    }
+}
+
+#[test]
+fn large_steps_take_the_parallel_gate_pass() {
+    // mb·gates·h above the serial threshold, so the rayon path runs too.
+    for cell in Cell::ALL {
+        let shape = RnnShape {
+            cell,
+            direction: Direction::Left2Right,
+            layers: 1,
+            t: 2,
+            mb: 33,
+            input: 8,
+            hidden: 260,
+        };
+        check_against_reference(&shape, Isa::detect());
+    }
+}
+
+#[test]
+fn one_step_one_layer_and_no_steps() {
+    for cell in Cell::ALL {
+        for t in [0, 1] {
+            let shape = RnnShape {
+                cell,
+                direction: Direction::Concat,
+                layers: 1,
+                t,
+                mb: 2,
+                input: 3,
+                hidden: 4,
+            };
+            check_against_reference(&shape, Isa::detect());
+        }
+    }
+}
+
+#[test]
+fn flops_count_both_gemms_per_layer_and_direction() {
+    // DeepBench's LSTM h=512, mb=16, t=25 with a full input GEMM:
+    // 2·(25·16)·(4·512)·(512+512) per direction.
+    let s = RnnShape {
+        cell: Cell::Lstm,
+        direction: Direction::Left2Right,
+        layers: 1,
+        t: 25,
+        mb: 16,
+        input: 512,
+        hidden: 512,
+    };
+    assert_eq!(s.flops(), 2 * 400 * 2048 * 1024);
+    let bi = RnnShape {
+        direction: Direction::Concat,
+        layers: 2,
+        ..s
+    };
+    // The second layer reads 2h features.
+    assert_eq!(
+        bi.flops(),
+        2 * (2 * 400 * 2048 * 1024 + 2 * 400 * 2048 * 1536)
+    );
+}
