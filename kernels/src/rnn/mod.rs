@@ -24,6 +24,7 @@ mod tests;
 
 use crate::gemm::{sgemm_acc, GemmShape};
 use crate::Isa;
+use rayon::prelude::*;
 
 /// A recurrent cell.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -219,6 +220,9 @@ pub struct Workspace {
     outs: Vec<Vec<f32>>,
     /// `[mb][gates·h]`: the GRU's hidden-state product of one step.
     hproj: Vec<f32>,
+    /// `[h][gates·h]`: the recurrent weights transposed, so that each
+    /// step's small GEMM reads them in the order it packs fastest.
+    w_hh_t: Vec<f32>,
     /// `[mb][h]`: the gradients carried back one step.
     dh: Vec<f32>,
     dc: Vec<f32>,
@@ -261,6 +265,7 @@ impl Workspace {
                 .map(|_| vec![0.0; tb * shape.output()])
                 .collect(),
             hproj: vec![0.0; shape.mb * gh],
+            w_hh_t: vec![0.0; h * gh],
             dh: vec![0.0; shape.mb * h],
             dc: vec![0.0; shape.mb * h],
             dh_prev: vec![0.0; shape.mb * h],
@@ -282,6 +287,7 @@ impl Workspace {
         4 * (sets
             + outs
             + self.hproj.len()
+            + self.w_hh_t.len()
             + self.dh.len()
             + self.dc.len()
             + self.dh_prev.len()
@@ -361,6 +367,7 @@ pub fn forward(
                 cx,
                 set,
                 &mut ws.hproj,
+                &mut ws.w_hh_t,
             );
             let last = if shape.direction.reversed(d) {
                 0
@@ -424,6 +431,7 @@ fn set_forward(
     cx: Option<&[f32]>,
     set: &mut SetState,
     hproj: &mut [f32],
+    w_hh_t: &mut [f32],
 ) {
     let (mb, h, t) = (shape.mb, shape.hidden, shape.t);
     let gh = shape.cell.gates() * h;
@@ -457,12 +465,13 @@ fn set_forward(
             }
         }
     });
+    transpose(&w.w_hh, gh, h, w_hh_t);
     let recurrent = GemmShape {
         m: mb,
         n: gh,
         k: h,
         trans_a: false,
-        trans_b: true,
+        trans_b: false,
     };
     let mut prev: Option<usize> = None;
     for k in steps(t, reversed) {
@@ -473,7 +482,7 @@ fn set_forward(
         let pre = &mut gates[k * row..][..row];
         match shape.cell {
             Cell::Gru => {
-                sgemm_acc(&recurrent, h_prev, &w.w_hh, hproj, false);
+                sgemm_acc(&recurrent, h_prev, w_hh_t, hproj, false);
                 crate::on_isa!(isa, {
                     for g in hproj.chunks_mut(gh) {
                         for (v, b) in g.iter_mut().zip(&w.b_hh) {
@@ -485,17 +494,42 @@ fn set_forward(
                 gates::gru_fwd(isa, h, pre, hproj, h_prev, hn, h_out);
             }
             Cell::Lstm => {
-                sgemm_acc(&recurrent, h_prev, &w.w_hh, pre, true);
+                sgemm_acc(&recurrent, h_prev, w_hh_t, pre, true);
                 let (c_prev, c_out) = split_rows(aux, prev, k, state, cx.unwrap_or(&[]));
                 gates::lstm_fwd(isa, h, pre, c_prev, c_out, h_out);
             }
             Cell::RnnRelu | Cell::RnnTanh => {
-                sgemm_acc(&recurrent, h_prev, &w.w_hh, pre, true);
+                sgemm_acc(&recurrent, h_prev, w_hh_t, pre, true);
                 gates::rnn_fwd(isa, shape.cell == Cell::RnnRelu, pre, h_out);
             }
         }
         prev = Some(k);
     }
+}
+
+/// `dst[c][r] = src[r][c]` for a `rows x cols` row-major `src`, in
+/// blocks that stay in cache, rows of blocks in parallel.
+fn transpose(src: &[f32], rows: usize, cols: usize, dst: &mut [f32]) {
+    const B: usize = 32;
+    assert_eq!(src.len(), rows * cols);
+    assert_eq!(dst.len(), rows * cols);
+    if rows == 0 || cols == 0 {
+        return;
+    }
+    // Each task writes a band of B rows of dst (B columns of src).
+    dst.par_chunks_mut(B * rows)
+        .enumerate()
+        .for_each(|(band, out)| {
+            let c0 = band * B;
+            let cn = out.len() / rows;
+            for r0 in (0..rows).step_by(B) {
+                for r in r0..(r0 + B).min(rows) {
+                    for c in 0..cn {
+                        out[c * rows + r] = src[r * cols + c0 + c];
+                    }
+                }
+            }
+        });
 }
 
 /// Row `prev` of `rows` (or `first` when there is none) to read and row
