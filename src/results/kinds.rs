@@ -33,7 +33,9 @@ impl Device {
     }
 }
 
-/// What a layer record timed: a convolution direction, or a GEMM.
+/// What a layer record timed: a convolution direction, a GEMM, or a
+/// recurrent layer's pass (forward and backward data as a convolution's;
+/// backward weights, its filter gradient).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum Dir {
     #[serde(rename = "fwd")]
@@ -44,6 +46,8 @@ pub enum Dir {
     BwdFilter,
     #[serde(rename = "gemm")]
     Gemm,
+    #[serde(rename = "bwd-weights")]
+    BwdWeights,
 }
 
 impl Dir {
@@ -53,16 +57,25 @@ impl Dir {
             Dir::BwdData => "bwd-data",
             Dir::BwdFilter => "bwd-filter",
             Dir::Gemm => "gemm",
+            Dir::BwdWeights => "bwd-weights",
         }
     }
 
     pub fn parse(s: &str) -> Result<Dir> {
-        [Dir::Fwd, Dir::BwdData, Dir::BwdFilter, Dir::Gemm]
-            .into_iter()
-            .find(|d| d.name() == s)
-            .ok_or_else(|| {
-                anyhow::anyhow!("unknown direction '{s}' (fwd, bwd-data, bwd-filter or gemm)")
-            })
+        [
+            Dir::Fwd,
+            Dir::BwdData,
+            Dir::BwdFilter,
+            Dir::Gemm,
+            Dir::BwdWeights,
+        ]
+        .into_iter()
+        .find(|d| d.name() == s)
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "unknown direction '{s}' (fwd, bwd-data, bwd-filter, gemm or bwd-weights)"
+            )
+        })
     }
 }
 

@@ -276,6 +276,40 @@ impl Workspace {
         }
     }
 
+    /// Bytes [`Workspace::new`] would allocate for `shape` (`None` past
+    /// `usize`), so that a problem too large is refused before it is.
+    pub fn bytes_for(shape: &RnnShape) -> Option<usize> {
+        let tb = shape.t.checked_mul(shape.mb)?;
+        let h = shape.hidden;
+        let gh = shape.cell.gates().checked_mul(h)?;
+        let per_set = match shape.cell {
+            Cell::Gru => 3usize,
+            _ => 2,
+        }
+        .checked_mul(tb.checked_mul(gh)?)?
+        .checked_add(tb.checked_mul(h)?.checked_mul(match shape.cell {
+            Cell::Lstm | Cell::Gru => 2,
+            _ => 1,
+        })?)?;
+        let widest = (0..shape.layers)
+            .map(|l| shape.layer_input(l))
+            .max()
+            .unwrap_or(0)
+            .max(shape.output());
+        let floats = per_set
+            .checked_mul(shape.sets())?
+            .checked_add(
+                tb.checked_mul(shape.output())?
+                    .checked_mul(shape.layers.saturating_sub(1))?,
+            )?
+            .checked_add(shape.mb.checked_mul(gh)?)?
+            .checked_add(h.checked_mul(gh)?)?
+            .checked_add(shape.mb.checked_mul(h)?.checked_mul(3)?)?
+            .checked_add(tb.checked_mul(h)?.checked_mul(2)?)?
+            .checked_add(tb.checked_mul(widest)?.checked_mul(2)?)?;
+        floats.checked_mul(4)
+    }
+
     /// Bytes the workspace holds.
     pub fn bytes(&self) -> usize {
         let sets: usize = self

@@ -62,6 +62,7 @@ fn check_against_reference(shape: &RnnShape, isa: Isa) {
         weights: &c.weights,
     };
     let mut ws = Workspace::new(shape);
+    assert_eq!(Workspace::bytes_for(shape), Some(ws.bytes()), "{shape:?}");
     let state = shape.state_len();
     let lstm = shape.cell == Cell::Lstm;
     let (mut y, mut hy, mut cy) = (
