@@ -5,15 +5,18 @@
 //! polynomial (Cephes' `expf`) so that it vectorises too, where `f32::exp`
 //! would be a scalar library call.
 //!
-//! Gate order is PyTorch's: LSTM `i, f, g, o`; GRU `r, z, n`. A row of
-//! gates is `gates · hidden` values, gate after gate.
+//! A step's values are laid out `[feature][mb]` (the layout in which the
+//! recurrent GEMMs run fastest, see [`super`]), so each gate is one slab
+//! of `n = hidden·mb` values and the pass is elementwise over the slabs,
+//! split in ranges across threads. Gate order is PyTorch's: LSTM
+//! `i, f, g, o`; GRU `r, z, n`.
 
 use crate::Isa;
 use rayon::prelude::*;
 
-/// Gate values per parallel task: below this a step's pass runs on the
-/// calling thread.
-const PAR_MIN: usize = 1 << 15;
+/// Values per parallel task: a step's pass of fewer runs on the calling
+/// thread.
+const PAR_MIN: usize = 1 << 14;
 
 /// `e^x` for `x` in about ±88 (clamped there), within 2 ulp.
 #[inline(always)]
@@ -31,7 +34,7 @@ pub fn exp(x: f32) -> f32 {
     p = p * r + 8.333_452e-3;
     p = p * r + 4.166_579_6e-2;
     p = p * r + 1.666_666_5e-1;
-    p = p * r + 5.000_000_1e-1;
+    p = p * r + 5.000_000_1e-1_f64 as f32;
     let e = p * r * r + r + 1.0;
     f32::from_bits(((k as i32 + 127) as u32) << 23) * e
 }
@@ -46,28 +49,89 @@ pub fn tanh(x: f32) -> f32 {
     1.0 - 2.0 / (exp(2.0 * x) + 1.0)
 }
 
-/// LSTM forward for one step: `pre` (`[mb][4h]`, the input's and the
-/// hidden state's products and both biases) becomes the activated gates
-/// `i, f, g, o`; `c = f·c_prev + i·g` and `h = o·tanh(c)`.
-pub fn lstm_fwd(
-    isa: Isa,
-    hidden: usize,
-    pre: &mut [f32],
-    c_prev: &[f32],
-    c: &mut [f32],
-    h: &mut [f32],
-) {
-    let body = |pre: &mut [f32], c_prev: &[f32], c: &mut [f32], h: &mut [f32]| {
+/// Splits `v` into `n` slabs of `len`.
+fn slabs<const N: usize>(v: &[f32], len: usize) -> [&[f32]; N] {
+    std::array::from_fn(|q| &v[q * len..][..len])
+}
+
+fn slabs_mut<const N: usize>(v: &mut [f32], len: usize) -> [&mut [f32]; N] {
+    let mut rest = v;
+    std::array::from_fn(|_| {
+        let (a, b) = std::mem::take(&mut rest).split_at_mut(len);
+        rest = b;
+        a
+    })
+}
+
+/// Runs `body(range)` over `0..n` in pieces of [`PAR_MIN`] values, in
+/// parallel when there is more than one; the bodies write disjoint
+/// ranges of the slices they were given through [`Shared`].
+fn for_ranges(n: usize, body: impl Fn(std::ops::Range<usize>) + Sync) {
+    if n <= PAR_MIN {
+        body(0..n);
+    } else {
+        (0..n.div_ceil(PAR_MIN))
+            .into_par_iter()
+            .for_each(|k| body(k * PAR_MIN..((k + 1) * PAR_MIN).min(n)));
+    }
+}
+
+/// A mutable slice handed to parallel tasks that each write a disjoint
+/// range of it ([`for_ranges`]).
+#[derive(Clone, Copy)]
+struct Shared(*mut f32, usize);
+// SAFETY: tasks write disjoint ranges (see `for_ranges`).
+unsafe impl Send for Shared {}
+unsafe impl Sync for Shared {}
+
+impl Shared {
+    fn new(s: &mut [f32]) -> Shared {
+        Shared(s.as_mut_ptr(), s.len())
+    }
+
+    /// # Safety
+    /// No other live reference may cover `r` (each task takes its own).
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn range(&self, r: std::ops::Range<usize>) -> &mut [f32] {
+        assert!(r.end <= self.1);
+        // SAFETY: in bounds (checked); disjoint per the caller.
+        unsafe { std::slice::from_raw_parts_mut(self.0.add(r.start), r.len()) }
+    }
+}
+
+/// LSTM forward for one step, the step's values laid out `[feature][mb]`
+/// (`n = h·mb` per gate): `pre` (the input's and the hidden state's
+/// products and both biases, gates `i, f, g, o` one after another) becomes
+/// the activated gates; `c = f·c_prev + i·g` and `h = o·tanh(c)`.
+pub fn lstm_fwd(isa: Isa, n: usize, pre: &mut [f32], c_prev: &[f32], c: &mut [f32], h: &mut [f32]) {
+    let [gi, gf, gg, go] = slabs_mut::<4>(pre, n);
+    let (gi, gf, gg, go) = (
+        Shared::new(gi),
+        Shared::new(gf),
+        Shared::new(gg),
+        Shared::new(go),
+    );
+    let (cs, hs) = (Shared::new(c), Shared::new(h));
+    for_ranges(n, |r| {
+        // SAFETY: each range is this task's alone.
+        let (gi, gf, gg, go, c, h) = unsafe {
+            (
+                gi.range(r.clone()),
+                gf.range(r.clone()),
+                gg.range(r.clone()),
+                go.range(r.clone()),
+                cs.range(r.clone()),
+                hs.range(r.clone()),
+            )
+        };
+        let cp = &c_prev[r];
         crate::on_isa!(isa, {
-            let (gi, rest) = pre.split_at_mut(hidden);
-            let (gf, rest) = rest.split_at_mut(hidden);
-            let (gg, go) = rest.split_at_mut(hidden);
-            for j in 0..hidden {
+            for j in 0..gi.len() {
                 let i = sigmoid(gi[j]);
                 let f = sigmoid(gf[j]);
                 let g = tanh(gg[j]);
                 let o = sigmoid(go[j]);
-                let cj = f * c_prev[j] + i * g;
+                let cj = f * cp[j] + i * g;
                 gi[j] = i;
                 gf[j] = f;
                 gg[j] = g;
@@ -76,34 +140,18 @@ pub fn lstm_fwd(
                 h[j] = o * tanh(cj);
             }
         })
-    };
-    let g4 = 4 * hidden;
-    if pre.len() < PAR_MIN {
-        for (((p, cp), c), h) in pre
-            .chunks_mut(g4)
-            .zip(c_prev.chunks(hidden))
-            .zip(c.chunks_mut(hidden))
-            .zip(h.chunks_mut(hidden))
-        {
-            body(p, cp, c, h);
-        }
-    } else {
-        pre.par_chunks_mut(g4)
-            .zip(c_prev.par_chunks(hidden))
-            .zip(c.par_chunks_mut(hidden))
-            .zip(h.par_chunks_mut(hidden))
-            .for_each(|(((p, cp), c), h)| body(p, cp, c, h));
-    }
+    });
 }
 
-/// LSTM backward for one step. In: the activated gates `act` (`[mb][4h]`),
-/// `c_prev`, `c`, the gradient `dh` reaching `h` (the output's plus the
-/// next step's) and `dc` reaching `c` from the next step. Out: `dgates`
-/// (the pre-activation gradients `di, df, dg, do`) and, in place of `dc`,
-/// the gradient reaching `c_prev`.
+/// LSTM backward for one step (`[feature][mb]`, `n = h·mb`). In: the
+/// activated gates `act`, `c_prev`, `c`, the gradient `dh` reaching `h`
+/// and `dc` reaching `c` from the next step. Out: `dgates` (the
+/// pre-activation gradients `di, df, dg, do`) and, in place of `dc`, the
+/// gradient reaching `c_prev`.
+#[allow(clippy::too_many_arguments)]
 pub fn lstm_bwd(
     isa: Isa,
-    hidden: usize,
+    n: usize,
     act: &[f32],
     c_prev: &[f32],
     c: &[f32],
@@ -111,15 +159,35 @@ pub fn lstm_bwd(
     dc: &mut [f32],
     dgates: &mut [f32],
 ) {
-    let body = |act: &[f32], cp: &[f32], c: &[f32], dh: &[f32], dc: &mut [f32], dg: &mut [f32]| {
+    let [ai, af, ag, ao] = slabs::<4>(act, n);
+    let [di, df, dg, dout] = slabs_mut::<4>(dgates, n);
+    let (di, df, dg, dout, dcs) = (
+        Shared::new(di),
+        Shared::new(df),
+        Shared::new(dg),
+        Shared::new(dout),
+        Shared::new(dc),
+    );
+    for_ranges(n, |r| {
+        // SAFETY: each range is this task's alone.
+        let (di, df, dgg, dout, dc) = unsafe {
+            (
+                di.range(r.clone()),
+                df.range(r.clone()),
+                dg.range(r.clone()),
+                dout.range(r.clone()),
+                dcs.range(r.clone()),
+            )
+        };
+        let (ai, af, ag, ao) = (
+            &ai[r.clone()],
+            &af[r.clone()],
+            &ag[r.clone()],
+            &ao[r.clone()],
+        );
+        let (cp, c, dh) = (&c_prev[r.clone()], &c[r.clone()], &dh[r]);
         crate::on_isa!(isa, {
-            let (ai, rest) = act.split_at(hidden);
-            let (af, rest) = rest.split_at(hidden);
-            let (ag, ao) = rest.split_at(hidden);
-            let (di, rest) = dg.split_at_mut(hidden);
-            let (df, rest) = rest.split_at_mut(hidden);
-            let (dgg, dout) = rest.split_at_mut(hidden);
-            for j in 0..hidden {
+            for j in 0..di.len() {
                 let (i, f, g, o) = (ai[j], af[j], ag[j], ao[j]);
                 let tc = tanh(c[j]);
                 let dcj = dh[j] * o * (1.0 - tc * tc) + dc[j];
@@ -130,91 +198,68 @@ pub fn lstm_bwd(
                 dc[j] = dcj * f;
             }
         })
-    };
-    let g4 = 4 * hidden;
-    if act.len() < PAR_MIN {
-        for (((((a, cp), c), dh), dc), dg) in act
-            .chunks(g4)
-            .zip(c_prev.chunks(hidden))
-            .zip(c.chunks(hidden))
-            .zip(dh.chunks(hidden))
-            .zip(dc.chunks_mut(hidden))
-            .zip(dgates.chunks_mut(g4))
-        {
-            body(a, cp, c, dh, dc, dg);
-        }
-    } else {
-        act.par_chunks(g4)
-            .zip(c_prev.par_chunks(hidden))
-            .zip(c.par_chunks(hidden))
-            .zip(dh.par_chunks(hidden))
-            .zip(dc.par_chunks_mut(hidden))
-            .zip(dgates.par_chunks_mut(g4))
-            .for_each(|(((((a, cp), c), dh), dc), dg)| body(a, cp, c, dh, dc, dg));
-    }
+    });
 }
 
-/// GRU forward for one step (PyTorch's form, `n = tanh(x_n + r·(W_hn h +
-/// b_hn))`). `pre` holds the input's product with both biases of `r` and
-/// `z` and `b_in` (`[mb][3h]`) and becomes the activated `r, z, n`;
-/// `hproj` is the hidden state's product with `b_hh` added, whose `n` part
-/// is kept in `hn` for the backward; `h = (1 - z)·n + z·h_prev`.
+/// GRU forward for one step (`[feature][mb]`, `n = h·mb`; PyTorch's form,
+/// `n = tanh(x_n + r·(W_hn h + b_hn))`). `pre` holds the input's product
+/// with `b_ih` (gates `r, z, n`) and becomes the activated gates; `hproj`
+/// is the hidden state's product with `b_hh`, whose `n` part is kept in
+/// `hn` for the backward; `h = (1 - z)·n + z·h_prev`.
 pub fn gru_fwd(
     isa: Isa,
-    hidden: usize,
+    n: usize,
     pre: &mut [f32],
     hproj: &[f32],
     h_prev: &[f32],
     hn: &mut [f32],
     h: &mut [f32],
 ) {
-    let body = |pre: &mut [f32], hp: &[f32], hprev: &[f32], hn: &mut [f32], h: &mut [f32]| {
+    let [gr, gz, gn] = slabs_mut::<3>(pre, n);
+    let [pr, pz, pn] = slabs::<3>(hproj, n);
+    let (gr, gz, gn, hns, hs) = (
+        Shared::new(gr),
+        Shared::new(gz),
+        Shared::new(gn),
+        Shared::new(hn),
+        Shared::new(h),
+    );
+    for_ranges(n, |r| {
+        // SAFETY: each range is this task's alone.
+        let (gr, gz, gn, hn, h) = unsafe {
+            (
+                gr.range(r.clone()),
+                gz.range(r.clone()),
+                gn.range(r.clone()),
+                hns.range(r.clone()),
+                hs.range(r.clone()),
+            )
+        };
+        let (pr, pz, pn, hp) = (&pr[r.clone()], &pz[r.clone()], &pn[r.clone()], &h_prev[r]);
         crate::on_isa!(isa, {
-            let (gr, rest) = pre.split_at_mut(hidden);
-            let (gz, gn) = rest.split_at_mut(hidden);
-            let (pr, rest) = hp.split_at(hidden);
-            let (pz, pn) = rest.split_at(hidden);
-            for j in 0..hidden {
-                let r = sigmoid(gr[j] + pr[j]);
+            for j in 0..gr.len() {
+                let rr = sigmoid(gr[j] + pr[j]);
                 let z = sigmoid(gz[j] + pz[j]);
-                let n = tanh(gn[j] + r * pn[j]);
-                gr[j] = r;
+                let nn = tanh(gn[j] + rr * pn[j]);
+                gr[j] = rr;
                 gz[j] = z;
-                gn[j] = n;
+                gn[j] = nn;
                 hn[j] = pn[j];
-                h[j] = (1.0 - z) * n + z * hprev[j];
+                h[j] = (1.0 - z) * nn + z * hp[j];
             }
         })
-    };
-    let g3 = 3 * hidden;
-    if pre.len() < PAR_MIN {
-        for ((((p, hp), hprev), hn), h) in pre
-            .chunks_mut(g3)
-            .zip(hproj.chunks(g3))
-            .zip(h_prev.chunks(hidden))
-            .zip(hn.chunks_mut(hidden))
-            .zip(h.chunks_mut(hidden))
-        {
-            body(p, hp, hprev, hn, h);
-        }
-    } else {
-        pre.par_chunks_mut(g3)
-            .zip(hproj.par_chunks(g3))
-            .zip(h_prev.par_chunks(hidden))
-            .zip(hn.par_chunks_mut(hidden))
-            .zip(h.par_chunks_mut(hidden))
-            .for_each(|((((p, hp), hprev), hn), h)| body(p, hp, hprev, hn, h));
-    }
+    });
 }
 
-/// GRU backward for one step. In: the activated `r, z, n` (`act`), the
-/// saved `hn`, `h_prev` and `dh` (the gradient reaching `h`). Out: the
-/// input side's pre-activation gradients `dgx` (`dr, dz, dn`), the hidden
-/// side's `dgh` (`dr, dz, r·dn`), and `dh_prev`'s direct part `dh·z`.
+/// GRU backward for one step (`[feature][mb]`, `n = h·mb`). In: the
+/// activated `r, z, n` (`act`), the saved `hn`, `h_prev` and `dh`. Out:
+/// the input side's pre-activation gradients `dgx` (`dr, dz, dn`), the
+/// hidden side's `dgh` (`dr, dz, r·dn`), and `dh_prev`'s direct part
+/// `dh·z`.
 #[allow(clippy::too_many_arguments)]
 pub fn gru_bwd(
     isa: Isa,
-    hidden: usize,
+    n: usize,
     act: &[f32],
     hn: &[f32],
     h_prev: &[f32],
@@ -223,65 +268,53 @@ pub fn gru_bwd(
     dgh: &mut [f32],
     dh_prev: &mut [f32],
 ) {
-    let body = |act: &[f32],
-                hn: &[f32],
-                hprev: &[f32],
-                dh: &[f32],
-                dgx: &mut [f32],
-                dgh: &mut [f32],
-                dhp: &mut [f32]| {
+    let [ar, az, an] = slabs::<3>(act, n);
+    let [xr, xz, xn] = slabs_mut::<3>(dgx, n);
+    let [hr, hz, hnn] = slabs_mut::<3>(dgh, n);
+    let s = |v: &mut [f32]| Shared::new(v);
+    let (xr, xz, xn, hr, hz, hnn, dhp) = (s(xr), s(xz), s(xn), s(hr), s(hz), s(hnn), s(dh_prev));
+    for_ranges(n, |r| {
+        // SAFETY: each range is this task's alone.
+        let (xr, xz, xn, hr, hz, hnn, dhp) = unsafe {
+            (
+                xr.range(r.clone()),
+                xz.range(r.clone()),
+                xn.range(r.clone()),
+                hr.range(r.clone()),
+                hz.range(r.clone()),
+                hnn.range(r.clone()),
+                dhp.range(r.clone()),
+            )
+        };
+        let (ar, az, an) = (&ar[r.clone()], &az[r.clone()], &an[r.clone()]);
+        let (hn, hp, dh) = (&hn[r.clone()], &h_prev[r.clone()], &dh[r]);
         crate::on_isa!(isa, {
-            let (ar, rest) = act.split_at(hidden);
-            let (az, an) = rest.split_at(hidden);
-            let (xr, rest) = dgx.split_at_mut(hidden);
-            let (xz, xn) = rest.split_at_mut(hidden);
-            let (hr, rest) = dgh.split_at_mut(hidden);
-            let (hz, hnn) = rest.split_at_mut(hidden);
-            for j in 0..hidden {
-                let (r, z, n) = (ar[j], az[j], an[j]);
+            for j in 0..xr.len() {
+                let (rr, z, nn) = (ar[j], az[j], an[j]);
                 let d = dh[j];
-                let dn = d * (1.0 - z) * (1.0 - n * n);
-                let dz = d * (hprev[j] - n) * z * (1.0 - z);
-                let dr = dn * hn[j] * r * (1.0 - r);
+                let dn = d * (1.0 - z) * (1.0 - nn * nn);
+                let dz = d * (hp[j] - nn) * z * (1.0 - z);
+                let dr = dn * hn[j] * rr * (1.0 - rr);
                 xr[j] = dr;
                 xz[j] = dz;
                 xn[j] = dn;
                 hr[j] = dr;
                 hz[j] = dz;
-                hnn[j] = dn * r;
+                hnn[j] = dn * rr;
                 dhp[j] = d * z;
             }
         })
-    };
-    let g3 = 3 * hidden;
-    if act.len() < PAR_MIN {
-        for ((((((a, hn), hp), dh), x), g), dhp) in act
-            .chunks(g3)
-            .zip(hn.chunks(hidden))
-            .zip(h_prev.chunks(hidden))
-            .zip(dh.chunks(hidden))
-            .zip(dgx.chunks_mut(g3))
-            .zip(dgh.chunks_mut(g3))
-            .zip(dh_prev.chunks_mut(hidden))
-        {
-            body(a, hn, hp, dh, x, g, dhp);
-        }
-    } else {
-        act.par_chunks(g3)
-            .zip(hn.par_chunks(hidden))
-            .zip(h_prev.par_chunks(hidden))
-            .zip(dh.par_chunks(hidden))
-            .zip(dgx.par_chunks_mut(g3))
-            .zip(dgh.par_chunks_mut(g3))
-            .zip(dh_prev.par_chunks_mut(hidden))
-            .for_each(|((((((a, hn), hp), dh), x), g), dhp)| body(a, hn, hp, dh, x, g, dhp));
-    }
+    });
 }
 
 /// Vanilla RNN forward for one step: `h = act(pre)` (ReLU or tanh), `pre`
 /// holding both products and both biases.
 pub fn rnn_fwd(isa: Isa, relu: bool, pre: &[f32], h: &mut [f32]) {
-    let body = |pre: &[f32], h: &mut [f32]| {
+    let hs = Shared::new(h);
+    for_ranges(pre.len(), |r| {
+        // SAFETY: each range is this task's alone.
+        let h = unsafe { hs.range(r.clone()) };
+        let pre = &pre[r];
         crate::on_isa!(isa, {
             if relu {
                 for (h, &p) in h.iter_mut().zip(pre) {
@@ -293,19 +326,16 @@ pub fn rnn_fwd(isa: Isa, relu: bool, pre: &[f32], h: &mut [f32]) {
                 }
             }
         })
-    };
-    if pre.len() < PAR_MIN {
-        body(pre, h);
-    } else {
-        pre.par_chunks(PAR_MIN)
-            .zip(h.par_chunks_mut(PAR_MIN))
-            .for_each(|(p, h)| body(p, h));
-    }
+    });
 }
 
 /// Vanilla RNN backward for one step: `dpre = dh·act'(h)`.
 pub fn rnn_bwd(isa: Isa, relu: bool, h: &[f32], dh: &[f32], dpre: &mut [f32]) {
-    let body = |h: &[f32], dh: &[f32], dp: &mut [f32]| {
+    let ds = Shared::new(dpre);
+    for_ranges(h.len(), |r| {
+        // SAFETY: each range is this task's alone.
+        let dp = unsafe { ds.range(r.clone()) };
+        let (h, dh) = (&h[r.clone()], &dh[r]);
         crate::on_isa!(isa, {
             if relu {
                 for ((dp, &h), &d) in dp.iter_mut().zip(h).zip(dh) {
@@ -317,15 +347,7 @@ pub fn rnn_bwd(isa: Isa, relu: bool, h: &[f32], dh: &[f32], dpre: &mut [f32]) {
                 }
             }
         })
-    };
-    if h.len() < PAR_MIN {
-        body(h, dh, dpre);
-    } else {
-        h.par_chunks(PAR_MIN)
-            .zip(dh.par_chunks(PAR_MIN))
-            .zip(dpre.par_chunks_mut(PAR_MIN))
-            .for_each(|((h, dh), dp)| body(h, dh, dp));
-    }
+    });
 }
 
 #[cfg(test)]

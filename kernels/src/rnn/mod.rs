@@ -196,16 +196,16 @@ impl Weights {
 }
 
 /// What one layer and direction keeps from forward to backward, and its
-/// backward's scratch.
+/// backward's gradients. Every per-step tensor is `[t][feature][mb]`.
 struct SetState {
-    /// `[t][mb][gates·h]`: the activated gates.
+    /// `[t][gates·h][mb]`: the activated gates.
     gates: Vec<f32>,
-    /// `[t][mb][h]`: the outputs.
+    /// `[t][h][mb]`: the outputs.
     h: Vec<f32>,
-    /// LSTM: `[t][mb][h]` cell states. GRU: the hidden state's `n`
-    /// product with its bias. Else empty.
+    /// LSTM: the cell states; GRU: the hidden state's `n` product with its
+    /// bias (`[t][h][mb]`). Else empty.
     aux: Vec<f32>,
-    /// `[t][mb][gates·h]`: the input side's pre-activation gradients.
+    /// `[t][gates·h][mb]`: the input side's pre-activation gradients.
     dgx: Vec<f32>,
     /// GRU only: the hidden side's (they differ in `n`).
     dgh: Vec<f32>,
@@ -216,27 +216,73 @@ struct SetState {
 pub struct Workspace {
     shape: RnnShape,
     sets: Vec<SetState>,
-    /// Each layer's output but the last's (the next layer's input).
+    /// Each layer's output but the last's (`[t][mb][output]`, the next
+    /// layer's input).
     outs: Vec<Vec<f32>>,
-    /// `[mb][gates·h]`: the GRU's hidden-state product of one step.
+    /// `[gates·h][mb]`: the GRU's hidden-state product of one step.
     hproj: Vec<f32>,
-    /// `[h][gates·h]`: the recurrent weights transposed, so that each
-    /// step's small GEMM reads them in the order it packs fastest.
+    /// `[h][gates·h]` and `[widest input][gates·h]`: the weights
+    /// transposed for the backward's GEMMs.
     w_hh_t: Vec<f32>,
-    /// `[mb][h]`: the gradients carried back one step.
+    w_ih_t: Vec<f32>,
+    /// `[h][mb]`: the initial states transposed, and the gradients carried
+    /// back one step.
+    h0: Vec<f32>,
+    c0: Vec<f32>,
     dh: Vec<f32>,
     dc: Vec<f32>,
     dh_prev: Vec<f32>,
-    /// `[t][mb][h]`: one direction's output gradient, and the states each
-    /// step started from (for the recurrent weights' gradient).
-    dy_dir: Vec<f32>,
-    h_prev: Vec<f32>,
-    /// `[t][mb][output]`: the gradient reaching a layer's output.
+    /// `[widest input][mb]`: one step's input gradient.
+    dxt: Vec<f32>,
+    /// `[t][mb][output]`: the gradient reaching a layer's output, and the
+    /// one reaching the layer below's.
     dlayer: Vec<f32>,
     dlayer_next: Vec<f32>,
 }
 
 impl Workspace {
+    /// The float counts of every buffer, in one place for `new` and
+    /// `bytes_for` (`None` past `usize`).
+    fn sizes(shape: &RnnShape) -> Option<[usize; 12]> {
+        let tb = shape.t.checked_mul(shape.mb)?;
+        let h = shape.hidden;
+        let gh = shape.cell.gates().checked_mul(h)?;
+        let widest_in = (0..shape.layers)
+            .map(|l| shape.layer_input(l))
+            .max()
+            .unwrap_or(0);
+        let widest = widest_in.max(shape.output());
+        let aux = match shape.cell {
+            Cell::Lstm | Cell::Gru => tb.checked_mul(h)?,
+            _ => 0,
+        };
+        let dgh = match shape.cell {
+            Cell::Gru => tb.checked_mul(gh)?,
+            _ => 0,
+        };
+        let per_set = tb
+            .checked_mul(gh)?
+            .checked_mul(2)?
+            .checked_add(tb.checked_mul(h)?)?
+            .checked_add(aux)?
+            .checked_add(dgh)?;
+        Some([
+            per_set.checked_mul(shape.sets())?,
+            tb.checked_mul(shape.output())?
+                .checked_mul(shape.layers.saturating_sub(1))?,
+            shape.mb.checked_mul(gh)?,
+            h.checked_mul(gh)?,
+            widest_in.checked_mul(gh)?,
+            shape.mb.checked_mul(h)?.checked_mul(5)?,
+            widest_in.checked_mul(shape.mb)?,
+            tb.checked_mul(widest)?.checked_mul(2)?,
+            0,
+            0,
+            0,
+            0,
+        ])
+    }
+
     pub fn new(shape: &RnnShape) -> Workspace {
         let (tb, h) = (shape.t * shape.mb, shape.hidden);
         let gh = shape.cell.gates() * h;
@@ -253,11 +299,12 @@ impl Workspace {
                 _ => Vec::new(),
             },
         };
-        let widest = (0..shape.layers)
+        let widest_in = (0..shape.layers)
             .map(|l| shape.layer_input(l))
             .max()
-            .unwrap_or(0)
-            .max(shape.output());
+            .unwrap_or(0);
+        let widest = widest_in.max(shape.output());
+        let state = shape.mb * h;
         Workspace {
             shape: *shape,
             sets: (0..shape.sets()).map(|_| set()).collect(),
@@ -266,11 +313,13 @@ impl Workspace {
                 .collect(),
             hproj: vec![0.0; shape.mb * gh],
             w_hh_t: vec![0.0; h * gh],
-            dh: vec![0.0; shape.mb * h],
-            dc: vec![0.0; shape.mb * h],
-            dh_prev: vec![0.0; shape.mb * h],
-            dy_dir: vec![0.0; tb * h],
-            h_prev: vec![0.0; tb * h],
+            w_ih_t: vec![0.0; widest_in * gh],
+            h0: vec![0.0; state],
+            c0: vec![0.0; state],
+            dh: vec![0.0; state],
+            dc: vec![0.0; state],
+            dh_prev: vec![0.0; state],
+            dxt: vec![0.0; widest_in * shape.mb],
             dlayer: vec![0.0; tb * widest],
             dlayer_next: vec![0.0; tb * widest],
         }
@@ -279,35 +328,10 @@ impl Workspace {
     /// Bytes [`Workspace::new`] would allocate for `shape` (`None` past
     /// `usize`), so that a problem too large is refused before it is.
     pub fn bytes_for(shape: &RnnShape) -> Option<usize> {
-        let tb = shape.t.checked_mul(shape.mb)?;
-        let h = shape.hidden;
-        let gh = shape.cell.gates().checked_mul(h)?;
-        let per_set = match shape.cell {
-            Cell::Gru => 3usize,
-            _ => 2,
-        }
-        .checked_mul(tb.checked_mul(gh)?)?
-        .checked_add(tb.checked_mul(h)?.checked_mul(match shape.cell {
-            Cell::Lstm | Cell::Gru => 2,
-            _ => 1,
-        })?)?;
-        let widest = (0..shape.layers)
-            .map(|l| shape.layer_input(l))
-            .max()
-            .unwrap_or(0)
-            .max(shape.output());
-        let floats = per_set
-            .checked_mul(shape.sets())?
-            .checked_add(
-                tb.checked_mul(shape.output())?
-                    .checked_mul(shape.layers.saturating_sub(1))?,
-            )?
-            .checked_add(shape.mb.checked_mul(gh)?)?
-            .checked_add(h.checked_mul(gh)?)?
-            .checked_add(shape.mb.checked_mul(h)?.checked_mul(3)?)?
-            .checked_add(tb.checked_mul(h)?.checked_mul(2)?)?
-            .checked_add(tb.checked_mul(widest)?.checked_mul(2)?)?;
-        floats.checked_mul(4)
+        Workspace::sizes(shape)?
+            .iter()
+            .try_fold(0usize, |a, &b| a.checked_add(b))?
+            .checked_mul(4)
     }
 
     /// Bytes the workspace holds.
@@ -318,17 +342,20 @@ impl Workspace {
             .map(|s| s.gates.len() + s.h.len() + s.aux.len() + s.dgx.len() + s.dgh.len())
             .sum();
         let outs: usize = self.outs.iter().map(Vec::len).sum();
-        4 * (sets
-            + outs
-            + self.hproj.len()
-            + self.w_hh_t.len()
-            + self.dh.len()
-            + self.dc.len()
-            + self.dh_prev.len()
-            + self.dy_dir.len()
-            + self.h_prev.len()
-            + self.dlayer.len()
-            + self.dlayer_next.len())
+        let rest = [
+            &self.hproj,
+            &self.w_hh_t,
+            &self.w_ih_t,
+            &self.h0,
+            &self.c0,
+            &self.dh,
+            &self.dc,
+            &self.dh_prev,
+            &self.dxt,
+            &self.dlayer,
+            &self.dlayer_next,
+        ];
+        4 * (sets + outs + rest.iter().map(|v| v.len()).sum::<usize>())
     }
 }
 
@@ -359,9 +386,43 @@ fn check(shape: &RnnShape, ws: &Workspace, inp: &Inputs) {
     }
 }
 
-/// Time-step order of direction `d`.
+/// Time-step order of a direction.
 fn steps(t: usize, reversed: bool) -> impl Iterator<Item = usize> {
     (0..t).map(move |k| if reversed { t - 1 - k } else { k })
+}
+
+/// `C = op(A)·op(B)` (or `+=`) on contiguous row-major operands.
+#[allow(clippy::too_many_arguments)]
+fn gemm(
+    m: usize,
+    n: usize,
+    k: usize,
+    a: &[f32],
+    ta: bool,
+    b: &[f32],
+    tb: bool,
+    c: &mut [f32],
+    acc: bool,
+) {
+    let s = GemmShape {
+        m,
+        n,
+        k,
+        trans_a: ta,
+        trans_b: tb,
+    };
+    sgemm_acc(&s, a, b, c, acc);
+}
+
+/// `row[r][..] += v[r]` over a `[rows][width]` matrix.
+fn add_rows(isa: Isa, m: &mut [f32], width: usize, v: &[f32]) {
+    crate::on_isa!(isa, {
+        for (row, &b) in m.chunks_mut(width).zip(v) {
+            for x in row {
+                *x += b;
+            }
+        }
+    });
 }
 
 /// The forward pass: `y` (`[t][mb][output]`), the final states `hy` and
@@ -378,81 +439,101 @@ pub fn forward(
     check(shape, ws, inp);
     assert_eq!(y.len(), shape.y_len(), "y");
     assert_eq!(hy.len(), shape.state_len(), "hy");
+    if shape.cell == Cell::Lstm {
+        assert_eq!(cy.len(), shape.state_len(), "cy");
+    }
     let dirs = shape.direction.count();
-    let (mb, h) = (shape.mb, shape.hidden);
+    let (mb, h, t) = (shape.mb, shape.hidden, shape.t);
     let state = mb * h;
+    let lstm = shape.cell == Cell::Lstm;
     for l in 0..shape.layers {
         let split = l.min(ws.outs.len());
         let (done, rest) = ws.outs.split_at_mut(split);
         let input: &[f32] = if l == 0 { inp.x } else { &done[l - 1] };
-        for d in 0..dirs {
-            let s = l * dirs + d;
-            let set = &mut ws.sets[s];
-            let hx = &inp.hx[s * state..][..state];
-            let cx = (shape.cell == Cell::Lstm).then(|| &inp.cx[s * state..][..state]);
-            set_forward(
-                isa,
-                shape,
-                l,
-                shape.direction.reversed(d),
-                input,
-                &inp.weights[s],
-                hx,
-                cx,
-                set,
-                &mut ws.hproj,
-                &mut ws.w_hh_t,
-            );
-            let last = if shape.direction.reversed(d) {
-                0
-            } else {
-                shape.t - 1
-            };
-            if shape.t > 0 {
-                hy[s * state..][..state].copy_from_slice(&set.h[last * state..][..state]);
-                if shape.cell == Cell::Lstm {
-                    cy[s * state..][..state].copy_from_slice(&set.aux[last * state..][..state]);
-                }
-            } else {
-                hy[s * state..][..state].copy_from_slice(hx);
-                if let Some(cx) = cx {
-                    cy[s * state..][..state].copy_from_slice(cx);
-                }
-            }
-        }
         let out: &mut [f32] = if l + 1 == shape.layers {
             &mut *y
         } else {
             &mut rest[0]
         };
-        combine(shape, &ws.sets[l * dirs..(l + 1) * dirs], out);
+        for d in 0..dirs {
+            let s = l * dirs + d;
+            let reversed = shape.direction.reversed(d);
+            transpose(&inp.hx[s * state..][..state], mb, h, &mut ws.h0);
+            if lstm {
+                transpose(&inp.cx[s * state..][..state], mb, h, &mut ws.c0);
+            }
+            set_forward(
+                isa,
+                shape,
+                l,
+                reversed,
+                input,
+                &inp.weights[s],
+                &mut ws.sets[s],
+                &ws.h0,
+                &ws.c0,
+                &mut ws.hproj,
+            );
+            let set = &ws.sets[s];
+            // The layer's output, and the final states, back to
+            // `[mb][features]`.
+            let (offset, add) = match shape.direction {
+                Direction::Concat => (d * h, false),
+                Direction::Sum => (0, d == 1),
+                _ => (0, false),
+            };
+            let width = shape.output();
+            for k in 0..t {
+                scatter_step(
+                    &set.h[k * state..][..state],
+                    h,
+                    mb,
+                    &mut out[k * mb * width..][..mb * width],
+                    width,
+                    offset,
+                    add,
+                );
+            }
+            let last = if reversed { 0 } else { t.wrapping_sub(1) };
+            let hs = &mut hy[s * state..][..state];
+            if t == 0 {
+                hs.copy_from_slice(&inp.hx[s * state..][..state]);
+            } else {
+                transpose(&set.h[last * state..][..state], h, mb, hs);
+            }
+            if lstm {
+                let cs = &mut cy[s * state..][..state];
+                if t == 0 {
+                    cs.copy_from_slice(&inp.cx[s * state..][..state]);
+                } else {
+                    transpose(&set.aux[last * state..][..state], h, mb, cs);
+                }
+            }
+        }
     }
 }
 
-/// A layer's output from its directions' outputs.
-fn combine(shape: &RnnShape, sets: &[SetState], out: &mut [f32]) {
-    let h = shape.hidden;
-    match shape.direction {
-        Direction::Left2Right | Direction::Right2Left => out.copy_from_slice(&sets[0].h),
-        Direction::Sum => {
-            for ((o, a), b) in out.iter_mut().zip(&sets[0].h).zip(&sets[1].h) {
-                *o = a + b;
-            }
-        }
-        Direction::Concat => {
-            for ((o, a), b) in out
-                .chunks_mut(2 * h)
-                .zip(sets[0].h.chunks(h))
-                .zip(sets[1].h.chunks(h))
-            {
-                o[..h].copy_from_slice(a);
-                o[h..].copy_from_slice(b);
-            }
+/// One step's `[h][mb]` output into rows `[mb][width]` at column
+/// `offset` (added when `add`).
+fn scatter_step(
+    src: &[f32],
+    h: usize,
+    mb: usize,
+    dst: &mut [f32],
+    width: usize,
+    offset: usize,
+    add: bool,
+) {
+    for (j, row) in src.chunks(mb).enumerate().take(h) {
+        for (b, &v) in row.iter().enumerate() {
+            let o = &mut dst[b * width + offset + j];
+            *o = if add { *o + v } else { v };
         }
     }
 }
 
-/// One layer and direction forward.
+/// One layer and direction forward: per step the input's product, the
+/// biases, the hidden state's product and the gate pass, all `[feature][mb]`.
 #[allow(clippy::too_many_arguments)]
 fn set_forward(
     isa: Isa,
@@ -461,79 +542,59 @@ fn set_forward(
     reversed: bool,
     input: &[f32],
     w: &Weights,
-    hx: &[f32],
-    cx: Option<&[f32]>,
     set: &mut SetState,
+    h0: &[f32],
+    c0: &[f32],
     hproj: &mut [f32],
-    w_hh_t: &mut [f32],
 ) {
     let (mb, h, t) = (shape.mb, shape.hidden, shape.t);
     let gh = shape.cell.gates() * h;
+    let in_f = shape.layer_input(l);
     let (state, row) = (mb * h, mb * gh);
-    // The input's product for every step at once, then the biases (the
-    // GRU adds its b_hh to the hidden state's product instead: b_hn is
-    // multiplied by r).
-    sgemm_acc(
-        &GemmShape {
-            m: t * mb,
-            n: gh,
-            k: shape.layer_input(l),
-            trans_a: false,
-            trans_b: true,
-        },
-        input,
+    let gru = shape.cell == Cell::Gru;
+    let tb = t * mb;
+    // The input's product for every step in one GEMM, `[gh][t·mb]`, into
+    // the input gradients' buffer (free until the backward pass).
+    let xw = &mut set.dgx;
+    gemm(
+        gh,
+        tb,
+        in_f,
         &w.w_ih,
-        &mut set.gates,
+        false,
+        &input[..tb * in_f],
+        true,
+        xw,
         false,
     );
-    crate::on_isa!(isa, {
-        for g in set.gates.chunks_mut(gh) {
-            if shape.cell == Cell::Gru {
-                for (v, bi) in g.iter_mut().zip(&w.b_ih) {
-                    *v += bi;
-                }
-            } else {
-                for (v, (bi, bh)) in g.iter_mut().zip(w.b_ih.iter().zip(&w.b_hh)) {
-                    *v += bi + bh;
-                }
-            }
-        }
-    });
-    transpose(&w.w_hh, gh, h, w_hh_t);
-    let recurrent = GemmShape {
-        m: mb,
-        n: gh,
-        k: h,
-        trans_a: false,
-        trans_b: false,
-    };
     let mut prev: Option<usize> = None;
     for k in steps(t, reversed) {
-        let (gates, hs, aux) = (&mut set.gates, &mut set.h, &mut set.aux);
-        // The state this step starts from: the initial one, or the step
-        // before's output (split borrows: it is another row of `hs`).
-        let (h_prev, h_out) = split_rows(hs, prev, k, state, hx);
-        let pre = &mut gates[k * row..][..row];
+        let pre = &mut set.gates[k * row..][..row];
+        // Step k's columns with the biases (the GRU adds its b_hh to the
+        // hidden product instead: b_hn is multiplied by r).
+        crate::on_isa!(isa, {
+            for (q, dst) in pre.chunks_mut(mb).enumerate() {
+                let b = w.b_ih[q] + if gru { 0.0 } else { w.b_hh[q] };
+                for (d, &v) in dst.iter_mut().zip(&xw[q * tb + k * mb..][..mb]) {
+                    *d = v + b;
+                }
+            }
+        });
+        let (h_prev, h_out) = split_rows(&mut set.h, prev, k, state, h0);
         match shape.cell {
             Cell::Gru => {
-                sgemm_acc(&recurrent, h_prev, w_hh_t, hproj, false);
-                crate::on_isa!(isa, {
-                    for g in hproj.chunks_mut(gh) {
-                        for (v, b) in g.iter_mut().zip(&w.b_hh) {
-                            *v += b;
-                        }
-                    }
-                });
-                let hn = &mut aux[k * state..][..state];
-                gates::gru_fwd(isa, h, pre, hproj, h_prev, hn, h_out);
+                gemm(gh, mb, h, &w.w_hh, false, h_prev, false, hproj, false);
+                add_rows(isa, hproj, mb, &w.b_hh);
+                let hn = &mut set.aux[k * state..][..state];
+                gates::gru_fwd(isa, state, pre, hproj, h_prev, hn, h_out);
             }
             Cell::Lstm => {
-                sgemm_acc(&recurrent, h_prev, w_hh_t, pre, true);
-                let (c_prev, c_out) = split_rows(aux, prev, k, state, cx.unwrap_or(&[]));
-                gates::lstm_fwd(isa, h, pre, c_prev, c_out, h_out);
+                gemm(gh, mb, h, &w.w_hh, false, h_prev, false, pre, true);
+                let (c_prev, c_out) = split_rows(&mut set.aux, prev, k, state, c0);
+                gates::lstm_fwd(isa, state, pre, c_prev, c_out, h_out);
             }
             Cell::RnnRelu | Cell::RnnTanh => {
-                sgemm_acc(&recurrent, h_prev, w_hh_t, pre, true);
+                gemm(gh, mb, h, &w.w_hh, false, h_prev, false, pre, true);
                 gates::rnn_fwd(isa, shape.cell == Cell::RnnRelu, pre, h_out);
             }
         }
@@ -541,29 +602,79 @@ fn set_forward(
     }
 }
 
-/// `dst[c][r] = src[r][c]` for a `rows x cols` row-major `src`, in
-/// blocks that stay in cache, rows of blocks in parallel.
+/// `dst[c][r] = src[r][c]` for a `rows x cols` row-major `src`: tiles
+/// of `T x T` copied through a small buffer, so that a tile touches `T`
+/// pages of each side (large weights span a page per row, and walking one
+/// side by columns would miss the TLB at every element), bands of `T` rows
+/// of `src` in parallel.
+// `tile[r][c]` reads the tile by columns: an index loop says so best.
+#[allow(clippy::needless_range_loop)]
 fn transpose(src: &[f32], rows: usize, cols: usize, dst: &mut [f32]) {
-    const B: usize = 32;
+    const T: usize = 32;
     assert_eq!(src.len(), rows * cols);
     assert_eq!(dst.len(), rows * cols);
     if rows == 0 || cols == 0 {
         return;
     }
-    // Each task writes a band of B rows of dst (B columns of src).
-    dst.par_chunks_mut(B * rows)
-        .enumerate()
-        .for_each(|(band, out)| {
-            let c0 = band * B;
-            let cn = out.len() / rows;
-            for r0 in (0..rows).step_by(B) {
-                for r in r0..(r0 + B).min(rows) {
-                    for c in 0..cn {
-                        out[c * rows + r] = src[r * cols + c0 + c];
-                    }
+    let out = SendPtr(dst.as_mut_ptr());
+    let band = |r0: usize| {
+        let rn = T.min(rows - r0);
+        let mut tile = [[0f32; T]; T];
+        for c0 in (0..cols).step_by(T) {
+            let cn = T.min(cols - c0);
+            for (r, t) in tile.iter_mut().enumerate().take(rn) {
+                t[..cn].copy_from_slice(&src[(r0 + r) * cols + c0..][..cn]);
+            }
+            for c in 0..cn {
+                // SAFETY: row c0+c of dst, columns r0..r0+rn: inside dst,
+                // and only this band writes those columns.
+                let d = unsafe {
+                    std::slice::from_raw_parts_mut(out.get().add((c0 + c) * rows + r0), rn)
+                };
+                for (r, v) in d.iter_mut().enumerate() {
+                    *v = tile[r][c];
                 }
             }
-        });
+        }
+    };
+    let bands = rows.div_ceil(T);
+    if rows * cols < 1 << 15 {
+        (0..bands).for_each(|b| band(b * T));
+    } else {
+        (0..bands).into_par_iter().for_each(|b| band(b * T));
+    }
+}
+
+/// A pointer to a buffer whose disjoint parts parallel tasks write.
+#[derive(Clone, Copy)]
+struct SendPtr(*mut f32);
+// SAFETY: tasks write disjoint elements (see `transpose`).
+unsafe impl Send for SendPtr {}
+unsafe impl Sync for SendPtr {}
+
+impl SendPtr {
+    /// By value, so closures capture the whole `SendPtr`.
+    fn get(self) -> *mut f32 {
+        self.0
+    }
+}
+
+/// `dst[c][r] += src[r][c]` (`src` `rows x cols` with row stride
+/// `stride`, starting at column `offset`).
+fn transpose_add(
+    src: &[f32],
+    rows: usize,
+    cols: usize,
+    stride: usize,
+    offset: usize,
+    dst: &mut [f32],
+) {
+    for r in 0..rows {
+        let row = &src[r * stride + offset..][..cols];
+        for (c, &v) in row.iter().enumerate() {
+            dst[c * rows + r] += v;
+        }
+    }
 }
 
 /// Row `prev` of `rows` (or `first` when there is none) to read and row
@@ -617,7 +728,8 @@ pub fn backward_data(
     assert_eq!(grads.dhy.len(), shape.state_len(), "dhy");
     assert_eq!(dx.len(), shape.x_len(), "dx");
     assert_eq!(dhx.len(), shape.state_len(), "dhx");
-    if shape.cell == Cell::Lstm {
+    let lstm = shape.cell == Cell::Lstm;
+    if lstm {
         assert_eq!(grads.dcy.len(), shape.state_len(), "dcy");
         assert_eq!(dcx.len(), shape.state_len(), "dcx");
     }
@@ -625,94 +737,113 @@ pub fn backward_data(
     let (mb, h, t) = (shape.mb, shape.hidden, shape.t);
     let (state, tb) = (mb * h, t * mb);
     let gh = shape.cell.gates() * h;
+    let row = mb * gh;
     let out = shape.output();
     ws.dlayer[..tb * out].copy_from_slice(grads.dy);
     for l in (0..shape.layers).rev() {
         let in_f = shape.layer_input(l);
         for d in 0..dirs {
             let s = l * dirs + d;
-            // This direction's share of the output gradient.
-            let dy_dir = &mut ws.dy_dir;
-            match shape.direction {
-                Direction::Concat => {
-                    for (o, g) in dy_dir.chunks_mut(h).zip(ws.dlayer[..tb * out].chunks(out)) {
-                        o.copy_from_slice(&g[d * h..][..h]);
-                    }
-                }
-                _ => dy_dir.copy_from_slice(&ws.dlayer[..tb * h]),
-            }
-            let set = &mut ws.sets[s];
-            let hx = &inp.hx[s * state..][..state];
-            ws.dh.copy_from_slice(&grads.dhy[s * state..][..state]);
-            if shape.cell == Cell::Lstm {
-                ws.dc.copy_from_slice(&grads.dcy[s * state..][..state]);
-            }
-            let cx = (shape.cell == Cell::Lstm).then(|| &inp.cx[s * state..][..state]);
+            let w = &inp.weights[s];
             let reversed = shape.direction.reversed(d);
-            let order: Vec<usize> = steps(t, reversed).collect();
-            let back = GemmShape {
-                m: mb,
-                n: h,
-                k: gh,
-                trans_a: false,
-                trans_b: false,
+            transpose(&w.w_hh, gh, h, &mut ws.w_hh_t);
+            transpose(&w.w_ih, gh, in_f, &mut ws.w_ih_t[..in_f * gh]);
+            transpose(&grads.dhy[s * state..][..state], mb, h, &mut ws.dh);
+            transpose(&inp.hx[s * state..][..state], mb, h, &mut ws.h0);
+            if lstm {
+                transpose(&grads.dcy[s * state..][..state], mb, h, &mut ws.dc);
+                transpose(&inp.cx[s * state..][..state], mb, h, &mut ws.c0);
+            }
+            // This direction's columns of the output gradient.
+            let offset = if shape.direction == Direction::Concat {
+                d * h
+            } else {
+                0
             };
+            let set = &mut ws.sets[s];
+            let order: Vec<usize> = steps(t, reversed).collect();
             for (i, &k) in order.iter().enumerate().rev() {
                 let prev = i.checked_sub(1).map(|p| order[p]);
-                // dh: the output's gradient plus the next step's.
-                crate::on_isa!(isa, {
-                    for (a, b) in ws.dh.iter_mut().zip(&dy_dir[k * state..][..state]) {
-                        *a += b;
-                    }
-                });
-                let h_prev = prev.map_or(hx, |p| &set.h[p * state..][..state]);
-                let act = &set.gates[k * mb * gh..][..mb * gh];
-                let dgx = &mut set.dgx[k * mb * gh..][..mb * gh];
+                transpose_add(
+                    &ws.dlayer[k * mb * out..][..mb * out],
+                    mb,
+                    h,
+                    out,
+                    offset,
+                    &mut ws.dh,
+                );
+                let h_prev = prev.map_or(&ws.h0[..], |p| &set.h[p * state..][..state]);
+                let act = &set.gates[k * row..][..row];
+                let dgx = &mut set.dgx[k * row..][..row];
                 match shape.cell {
                     Cell::Lstm => {
-                        let c_prev =
-                            prev.map_or(cx.unwrap_or(&[]), |p| &set.aux[p * state..][..state]);
+                        let c_prev = prev.map_or(&ws.c0[..], |p| &set.aux[p * state..][..state]);
                         let c = &set.aux[k * state..][..state];
-                        gates::lstm_bwd(isa, h, act, c_prev, c, &ws.dh, &mut ws.dc, dgx);
-                        sgemm_acc(&back, dgx, &inp.weights[s].w_hh, &mut ws.dh, false);
+                        gates::lstm_bwd(isa, state, act, c_prev, c, &ws.dh, &mut ws.dc, dgx);
+                        gemm(h, mb, gh, &ws.w_hh_t, false, dgx, false, &mut ws.dh, false);
                     }
                     Cell::Gru => {
                         let hn = &set.aux[k * state..][..state];
-                        let dgh = &mut set.dgh[k * mb * gh..][..mb * gh];
-                        gates::gru_bwd(isa, h, act, hn, h_prev, &ws.dh, dgx, dgh, &mut ws.dh_prev);
-                        sgemm_acc(&back, dgh, &inp.weights[s].w_hh, &mut ws.dh_prev, true);
+                        let dgh = &mut set.dgh[k * row..][..row];
+                        gates::gru_bwd(
+                            isa,
+                            state,
+                            act,
+                            hn,
+                            h_prev,
+                            &ws.dh,
+                            dgx,
+                            dgh,
+                            &mut ws.dh_prev,
+                        );
+                        gemm(
+                            h,
+                            mb,
+                            gh,
+                            &ws.w_hh_t,
+                            false,
+                            dgh,
+                            false,
+                            &mut ws.dh_prev,
+                            true,
+                        );
                         std::mem::swap(&mut ws.dh, &mut ws.dh_prev);
                     }
                     Cell::RnnRelu | Cell::RnnTanh => {
                         let hk = &set.h[k * state..][..state];
                         gates::rnn_bwd(isa, shape.cell == Cell::RnnRelu, hk, &ws.dh, dgx);
-                        sgemm_acc(&back, dgx, &inp.weights[s].w_hh, &mut ws.dh, false);
+                        gemm(h, mb, gh, &ws.w_hh_t, false, dgx, false, &mut ws.dh, false);
                     }
                 }
+                // This step's input gradient, `[in][mb]`, into `[mb][in]`
+                // rows, summed over the directions.
+                let dxt = &mut ws.dxt[..in_f * mb];
+                gemm(
+                    in_f,
+                    mb,
+                    gh,
+                    &ws.w_ih_t[..in_f * gh],
+                    false,
+                    &set.dgx[k * row..][..row],
+                    false,
+                    dxt,
+                    false,
+                );
+                let dst: &mut [f32] = if l == 0 {
+                    &mut dx[k * mb * in_f..][..mb * in_f]
+                } else {
+                    &mut ws.dlayer_next[k * mb * in_f..][..mb * in_f]
+                };
+                if d == 0 {
+                    transpose(dxt, in_f, mb, dst);
+                } else {
+                    transpose_add(dxt, in_f, mb, mb, 0, dst);
+                }
             }
-            dhx[s * state..][..state].copy_from_slice(&ws.dh);
-            if shape.cell == Cell::Lstm {
-                dcx[s * state..][..state].copy_from_slice(&ws.dc);
+            transpose(&ws.dh, h, mb, &mut dhx[s * state..][..state]);
+            if lstm {
+                transpose(&ws.dc, h, mb, &mut dcx[s * state..][..state]);
             }
-            // The input's gradient, summed over the directions.
-            let dst: &mut [f32] = if l == 0 {
-                &mut *dx
-            } else {
-                &mut ws.dlayer_next[..tb * in_f]
-            };
-            sgemm_acc(
-                &GemmShape {
-                    m: tb,
-                    n: in_f,
-                    k: gh,
-                    trans_a: false,
-                    trans_b: false,
-                },
-                &ws.sets[s].dgx,
-                &inp.weights[s].w_ih,
-                dst,
-                d > 0,
-            );
         }
         std::mem::swap(&mut ws.dlayer, &mut ws.dlayer_next);
     }
@@ -731,70 +862,67 @@ pub fn backward_weights(
     assert_eq!(dw.len(), shape.sets(), "gradient sets");
     let dirs = shape.direction.count();
     let (mb, h, t) = (shape.mb, shape.hidden, shape.t);
-    let (state, tb) = (mb * h, t * mb);
+    let state = mb * h;
     let gh = shape.cell.gates() * h;
+    let row = mb * gh;
     for l in 0..shape.layers {
+        let in_f = shape.layer_input(l);
         let input: &[f32] = if l == 0 { inp.x } else { &ws.outs[l - 1] };
         for d in 0..dirs {
             let s = l * dirs + d;
             let set = &ws.sets[s];
             let g = &mut dw[s];
-            // The states each step started from, in time order.
             let reversed = shape.direction.reversed(d);
-            let hx = &inp.hx[s * state..][..state];
-            for k in 0..t {
-                let from = if reversed { k + 1 } else { k.wrapping_sub(1) };
-                let src = if from < t {
-                    &set.h[from * state..][..state]
-                } else {
-                    hx
-                };
-                ws.h_prev[k * state..][..state].copy_from_slice(src);
-            }
-            let dgh = if shape.cell == Cell::Gru {
+            transpose(&inp.hx[s * state..][..state], mb, h, &mut ws.h0);
+            let dgh_all = if shape.cell == Cell::Gru {
                 &set.dgh
             } else {
                 &set.dgx
             };
-            sgemm_acc(
-                &GemmShape {
-                    m: gh,
-                    n: shape.layer_input(l),
-                    k: tb,
-                    trans_a: true,
-                    trans_b: false,
-                },
-                &set.dgx,
-                input,
-                &mut g.w_ih,
-                false,
-            );
-            sgemm_acc(
-                &GemmShape {
-                    m: gh,
-                    n: h,
-                    k: tb,
-                    trans_a: true,
-                    trans_b: false,
-                },
-                dgh,
-                &ws.h_prev,
-                &mut g.w_hh,
-                false,
-            );
-            column_sums(isa, &set.dgx, gh, &mut g.b_ih);
-            column_sums(isa, dgh, gh, &mut g.b_hh);
+            if t == 0 {
+                for v in g.tensors_mut() {
+                    v.fill(0.0);
+                }
+                continue;
+            }
+            for k in 0..t {
+                let acc = k > 0;
+                let dgx = &set.dgx[k * row..][..row];
+                let dgh = &dgh_all[k * row..][..row];
+                // dW_ih += dG_k·x_k (`[gh][mb]·[mb][in]`).
+                gemm(
+                    gh,
+                    in_f,
+                    mb,
+                    dgx,
+                    false,
+                    &input[k * mb * in_f..][..mb * in_f],
+                    false,
+                    &mut g.w_ih,
+                    acc,
+                );
+                // dW_hh += dG_k·h_prev^T (`h_prev` is `[h][mb]`).
+                let from = if reversed { k + 1 } else { k.wrapping_sub(1) };
+                let h_prev = if from < t {
+                    &set.h[from * state..][..state]
+                } else {
+                    &ws.h0[..]
+                };
+                gemm(gh, h, mb, dgh, false, h_prev, true, &mut g.w_hh, acc);
+            }
+            row_sums(isa, &set.dgx, mb, gh, &mut g.b_ih);
+            row_sums(isa, dgh_all, mb, gh, &mut g.b_hh);
         }
     }
 }
 
-/// `out[j] = Σ_r m[r][j]`.
-fn column_sums(isa: Isa, m: &[f32], cols: usize, out: &mut [f32]) {
+/// `out[r] = Σ_k Σ_b m[k][r][b]` over `[t][rows][mb]`.
+fn row_sums(isa: Isa, m: &[f32], mb: usize, rows: usize, out: &mut [f32]) {
     out.fill(0.0);
     crate::on_isa!(isa, {
-        for row in m.chunks(cols) {
-            for (o, v) in out.iter_mut().zip(row) {
-                *o += v;
+        for step in m.chunks(rows * mb) {
+            for (o, r) in out.iter_mut().zip(step.chunks(mb)) {
+                *o += r.iter().sum::<f32>();
             }
         }
     });

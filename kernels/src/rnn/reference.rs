@@ -3,6 +3,9 @@
 //! no GEMM, no fusion and no shared code with the fast path beyond the
 //! shapes.
 
+// Index loops mirror the equations; iterator chains would hide them.
+#![allow(clippy::needless_range_loop)]
+
 use super::{Cell, Direction, RnnShape, Weights};
 
 /// Everything a forward and backward pass produce.
