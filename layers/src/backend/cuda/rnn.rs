@@ -1,0 +1,1479 @@
+//! Recurrent layers on cuDNN (`cnnbench rnn --device gpu`): the v8 RNN API
+//! (`cudnnRNNForward`, `cudnnRNNBackwardData_v8`,
+//! `cudnnRNNBackwardWeights_v8`) on the same problems, tensors and
+//! PyTorch weight layout as the CPU kernels in `cnnbench_kernels::rnn`.
+//!
+//! The split follows what can be checked where: [`RnnDescs`] needs no
+//! handle (cuDNN creates and sets RNN, RNN-data and tensor descriptors
+//! without a driver), so CI checks every descriptor against the real
+//! library; [`GpuRnn`] needs a GPU. Everything cuDNN sizes, every buffer
+//! and every weight's place in cuDNN's weight space is settled once in
+//! [`GpuRnn::new`], so that the three timed calls only enqueue work.
+
+use super::cudnn::{self, TensorDesc, MAX_TENSOR_ELEMENTS};
+use super::error::{check_cudnn, GpuError, GpuResult};
+use super::{DeviceBuffer, Gpu};
+use crate::core::DType;
+use cnnbench_kernels::rnn::{Cell, Direction, RnnShape, Weights};
+use cudarc::cudnn::sys;
+use std::ffi::c_void;
+
+/// cuDNN's recurrence algorithms (`CUDNN_RNN_ALGO_*`). Standard runs a
+/// GEMM per step; the persistent ones keep the recurrent weights on chip
+/// across steps, which pays off for small minibatches, within limits on
+/// the hidden size that cuDNN checks when the work is sized.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RnnAlgo {
+    Standard,
+    PersistStatic,
+    PersistDynamic,
+    PersistStaticSmallH,
+}
+
+impl RnnAlgo {
+    pub const ALL: [RnnAlgo; 4] = [
+        RnnAlgo::Standard,
+        RnnAlgo::PersistStatic,
+        RnnAlgo::PersistDynamic,
+        RnnAlgo::PersistStaticSmallH,
+    ];
+
+    /// The name on the command line and in results.
+    pub fn name(self) -> &'static str {
+        match self {
+            RnnAlgo::Standard => "standard",
+            RnnAlgo::PersistStatic => "persist-static",
+            RnnAlgo::PersistDynamic => "persist-dynamic",
+            RnnAlgo::PersistStaticSmallH => "persist-static-small-h",
+        }
+    }
+
+    /// The algorithm named `s`, or one line listing the names.
+    pub fn parse(s: &str) -> Result<RnnAlgo, String> {
+        RnnAlgo::ALL
+            .into_iter()
+            .find(|a| a.name() == s)
+            .ok_or_else(|| {
+                format!(
+                    "unknown RNN algorithm '{s}' (expected {})",
+                    RnnAlgo::ALL.map(RnnAlgo::name).join(", ")
+                )
+            })
+    }
+
+    fn raw(self) -> sys::cudnnRNNAlgo_t {
+        match self {
+            RnnAlgo::Standard => sys::cudnnRNNAlgo_t::CUDNN_RNN_ALGO_STANDARD,
+            RnnAlgo::PersistStatic => sys::cudnnRNNAlgo_t::CUDNN_RNN_ALGO_PERSIST_STATIC,
+            RnnAlgo::PersistDynamic => sys::cudnnRNNAlgo_t::CUDNN_RNN_ALGO_PERSIST_DYNAMIC,
+            RnnAlgo::PersistStaticSmallH => {
+                sys::cudnnRNNAlgo_t::CUDNN_RNN_ALGO_PERSIST_STATIC_SMALL_H
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for RnnAlgo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+fn cell_mode(c: Cell) -> sys::cudnnRNNMode_t {
+    match c {
+        Cell::RnnRelu => sys::cudnnRNNMode_t::CUDNN_RNN_RELU,
+        Cell::RnnTanh => sys::cudnnRNNMode_t::CUDNN_RNN_TANH,
+        Cell::Lstm => sys::cudnnRNNMode_t::CUDNN_LSTM,
+        Cell::Gru => sys::cudnnRNNMode_t::CUDNN_GRU,
+    }
+}
+
+/// The math type of an RNN descriptor per dtype: the project's choice for
+/// every cuDNN op ([`cudnn::math_for`]), as PyTorch sets RNNs: true fp32
+/// is FMA only (the default math type lets cuDNN use TF32 tensor cores on
+/// fp32 data from Ampere on), TF32 is the default math on fp32 data (not
+/// `TENSOR_OP_MATH_ALLOW_CONVERSION`, which may down-convert fp32 to
+/// fp16), half types use tensor ops.
+fn math_type(d: DType) -> sys::cudnnMathType_t {
+    match cudnn::math_for(d) {
+        cudnn::math::FMA => sys::cudnnMathType_t::CUDNN_FMA_MATH,
+        cudnn::math::TENSOR_OP => sys::cudnnMathType_t::CUDNN_TENSOR_OP_MATH,
+        _ => sys::cudnnMathType_t::CUDNN_DEFAULT_MATH,
+    }
+}
+
+/// Gate products and the recurrence are accumulated in fp32 whatever the
+/// storage (`mathPrec` FLOAT): cuDNN refuses half precision math with the
+/// persistent algorithms, and fp32 accumulation is what the CPU does.
+const MATH_PREC: sys::cudnnDataType_t = sys::cudnnDataType_t::CUDNN_DATA_FLOAT;
+
+/// `auxFlags`: every sequence has all `t` steps, so no padded I/O.
+const CUDNN_RNN_PADDED_IO_DISABLED: u32 = 0;
+
+fn invalid(call: &'static str, why: String) -> GpuError {
+    GpuError::invalid(call, why)
+}
+
+fn to_int(call: &'static str, what: &str, v: usize) -> GpuResult<i32> {
+    i32::try_from(v).map_err(|_| invalid(call, format!("{what} {v} does not fit in a C int")))
+}
+
+/// Why cuDNN cannot run `shape`, in one line, or `Ok`. Checked before any
+/// descriptor is made, so that the reason names the option to change
+/// rather than a cuDNN status.
+pub fn cudnn_supports(shape: &RnnShape) -> Result<(), String> {
+    match shape.direction {
+        Direction::Right2Left => return Err(
+            "cuDNN reads left to right only; run --direction left2right or bidirectional-concat"
+                .into(),
+        ),
+        Direction::Sum => return Err("bidirectional-sum has no cuDNN mode".into()),
+        Direction::Left2Right | Direction::Concat => {}
+    }
+    for (what, v) in [
+        ("hidden size", shape.hidden),
+        ("input size", shape.input),
+        ("layer count", shape.layers),
+        ("sequence length", shape.t),
+        ("minibatch", shape.mb),
+    ] {
+        if v == 0 {
+            return Err(format!("cuDNN RNNs need a {what} of at least 1, not 0"));
+        }
+        if i32::try_from(v).is_err() {
+            return Err(format!("a {what} of {v} does not fit in cuDNN's C int"));
+        }
+    }
+    // The sequences, the states and each weight matrix, each one tensor to
+    // cuDNN. Its RNN data descriptors take 2^32 elements without complaint
+    // (checked with cuDNN 9.26), but the rest of cuDNN 9 refuses tensors
+    // of 2^31 elements and more, so every one is held to that limit.
+    let gates = shape.cell.gates();
+    let widest_in = shape.input.max(shape.output());
+    let tensors = [
+        ("input sequence", [shape.t, shape.mb, shape.input]),
+        ("output sequence", [shape.t, shape.mb, shape.output()]),
+        ("state", [shape.sets(), shape.mb, shape.hidden]),
+        ("gate weight matrix", [gates, shape.hidden, widest_in]),
+    ];
+    for (what, dims) in tensors {
+        let elems = dims.iter().try_fold(1u64, |a, &v| a.checked_mul(v as u64));
+        match elems {
+            Some(e) if e <= MAX_TENSOR_ELEMENTS => {}
+            _ => {
+                return Err(format!(
+                    "the {what} ({}) has {} elements; cuDNN takes at most 2^31-1 per tensor",
+                    dims.map(|d| d.to_string()).join("x"),
+                    elems.map_or_else(|| "at least 2^64".to_string(), |e| e.to_string())
+                ))
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The RNN entry points cnnbench calls, all in cuDNN 9's `libcudnn.so.9`
+/// (checked with 9.26). The start-up probe looks up convolution symbols
+/// only, and cudarc panics at the first call of a missing one, so these
+/// are looked up (never called) before the first RNN descriptor.
+const RNN_SYMBOLS: [&str; 10] = [
+    "cudnnCreateRNNDescriptor",
+    "cudnnSetRNNDescriptor_v8",
+    "cudnnCreateRNNDataDescriptor",
+    "cudnnSetRNNDataDescriptor",
+    "cudnnGetRNNWeightSpaceSize",
+    "cudnnGetRNNTempSpaceSizes",
+    "cudnnGetRNNWeightParams",
+    "cudnnRNNForward",
+    "cudnnRNNBackwardData_v8",
+    "cudnnRNNBackwardWeights_v8",
+];
+
+/// One line saying why the loaded cuDNN cannot run RNNs, or `None`.
+fn rnn_api_missing() -> Option<String> {
+    static MISSING: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    MISSING
+        .get_or_init(|| {
+            // SAFETY: `is_culib_present` only tries `dlopen`; `culib` loads
+            // the same (present) library and `get` only looks names up.
+            unsafe {
+                if !sys::is_culib_present() {
+                    return Some("cuDNN (libcudnn.so.9) not found".into());
+                }
+                let lib = sys::culib();
+                RNN_SYMBOLS
+                    .iter()
+                    .find(|n| lib.get::<*const ()>(n.as_bytes()).is_err())
+                    .map(|n| {
+                        format!("the cuDNN that loaded has no {n} (cnnbench's RNNs need cuDNN 9)")
+                    })
+            }
+        })
+        .clone()
+}
+
+/// An owned `cudnnRNNDescriptor_t`.
+pub struct RnnDesc(pub(crate) sys::cudnnRNNDescriptor_t);
+
+impl RnnDesc {
+    fn create() -> GpuResult<RnnDesc> {
+        let mut p = std::ptr::null_mut();
+        // SAFETY: out-pointer to a local.
+        check_cudnn("cudnnCreateRNNDescriptor", unsafe {
+            sys::cudnnCreateRNNDescriptor(&mut p)
+        })?;
+        Ok(RnnDesc(p))
+    }
+}
+
+impl Drop for RnnDesc {
+    fn drop(&mut self) {
+        // SAFETY: created by `create`, destroyed once.
+        unsafe {
+            let _ = sys::cudnnDestroyRNNDescriptor(self.0);
+        }
+    }
+}
+
+/// An owned `cudnnRNNDataDescriptor_t`.
+pub struct RnnDataDesc(pub(crate) sys::cudnnRNNDataDescriptor_t);
+
+impl RnnDataDesc {
+    /// Time-major packed sequences (`[t][mb][vector]`, PyTorch's and the
+    /// CPU's layout), every one `t` steps long.
+    fn new(dtype: DType, t: i32, mb: i32, vector: i32, lengths: &[i32]) -> GpuResult<Self> {
+        let mut p = std::ptr::null_mut();
+        // SAFETY: out-pointer to a local.
+        check_cudnn("cudnnCreateRNNDataDescriptor", unsafe {
+            sys::cudnnCreateRNNDataDescriptor(&mut p)
+        })?;
+        let desc = RnnDataDesc(p);
+        if lengths.len() != mb as usize {
+            return Err(invalid(
+                "cudnnSetRNNDataDescriptor",
+                format!("{} sequence lengths for a minibatch of {mb}", lengths.len()),
+            ));
+        }
+        // SAFETY: valid descriptor; `lengths` holds `mb` ints, which cuDNN
+        // copies; the padding fill is unused with packed data (NULL).
+        check_cudnn("cudnnSetRNNDataDescriptor", unsafe {
+            sys::cudnnSetRNNDataDescriptor(
+                p,
+                cudnn::data_type(dtype),
+                sys::cudnnRNNDataLayout_t::CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_PACKED,
+                t,
+                mb,
+                vector,
+                lengths.as_ptr(),
+                std::ptr::null_mut(),
+            )
+        })?;
+        Ok(desc)
+    }
+}
+
+impl Drop for RnnDataDesc {
+    fn drop(&mut self) {
+        // SAFETY: created in `new`, destroyed once.
+        unsafe {
+            let _ = sys::cudnnDestroyRNNDataDescriptor(self.0);
+        }
+    }
+}
+
+/// A created, unset tensor descriptor (for cuDNN to fill in).
+fn empty_tensor_desc() -> GpuResult<TensorDesc> {
+    let mut p = std::ptr::null_mut();
+    // SAFETY: out-pointer to a local.
+    check_cudnn("cudnnCreateTensorDescriptor", unsafe {
+        sys::cudnnCreateTensorDescriptor(&mut p)
+    })?;
+    Ok(TensorDesc(p))
+}
+
+/// A packed 3-d tensor `[a][b][c]` (the states: `[layers·dirs][mb][h]`).
+fn tensor3(dtype: DType, dims: [i32; 3]) -> GpuResult<TensorDesc> {
+    let desc = empty_tensor_desc()?;
+    let strides = [dims[1] * dims[2], dims[2], 1];
+    // SAFETY: valid descriptor; arrays of 3 ints.
+    check_cudnn("cudnnSetTensorNdDescriptor", unsafe {
+        sys::cudnnSetTensorNdDescriptor(
+            desc.0,
+            cudnn::data_type(dtype),
+            3,
+            dims.as_ptr(),
+            strides.as_ptr(),
+        )
+    })?;
+    Ok(desc)
+}
+
+/// Every descriptor of one RNN problem. Building them needs no handle,
+/// so that CI checks them against the real library without a GPU.
+pub struct RnnDescs {
+    pub shape: RnnShape,
+    pub dtype: DType,
+    pub algo: RnnAlgo,
+    pub(crate) rnn: RnnDesc,
+    pub(crate) x: RnnDataDesc,
+    pub(crate) y: RnnDataDesc,
+    /// `h` and, for the LSTM, `c` alike: `[layers·dirs][mb][h]`.
+    pub(crate) h: TensorDesc,
+    /// Every sequence's length (`t`), as `devSeqLengths` wants it on the
+    /// device.
+    pub(crate) seq_lengths: Vec<i32>,
+}
+
+impl RnnDescs {
+    /// The descriptors of `shape` in `dtype` run by `algo`, or one line
+    /// saying why cuDNN cannot run it.
+    pub fn new(shape: RnnShape, dtype: DType, algo: RnnAlgo) -> GpuResult<RnnDescs> {
+        let call = "cudnnSetRNNDescriptor_v8";
+        cudnn_supports(&shape).map_err(|why| invalid(call, why))?;
+        if let Some(why) = rnn_api_missing() {
+            return Err(invalid(call, why));
+        }
+        let int = |what, v| to_int(call, what, v);
+        let (t, mb) = (
+            int("sequence length", shape.t)?,
+            int("minibatch", shape.mb)?,
+        );
+        let (input, hidden) = (
+            int("input size", shape.input)?,
+            int("hidden size", shape.hidden)?,
+        );
+        let output = int("output size", shape.output())?;
+        let sets = int("layers x directions", shape.sets())?;
+        let rnn = RnnDesc::create()?;
+        set_rnn(&rnn, &shape, dtype, algo)?;
+        let seq_lengths = vec![t; shape.mb];
+        let x = RnnDataDesc::new(dtype, t, mb, input, &seq_lengths)?;
+        let y = RnnDataDesc::new(dtype, t, mb, output, &seq_lengths)?;
+        let h = tensor3(dtype, [sets, mb, hidden])?;
+        Ok(RnnDescs {
+            shape,
+            dtype,
+            algo,
+            rnn,
+            x,
+            y,
+            h,
+            seq_lengths,
+        })
+    }
+}
+
+/// `cudnnSetRNNDescriptor_v8` for `shape`, with no check of ours first (so
+/// that tests can see what cuDNN itself refuses).
+fn set_rnn(rnn: &RnnDesc, shape: &RnnShape, dtype: DType, algo: RnnAlgo) -> GpuResult<()> {
+    let call = "cudnnSetRNNDescriptor_v8";
+    let int = |what, v| to_int(call, what, v);
+    let dir = match shape.direction {
+        Direction::Concat | Direction::Sum => sys::cudnnDirectionMode_t::CUDNN_BIDIRECTIONAL,
+        Direction::Left2Right | Direction::Right2Left => {
+            sys::cudnnDirectionMode_t::CUDNN_UNIDIRECTIONAL
+        }
+    };
+    // SAFETY: valid descriptor. A NULL dropout descriptor means no dropout
+    // (accepted by cuDNN 9.26's setter, checked in the tests; a dropout
+    // descriptor would need a handle for its states). projSize = hidden:
+    // no LSTM projection.
+    check_cudnn(call, unsafe {
+        sys::cudnnSetRNNDescriptor_v8(
+            rnn.0,
+            algo.raw(),
+            cell_mode(shape.cell),
+            // PyTorch's two biases, b_ih and b_hh.
+            sys::cudnnRNNBiasMode_t::CUDNN_RNN_DOUBLE_BIAS,
+            dir,
+            sys::cudnnRNNInputMode_t::CUDNN_LINEAR_INPUT,
+            cudnn::data_type(dtype),
+            MATH_PREC,
+            math_type(dtype),
+            int("input size", shape.input)?,
+            int("hidden size", shape.hidden)?,
+            int("hidden size", shape.hidden)?,
+            int("layer count", shape.layers)?,
+            std::ptr::null_mut(),
+            CUDNN_RNN_PADDED_IO_DISABLED,
+        )
+    })
+}
+
+/// One weight matrix and its bias as cuDNN holds them: pseudo-layer
+/// `layer·dirs + direction` (PyTorch's weight set), `linLayerID` `lin`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LinLayer {
+    pub pseudo_layer: usize,
+    pub lin: usize,
+    /// `[rows][cols]`, row-major: `[h][input of the layer]` for the input
+    /// matrices (W), `[h][h]` for the recurrent ones (R).
+    pub rows: usize,
+    pub cols: usize,
+    pub bias: usize,
+    /// R (hidden-state) rather than W (input).
+    pub recurrent: bool,
+    /// The gate, in both cuDNN's and PyTorch's order.
+    pub gate: usize,
+}
+
+impl LinLayer {
+    /// Where this matrix and bias lie in PyTorch's [`Weights`] of its set:
+    /// the element ranges of `w_ih`/`w_hh` and `b_ih`/`b_hh`.
+    pub fn source(&self) -> (std::ops::Range<usize>, std::ops::Range<usize>) {
+        let m = self.rows * self.cols;
+        (
+            self.gate * m..(self.gate + 1) * m,
+            self.gate * self.bias..(self.gate + 1) * self.bias,
+        )
+    }
+}
+
+/// Every matrix and bias of `shape`'s weight space, as cuDNN should report
+/// them through `cudnnGetRNNWeightParams`, in order of pseudo-layer and
+/// `linLayerID`.
+///
+/// The gate order is the same in cuDNN and PyTorch, so gate `g`'s matrix
+/// is rows `g·h..(g+1)·h` of PyTorch's `weight_ih`/`weight_hh`. cuDNN's
+/// API reference (cudnn_adv, `cudnnGetRNNWeightParams`, linLayerID):
+/// for `CUDNN_LSTM`, IDs 0-3 are applied to the layer's input and 4-7 to
+/// the recurrent state, 0/4 the input gate, 1/5 the forget gate, 2/6 the
+/// new memory (cell candidate c') and 3/7 the output gate: PyTorch's
+/// i, f, g, o. For `CUDNN_GRU`, 0-2 input and 3-5 recurrent, 0/3 the reset
+/// gate, 1/4 the update gate, 2/5 the new memory gate h': PyTorch's r, z, n
+/// (cuDNN's h' = tanh(W_h x + b_Wh + r ∘ (R_h h + b_Rh)) is PyTorch's n,
+/// with the recurrent bias inside the reset product). For the plain RNNs
+/// ID 0 is W and 1 is R. PyTorch's cuDNN path relies on the same order:
+/// it views its parameters straight into cuDNN's weight space.
+pub fn lin_layers(shape: &RnnShape) -> Vec<LinLayer> {
+    let gates = shape.cell.gates();
+    let dirs = shape.direction.count();
+    let h = shape.hidden;
+    (0..shape.sets())
+        .flat_map(|s| {
+            let input = shape.layer_input(s / dirs);
+            (0..2 * gates).map(move |lin| {
+                let recurrent = lin >= gates;
+                LinLayer {
+                    pseudo_layer: s,
+                    lin,
+                    rows: h,
+                    cols: if recurrent { h } else { input },
+                    bias: h,
+                    recurrent,
+                    gate: lin % gates,
+                }
+            })
+        })
+        .collect()
+}
+
+/// Where one [`LinLayer`] lies in the weight space (and, alike, in its
+/// gradient), in bytes from the start.
+#[derive(Clone, Copy, Debug)]
+struct Slot {
+    lin: LinLayer,
+    matrix: usize,
+    bias: usize,
+}
+
+/// One RNN problem on a GPU: descriptors, sizes and every device buffer,
+/// made once; the passes only enqueue work on `gpu.stream`.
+pub struct GpuRnn<'g> {
+    gpu: &'g Gpu,
+    pub descs: RnnDescs,
+    slots: Vec<Slot>,
+    weight_space: DeviceBuffer,
+    dweight_space: DeviceBuffer,
+    workspace: DeviceBuffer,
+    reserve: DeviceBuffer,
+    x: DeviceBuffer,
+    y: DeviceBuffer,
+    hx: DeviceBuffer,
+    cx: DeviceBuffer,
+    hy: DeviceBuffer,
+    cy: DeviceBuffer,
+    dx: DeviceBuffer,
+    dy: DeviceBuffer,
+    dhx: DeviceBuffer,
+    dhy: DeviceBuffer,
+    dcx: DeviceBuffer,
+    dcy: DeviceBuffer,
+    /// `t` per sequence (int32), which the passes read on the device.
+    dev_seq_lengths: DeviceBuffer,
+}
+
+/// Host-side outputs of the passes, as f32, for checks.
+#[derive(Clone, Debug, Default)]
+pub struct RnnOutputs {
+    pub y: Vec<f32>,
+    pub hy: Vec<f32>,
+    /// LSTM only (else empty).
+    pub cy: Vec<f32>,
+    pub dx: Vec<f32>,
+    pub dhx: Vec<f32>,
+    /// LSTM only (else empty).
+    pub dcx: Vec<f32>,
+}
+
+impl<'g> GpuRnn<'g> {
+    /// Builds the descriptors, sizes the weight space, workspace and
+    /// reserve once (forward mode training, as the backward needs the
+    /// reserve), allocates every buffer, and finds each weight's place in
+    /// the weight space. Outputs start as NaN (0xFF bytes), so that a pass
+    /// that wrote nothing is caught by the checks.
+    pub fn new(gpu: &'g Gpu, shape: RnnShape, dtype: DType, algo: RnnAlgo) -> GpuResult<Self> {
+        let descs = RnnDescs::new(shape, dtype, algo)?;
+        let handle = gpu.cudnn.0;
+        if algo == RnnAlgo::PersistDynamic {
+            let mb = to_int("cudnnBuildRNNDynamic", "minibatch", shape.mb)?;
+            // SAFETY: valid handle and set descriptor; compiles the
+            // persistent kernel for this minibatch before any pass.
+            check_cudnn("cudnnBuildRNNDynamic", unsafe {
+                sys::cudnnBuildRNNDynamic(handle, descs.rnn.0, mb)
+            })?;
+        }
+        let mut weight_bytes = 0usize;
+        // SAFETY: valid handle and descriptor; out-pointer to a local.
+        check_cudnn("cudnnGetRNNWeightSpaceSize", unsafe {
+            sys::cudnnGetRNNWeightSpaceSize(handle, descs.rnn.0, &mut weight_bytes)
+        })?;
+        let (mut work_bytes, mut reserve_bytes) = (0usize, 0usize);
+        // SAFETY: valid handle and descriptors; out-pointers to locals.
+        check_cudnn("cudnnGetRNNTempSpaceSizes", unsafe {
+            sys::cudnnGetRNNTempSpaceSizes(
+                handle,
+                descs.rnn.0,
+                sys::cudnnForwardMode_t::CUDNN_FWD_MODE_TRAINING,
+                descs.x.0,
+                &mut work_bytes,
+                &mut reserve_bytes,
+            )
+        })?;
+        let s = &gpu.stream;
+        let size = dtype.size_bytes();
+        let bytes = |elems: usize| {
+            elems.checked_mul(size).ok_or_else(|| {
+                invalid(
+                    "cuMemAlloc",
+                    format!("{elems} elements of {size} bytes overflow"),
+                )
+            })
+        };
+        let lstm = shape.cell == Cell::Lstm;
+        let (x_bytes, y_bytes) = (bytes(shape.x_len())?, bytes(shape.y_len())?);
+        let state_bytes = bytes(shape.state_len())?;
+        let c_bytes = if lstm { state_bytes } else { 0 };
+        let alloc = |b: usize| DeviceBuffer::alloc(s, b);
+        let seq: Vec<u8> = descs
+            .seq_lengths
+            .iter()
+            .flat_map(|v| v.to_ne_bytes())
+            .collect();
+        let mut rnn = GpuRnn {
+            gpu,
+            slots: Vec::new(),
+            weight_space: alloc(weight_bytes)?,
+            dweight_space: alloc(weight_bytes)?,
+            workspace: alloc(work_bytes)?,
+            reserve: alloc(reserve_bytes)?,
+            x: alloc(x_bytes)?,
+            y: alloc(y_bytes)?,
+            hx: alloc(state_bytes)?,
+            cx: alloc(c_bytes)?,
+            hy: alloc(state_bytes)?,
+            cy: alloc(c_bytes)?,
+            dx: alloc(x_bytes)?,
+            dy: alloc(y_bytes)?,
+            dhx: alloc(state_bytes)?,
+            dhy: alloc(state_bytes)?,
+            dcx: alloc(c_bytes)?,
+            dcy: alloc(c_bytes)?,
+            dev_seq_lengths: DeviceBuffer::from_bytes(s, &seq)?,
+            descs,
+        };
+        rnn.slots = rnn.find_slots()?;
+        for b in [
+            &mut rnn.weight_space,
+            &mut rnn.x,
+            &mut rnn.hx,
+            &mut rnn.cx,
+            &mut rnn.dy,
+            &mut rnn.dhy,
+            &mut rnn.dcy,
+        ] {
+            if b.bytes() > 0 {
+                b.fill_bytes(0)?;
+            }
+        }
+        for b in [
+            &mut rnn.dweight_space,
+            &mut rnn.y,
+            &mut rnn.hy,
+            &mut rnn.cy,
+            &mut rnn.dx,
+            &mut rnn.dhx,
+            &mut rnn.dcx,
+        ] {
+            if b.bytes() > 0 {
+                b.fill_bytes(0xFF)?;
+            }
+        }
+        gpu.synchronize()?;
+        Ok(rnn)
+    }
+
+    /// Asks cuDNN where each matrix and bias of [`lin_layers`] lies in the
+    /// weight space, and checks that it holds them in the shapes expected
+    /// (a mismatch would scramble the weights silently).
+    fn find_slots(&self) -> GpuResult<Vec<Slot>> {
+        let call = "cudnnGetRNNWeightParams";
+        let (m_desc, b_desc) = (empty_tensor_desc()?, empty_tensor_desc()?);
+        let base = self.weight_space.ptr() as usize;
+        let space = self.weight_space.bytes();
+        let size = self.descs.dtype.size_bytes();
+        let mut slots = Vec::new();
+        for lin in lin_layers(&self.descs.shape) {
+            let (mut m_addr, mut b_addr) = (std::ptr::null_mut(), std::ptr::null_mut());
+            let where_ = format!("pseudo-layer {} linLayerID {}", lin.pseudo_layer, lin.lin);
+            // SAFETY: valid handle, descriptor and tensor descriptors; the
+            // weight space is the allocation of `space` bytes; cuDNN only
+            // computes addresses inside it (nothing is read on the host).
+            check_cudnn(call, unsafe {
+                sys::cudnnGetRNNWeightParams(
+                    self.gpu.cudnn.0,
+                    self.descs.rnn.0,
+                    to_int(call, "pseudo-layer", lin.pseudo_layer)?,
+                    space,
+                    self.weight_space.as_void(),
+                    to_int(call, "linLayerID", lin.lin)?,
+                    m_desc.0,
+                    &mut m_addr,
+                    b_desc.0,
+                    &mut b_addr,
+                )
+            })?;
+            let m_dims = packed_dims(&m_desc)?;
+            let b_dims = packed_dims(&b_desc)?;
+            let m_elems: usize = m_dims.iter().product();
+            let b_elems: usize = b_dims.iter().product();
+            if m_elems != lin.rows * lin.cols
+                || m_dims.last() != Some(&lin.cols)
+                || b_elems != lin.bias
+            {
+                return Err(invalid(
+                    call,
+                    format!(
+                        "{where_}: cuDNN holds a {m_dims:?} matrix and a {b_dims:?} bias; \
+                         expected [{}, {}] and [{}]",
+                        lin.rows, lin.cols, lin.bias
+                    ),
+                ));
+            }
+            let offset = |addr: *mut c_void, elems: usize| -> GpuResult<usize> {
+                let a = addr as usize;
+                match a.checked_sub(base) {
+                    Some(o) if o + elems * size <= space => Ok(o),
+                    _ => Err(invalid(
+                        call,
+                        format!("{where_}: an address outside the weight space"),
+                    )),
+                }
+            };
+            slots.push(Slot {
+                lin,
+                matrix: offset(m_addr, m_elems)?,
+                bias: offset(b_addr, b_elems)?,
+            });
+        }
+        Ok(slots)
+    }
+
+    /// Writes PyTorch-layout weights (one [`Weights`] per layer and
+    /// direction), converted to the run's dtype, into the weight space.
+    pub fn set_weights(&mut self, weights: &[Weights]) -> GpuResult<()> {
+        let call = "set RNN weights";
+        let shape = self.descs.shape;
+        if weights.len() != shape.sets() {
+            return Err(invalid(
+                call,
+                format!("{} weight sets for {}", weights.len(), shape.sets()),
+            ));
+        }
+        for (s, w) in weights.iter().enumerate() {
+            for (t, d) in w.tensors().iter().zip(shape.set_shapes(s)) {
+                let want: usize = d.iter().product();
+                if t.len() != want {
+                    return Err(invalid(
+                        call,
+                        format!("set {s}: a tensor of {} values for {d:?}", t.len()),
+                    ));
+                }
+            }
+        }
+        let dtype = self.descs.dtype;
+        let size = dtype.size_bytes();
+        let mut image = vec![0u8; self.weight_space.bytes()];
+        for slot in &self.slots {
+            let w = &weights[slot.lin.pseudo_layer];
+            let (m, b) = slot.lin.source();
+            let (wm, wb) = if slot.lin.recurrent {
+                (&w.w_hh, &w.b_hh)
+            } else {
+                (&w.w_ih, &w.b_ih)
+            };
+            let mb = dtype.encode(&wm[m.clone()]);
+            image[slot.matrix..][..m.len() * size].copy_from_slice(&mb);
+            let bb = dtype.encode(&wb[b.clone()]);
+            image[slot.bias..][..b.len() * size].copy_from_slice(&bb);
+        }
+        self.weight_space.upload(&image)
+    }
+
+    /// Copies the sequence, the initial states and the output gradients
+    /// in, converted to the run's dtype (`cx` and `dcy` are read for the
+    /// LSTM only).
+    pub fn upload_inputs(
+        &mut self,
+        x: &[f32],
+        hx: &[f32],
+        cx: &[f32],
+        dy: &[f32],
+        dhy: &[f32],
+        dcy: &[f32],
+    ) -> GpuResult<()> {
+        let s = self.descs.shape;
+        let d = self.descs.dtype;
+        let lstm = s.cell == Cell::Lstm;
+        let c_len = if lstm { s.state_len() } else { 0 };
+        let put = |buf: &mut DeviceBuffer, what: &str, v: &[f32], want: usize| {
+            if v.len() != want {
+                return Err(invalid(
+                    "upload RNN inputs",
+                    format!("{what} has {} values, not {want}", v.len()),
+                ));
+            }
+            buf.upload(&d.encode(v))
+        };
+        put(&mut self.x, "x", x, s.x_len())?;
+        put(&mut self.hx, "hx", hx, s.state_len())?;
+        put(&mut self.dy, "dy", dy, s.y_len())?;
+        put(&mut self.dhy, "dhy", dhy, s.state_len())?;
+        if lstm {
+            put(&mut self.cx, "cx", cx, c_len)?;
+            put(&mut self.dcy, "dcy", dcy, c_len)?;
+        }
+        Ok(())
+    }
+
+    /// The cell-state pointers: the LSTM's buffers, NULL for the other
+    /// cells (cuDNN ignores `c` for them).
+    fn c_ptr(&self, b: &DeviceBuffer) -> *mut c_void {
+        if self.descs.shape.cell == Cell::Lstm {
+            b.as_void()
+        } else {
+            std::ptr::null_mut()
+        }
+    }
+
+    /// Enqueues the forward pass in training mode (it fills the reserve
+    /// space the backward passes read): `y`, `hy` and (LSTM) `cy`.
+    pub fn forward(&mut self) -> GpuResult<()> {
+        let d = &self.descs;
+        // SAFETY: every buffer was sized from these descriptors and cuDNN's
+        // size queries in `new`; the sequence lengths are on the device;
+        // the work is ordered on the handle's stream, which owns them.
+        check_cudnn("cudnnRNNForward", unsafe {
+            sys::cudnnRNNForward(
+                self.gpu.cudnn.0,
+                d.rnn.0,
+                sys::cudnnForwardMode_t::CUDNN_FWD_MODE_TRAINING,
+                self.dev_seq_lengths.ptr() as *const i32,
+                d.x.0,
+                self.x.as_void(),
+                d.y.0,
+                self.y.as_void(),
+                d.h.0,
+                self.hx.as_void(),
+                self.hy.as_void(),
+                d.h.0,
+                self.c_ptr(&self.cx),
+                self.c_ptr(&self.cy),
+                self.weight_space.bytes(),
+                self.weight_space.as_void(),
+                self.workspace.bytes(),
+                self.workspace.as_void(),
+                self.reserve.bytes(),
+                self.reserve.as_void(),
+            )
+        })
+    }
+
+    /// Enqueues the backward pass for data, after [`GpuRnn::forward`]:
+    /// `dx`, `dhx` and (LSTM) `dcx` from `dy`, `dhy`, `dcy`.
+    pub fn backward_data(&mut self) -> GpuResult<()> {
+        let d = &self.descs;
+        // SAFETY: as in `forward`; the reserve holds the forward's state.
+        check_cudnn("cudnnRNNBackwardData_v8", unsafe {
+            sys::cudnnRNNBackwardData_v8(
+                self.gpu.cudnn.0,
+                d.rnn.0,
+                self.dev_seq_lengths.ptr() as *const i32,
+                d.y.0,
+                self.y.as_void(),
+                self.dy.as_void(),
+                d.x.0,
+                self.dx.as_void(),
+                d.h.0,
+                self.hx.as_void(),
+                self.dhy.as_void(),
+                self.dhx.as_void(),
+                d.h.0,
+                self.c_ptr(&self.cx),
+                self.c_ptr(&self.dcy),
+                self.c_ptr(&self.dcx),
+                self.weight_space.bytes(),
+                self.weight_space.as_void(),
+                self.workspace.bytes(),
+                self.workspace.as_void(),
+                self.reserve.bytes(),
+                self.reserve.as_void(),
+            )
+        })
+    }
+
+    /// Enqueues the weight gradients, after [`GpuRnn::backward_data`]
+    /// (which leaves what they need in the reserve). cuDNN documents
+    /// `CUDNN_WGRAD_MODE_ADD` as the only mode `cudnnRNNBackwardWeights_v8`
+    /// supports, so the gradient space is zeroed first (a memset on the
+    /// stream, as PyTorch and TensorFlow do) and the gradients added to it:
+    /// the same result as overwriting.
+    pub fn backward_weights(&mut self) -> GpuResult<()> {
+        self.dweight_space.fill_bytes(0)?;
+        let d = &self.descs;
+        // SAFETY: as in `forward`.
+        check_cudnn("cudnnRNNBackwardWeights_v8", unsafe {
+            sys::cudnnRNNBackwardWeights_v8(
+                self.gpu.cudnn.0,
+                d.rnn.0,
+                sys::cudnnWgradMode_t::CUDNN_WGRAD_MODE_ADD,
+                self.dev_seq_lengths.ptr() as *const i32,
+                d.x.0,
+                self.x.as_void(),
+                d.h.0,
+                self.hx.as_void(),
+                d.y.0,
+                self.y.as_void(),
+                self.dweight_space.bytes(),
+                self.dweight_space.as_void(),
+                self.workspace.bytes(),
+                self.workspace.as_void(),
+                self.reserve.bytes(),
+                self.reserve.as_void(),
+            )
+        })
+    }
+
+    /// Waits for the stream and copies every output out, as f32.
+    pub fn download_outputs(&self) -> GpuResult<RnnOutputs> {
+        let d = self.descs.dtype;
+        let lstm = self.descs.shape.cell == Cell::Lstm;
+        let get = |b: &DeviceBuffer| b.download().map(|v| d.decode(&v));
+        let get_c = |b: &DeviceBuffer| if lstm { get(b) } else { Ok(Vec::new()) };
+        Ok(RnnOutputs {
+            y: get(&self.y)?,
+            hy: get(&self.hy)?,
+            cy: get_c(&self.cy)?,
+            dx: get(&self.dx)?,
+            dhx: get(&self.dhx)?,
+            dcx: get_c(&self.dcx)?,
+        })
+    }
+
+    /// The weight gradients in PyTorch's layout, as f32.
+    pub fn download_weight_grads(&self) -> GpuResult<Vec<Weights>> {
+        Ok(self.unpack(&self.dweight_space.download()?))
+    }
+
+    /// The weights as cuDNN holds them, back in PyTorch's layout.
+    pub fn download_weights(&self) -> GpuResult<Vec<Weights>> {
+        Ok(self.unpack(&self.weight_space.download()?))
+    }
+
+    /// A weight space's bytes (weights or gradients, laid out alike) as
+    /// PyTorch-layout f32 sets.
+    fn unpack(&self, space: &[u8]) -> Vec<Weights> {
+        let shape = &self.descs.shape;
+        let dtype = self.descs.dtype;
+        let size = dtype.size_bytes();
+        let mut out: Vec<Weights> = (0..shape.sets())
+            .map(|s| Weights::zeros(shape, s))
+            .collect();
+        for slot in &self.slots {
+            let w = &mut out[slot.lin.pseudo_layer];
+            let (m, b) = slot.lin.source();
+            let (wm, wb) = if slot.lin.recurrent {
+                (&mut w.w_hh, &mut w.b_hh)
+            } else {
+                (&mut w.w_ih, &mut w.b_ih)
+            };
+            let mbytes = &space[slot.matrix..][..m.len() * size];
+            wm[m].copy_from_slice(&dtype.decode(mbytes));
+            let bbytes = &space[slot.bias..][..b.len() * size];
+            wb[b].copy_from_slice(&dtype.decode(bbytes));
+        }
+        out
+    }
+
+    /// Bytes of the weight space (its gradient is as large), the workspace
+    /// and the reserve space, as cuDNN sized them.
+    pub fn sizes(&self) -> (usize, usize, usize) {
+        (
+            self.weight_space.bytes(),
+            self.workspace.bytes(),
+            self.reserve.bytes(),
+        )
+    }
+}
+
+/// The dims of a packed tensor descriptor cuDNN filled in, or why they are
+/// not packed (the weights are copied in as dense row-major blocks).
+fn packed_dims(desc: &TensorDesc) -> GpuResult<Vec<usize>> {
+    let call = "cudnnGetTensorNdDescriptor";
+    let (mut dt, mut nb) = (0u32, 0i32);
+    let (mut dims, mut strides) = ([0i32; 8], [0i32; 8]);
+    // SAFETY: valid descriptor; arrays of 8; the data type is written as
+    // its C enum's number into a u32.
+    check_cudnn(call, unsafe {
+        sys::cudnnGetTensorNdDescriptor(
+            desc.0,
+            8,
+            &mut dt as *mut u32 as *mut sys::cudnnDataType_t,
+            &mut nb,
+            dims.as_mut_ptr(),
+            strides.as_mut_ptr(),
+        )
+    })?;
+    let n = usize::try_from(nb).unwrap_or(0).min(8);
+    let mut expect = 1i64;
+    for i in (0..n).rev() {
+        if dims[i] > 1 && strides[i] as i64 != expect {
+            return Err(invalid(
+                call,
+                format!(
+                    "cuDNN holds a weight with dims {:?} and strides {:?}, not packed",
+                    &dims[..n],
+                    &strides[..n]
+                ),
+            ));
+        }
+        expect *= dims[i].max(1) as i64;
+    }
+    Ok(dims[..n].iter().map(|&d| d.max(0) as usize).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::cuda::{gpu_lib_for_test, no_gpu_for_test};
+    use cnnbench_kernels::conv::reference::rel_l2_error;
+    use cnnbench_kernels::rnn::{self as cpu, reference, Inputs, Workspace};
+
+    fn cudnn_here() -> bool {
+        // SAFETY: only tries `dlopen` on the candidate names.
+        let present = unsafe { sys::is_culib_present() };
+        gpu_lib_for_test("cuDNN (libcudnn.so)", present)
+    }
+
+    fn small(cell: Cell, direction: Direction) -> RnnShape {
+        RnnShape {
+            cell,
+            direction,
+            layers: 2,
+            t: 5,
+            mb: 3,
+            input: 7,
+            hidden: 6,
+        }
+    }
+
+    /// DeepBench's largest training LSTM.
+    fn deepbench_lstm(direction: Direction) -> RnnShape {
+        RnnShape {
+            cell: Cell::Lstm,
+            direction,
+            layers: 1,
+            t: 25,
+            mb: 64,
+            input: 2048,
+            hidden: 2048,
+        }
+    }
+
+    const SUPPORTED: [Direction; 2] = [Direction::Left2Right, Direction::Concat];
+
+    #[test]
+    fn algorithm_names_round_trip() {
+        for a in RnnAlgo::ALL {
+            assert_eq!(RnnAlgo::parse(a.name()), Ok(a));
+            assert_eq!(a.to_string(), a.name());
+        }
+        let e = RnnAlgo::parse("persistent").unwrap_err();
+        assert!(
+            e.contains("persist-static-small-h") && !e.contains('\n'),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn math_per_dtype_never_lets_f32_run_as_tf32() {
+        assert_eq!(math_type(DType::F32), sys::cudnnMathType_t::CUDNN_FMA_MATH);
+        assert_eq!(
+            math_type(DType::Tf32),
+            sys::cudnnMathType_t::CUDNN_DEFAULT_MATH
+        );
+        for d in [DType::F16, DType::Bf16] {
+            assert_eq!(math_type(d), sys::cudnnMathType_t::CUDNN_TENSOR_OP_MATH);
+        }
+    }
+
+    #[test]
+    fn right_to_left_sum_and_zero_sizes_are_refused_in_one_line() {
+        // Refused before cuDNN is touched: no library needed.
+        let cases = [
+            (
+                small(Cell::Lstm, Direction::Right2Left),
+                "cuDNN reads left to right only; run --direction left2right or bidirectional-concat",
+            ),
+            (
+                small(Cell::Gru, Direction::Sum),
+                "bidirectional-sum has no cuDNN mode",
+            ),
+            (
+                RnnShape {
+                    hidden: 0,
+                    ..small(Cell::Lstm, Direction::Left2Right)
+                },
+                "hidden size of at least 1",
+            ),
+            (
+                RnnShape {
+                    mb: 0,
+                    ..small(Cell::RnnTanh, Direction::Concat)
+                },
+                "minibatch of at least 1",
+            ),
+            (
+                RnnShape {
+                    t: 1 << 20,
+                    mb: 1 << 8,
+                    input: 1 << 4,
+                    ..small(Cell::RnnRelu, Direction::Left2Right)
+                },
+                "2^31-1",
+            ),
+            (
+                RnnShape {
+                    hidden: 1 << 31,
+                    ..small(Cell::RnnRelu, Direction::Left2Right)
+                },
+                "C int",
+            ),
+        ];
+        for (shape, want) in cases {
+            let e = match RnnDescs::new(shape, DType::F32, RnnAlgo::Standard) {
+                Ok(_) => panic!("{shape:?} was accepted"),
+                Err(e) => e.to_string(),
+            };
+            assert!(e.contains(want), "{shape:?}: {e}");
+            assert!(!e.contains('\n'), "{e}");
+        }
+    }
+
+    #[test]
+    fn weight_params_tile_pytorchs_tensors() {
+        let mut shapes = Vec::new();
+        for cell in Cell::ALL {
+            for direction in SUPPORTED {
+                shapes.push(small(cell, direction));
+                shapes.push(RnnShape {
+                    layers: 3,
+                    input: 1,
+                    ..small(cell, direction)
+                });
+            }
+        }
+        shapes.push(deepbench_lstm(Direction::Left2Right));
+        for shape in shapes {
+            let all = lin_layers(&shape);
+            let gates = shape.cell.gates();
+            assert_eq!(all.len(), shape.sets() * 2 * gates, "{shape:?}");
+            for s in 0..shape.sets() {
+                let [ih, hh, bi, bh] = shape.set_shapes(s);
+                let mine: Vec<_> = all.iter().filter(|l| l.pseudo_layer == s).collect();
+                for (recurrent, w, b) in [(false, &ih, &bi), (true, &hh, &bh)] {
+                    let part: Vec<_> = mine.iter().filter(|l| l.recurrent == recurrent).collect();
+                    // The gates' [h, cols] blocks stacked are PyTorch's
+                    // [gates·h, cols] matrix, and their biases its bias,
+                    // each element covered once, in order.
+                    assert_eq!(part.len(), gates);
+                    let (mut next_m, mut next_b) = (0, 0);
+                    for (g, l) in part.iter().enumerate() {
+                        assert_eq!(l.gate, g);
+                        assert_eq!(l.lin, g + if recurrent { gates } else { 0 });
+                        assert_eq!(l.cols, w[1], "{shape:?} set {s}");
+                        let (m, bias) = l.source();
+                        assert_eq!((m.start, bias.start), (next_m, next_b));
+                        (next_m, next_b) = (m.end, bias.end);
+                    }
+                    assert_eq!(vec![next_m / w[1], w[1]], *w, "{shape:?} set {s}");
+                    assert_eq!(vec![next_b], *b, "{shape:?} set {s}");
+                }
+            }
+        }
+    }
+
+    /// Reads back what cuDNN stored in an RNN descriptor.
+    fn stored(rnn: &RnnDesc) -> [i64; 14] {
+        let mut e = [0u32; 9];
+        let mut i = [0i32; 4];
+        let mut dropout: sys::cudnnDropoutDescriptor_t = std::ptr::null_mut();
+        let mut aux = 0u32;
+        let [algo, cell, bias, dir, input_mode, dt, prec, math, _] = &mut e;
+        let [input, hidden, proj, layers] = &mut i;
+        // SAFETY: valid descriptor; every out-pointer is to a local (enums
+        // as their C numbers in u32s).
+        let status = unsafe {
+            sys::cudnnGetRNNDescriptor_v8(
+                rnn.0,
+                algo as *mut u32 as *mut sys::cudnnRNNAlgo_t,
+                cell as *mut u32 as *mut sys::cudnnRNNMode_t,
+                bias as *mut u32 as *mut sys::cudnnRNNBiasMode_t,
+                dir as *mut u32 as *mut sys::cudnnDirectionMode_t,
+                input_mode as *mut u32 as *mut sys::cudnnRNNInputMode_t,
+                dt as *mut u32 as *mut sys::cudnnDataType_t,
+                prec as *mut u32 as *mut sys::cudnnDataType_t,
+                math as *mut u32 as *mut sys::cudnnMathType_t,
+                input,
+                hidden,
+                proj,
+                layers,
+                &mut dropout,
+                &mut aux,
+            )
+        };
+        assert_eq!(status, sys::cudnnStatus_t::CUDNN_STATUS_SUCCESS);
+        assert!(dropout.is_null());
+        let mut out = [0i64; 14];
+        for (o, v) in out.iter_mut().zip(e.iter().take(8)) {
+            *o = *v as i64;
+        }
+        for (o, v) in out[8..].iter_mut().zip(i) {
+            *o = v as i64;
+        }
+        out[12] = aux as i64;
+        out
+    }
+
+    /// Reads back an RNN data descriptor: dtype, layout, t, mb, vector,
+    /// and whether every length is `t`.
+    fn stored_data(d: &RnnDataDesc, mb: usize) -> ([i32; 5], bool) {
+        let (mut dt, mut layout, mut t, mut b, mut v) = (0u32, 0u32, 0, 0, 0);
+        let mut lengths = vec![0i32; mb];
+        // cuDNN 9.26 refuses a NULL padding fill here (BAD_PARAM), though
+        // the setter takes one; it writes one element of the data type.
+        let mut fill = 0f64;
+        // SAFETY: valid descriptor; `lengths` holds `mb` ints; the fill
+        // has room for any data type (8 bytes).
+        let status = unsafe {
+            sys::cudnnGetRNNDataDescriptor(
+                d.0,
+                &mut dt as *mut u32 as *mut sys::cudnnDataType_t,
+                &mut layout as *mut u32 as *mut sys::cudnnRNNDataLayout_t,
+                &mut t,
+                &mut b,
+                &mut v,
+                mb as i32,
+                lengths.as_mut_ptr(),
+                &mut fill as *mut f64 as *mut c_void,
+            )
+        };
+        assert_eq!(status, sys::cudnnStatus_t::CUDNN_STATUS_SUCCESS);
+        (
+            [dt as i32, layout as i32, t, b, v],
+            lengths.iter().all(|&l| l == t),
+        )
+    }
+
+    #[test]
+    fn real_libs_cudnn_accepts_every_rnn_descriptor_set() {
+        if !cudnn_here() {
+            return;
+        }
+        let mut shapes = Vec::new();
+        for cell in Cell::ALL {
+            for direction in SUPPORTED {
+                shapes.push(small(cell, direction));
+            }
+        }
+        shapes.extend(SUPPORTED.map(deepbench_lstm));
+        let mut sets = 0;
+        for shape in shapes {
+            for dtype in DType::ALL {
+                for algo in RnnAlgo::ALL {
+                    let what = format!("{shape:?} {dtype} {algo}");
+                    let d =
+                        RnnDescs::new(shape, dtype, algo).unwrap_or_else(|e| panic!("{what}: {e}"));
+                    let bidir = shape.direction == Direction::Concat;
+                    let want = [
+                        algo.raw() as i64,
+                        cell_mode(shape.cell) as i64,
+                        sys::cudnnRNNBiasMode_t::CUDNN_RNN_DOUBLE_BIAS as i64,
+                        bidir as i64,
+                        sys::cudnnRNNInputMode_t::CUDNN_LINEAR_INPUT as i64,
+                        cudnn::data_type(dtype) as i64,
+                        sys::cudnnDataType_t::CUDNN_DATA_FLOAT as i64,
+                        math_type(dtype) as i64,
+                        shape.input as i64,
+                        shape.hidden as i64,
+                        shape.hidden as i64,
+                        shape.layers as i64,
+                        CUDNN_RNN_PADDED_IO_DISABLED as i64,
+                        0,
+                    ];
+                    assert_eq!(stored(&d.rnn), want, "{what}");
+                    let packed = sys::cudnnRNNDataLayout_t::CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_PACKED;
+                    for (desc, vector) in [(&d.x, shape.input), (&d.y, shape.output())] {
+                        let (got, all_t) = stored_data(desc, shape.mb);
+                        let want = [
+                            cudnn::data_type(dtype) as i32,
+                            packed as i32,
+                            shape.t as i32,
+                            shape.mb as i32,
+                            vector as i32,
+                        ];
+                        assert_eq!(got, want, "{what}");
+                        assert!(all_t, "{what}: sequence lengths");
+                    }
+                    assert_eq!(
+                        packed_dims(&d.h).unwrap_or_else(|e| panic!("{what}: {e}")),
+                        vec![shape.sets(), shape.mb, shape.hidden],
+                        "{what}"
+                    );
+                    sets += 1;
+                }
+            }
+        }
+        eprintln!("cuDNN accepted {sets} RNN descriptor sets");
+        assert_eq!(sets, (8 + 2) * 4 * 4);
+    }
+
+    #[test]
+    fn real_libs_cudnn_refuses_zero_hidden_itself() {
+        if !cudnn_here() {
+            return;
+        }
+        // Beside our own check, cuDNN's setter refuses it too (so nothing
+        // relies on our check alone for a descriptor cuDNN cannot run).
+        let rnn = RnnDesc::create().expect("a descriptor");
+        let shape = RnnShape {
+            hidden: 0,
+            ..small(Cell::Lstm, Direction::Left2Right)
+        };
+        let e = set_rnn(&rnn, &shape, DType::F32, RnnAlgo::Standard)
+            .expect_err("hidden 0 accepted")
+            .to_string();
+        assert!(e.contains("CUDNN_STATUS_BAD_PARAM"), "{e}");
+        assert!(!e.contains('\n'));
+    }
+
+    /// Seeded values in [-scale, scale).
+    fn filled(len: usize, seed: u64, scale: f32) -> Vec<f32> {
+        let mut v = vec![0.0; len];
+        cnnbench_kernels::rng::fill_uniform(&mut v, seed, scale);
+        v
+    }
+
+    fn close(what: &str, got: &[f32], want: &[f32], tol: f64) {
+        let e = rel_l2_error(got, want);
+        assert!(e <= tol, "{what}: relative L2 error {e:.3e} > {tol:.0e}");
+    }
+
+    /// The persistent algorithms have limits (hidden size, minibatch,
+    /// GPU) that cuDNN checks when sizing or running the work; a refusal
+    /// there is reported, not failed.
+    fn persist_limit(algo: RnnAlgo, e: &GpuError) -> bool {
+        algo != RnnAlgo::Standard
+            && (e.status.contains("NOT_SUPPORTED") || e.status.contains("BAD_PARAM"))
+    }
+
+    /// Forward against the CPU kernels, both backward passes against the
+    /// f64 reference, and the weights' round trip through cuDNN's layout.
+    fn check_on(gpu: &Gpu, shape: RnnShape, dtype: DType, algo: RnnAlgo, tol: f64) {
+        let what = format!("{shape:?} {dtype} {algo}");
+        let mut rnn = match GpuRnn::new(gpu, shape, dtype, algo) {
+            Ok(r) => r,
+            Err(e) if persist_limit(algo, &e) => {
+                eprintln!("{what}: {e}");
+                return;
+            }
+            Err(e) => panic!("{what}: {e}"),
+        };
+        let scale = 1.0 / (shape.hidden as f32).sqrt();
+        let weights: Vec<Weights> = (0..shape.sets())
+            .map(|s| {
+                let mut w = Weights::zeros(&shape, s);
+                for (i, t) in w.tensors_mut().into_iter().enumerate() {
+                    *t = filled(t.len(), 10 + 4 * s as u64 + i as u64, scale);
+                }
+                w
+            })
+            .collect();
+        let lstm = shape.cell == Cell::Lstm;
+        let c_len = if lstm { shape.state_len() } else { 0 };
+        let x = filled(shape.x_len(), 1, 1.0);
+        let hx = filled(shape.state_len(), 2, 0.5);
+        let cx = filled(c_len, 3, 0.5);
+        let dy = filled(shape.y_len(), 4, 1.0);
+        let dhy = filled(shape.state_len(), 5, 0.5);
+        let dcy = filled(c_len, 6, 0.5);
+        rnn.set_weights(&weights).expect("weights");
+        let back = rnn.download_weights().expect("weights back");
+        for (s, (g, w)) in back.iter().zip(&weights).enumerate() {
+            for (a, b) in g.tensors().iter().zip(w.tensors()) {
+                let mut b = b.to_vec();
+                dtype.round_in_place(&mut b);
+                assert_eq!(*a, &b[..], "{what}: weights of set {s} back");
+            }
+        }
+        rnn.upload_inputs(&x, &hx, &cx, &dy, &dhy, &dcy)
+            .expect("inputs");
+        let run = |r: &mut GpuRnn| -> GpuResult<()> {
+            r.forward()?;
+            r.backward_data()?;
+            r.backward_weights()?;
+            gpu.synchronize()
+        };
+        match run(&mut rnn) {
+            Ok(()) => {}
+            Err(e) if persist_limit(algo, &e) => {
+                eprintln!("{what}: {e}");
+                return;
+            }
+            Err(e) => panic!("{what}: {e}"),
+        }
+        let got = rnn.download_outputs().expect("outputs");
+        let dw = rnn.download_weight_grads().expect("weight gradients");
+
+        // The CPU's forward, on the values the GPU holds (rounded to the
+        // dtype), so that f16/bf16 differ by their math only.
+        let round = |v: &[f32]| {
+            let mut v = v.to_vec();
+            dtype.round_in_place(&mut v);
+            v
+        };
+        let (x, hx, cx, dy, dhy, dcy) = (
+            round(&x),
+            round(&hx),
+            round(&cx),
+            round(&dy),
+            round(&dhy),
+            round(&dcy),
+        );
+        let weights: Vec<Weights> = weights
+            .iter()
+            .map(|w| Weights {
+                w_ih: round(&w.w_ih),
+                w_hh: round(&w.w_hh),
+                b_ih: round(&w.b_ih),
+                b_hh: round(&w.b_hh),
+            })
+            .collect();
+        let inp = Inputs {
+            x: &x,
+            hx: &hx,
+            cx: &cx,
+            weights: &weights,
+        };
+        let mut ws = Workspace::new(&shape);
+        let (mut y, mut hy, mut cy) = (
+            vec![0.0; shape.y_len()],
+            vec![0.0; shape.state_len()],
+            vec![0.0; c_len],
+        );
+        let isa = cnnbench_kernels::Isa::detect();
+        cpu::forward(isa, &shape, &inp, &mut ws, &mut y, &mut hy, &mut cy);
+        close(&format!("{what}: y"), &got.y, &y, tol);
+        close(&format!("{what}: hy"), &got.hy, &hy, tol);
+        if lstm {
+            close(&format!("{what}: cy"), &got.cy, &cy, tol);
+        }
+        let want = reference::run(&shape, &x, &hx, &cx, &weights, &dy, &dhy, &dcy);
+        close(&format!("{what}: dx"), &got.dx, &want.dx, tol);
+        close(&format!("{what}: dhx"), &got.dhx, &want.dhx, tol);
+        if lstm {
+            close(&format!("{what}: dcx"), &got.dcx, &want.dcx, tol);
+        }
+        for (s, (g, w)) in dw.iter().zip(&want.dw).enumerate() {
+            for (name, (a, b)) in ["dw_ih", "dw_hh", "db_ih", "db_hh"]
+                .iter()
+                .zip(g.tensors().iter().zip(w.tensors()))
+            {
+                close(&format!("{what}: {name} of set {s}"), a, b, tol);
+            }
+        }
+        let (w, work, reserve) = rnn.sizes();
+        assert!(
+            w >= weights
+                .iter()
+                .map(|w| w.tensors().iter().map(|t| t.len()).sum::<usize>())
+                .sum::<usize>()
+                * dtype.size_bytes()
+        );
+        assert!(work > 0 || reserve > 0, "{what}: no scratch at all");
+    }
+
+    #[test]
+    fn gpu_rnn_matches_the_cpu_for_every_cell_and_direction() {
+        let gpu = match Gpu::open() {
+            Ok(g) => g,
+            Err(why) => {
+                no_gpu_for_test(&why);
+                return;
+            }
+        };
+        for cell in Cell::ALL {
+            for direction in SUPPORTED {
+                let shape = small(cell, direction);
+                check_on(&gpu, shape, DType::F32, RnnAlgo::Standard, 1e-4);
+                check_on(&gpu, shape, DType::F16, RnnAlgo::Standard, 1e-2);
+                for algo in [
+                    RnnAlgo::PersistStatic,
+                    RnnAlgo::PersistDynamic,
+                    RnnAlgo::PersistStaticSmallH,
+                ] {
+                    check_on(&gpu, shape, DType::F32, algo, 1e-4);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn gpu_rnn_runs_the_deepbench_lstm() {
+        let gpu = match Gpu::open() {
+            Ok(g) => g,
+            Err(why) => {
+                no_gpu_for_test(&why);
+                return;
+            }
+        };
+        let shape = RnnShape {
+            // A shorter sequence than DeepBench's 25 keeps the f64
+            // reference quick; the sizes cuDNN picks are those of h 2048.
+            t: 3,
+            mb: 8,
+            ..deepbench_lstm(Direction::Left2Right)
+        };
+        check_on(&gpu, shape, DType::F32, RnnAlgo::Standard, 1e-4);
+    }
+}
