@@ -13,6 +13,7 @@ mod output;
 mod progress;
 mod replicas;
 mod report;
+mod rnn;
 mod session;
 mod sweep;
 
@@ -41,6 +42,8 @@ enum Command {
     Conv(Box<conv::ConvArgs>),
     /// Time dense GEMMs (MxNxK) on the CPU or through cuBLAS
     Gemm(Box<gemm::GemmArgs>),
+    /// Time recurrent layers (LSTM, GRU, vanilla RNN; benchdnn RNN descriptors): forward, backward data, backward weights
+    Rnn(Box<rnn::RnnArgs>),
     /// Run the same benchmark once per cuDNN folder (or environment variant), side by side
     Compare(compare::CompareArgs),
     /// Merge results (any machines, and peers' CSV) into a markdown report with charts
@@ -196,6 +199,7 @@ pub fn run() -> Result<ExitCode> {
     match cli.command {
         Command::Conv(args) => conv::run(*args),
         Command::Gemm(args) => gemm::run(*args),
+        Command::Rnn(args) => rnn::run(*args),
         Command::Model(args) => model::run(*args),
         Command::Check(args) => check::run(args),
         Command::Info(args) => info::run(args),

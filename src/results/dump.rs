@@ -11,7 +11,7 @@ use serde_json::json;
 use std::io::BufWriter;
 use std::path::Path;
 
-fn write_npy(path: &Path, shape: &[usize], data: &[f32]) -> Result<()> {
+pub(crate) fn write_npy(path: &Path, shape: &[usize], data: &[f32]) -> Result<()> {
     let file = std::fs::File::create(path)
         .with_context(|| format!("cannot create '{}'", path.display()))?;
     let shape: Vec<u64> = shape.iter().map(|&d| d as u64).collect();

@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""Time cnnbench's RNN kernels and PyTorch's on the same problems, interleaved.
+
+Usage: python3 scripts/peers/side_by_side_rnn.py [--from builtin:deepbench-rnn|FILE]
+           [--only REGEX] [--threads 2] [--rounds 2] [--warmup 1] [--iters 3]
+           [--cnnbench target/release/cnnbench] [--python .venv/bin/python] [--out FILE.md]
+
+For each problem the two tools alternate in ABBA order across rounds
+(round 1: cnnbench then PyTorch, round 2: PyTorch then cnnbench, ...), each
+with the same threads, warm-up and timed runs, so that drift on a shared
+machine falls on both alike. cnnbench times its three passes (fwd,
+bwd-data, bwd-weights); PyTorch times the forward and the whole backward,
+so cnnbench's backward is bwd-data + bwd-weights. Each tool's median of
+its per-round medians is kept, and the ratio PyTorch ms / cnnbench ms is
+printed per problem with the median over problems (above 1: cnnbench is
+faster). Writes the markdown table to --out as well.
+"""
+import argparse
+import csv
+import io
+import os
+import re
+import statistics
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
+LISTS = {"deepbench-rnn": "deepbench_rnn_training.txt"}
+
+
+def lines_of(source):
+    if source.startswith("builtin:"):
+        name = source[len("builtin:"):]
+        source = os.path.join(ROOT, "src", "problem", "lists", LISTS.get(name, name + ".txt"))
+    with open(source, encoding="utf-8-sig") as f:
+        return [l.split("#")[0].strip() for l in f if l.split("#")[0].strip()]
+
+
+def run_csv(cmd):
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    if res.returncode != 0:
+        sys.exit(f"side_by_side_rnn.py: error: {' '.join(cmd)} failed: {res.stderr.strip()}")
+    return list(csv.DictReader(io.StringIO(res.stdout)))
+
+
+def ours(a, line):
+    rows = run_csv([a.cnnbench, "rnn", *line.split(), "--threads", str(a.threads),
+                    "--warmup", str(a.warmup), "--iters", str(a.iters),
+                    "--format", "csv", "--no-save", "--quiet"])
+    ms = {r["dir"]: float(r["ms_median"]) for r in rows}
+    return {"fwd": ms["fwd"], "bwd": ms["bwd-data"] + ms["bwd-weights"]}
+
+
+def peer(a, line):
+    rows = run_csv([a.python, os.path.join(HERE, "pytorch_rnn.py"), "--threads", str(a.threads),
+                    "--warmup", str(a.warmup), "--iters", str(a.iters), "--", line])
+    return {r["pass"]: float(r["ms_median"]) for r in rows}
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--from", dest="source", default="builtin:deepbench-rnn")
+    ap.add_argument("--only", help="keep problems whose line matches this regex")
+    ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--iters", type=int, default=3)
+    ap.add_argument("--cnnbench", default=os.path.join(ROOT, "target", "release", "cnnbench"))
+    ap.add_argument("--python", default=os.path.join(ROOT, ".venv", "bin", "python"))
+    ap.add_argument("--out")
+    a = ap.parse_args(argv)
+    lines = lines_of(a.source)
+    if a.only:
+        lines = [l for l in lines if re.search(a.only, l)]
+    if not lines:
+        sys.exit("side_by_side_rnn.py: error: no problem selected")
+    out = [f"RNN kernels on `{a.source}`{' matching ' + repr(a.only) if a.only else ''}: "
+           f"{a.threads} thread(s), {a.warmup} warm-up and {a.iters} timed runs per pass, "
+           f"{a.rounds} rounds in ABBA order; ms are medians over the rounds of each round's median.",
+           "",
+           "| problem | cnnbench fwd | PyTorch fwd | fwd ratio | cnnbench bwd | PyTorch bwd | bwd ratio |",
+           "|---|---:|---:|---:|---:|---:|---:|"]
+    ratios = {"fwd": [], "bwd": []}
+    for line in lines:
+        got = {"cnnbench": [], "pytorch": []}
+        for r in range(a.rounds):
+            order = [("cnnbench", ours), ("pytorch", peer)]
+            if r % 2 == 1:
+                order.reverse()
+            for name, f in order:
+                got[name].append(f(a, line))
+        med = {k: {p: statistics.median(x[p] for x in v) for p in ("fwd", "bwd")} for k, v in got.items()}
+        row = [line]
+        for p in ("fwd", "bwd"):
+            ratio = med["pytorch"][p] / med["cnnbench"][p]
+            ratios[p].append(ratio)
+            row += [f"{med['cnnbench'][p]:.2f}", f"{med['pytorch'][p]:.2f}", f"{ratio:.2f}x"]
+        out.append("| " + " | ".join(row) + " |")
+        print(out[-1], file=sys.stderr)
+    out += ["",
+            f"Median PyTorch / cnnbench over {len(lines)} problems: forward **{statistics.median(ratios['fwd']):.2f}x**, "
+            f"backward **{statistics.median(ratios['bwd']):.2f}x**."]
+    text = "\n".join(out) + "\n"
+    print(text)
+    if a.out:
+        with open(a.out, "w") as f:
+            f.write(text)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
