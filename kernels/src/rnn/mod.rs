@@ -221,10 +221,9 @@ pub struct Workspace {
     outs: Vec<Vec<f32>>,
     /// `[gates·h][mb]`: the GRU's hidden-state product of one step.
     hproj: Vec<f32>,
-    /// `[h][gates·h]` and `[widest input][gates·h]`: the weights
-    /// transposed for the backward's GEMMs.
+    /// `[h][gates·h]`: the recurrent weights transposed for the
+    /// backward's per-step GEMM.
     w_hh_t: Vec<f32>,
-    w_ih_t: Vec<f32>,
     /// `[h][mb]`: the initial states transposed, and the gradients carried
     /// back one step.
     h0: Vec<f32>,
@@ -232,8 +231,13 @@ pub struct Workspace {
     dh: Vec<f32>,
     dc: Vec<f32>,
     dh_prev: Vec<f32>,
-    /// `[widest input][mb]`: one step's input gradient.
-    dxt: Vec<f32>,
+    /// `[gates·h][t·mb]`: one set's gate gradients with the steps side by
+    /// side, so that the input's and the weights' gradients are each one
+    /// GEMM over the whole sequence (`k = t·mb`) rather than one per step
+    /// with `k = mb`.
+    dg_cols: Vec<f32>,
+    /// `[t·mb][h]`: the states each step started from, as rows.
+    hprev_rows: Vec<f32>,
     /// `[t][mb][output]`: the gradient reaching a layer's output, and the
     /// one reaching the layer below's.
     dlayer: Vec<f32>,
@@ -272,9 +276,9 @@ impl Workspace {
                 .checked_mul(shape.layers.saturating_sub(1))?,
             shape.mb.checked_mul(gh)?,
             h.checked_mul(gh)?,
-            widest_in.checked_mul(gh)?,
+            0,
             shape.mb.checked_mul(h)?.checked_mul(5)?,
-            widest_in.checked_mul(shape.mb)?,
+            tb.checked_mul(gh)?.checked_add(tb.checked_mul(h)?)?,
             tb.checked_mul(widest)?.checked_mul(2)?,
             0,
             0,
@@ -313,13 +317,13 @@ impl Workspace {
                 .collect(),
             hproj: vec![0.0; shape.mb * gh],
             w_hh_t: vec![0.0; h * gh],
-            w_ih_t: vec![0.0; widest_in * gh],
             h0: vec![0.0; state],
             c0: vec![0.0; state],
             dh: vec![0.0; state],
             dc: vec![0.0; state],
             dh_prev: vec![0.0; state],
-            dxt: vec![0.0; widest_in * shape.mb],
+            dg_cols: vec![0.0; tb * gh],
+            hprev_rows: vec![0.0; tb * h],
             dlayer: vec![0.0; tb * widest],
             dlayer_next: vec![0.0; tb * widest],
         }
@@ -345,13 +349,13 @@ impl Workspace {
         let rest = [
             &self.hproj,
             &self.w_hh_t,
-            &self.w_ih_t,
             &self.h0,
             &self.c0,
             &self.dh,
             &self.dc,
             &self.dh_prev,
-            &self.dxt,
+            &self.dg_cols,
+            &self.hprev_rows,
             &self.dlayer,
             &self.dlayer_next,
         ];
@@ -747,7 +751,6 @@ pub fn backward_data(
             let w = &inp.weights[s];
             let reversed = shape.direction.reversed(d);
             transpose(&w.w_hh, gh, h, &mut ws.w_hh_t);
-            transpose(&w.w_ih, gh, in_f, &mut ws.w_ih_t[..in_f * gh]);
             transpose(&grads.dhy[s * state..][..state], mb, h, &mut ws.dh);
             transpose(&inp.hx[s * state..][..state], mb, h, &mut ws.h0);
             if lstm {
@@ -815,31 +818,16 @@ pub fn backward_data(
                         gemm(h, mb, gh, &ws.w_hh_t, false, dgx, false, &mut ws.dh, false);
                     }
                 }
-                // This step's input gradient, `[in][mb]`, into `[mb][in]`
-                // rows, summed over the directions.
-                let dxt = &mut ws.dxt[..in_f * mb];
-                gemm(
-                    in_f,
-                    mb,
-                    gh,
-                    &ws.w_ih_t[..in_f * gh],
-                    false,
-                    &set.dgx[k * row..][..row],
-                    false,
-                    dxt,
-                    false,
-                );
-                let dst: &mut [f32] = if l == 0 {
-                    &mut dx[k * mb * in_f..][..mb * in_f]
-                } else {
-                    &mut ws.dlayer_next[k * mb * in_f..][..mb * in_f]
-                };
-                if d == 0 {
-                    transpose(dxt, in_f, mb, dst);
-                } else {
-                    transpose_add(dxt, in_f, mb, mb, 0, dst);
-                }
             }
+            // The input's gradient for every step at once,
+            // `[t·mb][in] = dG^T·W_ih`, summed over the directions.
+            to_columns(&set.dgx, t, gh, mb, &mut ws.dg_cols);
+            let dst: &mut [f32] = if l == 0 {
+                &mut *dx
+            } else {
+                &mut ws.dlayer_next[..tb * in_f]
+            };
+            gemm(tb, in_f, gh, &ws.dg_cols, true, &w.w_ih, false, dst, d > 0);
             transpose(&ws.dh, h, mb, &mut dhx[s * state..][..state]);
             if lstm {
                 transpose(&ws.dc, h, mb, &mut dcx[s * state..][..state]);
@@ -864,7 +852,7 @@ pub fn backward_weights(
     let (mb, h, t) = (shape.mb, shape.hidden, shape.t);
     let state = mb * h;
     let gh = shape.cell.gates() * h;
-    let row = mb * gh;
+    let tb = t * mb;
     for l in 0..shape.layers {
         let in_f = shape.layer_input(l);
         let input: &[f32] = if l == 0 { inp.x } else { &ws.outs[l - 1] };
@@ -874,56 +862,81 @@ pub fn backward_weights(
             let g = &mut dw[s];
             let reversed = shape.direction.reversed(d);
             transpose(&inp.hx[s * state..][..state], mb, h, &mut ws.h0);
-            let dgh_all = if shape.cell == Cell::Gru {
-                &set.dgh
-            } else {
-                &set.dgx
-            };
             if t == 0 {
                 for v in g.tensors_mut() {
                     v.fill(0.0);
                 }
                 continue;
             }
+            // The states each step started from, as rows `[t·mb][h]`.
             for k in 0..t {
-                let acc = k > 0;
-                let dgx = &set.dgx[k * row..][..row];
-                let dgh = &dgh_all[k * row..][..row];
-                // dW_ih += dG_k·x_k (`[gh][mb]·[mb][in]`).
-                gemm(
-                    gh,
-                    in_f,
-                    mb,
-                    dgx,
-                    false,
-                    &input[k * mb * in_f..][..mb * in_f],
-                    false,
-                    &mut g.w_ih,
-                    acc,
-                );
-                // dW_hh += dG_k·h_prev^T (`h_prev` is `[h][mb]`).
                 let from = if reversed { k + 1 } else { k.wrapping_sub(1) };
-                let h_prev = if from < t {
+                let src = if from < t {
                     &set.h[from * state..][..state]
                 } else {
                     &ws.h0[..]
                 };
-                gemm(gh, h, mb, dgh, false, h_prev, true, &mut g.w_hh, acc);
+                transpose(src, h, mb, &mut ws.hprev_rows[k * state..][..state]);
             }
-            row_sums(isa, &set.dgx, mb, gh, &mut g.b_ih);
-            row_sums(isa, dgh_all, mb, gh, &mut g.b_hh);
+            // dW_ih = dG·X and dW_hh = dG_h·H_prev over the whole sequence.
+            to_columns(&set.dgx, t, gh, mb, &mut ws.dg_cols);
+            gemm(
+                gh,
+                in_f,
+                tb,
+                &ws.dg_cols,
+                false,
+                &input[..tb * in_f],
+                false,
+                &mut g.w_ih,
+                false,
+            );
+            row_sums(isa, &ws.dg_cols, tb, &mut g.b_ih);
+            if shape.cell == Cell::Gru {
+                to_columns(&set.dgh, t, gh, mb, &mut ws.dg_cols);
+            }
+            gemm(
+                gh,
+                h,
+                tb,
+                &ws.dg_cols,
+                false,
+                &ws.hprev_rows,
+                false,
+                &mut g.w_hh,
+                false,
+            );
+            row_sums(isa, &ws.dg_cols, tb, &mut g.b_hh);
         }
     }
 }
 
-/// `out[r] = Σ_k Σ_b m[k][r][b]` over `[t][rows][mb]`.
-fn row_sums(isa: Isa, m: &[f32], mb: usize, rows: usize, out: &mut [f32]) {
-    out.fill(0.0);
+/// `out[r] = Σ_c m[r][c]` over rows of `width`.
+fn row_sums(isa: Isa, m: &[f32], width: usize, out: &mut [f32]) {
     crate::on_isa!(isa, {
-        for step in m.chunks(rows * mb) {
-            for (o, r) in out.iter_mut().zip(step.chunks(mb)) {
-                *o += r.iter().sum::<f32>();
-            }
+        for (o, r) in out.iter_mut().zip(m.chunks(width.max(1))) {
+            *o = r.iter().sum::<f32>();
         }
     });
+}
+
+/// `[t][rows][mb]` as `[rows][t·mb]`: each step's block side by side.
+fn to_columns(src: &[f32], t: usize, rows: usize, mb: usize, dst: &mut [f32]) {
+    let tb = t * mb;
+    let dst = &mut dst[..rows * tb];
+    if tb == 0 {
+        return;
+    }
+    let fill = |r: usize, out: &mut [f32]| {
+        for (k, o) in out.chunks_mut(mb).enumerate() {
+            o.copy_from_slice(&src[(k * rows + r) * mb..][..mb]);
+        }
+    };
+    if rows * tb < 1 << 15 {
+        dst.chunks_mut(tb).enumerate().for_each(|(r, o)| fill(r, o));
+    } else {
+        dst.par_chunks_mut(tb)
+            .enumerate()
+            .for_each(|(r, o)| fill(r, o));
+    }
 }
