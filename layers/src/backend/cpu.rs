@@ -104,7 +104,7 @@ impl Backend for Cpu {
     }
 
     fn alloc_stage(&self, dims: BatchDims, _: Elem) -> Result<Vec<f32>> {
-        Ok(vec![0.0; dims.len()])
+        zeroed(dims.len())
     }
 
     fn stage_bytes(stage: &Vec<f32>) -> usize {

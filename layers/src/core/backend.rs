@@ -84,9 +84,10 @@ pub trait Backend: Sized {
     /// The device memory a stage holds (pinned host memory not counted).
     fn stage_bytes(stage: &Self::Stage) -> usize;
     /// Starts moving `host` (NHWC f32, `dims`) towards the device and
-    /// returns: on a GPU it is converted into pinned host memory and copied
-    /// on a stream of its own, overlapping whatever the compute stream runs
-    /// meanwhile; on the CPU it is a copy.
+    /// returns: on a GPU it is converted on the host into pinned memory
+    /// (before returning), then copied on a stream of its own, that copy
+    /// overlapping whatever the compute stream runs meanwhile; on the CPU
+    /// it is a copy.
     fn stage(&self, stage: &mut Self::Stage, host: &[f32]) -> Result<()>;
     /// Makes the staged batch `buf`'s contents, and returns once it is:
     /// whatever of the copy the step before did not hide is the caller's

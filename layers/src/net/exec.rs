@@ -570,6 +570,12 @@ impl<B: Backend> Executor<B> {
                 self.stage.insert(s)
             }
         };
+        if labels.len() != self.batch {
+            return Err(crate::core::error::Error::invalid(
+                "set batch",
+                format!("{} labels for a batch of {}", labels.len(), self.batch),
+            ));
+        }
         self.backend.stage(stage, images)?;
         self.staged_labels.clear();
         self.staged_labels.extend_from_slice(labels);
@@ -589,11 +595,8 @@ impl<B: Backend> Executor<B> {
                 ))
             }
         };
-        let buf = self.acts[self.act_of[0]]
-            .as_mut()
-            .expect("the input's buffer is held");
-        self.backend.unstage(stage, buf)?;
-        self.staged = false;
+        // The labels first: a label the loss refuses leaves the input as
+        // it was.
         let mut taken = false;
         for layer in self.layers.iter_mut().flatten() {
             taken |= layer.set_labels(&mut self.cx, &self.staged_labels)?;
@@ -604,6 +607,11 @@ impl<B: Backend> Executor<B> {
                 "the graph has no loss layer to take labels".into(),
             ));
         }
+        let buf = self.acts[self.act_of[0]]
+            .as_mut()
+            .expect("the input's buffer is held");
+        self.backend.unstage(stage, buf)?;
+        self.staged = false;
         Ok(())
     }
 
