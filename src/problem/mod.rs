@@ -6,10 +6,6 @@ mod desc;
 pub mod gemm;
 #[cfg(test)]
 mod proptests;
-// `cnnbench rnn` (src/cli/rnn.rs) reads these; until that subcommand is
-// wired into the CLI, and for the parts of the API only tests use yet
-// (`flops`, `weights_len`), unused items are expected here.
-#[allow(dead_code)]
 pub mod rnn;
 
 pub use desc::ConvProblem;

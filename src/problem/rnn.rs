@@ -49,6 +49,7 @@ pub enum Cell {
 }
 
 impl Cell {
+    #[cfg(test)]
     pub const ALL: [Cell; 4] = [Cell::RnnRelu, Cell::RnnTanh, Cell::Lstm, Cell::Gru];
 
     /// The name `--cell` takes and reports print.
@@ -91,6 +92,7 @@ pub enum Direction {
 }
 
 impl Direction {
+    #[cfg(test)]
     pub const ALL: [Direction; 4] = [
         Direction::Left2Right,
         Direction::Right2Left,
@@ -124,18 +126,6 @@ impl Direction {
             _ => dhc,
         }
     }
-}
-
-/// The three passes cuDNN splits training into (and DeepBench times).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Pass {
-    Forward,
-    BackwardData,
-    BackwardWeights,
-}
-
-impl Pass {
-    pub const ALL: [Pass; 3] = [Pass::Forward, Pass::BackwardData, Pass::BackwardWeights];
 }
 
 /// A parsed, validated recurrent problem: the descriptor's sizes, plus the
@@ -219,17 +209,9 @@ impl RnnProblem {
     /// is O(t·mb·gates·dhc) per pass, about 1/(in + dhc) of the GEMM work,
     /// and counting it would make GFLOP/s incomparable with theirs.
     ///
-    /// Saturates at u64::MAX for a hand-built problem too large to count;
-    /// `parse` refuses those.
-    pub fn flops(&self, pass: Pass) -> u64 {
-        // All three passes multiply the same shapes, once each.
-        match pass {
-            Pass::Forward | Pass::BackwardData | Pass::BackwardWeights => {
-                self.checked_flops().unwrap_or(u64::MAX)
-            }
-        }
-    }
-
+    /// `None` past u64: `parse` refuses such a problem, so that the
+    /// count the kernels' `RnnShape::flops` makes for records never
+    /// wraps.
     fn checked_flops(&self) -> Option<u64> {
         let u = |v: usize| u64::try_from(v).ok();
         let per_step = u(self.mb)?
@@ -252,6 +234,7 @@ impl RnnProblem {
     ///
     /// Saturates at usize::MAX for a hand-built problem too large to
     /// address; `parse` refuses those.
+    #[cfg(test)]
     pub fn weights_len(&self) -> usize {
         self.checked_weights_len().unwrap_or(usize::MAX)
     }
@@ -836,7 +819,7 @@ mod tests {
         // LSTM, 2^20 steps of 2^20 sequences, 512 wide: 2^62 FLOPs, which
         // a u64 holds; twice as wide, 2^64, which it does not.
         let p = parse("l1t1048576mb1048576sic512");
-        assert_eq!(p.flops(Pass::Forward), 1u64 << 62);
+        assert_eq!(p.checked_flops().unwrap(), 1u64 << 62);
         assert_eq!(p.weights_len(), 4 * 512 * (512 + 512 + 2));
         assert!(err("l1t1048576mb1048576sic1024").contains("the FLOP count overflows 64 bits"));
         // Every size at the limit: the weights still fit (about 2^63
@@ -854,9 +837,7 @@ mod tests {
             .unwrap();
         let (gh, tb) = (3 * 4, 5 * 2);
         let want = 2 * (2 * tb * gh * (3 + 4) + 2 * tb * gh * (8 + 4));
-        for pass in Pass::ALL {
-            assert_eq!(p.flops(pass), want as u64, "{pass:?}");
-        }
+        assert_eq!(p.checked_flops(), Some(want as u64));
         assert_eq!(p.weights_len(), 2 * (gh * (3 + 4 + 2) + gh * (8 + 4 + 2)));
         // Summing the directions keeps the next layer's input at dhc.
         let s =
@@ -1032,8 +1013,8 @@ mod tests {
             .iter()
             .find(|p| p.name.as_deref() == Some("deepbench-lstm-h512-mb16-t25"))
             .unwrap();
-        assert_eq!(p.flops(Pass::Forward), 1_677_721_600);
-        assert_eq!(p.flops(Pass::BackwardWeights), 1_677_721_600);
+        assert_eq!(p.checked_flops().unwrap(), 1_677_721_600);
+        assert_eq!(p.checked_flops().unwrap(), 1_677_721_600);
         // weight_ih and weight_hh [2048, 512], two biases [2048].
         assert_eq!(p.weights_len(), 2 * 2048 * 512 + 2 * 2048);
         // The commented-out GRU stays out.
