@@ -498,16 +498,5 @@ fn pick_fastest(
 
 /// `003_resnet50-layer1.0.conv2` or `003_mb16ic64...` for unnamed problems.
 fn dump_folder_name(index: usize, p: &ConvProblem) -> String {
-    let base = p.name.clone().unwrap_or_else(|| p.canonical());
-    let clean: String = base
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '.' || c == '-' || c == '_' {
-                c
-            } else {
-                '-'
-            }
-        })
-        .collect();
-    format!("{index:03}_{clean}")
+    dump::folder_name(index, p.name.as_deref(), || p.canonical())
 }

@@ -13,7 +13,7 @@ use crate::results::record::{Ran, Subject, Timing};
 use crate::results::{self, Check, Dir, Environment, Record};
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use cnnbench_kernels::rnn::{reference, Cell, Direction, RnnShape};
+use cnnbench_kernels::rnn::{reference, Cell, Direction, Outputs, RnnShape};
 use cnnbench_kernels::{peak, Isa};
 use cnnbench_layers::backend::cuda::rnn::{GpuRnn, RnnAlgo};
 use cnnbench_layers::backend::cuda::Gpu;
@@ -140,7 +140,7 @@ struct PassCase<'a, 'g> {
     pass: Dir,
     dtype: DType,
     algo: &'static str,
-    want: Option<&'a reference::Results>,
+    want: Option<&'a Outputs>,
     peak_gflops: f64,
 }
 
@@ -160,9 +160,9 @@ impl Case for PassCase<'_, '_> {
             let o = g.download_outputs()?;
             let t = &mut *self.t;
             match self.pass {
-                Dir::Fwd => (t.y, t.hy, t.cy) = (o.y, o.hy, o.cy),
-                Dir::BwdData => (t.dx, t.dhx, t.dcx) = (o.dx, o.dhx, o.dcx),
-                _ => t.dw = g.download_weight_grads()?,
+                Dir::Fwd => (t.out.y, t.out.hy, t.out.cy) = (o.y, o.hy, o.cy),
+                Dir::BwdData => (t.out.dx, t.out.dhx, t.out.dcx) = (o.dx, o.dhx, o.dcx),
+                _ => t.out.dw = g.download_weight_grads()?,
             }
         }
         let rel_err = self.t.worst_error(self.pass, want);
@@ -455,24 +455,12 @@ fn run_pass(engine: &mut Engine, t: &mut Tensors, shape: &RnnShape, pass: Dir) -
     }
 }
 
-/// `003_deepbench-lstm-h512-mb16-t25`, or the descriptor for unnamed
-/// problems, with anything but `[A-Za-z0-9._-]` made `-`.
+/// `003_deepbench-lstm-h512-mb16-t25`, or `003_lstm-l1t25...` for unnamed
+/// problems.
 fn dump_folder_name(index: usize, p: &RnnProblem) -> String {
-    let base = p
-        .name
-        .clone()
-        .unwrap_or_else(|| format!("{}-{p}", p.cell.name()));
-    let clean: String = base
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '.' || c == '-' || c == '_' {
-                c
-            } else {
-                '-'
-            }
-        })
-        .collect();
-    format!("{index:03}_{clean}")
+    crate::results::dump::folder_name(index, p.name.as_deref(), || {
+        format!("{}-{p}", p.cell.name())
+    })
 }
 
 #[cfg(test)]

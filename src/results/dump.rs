@@ -27,6 +27,24 @@ pub(crate) fn write_npy(path: &Path, shape: &[usize], data: &[f32]) -> Result<()
         .with_context(|| format!("writing '{}'", path.display()))
 }
 
+/// The folder of problem `index` in a dump of several: `003_NAME`, or the
+/// problem's own text for unnamed problems, with anything but
+/// `[A-Za-z0-9._-]` made `-`.
+pub fn folder_name(index: usize, name: Option<&str>, unnamed: impl FnOnce() -> String) -> String {
+    let base = name.map_or_else(unnamed, str::to_owned);
+    let clean: String = base
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' || c == '-' || c == '_' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    format!("{index:03}_{clean}")
+}
+
 /// What produced the outputs being dumped.
 pub struct DumpInfo<'a> {
     pub problem: &'a str,

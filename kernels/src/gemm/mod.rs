@@ -125,14 +125,17 @@ pub fn sgemm_acc(s: &GemmShape, a: &[f32], b: &[f32], c: &mut [f32], accumulate:
         });
 }
 
+/// A pointer into a buffer whose disjoint parts parallel tasks write
+/// (tiles of C here, bands of a transpose in `rnn`).
 #[derive(Clone, Copy)]
-struct SendPtr(*mut f32);
-// SAFETY: tasks write disjoint tiles (see `sgemm`).
+pub(crate) struct SendPtr(pub(crate) *mut f32);
+// SAFETY: every user has its tasks write disjoint elements (see `sgemm`).
 unsafe impl Send for SendPtr {}
 unsafe impl Sync for SendPtr {}
 
 impl SendPtr {
-    fn get(self) -> *mut f32 {
+    /// By value, so closures capture the whole `SendPtr`.
+    pub(crate) fn get(self) -> *mut f32 {
         self.0
     }
 }

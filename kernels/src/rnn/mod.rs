@@ -22,7 +22,7 @@ pub mod reference;
 #[cfg(test)]
 mod tests;
 
-use crate::gemm::{sgemm_acc, GemmShape};
+use crate::gemm::{sgemm_acc, GemmShape, SendPtr};
 use crate::Isa;
 use rayon::prelude::*;
 
@@ -155,6 +155,22 @@ impl RnnShape {
             .sum::<u64>()
             * self.direction.count() as u64
     }
+}
+
+/// Everything the three passes produce, on the host: the forward's `y`,
+/// `hy`, `cy` (LSTM; else empty), the backward data's `dx`, `dhx`, `dcx`
+/// (LSTM) and the backward weights' gradients, one set per layer and
+/// direction. The reference returns one; the CLI and the GPU path fill one
+/// to compare with it.
+#[derive(Clone, Debug, Default)]
+pub struct Outputs {
+    pub y: Vec<f32>,
+    pub hy: Vec<f32>,
+    pub cy: Vec<f32>,
+    pub dx: Vec<f32>,
+    pub dhx: Vec<f32>,
+    pub dcx: Vec<f32>,
+    pub dw: Vec<Weights>,
 }
 
 /// One layer and direction's parameters, in PyTorch's layout.
@@ -646,20 +662,6 @@ fn transpose(src: &[f32], rows: usize, cols: usize, dst: &mut [f32]) {
         (0..bands).for_each(|b| band(b * T));
     } else {
         (0..bands).into_par_iter().for_each(|b| band(b * T));
-    }
-}
-
-/// A pointer to a buffer whose disjoint parts parallel tasks write.
-#[derive(Clone, Copy)]
-struct SendPtr(*mut f32);
-// SAFETY: tasks write disjoint elements (see `transpose`).
-unsafe impl Send for SendPtr {}
-unsafe impl Sync for SendPtr {}
-
-impl SendPtr {
-    /// By value, so closures capture the whole `SendPtr`.
-    fn get(self) -> *mut f32 {
-        self.0
     }
 }
 

@@ -6,19 +6,7 @@
 // Index loops mirror the equations; iterator chains would hide them.
 #![allow(clippy::needless_range_loop)]
 
-use super::{Cell, Direction, RnnShape, Weights};
-
-/// Everything a forward and backward pass produce.
-#[derive(Clone, Debug, Default)]
-pub struct Results {
-    pub y: Vec<f32>,
-    pub hy: Vec<f32>,
-    pub cy: Vec<f32>,
-    pub dx: Vec<f32>,
-    pub dhx: Vec<f32>,
-    pub dcx: Vec<f32>,
-    pub dw: Vec<Weights>,
-}
+use super::{Cell, Direction, Outputs, RnnShape, Weights};
 
 fn sig(x: f64) -> f64 {
     1.0 / (1.0 + (-x).exp())
@@ -57,12 +45,12 @@ pub fn run(
     dy: &[f32],
     dhy: &[f32],
     dcy: &[f32],
-) -> Results {
+) -> Outputs {
     let (t, mb, h) = (shape.t, shape.mb, shape.hidden);
     let dirs = shape.direction.count();
     let g = shape.cell.gates();
     let lstm = shape.cell == Cell::Lstm;
-    let mut res = Results {
+    let mut res = Outputs {
         hy: vec![0.0; shape.state_len()],
         cy: vec![0.0; shape.state_len()],
         dhx: vec![0.0; shape.state_len()],
@@ -70,7 +58,7 @@ pub fn run(
         dw: (0..shape.sets())
             .map(|s| Weights::zeros(shape, s))
             .collect(),
-        ..Results::default()
+        ..Outputs::default()
     };
     // Forward, keeping every layer's input and every step.
     let mut layer_in: Vec<Vec<f64>> = vec![x.iter().map(|&v| v as f64).collect()];

@@ -8,7 +8,7 @@ use crate::results::Dir;
 use anyhow::{Context, Result};
 use cnnbench_kernels::conv::reference::rel_l2_error;
 use cnnbench_kernels::rnn::{
-    self, reference, Cell, Inputs, OutputGrads, RnnShape, Weights, Workspace,
+    self, Cell, Inputs, OutputGrads, Outputs, RnnShape, Weights, Workspace,
 };
 use cnnbench_kernels::Isa;
 use cnnbench_layers::DType;
@@ -25,13 +25,8 @@ pub struct Tensors {
     pub dhy: Vec<f32>,
     pub dcy: Vec<f32>,
     pub ws: Workspace,
-    pub y: Vec<f32>,
-    pub hy: Vec<f32>,
-    pub cy: Vec<f32>,
-    pub dx: Vec<f32>,
-    pub dhx: Vec<f32>,
-    pub dcx: Vec<f32>,
-    pub dw: Vec<Weights>,
+    /// The passes' outputs (the GPU's, downloaded, when checking).
+    pub out: Outputs,
 }
 
 impl Tensors {
@@ -70,13 +65,15 @@ impl Tensors {
             dhy: filled(state, 5, 0.5),
             dcy: filled(c_len, 6, 0.5),
             ws: Workspace::new(s),
-            y: vec![0.0; s.y_len()],
-            hy: vec![0.0; state],
-            cy: vec![0.0; c_len],
-            dx: vec![0.0; s.x_len()],
-            dhx: vec![0.0; state],
-            dcx: vec![0.0; c_len],
-            dw: (0..s.sets()).map(|set| Weights::zeros(s, set)).collect(),
+            out: Outputs {
+                y: vec![0.0; s.y_len()],
+                hy: vec![0.0; state],
+                cy: vec![0.0; c_len],
+                dx: vec![0.0; s.x_len()],
+                dhx: vec![0.0; state],
+                dcx: vec![0.0; c_len],
+                dw: (0..s.sets()).map(|set| Weights::zeros(s, set)).collect(),
+            },
         }
     }
 
@@ -144,9 +141,9 @@ impl Tensors {
                 s,
                 &inp,
                 &mut self.ws,
-                &mut self.y,
-                &mut self.hy,
-                &mut self.cy,
+                &mut self.out.y,
+                &mut self.out.hy,
+                &mut self.out.cy,
             ),
             Dir::BwdData => {
                 let grads = OutputGrads {
@@ -160,30 +157,31 @@ impl Tensors {
                     &inp,
                     &grads,
                     &mut self.ws,
-                    &mut self.dx,
-                    &mut self.dhx,
-                    &mut self.dcx,
+                    &mut self.out.dx,
+                    &mut self.out.dhx,
+                    &mut self.out.dcx,
                 )
             }
-            _ => rnn::backward_weights(isa, s, &inp, &mut self.ws, &mut self.dw),
+            _ => rnn::backward_weights(isa, s, &inp, &mut self.ws, &mut self.out.dw),
         }
     }
 
     /// The pass's outputs beside the reference's: the worst relative L2
     /// error over them.
-    pub fn worst_error(&self, pass: Dir, want: &reference::Results) -> f64 {
+    pub fn worst_error(&self, pass: Dir, want: &Outputs) -> f64 {
         let pairs: Vec<(&[f32], &[f32])> = match pass {
             Dir::Fwd => vec![
-                (&self.y, &want.y),
-                (&self.hy, &want.hy),
-                (&self.cy, &want.cy),
+                (&self.out.y, &want.y),
+                (&self.out.hy, &want.hy),
+                (&self.out.cy, &want.cy),
             ],
             Dir::BwdData => vec![
-                (&self.dx, &want.dx),
-                (&self.dhx, &want.dhx),
-                (&self.dcx, &want.dcx),
+                (&self.out.dx, &want.dx),
+                (&self.out.dhx, &want.dhx),
+                (&self.out.dcx, &want.dcx),
             ],
             _ => self
+                .out
                 .dw
                 .iter()
                 .zip(&want.dw)
@@ -286,21 +284,21 @@ impl Tensors {
         for pass in PASSES.iter().filter(|d| ran.contains(d)) {
             match pass {
                 Dir::Fwd => {
-                    put("y".into(), &[t, mb, s.output()], &self.y)?;
-                    put("hy".into(), &states, &self.hy)?;
+                    put("y".into(), &[t, mb, s.output()], &self.out.y)?;
+                    put("hy".into(), &states, &self.out.hy)?;
                     if lstm {
-                        put("cy".into(), &states, &self.cy)?;
+                        put("cy".into(), &states, &self.out.cy)?;
                     }
                 }
                 Dir::BwdData => {
-                    put("dx".into(), &[t, mb, s.input], &self.dx)?;
-                    put("dhx".into(), &states, &self.dhx)?;
+                    put("dx".into(), &[t, mb, s.input], &self.out.dx)?;
+                    put("dhx".into(), &states, &self.out.dhx)?;
                     if lstm {
-                        put("dcx".into(), &states, &self.dcx)?;
+                        put("dcx".into(), &states, &self.out.dcx)?;
                     }
                 }
                 _ => {
-                    for (set, g) in self.dw.iter().enumerate() {
+                    for (set, g) in self.out.dw.iter().enumerate() {
                         for (k, (data, shape)) in
                             g.tensors().iter().zip(s.set_shapes(set)).enumerate()
                         {

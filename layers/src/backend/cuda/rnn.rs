@@ -503,18 +503,9 @@ pub struct GpuRnn<'g> {
     dev_seq_lengths: DeviceBuffer,
 }
 
-/// Host-side outputs of the passes, as f32, for checks.
-#[derive(Clone, Debug, Default)]
-pub struct RnnOutputs {
-    pub y: Vec<f32>,
-    pub hy: Vec<f32>,
-    /// LSTM only (else empty).
-    pub cy: Vec<f32>,
-    pub dx: Vec<f32>,
-    pub dhx: Vec<f32>,
-    /// LSTM only (else empty).
-    pub dcx: Vec<f32>,
-}
+/// Host-side outputs of the passes, as f32, for checks (the weight
+/// gradients apart: [`GpuRnn::download_weight_grads`]).
+pub type RnnOutputs = cnnbench_kernels::rnn::Outputs;
 
 impl<'g> GpuRnn<'g> {
     /// Builds the descriptors, sizes the weight space, workspace and
@@ -887,6 +878,7 @@ impl<'g> GpuRnn<'g> {
             dx: get(&self.dx)?,
             dhx: get(&self.dhx)?,
             dcx: get_c(&self.dcx)?,
+            dw: Vec::new(),
         })
     }
 
