@@ -48,15 +48,28 @@ def list_lines(source):
 def parse(line, cell, direction):
     """One problem line as a dict; the same defaults as cnnbench's parser."""
     desc = None
+    alg = activation = None
     for tok in line.split():
         if tok.startswith("--cell="):
             cell = tok.split("=", 1)[1]
         elif tok.startswith("--direction="):
             direction = tok.split("=", 1)[1]
+        elif tok.startswith("--alg="):
+            alg = tok.split("=", 1)[1].upper()
+        elif tok.startswith("--activation="):
+            activation = tok.split("=", 1)[1].upper()
         elif tok.startswith("--"):
-            pass  # other benchdnn knobs: cnnbench refuses what it does not know
+            sys.exit(f"pytorch_rnn.py: error: {tok!r} in {line!r}: not an option this script reads")
         else:
             desc = tok
+    # benchdnn's names, as cnnbench reads them (src/problem/rnn.rs).
+    if alg is not None:
+        cells = {"VANILLA_LSTM": "lstm", "LBR_GRU": "gru",
+                 "VANILLA_RNN": "rnn-tanh" if activation == "TANH" else "rnn-relu"}
+        if alg not in cells:
+            sys.exit(f"pytorch_rnn.py: error: --alg={alg} in {line!r}: not a cell cnnbench times")
+        cell = cells[alg]
+    direction = {"concat": "bidirectional-concat", "sum": "bidirectional-sum"}.get(direction, direction)
     if desc is None:
         sys.exit(f"pytorch_rnn.py: error: no descriptor in {line!r}")
     # No key holds an `n`: the first one starts the name.

@@ -45,7 +45,7 @@ def run_csv(cmd):
 
 
 def ours(a, line):
-    rows = run_csv([a.cnnbench, "rnn", *line.split(), "--threads", str(a.threads),
+    rows = run_csv([a.cnnbench, "rnn", *line.split(), "--device", "cpu", "--threads", str(a.threads),
                     "--warmup", str(a.warmup), "--iters", str(a.iters),
                     "--format", "csv", "--no-save", "--quiet"])
     ms = {r["dir"]: float(r["ms_median"]) for r in rows}

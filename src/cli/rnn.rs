@@ -13,7 +13,7 @@ use crate::results::record::{Ran, Subject, Timing};
 use crate::results::{self, Check, Dir, Environment, Record};
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use cnnbench_kernels::rnn::{reference, Cell, Direction, Outputs, RnnShape};
+use cnnbench_kernels::rnn::{reference, Cell, Direction, Outputs, RnnShape, Workspace};
 use cnnbench_kernels::{peak, Isa};
 use cnnbench_layers::backend::cuda::rnn::{GpuRnn, RnnAlgo};
 use cnnbench_layers::backend::cuda::Gpu;
@@ -181,7 +181,7 @@ impl Case for PassCase<'_, '_> {
                     cnnbench_kernels::gemm::gemm_isa(),
                     cell_name(self.shape.cell)
                 ),
-                self.t.ws.bytes(),
+                self.t.ws.as_ref().map_or(0, Workspace::bytes),
             ),
             Engine::Gpu(g) => {
                 let (weights, work, reserve) = g.sizes();
@@ -274,9 +274,25 @@ pub fn run(args: RnnArgs) -> Result<ExitCode> {
     let passes = parse_passes(&args.dir)?;
     let dtype = DType::parse(&args.dtype)?;
     let algos = parse_algos(&args.algo)?;
+    let mut gpu = match session::choose_device(args.device, Needs::Cudnn)? {
+        Target::Gpu(g) => Some(*g),
+        Target::Cpu(why) => {
+            if let (Some(why), false) = (why, args.quiet) {
+                crate::note!("cnnbench: device auto: {why}; using the CPU");
+            }
+            None
+        }
+    };
+    if gpu.is_some() && args.dump.is_some() {
+        bail!("--dump writes the CPU path's tensors; run it with --device cpu");
+    }
+    if let Some(root) = &args.dump {
+        std::fs::create_dir_all(root)
+            .with_context(|| format!("--dump: cannot create '{}'", root.display()))?;
+    }
     let avail = crate::results::memory::available(super::thread_count(args.threads).unwrap_or(1));
     for p in &problems {
-        let need = Tensors::bytes_needed(&shape_of(p), args.check);
+        let need = Tensors::bytes_needed(&shape_of(p), args.check, gpu.is_none());
         match (need, avail) {
             (None, _) => bail!("problem {} is too large to address", reproducer(p)),
             (Some(n), Some(a)) if n as u128 > a.bytes => bail!(
@@ -288,15 +304,9 @@ pub fn run(args: RnnArgs) -> Result<ExitCode> {
             _ => {}
         }
     }
-    let mut gpu = match session::choose_device(args.device, Needs::Cudnn)? {
-        Target::Gpu(g) => Some(*g),
-        Target::Cpu(why) => {
-            if let (Some(why), false) = (why, args.quiet) {
-                crate::note!("cnnbench: device auto: {why}; using the CPU");
-            }
-            None
-        }
-    };
+    // With several cuDNN algorithms, one that fails does not stop the
+    // others.
+    let several = gpu.is_some() && algos.len() > 1;
     if gpu.is_none() && dtype != DType::F32 {
         bail!("--dtype {dtype}: the CPU RNN path is f32 only");
     }
@@ -333,7 +343,7 @@ pub fn run(args: RnnArgs) -> Result<ExitCode> {
     'problems: for (index, p) in problems.iter().enumerate() {
         let shape = shape_of(p);
         let problem = reproducer(p);
-        let mut t = Tensors::new(&shape, args.timing.seed);
+        let mut t = Tensors::new(&shape, args.timing.seed, gpu.is_none());
         // The device computes on what its dtype can hold: so does the
         // reference.
         t.round_to(dtype);
@@ -343,17 +353,19 @@ pub fn run(args: RnnArgs) -> Result<ExitCode> {
                 &shape, &t.x, &t.hx, &t.cx, &t.weights, &t.dy, &t.dhy, &t.dcy,
             )
         });
-        let engines: Vec<(&'static str, Result<Engine>)> = match &gpu {
-            None => vec![("gemm+fused-gates", Ok(Engine::Cpu(isa)))],
-            Some(g) => algos
-                .iter()
-                .map(|&a| (a.name(), gpu_engine(g, &shape, dtype, a, &t)))
-                .collect(),
+        let names: Vec<&'static str> = match &gpu {
+            None => vec!["gemm+fused-gates"],
+            Some(_) => algos.iter().map(|a| a.name()).collect(),
         };
-        for (algo, engine) in engines {
+        'engines: for (ai, algo) in names.into_iter().enumerate() {
+            // One engine at a time: each holds its own device buffers.
+            let engine = match &gpu {
+                None => Ok(Engine::Cpu(isa)),
+                Some(g) => gpu_engine(g, &shape, dtype, algos[ai], &t),
+            };
             let mut engine = match engine {
                 Ok(e) => e,
-                Err(e) if algos.len() > 1 => {
+                Err(e) if several => {
                     // One algorithm cuDNN refuses does not stop the others.
                     crate::note!("cnnbench: {problem} --algo {algo}: {e:#}");
                     done += passes.len();
@@ -363,15 +375,22 @@ pub fn run(args: RnnArgs) -> Result<ExitCode> {
                 Err(e) => return Err(e.context(format!("{problem} --algo {algo}"))),
             };
             let mut ran = [false; 3];
-            for &pass in &passes {
+            for (pi, &pass) in passes.iter().enumerate() {
                 // A backward pass reads what the passes before it left in
                 // the workspace: run those once, untimed, if they were not
                 // timed.
                 let k = PASSES.iter().position(|&d| d == pass).unwrap_or(0);
                 for (j, &before) in PASSES[..k].iter().enumerate() {
                     if !ran[j] {
-                        run_pass(&mut engine, &mut t, &shape, before)?;
-                        ran[j] = true;
+                        match run_pass(&mut engine, &mut t, &shape, before) {
+                            Ok(()) => ran[j] = true,
+                            Err(e) if several => {
+                                crate::note!("cnnbench: {problem} --algo {algo}: {e:#}");
+                                done += passes.len() - pi;
+                                continue 'engines;
+                            }
+                            Err(e) => return Err(e.context(problem.clone())),
+                        }
                     }
                 }
                 ran[k] = true;
@@ -391,8 +410,15 @@ pub fn run(args: RnnArgs) -> Result<ExitCode> {
                     want: want.as_ref(),
                     peak_gflops,
                 };
-                let Some(rec) = driver::drive(&mut case, &runner, timer.as_mut())? else {
-                    break 'problems;
+                let rec = match driver::drive(&mut case, &runner, timer.as_mut()) {
+                    Ok(Some(rec)) => rec,
+                    Ok(None) => break 'problems,
+                    Err(e) if several => {
+                        crate::note!("cnnbench: {problem} --algo {algo}: {e:#}");
+                        done += passes.len() - pi;
+                        continue 'engines;
+                    }
+                    Err(e) => return Err(e),
                 };
                 done += 1;
                 bar.set_position(done as u64);
@@ -409,7 +435,7 @@ pub fn run(args: RnnArgs) -> Result<ExitCode> {
                 ));
                 out.push(rec)?;
             }
-            if let (Some(root), Engine::Cpu(_)) = (&args.dump, &engine) {
+            if let Some(root) = &args.dump {
                 let folder = if problems.len() == 1 {
                     root.clone()
                 } else {

@@ -766,9 +766,11 @@ pub fn backward_data(
                 0
             };
             let set = &mut ws.sets[s];
-            let order: Vec<usize> = steps(t, reversed).collect();
-            for (i, &k) in order.iter().enumerate().rev() {
-                let prev = i.checked_sub(1).map(|p| order[p]);
+            // The `i`-th step processed, as a time index.
+            let at = |i: usize| if reversed { t - 1 - i } else { i };
+            for i in (0..t).rev() {
+                let k = at(i);
+                let prev = i.checked_sub(1).map(at);
                 transpose_add(
                     &ws.dlayer[k * mb * out..][..mb * out],
                     mb,

@@ -190,3 +190,76 @@ fn flops_count_both_gemms_per_layer_and_direction() {
         2 * (2 * 400 * 2048 * 1024 + 2 * 400 * 2048 * 1536)
     );
 }
+
+#[test]
+fn three_layers_cycle_the_layer_gradient_buffers() {
+    for cell in Cell::ALL {
+        for direction in [Direction::Concat, Direction::Sum, Direction::Right2Left] {
+            let shape = RnnShape {
+                cell,
+                direction,
+                layers: 3,
+                t: 3,
+                mb: 2,
+                input: 3,
+                hidden: 5,
+            };
+            check_against_reference(&shape, Isa::detect());
+        }
+    }
+}
+
+#[test]
+fn repeated_passes_give_the_same_outputs() {
+    // The timing loop runs each pass many times on one workspace: every
+    // run must compute the same thing, not build on the last.
+    for cell in Cell::ALL {
+        let shape = RnnShape {
+            cell,
+            direction: Direction::Concat,
+            layers: 2,
+            t: 4,
+            mb: 3,
+            input: 5,
+            hidden: 6,
+        };
+        let c = Case::new(&shape, 3);
+        let inp = Inputs {
+            x: &c.x,
+            hx: &c.hx,
+            cx: &c.cx,
+            weights: &c.weights,
+        };
+        let grads = OutputGrads {
+            dy: &c.dy,
+            dhy: &c.dhy,
+            dcy: &c.dcy,
+        };
+        let mut ws = Workspace::new(&shape);
+        let state = shape.state_len();
+        let c_len = if cell == Cell::Lstm { state } else { 0 };
+        let isa = Isa::detect();
+        let mut run = || {
+            let (mut y, mut hy, mut cy) =
+                (vec![0.0; shape.y_len()], vec![0.0; state], vec![0.0; c_len]);
+            let (mut dx, mut dhx, mut dcx) =
+                (vec![0.0; shape.x_len()], vec![0.0; state], vec![0.0; c_len]);
+            let mut dw: Vec<Weights> = (0..shape.sets())
+                .map(|s| Weights::zeros(&shape, s))
+                .collect();
+            forward(isa, &shape, &inp, &mut ws, &mut y, &mut hy, &mut cy);
+            backward_data(
+                isa, &shape, &inp, &grads, &mut ws, &mut dx, &mut dhx, &mut dcx,
+            );
+            backward_data(
+                isa, &shape, &inp, &grads, &mut ws, &mut dx, &mut dhx, &mut dcx,
+            );
+            backward_weights(isa, &shape, &inp, &mut ws, &mut dw);
+            backward_weights(isa, &shape, &inp, &mut ws, &mut dw);
+            (y, hy, cy, dx, dhx, dcx, dw)
+        };
+        let first = run();
+        let again = run();
+        assert!(first == again, "{cell:?}: a second run differs");
+    }
+}

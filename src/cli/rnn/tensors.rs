@@ -24,7 +24,8 @@ pub struct Tensors {
     pub dy: Vec<f32>,
     pub dhy: Vec<f32>,
     pub dcy: Vec<f32>,
-    pub ws: Workspace,
+    /// The CPU kernels' workspace (`None` when cuDNN runs the passes).
+    pub ws: Option<Workspace>,
     /// The passes' outputs (the GPU's, downloaded, when checking).
     pub out: Outputs,
 }
@@ -33,7 +34,7 @@ impl Tensors {
     /// Values in [-1, 1) (states and gradients halved); weights at
     /// PyTorch's initial scale, 1/sqrt(hidden), so that the gates neither
     /// saturate nor vanish.
-    pub fn new(s: &RnnShape, seed: u64) -> Tensors {
+    pub fn new(s: &RnnShape, seed: u64, cpu: bool) -> Tensors {
         let filled = |len: usize, k: u64, scale: f32| {
             let mut v = vec![0.0; len];
             cnnbench_kernels::rng::fill_uniform(
@@ -64,7 +65,7 @@ impl Tensors {
             dy: filled(s.y_len(), 4, 1.0),
             dhy: filled(state, 5, 0.5),
             dcy: filled(c_len, 6, 0.5),
-            ws: Workspace::new(s),
+            ws: cpu.then(|| Workspace::new(s)),
             out: Outputs {
                 y: vec![0.0; s.y_len()],
                 hy: vec![0.0; state],
@@ -79,7 +80,7 @@ impl Tensors {
 
     /// Host bytes for `s` (with the reference's outputs when checking),
     /// `None` past `usize`.
-    pub fn bytes_needed(s: &RnnShape, check: bool) -> Option<usize> {
+    pub fn bytes_needed(s: &RnnShape, check: bool, cpu: bool) -> Option<usize> {
         let weights: usize = (0..s.sets())
             .map(|set| {
                 s.set_shapes(set)
@@ -94,9 +95,8 @@ impl Tensors {
             .checked_add(s.y_len().checked_mul(2)?)?
             .checked_add(s.state_len().checked_mul(9)?)?
             .checked_add(weights.checked_mul(2)?)?;
-        let tensors = floats
-            .checked_mul(4)?
-            .checked_add(Workspace::bytes_for(s)?)?;
+        let workspace = if cpu { Workspace::bytes_for(s)? } else { 0 };
+        let tensors = floats.checked_mul(4)?.checked_add(workspace)?;
         // The reference keeps every step in f64 and its results in f32.
         let reference = if check {
             floats
@@ -128,7 +128,12 @@ impl Tensors {
         }
     }
 
+    /// One pass on the CPU kernels.
     pub fn run(&mut self, isa: Isa, s: &RnnShape, pass: Dir) {
+        let ws = self
+            .ws
+            .as_mut()
+            .expect("Tensors::new(.., cpu: true) for the CPU path");
         let inp = Inputs {
             x: &self.x,
             hx: &self.hx,
@@ -140,7 +145,7 @@ impl Tensors {
                 isa,
                 s,
                 &inp,
-                &mut self.ws,
+                ws,
                 &mut self.out.y,
                 &mut self.out.hy,
                 &mut self.out.cy,
@@ -156,13 +161,13 @@ impl Tensors {
                     s,
                     &inp,
                     &grads,
-                    &mut self.ws,
+                    ws,
                     &mut self.out.dx,
                     &mut self.out.dhx,
                     &mut self.out.dcx,
                 )
             }
-            _ => rnn::backward_weights(isa, s, &inp, &mut self.ws, &mut self.out.dw),
+            _ => rnn::backward_weights(isa, s, &inp, ws, &mut self.out.dw),
         }
     }
 
