@@ -125,8 +125,9 @@ pub fn reproducer(p: &RnnProblem) -> String {
 
 /// Where the passes run.
 enum Engine<'g> {
-    /// Our kernels, on the ISA chosen at run time.
-    Cpu(Isa),
+    /// Our kernels, on the ISA chosen at run time, with their workspace
+    /// (what a pass leaves for the next one).
+    Cpu(Isa, Workspace),
     /// cuDNN, on one algorithm.
     Gpu(Box<GpuRnn<'g>>),
 }
@@ -174,14 +175,14 @@ impl Case for PassCase<'_, '_> {
 
     fn record(&mut self, samples: &Samples, check: Option<Check>) -> Result<Record> {
         let (device, kernel, workspace_bytes) = match &self.engine {
-            Engine::Cpu(isa) => (
+            Engine::Cpu(isa, ws) => (
                 results::Device::Cpu,
                 format!(
                     "gemm_f32({}) + {} gates({isa})",
                     cnnbench_kernels::gemm::gemm_isa(),
                     cell_name(self.shape.cell)
                 ),
-                self.t.ws.as_ref().map_or(0, Workspace::bytes),
+                ws.bytes(),
             ),
             Engine::Gpu(g) => {
                 let (weights, work, reserve) = g.sizes();
@@ -343,7 +344,7 @@ pub fn run(args: RnnArgs) -> Result<ExitCode> {
     'problems: for (index, p) in problems.iter().enumerate() {
         let shape = shape_of(p);
         let problem = reproducer(p);
-        let mut t = Tensors::new(&shape, args.timing.seed, gpu.is_none());
+        let mut t = Tensors::new(&shape, args.timing.seed);
         // The device computes on what its dtype can hold: so does the
         // reference.
         t.round_to(dtype);
@@ -360,7 +361,7 @@ pub fn run(args: RnnArgs) -> Result<ExitCode> {
         'engines: for (ai, algo) in names.into_iter().enumerate() {
             // One engine at a time: each holds its own device buffers.
             let engine = match &gpu {
-                None => Ok(Engine::Cpu(isa)),
+                None => Ok(Engine::Cpu(isa, Workspace::new(&shape))),
                 Some(g) => gpu_engine(g, &shape, dtype, algos[ai], &t),
             };
             let mut engine = match engine {
@@ -468,8 +469,8 @@ fn gpu_engine<'g>(
 /// what it leaves.
 fn run_pass(engine: &mut Engine, t: &mut Tensors, shape: &RnnShape, pass: Dir) -> Result<()> {
     match engine {
-        Engine::Cpu(isa) => {
-            t.run(*isa, shape, pass);
+        Engine::Cpu(isa, ws) => {
+            t.run(*isa, ws, shape, pass);
             Ok(())
         }
         Engine::Gpu(g) => match pass {

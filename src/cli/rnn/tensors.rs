@@ -24,8 +24,6 @@ pub struct Tensors {
     pub dy: Vec<f32>,
     pub dhy: Vec<f32>,
     pub dcy: Vec<f32>,
-    /// The CPU kernels' workspace (`None` when cuDNN runs the passes).
-    pub ws: Option<Workspace>,
     /// The passes' outputs (the GPU's, downloaded, when checking).
     pub out: Outputs,
 }
@@ -34,7 +32,7 @@ impl Tensors {
     /// Values in [-1, 1) (states and gradients halved); weights at
     /// PyTorch's initial scale, 1/sqrt(hidden), so that the gates neither
     /// saturate nor vanish.
-    pub fn new(s: &RnnShape, seed: u64, cpu: bool) -> Tensors {
+    pub fn new(s: &RnnShape, seed: u64) -> Tensors {
         let filled = |len: usize, k: u64, scale: f32| {
             let mut v = vec![0.0; len];
             cnnbench_kernels::rng::fill_uniform(
@@ -65,7 +63,6 @@ impl Tensors {
             dy: filled(s.y_len(), 4, 1.0),
             dhy: filled(state, 5, 0.5),
             dcy: filled(c_len, 6, 0.5),
-            ws: cpu.then(|| Workspace::new(s)),
             out: Outputs {
                 y: vec![0.0; s.y_len()],
                 hy: vec![0.0; state],
@@ -128,12 +125,9 @@ impl Tensors {
         }
     }
 
-    /// One pass on the CPU kernels.
-    pub fn run(&mut self, isa: Isa, s: &RnnShape, pass: Dir) {
-        let ws = self
-            .ws
-            .as_mut()
-            .expect("Tensors::new(.., cpu: true) for the CPU path");
+    /// One pass on the CPU kernels, in `ws` (the pass before's state
+    /// included).
+    pub fn run(&mut self, isa: Isa, ws: &mut Workspace, s: &RnnShape, pass: Dir) {
         let inp = Inputs {
             x: &self.x,
             hx: &self.hx,
