@@ -127,7 +127,7 @@ pub fn reproducer(p: &RnnProblem) -> String {
 enum Engine<'g> {
     /// Our kernels, on the ISA chosen at run time, with their workspace
     /// (what a pass leaves for the next one).
-    Cpu(Isa, Workspace),
+    Cpu(Isa, Box<Workspace>),
     /// cuDNN, on one algorithm.
     Gpu(Box<GpuRnn<'g>>),
 }
@@ -361,7 +361,7 @@ pub fn run(args: RnnArgs) -> Result<ExitCode> {
         'engines: for (ai, algo) in names.into_iter().enumerate() {
             // One engine at a time: each holds its own device buffers.
             let engine = match &gpu {
-                None => Ok(Engine::Cpu(isa, Workspace::new(&shape))),
+                None => Ok(Engine::Cpu(isa, Box::new(Workspace::new(&shape)))),
                 Some(g) => gpu_engine(g, &shape, dtype, algos[ai], &t),
             };
             let mut engine = match engine {
