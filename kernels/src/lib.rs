@@ -5,6 +5,7 @@
 
 pub mod conv;
 pub mod eltwise;
+pub mod embedding;
 pub mod gemm;
 pub mod isa;
 pub mod loss;

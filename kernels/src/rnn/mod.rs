@@ -716,8 +716,10 @@ pub struct OutputGrads<'a> {
 }
 
 /// The backward pass for data, after [`forward`] on the same `ws`: `dx`
-/// (`[t][mb][input]`) and the initial states' gradients `dhx`, `dcx`
-/// (LSTM); the gates' gradients stay in `ws` for [`backward_weights`].
+/// (`[t][mb][input]`; empty when the input needs no gradient, as a
+/// network's own input, and then not computed) and the initial states'
+/// gradients `dhx`, `dcx` (LSTM); the gates' gradients stay in `ws` for
+/// [`backward_weights`].
 #[allow(clippy::too_many_arguments)]
 pub fn backward_data(
     isa: Isa,
@@ -732,7 +734,7 @@ pub fn backward_data(
     check(shape, ws, inp);
     assert_eq!(grads.dy.len(), shape.y_len(), "dy");
     assert_eq!(grads.dhy.len(), shape.state_len(), "dhy");
-    assert_eq!(dx.len(), shape.x_len(), "dx");
+    assert!(dx.is_empty() || dx.len() == shape.x_len(), "dx");
     assert_eq!(dhx.len(), shape.state_len(), "dhx");
     let lstm = shape.cell == Cell::Lstm;
     if lstm {
@@ -825,13 +827,15 @@ pub fn backward_data(
             }
             // The input's gradient for every step at once,
             // `[t·mb][in] = dG^T·W_ih`, summed over the directions.
-            to_columns(&set.dgx, t, gh, mb, &mut ws.dg_cols);
-            let dst: &mut [f32] = if l == 0 {
-                &mut *dx
-            } else {
-                &mut ws.dlayer_next[..tb * in_f]
-            };
-            gemm(tb, in_f, gh, &ws.dg_cols, true, &w.w_ih, false, dst, d > 0);
+            if l > 0 || !dx.is_empty() {
+                to_columns(&set.dgx, t, gh, mb, &mut ws.dg_cols);
+                let dst: &mut [f32] = if l == 0 {
+                    &mut *dx
+                } else {
+                    &mut ws.dlayer_next[..tb * in_f]
+                };
+                gemm(tb, in_f, gh, &ws.dg_cols, true, &w.w_ih, false, dst, d > 0);
+            }
             transpose(&ws.dh, h, mb, &mut dhx[s * state..][..state]);
             if lstm {
                 transpose(&ws.dc, h, mb, &mut dcx[s * state..][..state]);

@@ -137,10 +137,15 @@ impl<B: MakeLayer> Executor<B> {
         }
         let sums = |i: usize| layers[i].as_ref().is_some_and(|l| l.sums_gradients());
         let plan = BufferPlan::new(graph, batch, sums);
-        let loss_buf = plan.act_of[n - 1];
+        let f32_bufs = [plan.act_of[n - 1], plan.act_of[0]];
+        let ids = graph.input_vocab().is_some();
         let mut acts = Vec::with_capacity(plan.act_len.len());
         for (b, &len) in plan.act_len.iter().enumerate() {
-            let elem = if b == loss_buf { Elem::F32 } else { Elem::Run };
+            let elem = if b == f32_bufs[0] || (ids && b == f32_bufs[1]) {
+                Elem::F32
+            } else {
+                Elem::Run
+            };
             acts.push(Some(backend.alloc(len, elem)?));
         }
         let mut grads = Vec::with_capacity(plan.grad_len.len());
@@ -516,8 +521,10 @@ impl<B: Backend> Executor<B> {
         dims(&self.graph, i, self.batch)
     }
 
+    /// The loss, and token ids, are f32 in every precision.
     fn elem(&self, i: usize) -> Elem {
-        if i == self.graph.nodes.len() - 1 {
+        let ids = i == 0 && self.graph.input_vocab().is_some();
+        if i == self.graph.nodes.len() - 1 || ids {
             Elem::F32
         } else {
             Elem::Run
@@ -727,8 +734,9 @@ fn dims(graph: &Graph, i: usize, batch: usize) -> BatchDims {
     }
 }
 
-/// `conv1.weight`, `conv1.bias`: parameter `k` of node `i`.
+/// `conv1.weight`, `conv1.bias`, `lstm.weight_ih_l0`: parameter `k` of
+/// node `i`.
 fn param_name(graph: &Graph, i: usize, k: usize) -> String {
-    let what = if k == 0 { "weight" } else { "bias" };
-    format!("{}.{what}", graph.nodes[i].name)
+    let node = &graph.nodes[i];
+    format!("{}.{}", node.name, node.op.spec().param_name(k))
 }

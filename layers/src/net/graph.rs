@@ -9,13 +9,16 @@ pub use crate::ops::batchnorm::BatchNormSpec;
 use crate::ops::concat::ConcatSpec;
 pub use crate::ops::conv::ConvSpec;
 pub use crate::ops::dropout::DropoutSpec;
+pub use crate::ops::embedding::EmbeddingSpec;
 use crate::ops::flatten::FlattenSpec;
 use crate::ops::input::InputSpec;
 pub use crate::ops::linear::LinearSpec;
 use crate::ops::loss::SoftmaxXentSpec;
 pub use crate::ops::lrn::LrnSpec;
 pub use crate::ops::pool::{PoolKind, PoolSpec};
+pub use crate::ops::recurrent::{Cell, RecurrentSpec};
 use crate::ops::relu::ReluSpec;
+use crate::ops::sigmoid_bce::SigmoidBceSpec;
 use crate::ops::spec::NodeCx;
 pub use crate::ops::Op;
 use cnnbench_kernels::conv::ConvShape;
@@ -48,6 +51,25 @@ impl Graph {
     pub fn classes(&self) -> usize {
         let loss = self.nodes.last().expect("a graph has its input node");
         self.nodes[loss.inputs[0]].out.c
+    }
+
+    /// How many values a label takes: the classes, or 2 for a binary
+    /// classifier's one logit (sigmoid with binary cross-entropy).
+    pub fn label_classes(&self) -> usize {
+        match self.nodes.last().map(|n| n.op) {
+            Some(Op::SigmoidBce(_)) => 2,
+            _ => self.classes(),
+        }
+    }
+
+    /// The vocabulary, when the input is a sequence of token ids read by
+    /// an embedding (ids are held as f32 on every backend and in every
+    /// precision, so that they stay whole numbers).
+    pub fn input_vocab(&self) -> Option<usize> {
+        self.nodes.iter().find_map(|n| match n.op {
+            Op::Embedding(e) if n.inputs == [0] => Some(e.vocab),
+            _ => None,
+        })
     }
 
     /// The dims of node `i`'s inputs.
@@ -83,6 +105,8 @@ impl Graph {
             }
             Op::Linear(s) => vec![x[0].len() * s.out, s.out],
             Op::BatchNorm(_) => vec![x[0].c, x[0].c],
+            Op::Embedding(e) => vec![e.vocab * e.dim],
+            Op::Recurrent(r) => r.param_sizes(x[0].c),
             _ => Vec::new(),
         }
     }
@@ -303,10 +327,30 @@ impl Builder {
         self.op(name, Op::Flatten(FlattenSpec), &[x])
     }
 
+    /// A `vocab x dim` embedding of the token ids in `x` (`1 x t x 1`).
+    pub fn embedding(&mut self, name: &str, x: TensorId, vocab: usize, dim: usize) -> TensorId {
+        self.op(name, Op::Embedding(EmbeddingSpec { vocab, dim }), &[x])
+    }
+
+    /// A recurrent layer over the sequence `x` (`1 x t x c`).
+    pub fn recurrent(&mut self, name: &str, x: TensorId, s: RecurrentSpec) -> TensorId {
+        self.op(name, Op::Recurrent(s), &[x])
+    }
+
     /// Appends the softmax cross-entropy loss over `logits` (`1 x 1 x C`)
     /// and returns the finished graph.
-    pub fn finish(mut self, logits: TensorId) -> Graph {
-        self.op("loss", Op::SoftmaxXent(SoftmaxXentSpec), &[logits]);
+    pub fn finish(self, logits: TensorId) -> Graph {
+        self.finish_with(Op::SoftmaxXent(SoftmaxXentSpec), logits)
+    }
+
+    /// Appends sigmoid with binary cross-entropy over one logit per image
+    /// and returns the finished graph.
+    pub fn finish_binary(self, logit: TensorId) -> Graph {
+        self.finish_with(Op::SigmoidBce(SigmoidBceSpec), logit)
+    }
+
+    fn finish_with(mut self, loss: Op, logits: TensorId) -> Graph {
+        self.op("loss", loss, &[logits]);
         // Every layer's output reaches the loss: a dead end would have no
         // gradient for its backward to read.
         let consumers = self.graph.consumers();

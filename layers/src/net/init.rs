@@ -6,9 +6,17 @@ use super::graph::Graph;
 pub use crate::core::init::{fan_in_uniform, layer_seed};
 use cnnbench_kernels::rng::{fill_uniform, SplitMix64};
 
-/// The image batch (NHWC), uniform in ±1.
+/// The image batch (NHWC), uniform in ±1; or, for a network that reads
+/// token ids, ids drawn uniformly from its vocabulary.
 pub fn input(graph: &Graph, batch: usize, seed: u64) -> Vec<f32> {
-    let mut x = vec![0.0; batch * graph.nodes[0].out.len()];
+    let len = batch * graph.nodes[0].out.len();
+    if let Some(vocab) = graph.input_vocab() {
+        let mut rng = SplitMix64::new(seed ^ 0x70c3);
+        return (0..len)
+            .map(|_| (rng.next_u64() % vocab.max(1) as u64) as f32)
+            .collect();
+    }
+    let mut x = vec![0.0; len];
     fill_uniform(&mut x, seed, 1.0);
     x
 }
@@ -16,7 +24,7 @@ pub fn input(graph: &Graph, batch: usize, seed: u64) -> Vec<f32> {
 /// One seeded class per image.
 pub fn labels(graph: &Graph, batch: usize, seed: u64) -> Vec<u32> {
     let mut rng = SplitMix64::new(seed ^ 0x1abe1);
-    let classes = graph.classes() as u64;
+    let classes = graph.label_classes() as u64;
     (0..batch)
         .map(|_| (rng.next_u64() % classes) as u32)
         .collect()

@@ -22,4 +22,7 @@ mod real_libs_tests;
 pub(crate) mod tests;
 
 pub use exec::{ExecOptions, Executor, GradientHook, Memory, StepMs};
-pub use graph::{Builder, ConvSpec, Dims, Graph, LrnSpec, Node, Op, PoolKind, PoolSpec, TensorId};
+pub use graph::{
+    Builder, Cell, ConvSpec, Dims, Graph, LrnSpec, Node, Op, PoolKind, PoolSpec, RecurrentSpec,
+    TensorId,
+};

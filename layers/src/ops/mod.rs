@@ -22,12 +22,15 @@ pub mod batchnorm;
 pub mod concat;
 pub mod conv;
 pub mod dropout;
+pub mod embedding;
 pub mod flatten;
 pub mod linear;
 pub mod loss;
 pub mod lrn;
 pub mod pool;
+pub mod recurrent;
 pub mod relu;
+pub mod sigmoid_bce;
 
 use crate::backend::cuda::nvrtc::Program;
 use spec::OpSpec;
@@ -71,6 +74,9 @@ registry! {
     add::Add(AddSpec),
     flatten::Flatten(FlattenSpec),
     loss::SoftmaxXent(SoftmaxXentSpec) cuda kernels::PROGRAM,
+    embedding::Embedding(EmbeddingSpec),
+    recurrent::Recurrent(RecurrentSpec),
+    sigmoid_bce::SigmoidBce(SigmoidBceSpec),
 }
 
 impl Op {

@@ -61,6 +61,16 @@ pub trait OpSpec {
         0
     }
 
+    /// The name of parameter `k` in the layers' order (`weight`, then
+    /// `bias`, unless the op says otherwise).
+    fn param_name(&self, k: usize) -> &'static str {
+        if k == 0 {
+            "weight"
+        } else {
+            "bias"
+        }
+    }
+
     /// The initial parameters in the CPU layers' order (weight, then
     /// bias): what every backend starts from, so that they can be
     /// compared.

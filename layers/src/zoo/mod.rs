@@ -6,11 +6,14 @@
 //! What torchvision applies as a function or reuses as one module (ReLUs,
 //! residual adds, concatenations, pools inside a module) gets an invented
 //! name that is unique in the model (`layer1.0.relu2`, `layer1.0.add`,
-//! `Mixed_5b.cat`). All models classify into ImageNet's 1000 classes.
+//! `Mixed_5b.cat`). These classify into ImageNet's 1000 classes; the
+//! Keras examples of seed 001 ([`keras`]) follow Keras's names and
+//! datasets.
 
 mod alexnet;
 mod googlenet;
 mod inception;
+pub mod keras;
 mod resnet;
 #[cfg(test)]
 mod tests;
@@ -32,6 +35,12 @@ pub const NAMES: &[&str] = &[
     "resnet101",
     "resnet152",
     "resnet200",
+    "mnist-mlp",
+    "mnist-cnn",
+    "cifar10-cnn",
+    "imdb-fasttext",
+    "imdb-bilstm",
+    "lstm-text",
 ];
 
 /// The model called `name`, or `None`.
@@ -48,6 +57,12 @@ pub fn build(name: &str) -> Option<Graph> {
         "resnet101" => resnet::resnet(name, Block::Bottleneck, [3, 4, 23, 3]),
         "resnet152" => resnet::resnet(name, Block::Bottleneck, [3, 8, 36, 3]),
         "resnet200" => resnet::preresnet(name, [3, 24, 36, 3]),
+        "mnist-mlp" => keras::mnist_mlp(),
+        "mnist-cnn" => keras::mnist_cnn(),
+        "cifar10-cnn" => keras::cifar10_cnn(),
+        "imdb-fasttext" => keras::imdb_fasttext(),
+        "imdb-bilstm" => keras::imdb_bilstm(),
+        "lstm-text" => keras::lstm_text(),
         _ => return None,
     })
 }

@@ -15,7 +15,24 @@ const PARAMS: &[(&str, usize)] = &[
     ("resnet101", 44_549_160),
     ("resnet152", 60_192_808),
     ("resnet200", 64_672_808),
+    // Keras's `model.summary()` totals for its examples.
+    ("mnist-mlp", 669_706),
+    ("mnist-cnn", 1_199_882),
+    ("cifar10-cnn", 1_250_858),
+    ("imdb-fasttext", 1_000_051),
+    ("imdb-bilstm", 2_658_945),
+    ("lstm-text", 102_585),
 ];
+
+/// What each model classifies into (sigmoid models: one logit).
+fn classes(name: &str) -> usize {
+    match name {
+        "mnist-mlp" | "mnist-cnn" | "cifar10-cnn" => 10,
+        "imdb-fasttext" | "imdb-bilstm" => 1,
+        "lstm-text" => keras::NIETZSCHE_CHARS,
+        _ => 1000,
+    }
+}
 
 fn model(name: &str) -> Graph {
     build(name).unwrap_or_else(|| panic!("no model {name}"))
@@ -33,7 +50,7 @@ fn zoo_every_model_builds_with_its_name() {
     for &name in NAMES {
         let g = model(name);
         assert_eq!(g.name, name);
-        assert_eq!(g.classes(), 1000, "{name}");
+        assert_eq!(g.classes(), classes(name), "{name}");
     }
     assert!(build("resnet").is_none());
 }
@@ -66,6 +83,34 @@ fn zoo_spot_shapes() {
     assert_eq!(dims(&model("resnet50"), "layer2.0.conv2"), d(28, 28, 128));
     assert_eq!(dims(&model("resnet50"), "layer4.2.relu3"), d(7, 7, 2048));
     assert_eq!(dims(&model("resnet200"), "layer4.2.add"), d(7, 7, 2048));
+    assert_eq!(dims(&model("mnist-cnn"), "max_pooling2d_1"), d(12, 12, 64));
+    assert_eq!(dims(&model("cifar10-cnn"), "max_pooling2d_2"), d(6, 6, 64));
+    assert_eq!(dims(&model("imdb-fasttext"), "embedding_1"), d(1, 400, 50));
+    assert_eq!(
+        dims(&model("imdb-fasttext"), "global_average_pooling1d_1"),
+        d(1, 1, 50)
+    );
+    assert_eq!(dims(&model("imdb-bilstm"), "bidirectional_1"), d(1, 1, 128));
+    assert_eq!(dims(&model("lstm-text"), "lstm_1"), d(1, 1, 128));
+}
+
+#[test]
+fn zoo_keras_models_take_ids_and_labels_as_their_losses_need() {
+    for name in ["imdb-fasttext", "imdb-bilstm"] {
+        let g = model(name);
+        assert_eq!(g.input_vocab(), Some(20_000), "{name}");
+        assert_eq!(g.label_classes(), 2, "{name}");
+        let ids = crate::net::init::input(&g, 3, 1);
+        assert!(ids.iter().all(|&v| v.fract() == 0.0 && (0.0..20_000.0).contains(&v)));
+    }
+    let g = model("lstm-text");
+    assert_eq!((g.input_vocab(), g.label_classes()), (None, 57));
+    // The LSTM's parameters are named as PyTorch's, with Keras's one bias.
+    let names: Vec<&str> = (0..6)
+        .map(|k| model("imdb-bilstm").nodes[2].op.spec().param_name(k))
+        .collect();
+    assert_eq!(names[..3], ["weight_ih_l0", "weight_hh_l0", "bias_ih_l0"]);
+    assert_eq!(names[5], "bias_ih_l0_reverse");
 }
 
 #[test]

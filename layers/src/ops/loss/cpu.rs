@@ -52,7 +52,7 @@ impl Layer<Cpu> for SoftmaxXentLayer {
 
 /// Checks a batch's labels against the batch and the classes (a label
 /// past the classes would index out of the logits) and copies them.
-pub(super) fn set_labels(held: &mut [u32], labels: &[u32], classes: usize) -> Result<()> {
+pub(crate) fn set_labels(held: &mut [u32], labels: &[u32], classes: usize) -> Result<()> {
     if labels.len() != held.len() {
         return Err(Error::invalid(
             "set labels",
