@@ -44,7 +44,9 @@ use steps::{time_steps, NetSteps};
     cnnbench model resnet50 --describe
     cnnbench model resnet50 --describe --format benchdnn > resnet50.txt && cnnbench conv --from resnet50.txt
 
-Models: alexnet googlenet inception-v3 vgg16 vgg19 resnet18 resnet34 resnet50 resnet101 resnet152 resnet200")]
+Models: alexnet googlenet inception-v3 vgg16 vgg19 resnet18 resnet34 resnet50 resnet101 resnet152 resnet200
+(ImageNet, 224x224 or their own size), and the Keras examples of seed 001: mnist-mlp mnist-cnn cifar10-cnn
+imdb-fasttext imdb-bilstm lstm-text (Keras batch sizes: 128 128 32 32 32 128)")]
 pub struct ModelArgs {
     /// Model names, or `all`
     #[arg(required = true, value_name = "NAME")]

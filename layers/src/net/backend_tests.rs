@@ -12,7 +12,7 @@ use super::cpu::{CpuNet, CpuOptions};
 use super::exec::Executor;
 use super::gpu::{GpuNet, GpuOptions};
 use super::graph::Graph;
-use super::tests::{every_op_net, preact_net};
+use super::tests::{every_op_net, preact_net, sequence_net, token_net};
 use crate::backend::cuda::device::{compute_capability, supports_dtype};
 use crate::backend::cuda::nvrtc::Kernels;
 use crate::backend::cuda::{no_gpu_for_test, Gpu};
@@ -34,6 +34,9 @@ trait OnBackend {
     /// The run's precision (the gradients' loss scale follows it).
     fn dtype(&self) -> DType {
         DType::F32
+    }
+    fn layout(&self) -> Layout {
+        Layout::Nhwc
     }
 }
 
@@ -96,6 +99,10 @@ impl<'g> OnBackend for OnCuda<'g> {
 
     fn dtype(&self) -> DType {
         self.dtype
+    }
+
+    fn layout(&self) -> Layout {
+        self.layout
     }
 }
 
@@ -189,7 +196,17 @@ fn preactivation_blocks_match_the_reference<T: OnBackend>(t: &T) {
     matches_the_reference(t, &preact_net(), 2);
 }
 
+/// Recurrent layers run in NHWC only (a sequence's features innermost).
+fn sequence_ops_match_the_reference<T: OnBackend>(t: &T) {
+    if t.layout() == Layout::Nchw {
+        return;
+    }
+    matches_the_reference(t, &token_net(), 3);
+    matches_the_reference(t, &sequence_net(), 3);
+}
+
 on_every_backend!(every_op_matches_the_reference);
+on_every_backend!(sequence_ops_match_the_reference);
 on_every_backend!(preactivation_blocks_match_the_reference);
 
 /// Records what a data-parallel step's gradient exchange hears.

@@ -8,6 +8,7 @@ use super::graph::{Graph, Op};
 use super::plan::passes_gradient;
 use crate::backend::cpu::{Cpu, Ctx, Param};
 use crate::core::error::Result;
+use cnnbench_kernels::rnn::Workspace;
 use cnnbench_kernels::Isa;
 use std::collections::HashMap;
 
@@ -161,5 +162,13 @@ pub fn estimate(graph: &Graph, batch: usize) -> u128 {
             elems += len * consumers[i].len() as u128; // its gradients
         }
     }
-    elems * 4
+    // Recurrent layers keep every step's gates for the backward pass.
+    let mut bytes = elems * 4;
+    for (i, node) in graph.nodes.iter().enumerate() {
+        if let Op::Recurrent(r) = node.op {
+            let shape = r.shape(graph.nodes[graph.nodes[i].inputs[0]].out, batch);
+            bytes += Workspace::bytes_for(&shape).map_or(u128::MAX / 2, |b| b as u128);
+        }
+    }
+    bytes
 }

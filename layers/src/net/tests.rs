@@ -2,7 +2,9 @@
 //! kernels, one op at a time and as a whole small network.
 
 use super::cpu::{CpuNet, CpuOptions};
-use super::graph::{Builder, ConvSpec, Dims, Graph, LrnSpec, PoolKind, PoolSpec, TensorId};
+use super::graph::{
+    Builder, Cell, ConvSpec, Dims, Graph, LrnSpec, PoolKind, PoolSpec, RecurrentSpec, TensorId,
+};
 use cnnbench_kernels::conv::reference::rel_l2_error;
 use cnnbench_kernels::Isa;
 
@@ -162,6 +164,74 @@ pub fn every_op_net() -> Graph {
 #[test]
 fn a_whole_network_matches_finite_differences() {
     check_finite_differences(&every_op_net(), 2);
+}
+
+fn rnn(cell: Cell, hidden: usize, bidirectional: bool, sequences: bool) -> RecurrentSpec {
+    RecurrentSpec {
+        cell,
+        hidden,
+        bidirectional,
+        sequences,
+    }
+}
+
+/// Token ids through an embedding, a bidirectional GRU returning every
+/// step, an LSTM returning its last, dropout and one sigmoid logit: the
+/// imdb models' ops, and every recurrent output form.
+pub fn token_net() -> Graph {
+    let (mut b, x) = Builder::new("tokens", Dims::new(1, 5, 1));
+    let e = b.embedding("emb", x, 11, 6);
+    let g = b.recurrent("gru", e, rnn(Cell::Gru, 4, true, true));
+    let l = b.recurrent("lstm", g, rnn(Cell::Lstm, 5, false, false));
+    let d = b.dropout("drop", l, 0.3);
+    let f = b.linear("fc", d, 1);
+    b.finish_binary(f)
+}
+
+/// A float sequence through both vanilla cells, one output read twice
+/// (its gradient a sum), average pooling over time and a softmax.
+pub fn sequence_net() -> Graph {
+    let (mut b, x) = Builder::new("sequence", Dims::new(1, 4, 3));
+    let r = b.recurrent("relu_rnn", x, rnn(Cell::RnnRelu, 5, false, true));
+    let t = b.recurrent("tanh_rnn", r, rnn(Cell::RnnTanh, 4, true, false));
+    let gap = b.global_avg_pool("gap", r);
+    let cat = b.concat("cat", &[t, gap]);
+    let f = b.linear("fc", cat, 3);
+    b.finish(f)
+}
+
+#[test]
+fn sequence_networks_match_finite_differences() {
+    check_finite_differences(&token_net(), 3);
+    check_finite_differences(&sequence_net(), 3);
+}
+
+#[test]
+fn sequence_networks_match_the_reference_network() {
+    for g in [token_net(), sequence_net()] {
+        let mut fast = CpuNet::new(&g, 3, opts(false)).unwrap();
+        let mut slow = CpuNet::new(&g, 3, opts(true)).unwrap();
+        let (lf, ls) = (fwd(&mut fast), fwd(&mut slow));
+        assert!((lf - ls).abs() <= 1e-5 * ls.abs(), "{}: loss {lf} vs {ls}", g.name);
+        fast.backward().unwrap();
+        slow.backward().unwrap();
+        let want: Vec<Vec<f32>> = slow.params_mut().iter().map(|p| p.grad.clone()).collect();
+        for ((name, p), w) in fast.named_params().into_iter().zip(&want) {
+            let e = rel_l2_error(&p.grad, w);
+            assert!(e < 1e-4, "{}: {name}: {e:e}", g.name);
+        }
+    }
+}
+
+#[test]
+fn a_token_id_outside_the_vocabulary_is_an_error() {
+    let g = token_net();
+    let mut net = CpuNet::new(&g, 2, opts(false)).unwrap();
+    let mut ids = vec![1.0; 10];
+    ids[7] = 11.0;
+    net.upload_output(0, &ids).unwrap();
+    let e = net.forward().unwrap_err().to_string();
+    assert!(e.contains("token id 11 is not a whole number below the vocabulary of 11"), "{e}");
 }
 
 #[test]

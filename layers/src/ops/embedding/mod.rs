@@ -32,6 +32,13 @@ impl OpSpec for EmbeddingSpec {
     }
 
     fn out(&self, x: &[Dims]) -> std::result::Result<Dims, String> {
+        // f32 holds every whole number up to 2^24 exactly.
+        if self.vocab == 0 || self.vocab > 1 << 24 {
+            return Err(format!(
+                "has a vocabulary of {}: 1 to 2^24 ids fit in the f32 input",
+                self.vocab
+            ));
+        }
         match one_input(x)? {
             d if d.h == 1 && d.c == 1 => Ok(Dims::new(1, d.w, self.dim)),
             d => Err(format!(
