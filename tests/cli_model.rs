@@ -24,8 +24,8 @@ fn stderr(o: &Output) -> String {
 }
 
 /// The reference implementations' parameter counts (torchvision, BVLC
-/// Caffe, fb.resnet.torch), as the issue lists them.
-const PARAMS: [(&str, u64); 11] = [
+/// Caffe, fb.resnet.torch, Keras's `model.summary()` for its examples).
+const PARAMS: [(&str, u64); 17] = [
     ("alexnet", 60_965_224),
     ("googlenet", 6_624_904),
     ("inception-v3", 23_834_568),
@@ -37,6 +37,12 @@ const PARAMS: [(&str, u64); 11] = [
     ("resnet101", 44_549_160),
     ("resnet152", 60_192_808),
     ("resnet200", 64_672_808),
+    ("mnist-mlp", 669_706),
+    ("mnist-cnn", 1_199_882),
+    ("cifar10-cnn", 1_250_858),
+    ("imdb-fasttext", 1_000_051),
+    ("imdb-bilstm", 2_658_945),
+    ("lstm-text", 102_585),
 ];
 
 #[test]
@@ -248,4 +254,60 @@ fn bad_model_input_is_one_line_and_exit_2() {
         assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
         assert!(!err.contains("panicked"), "{args:?}: {err}");
     }
+}
+
+#[test]
+fn the_keras_models_pass_check_and_train_with_a_per_layer_table() {
+    let models = [
+        "mnist-mlp",
+        "mnist-cnn",
+        "cifar10-cnn",
+        "imdb-fasttext",
+        "imdb-bilstm",
+        "lstm-text",
+    ];
+    let mut args = vec!["check", "--batch", "2"];
+    for m in models {
+        args.extend(["--model", m]);
+    }
+    let o = cnnbench(&args);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(!out.contains("FAIL"), "{out}");
+    assert!(out.contains("bidirectional_1"), "{out}");
+    let mut args = vec!["model"];
+    args.extend(models);
+    args.extend(["--batch", "2", "--iters", "2", "--warmup", "0", "--per-layer"]);
+    args.extend(["--format", "json"]);
+    let o = cnnbench(&args);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let doc: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let records = doc["records"].as_array().unwrap();
+    assert_eq!(records.len(), models.len());
+    for (r, name) in records.iter().zip(models) {
+        assert_eq!(r["model"], name);
+        assert_eq!(r["status"], "ok", "{name}");
+        assert!(r["loss"].as_f64().is_some_and(f64::is_finite), "{name}");
+        assert!(!r["layers"].as_array().unwrap().is_empty(), "{name}");
+    }
+    let kinds = |r: &Value| -> Vec<String> {
+        let layers = r["layers"].as_array().unwrap();
+        layers.iter().map(|l| l["kind"].as_str().unwrap().to_string()).collect()
+    };
+    assert_eq!(kinds(&records[4])[..2], ["embedding", "lstm"]);
+    assert_eq!(kinds(&records[3]).last().unwrap(), "sigmoid-bce");
+}
+
+#[test]
+fn a_text_model_refuses_image_folders_in_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = cnnbench(&[
+        "model",
+        "imdb-bilstm",
+        "--data",
+        dir.path().to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
 }

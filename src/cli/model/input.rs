@@ -142,6 +142,13 @@ pub fn loader_threads(asked: Option<usize>) -> Result<usize> {
 /// Inception-V3).
 pub fn input_side(g: &Graph) -> Result<usize> {
     let d = &g.nodes[0].out;
+    if g.input_vocab().is_some() {
+        bail!(
+            "{}: --data feeds square RGB images; this model reads {} token ids",
+            g.name,
+            d.w
+        );
+    }
     if d.h != d.w || d.c != 3 {
         bail!(
             "{}: --data feeds square RGB images; its input is {d}",
