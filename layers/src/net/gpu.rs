@@ -133,9 +133,11 @@ mod tests {
     use crate::ops::conv::kernels::{BIAS_GRAD_FINISH, BIAS_GRAD_PLANES, BIAS_GRAD_ROWS};
     use crate::ops::cuda_programs::{cuda_programs, kernel_names};
     use crate::ops::dropout::kernels::{DROPOUT_BWD, DROPOUT_FWD};
+    use crate::ops::embedding::kernels::{EMBEDDING_BWD, EMBEDDING_FWD};
     use crate::ops::loss::kernels::{MEAN, XENT_BWD, XENT_FWD};
     use crate::ops::lrn::kernels::{LRN_BWD, LRN_FWD};
     use crate::ops::pool::kernels::{POOL_BWD, POOL_FWD};
+    use crate::ops::sigmoid_bce::kernels::{BCE_BWD, BCE_FWD};
     use crate::zoo;
 
     #[test]
@@ -175,6 +177,10 @@ mod tests {
             BIAS_GRAD_FINISH,
             LRN_FWD,
             LRN_BWD,
+            EMBEDDING_FWD,
+            EMBEDDING_BWD,
+            BCE_FWD,
+            BCE_BWD,
         ];
         let mut named: Vec<&str> = groups.iter().flatten().copied().collect();
         named.extend([

@@ -74,9 +74,9 @@ registry! {
     add::Add(AddSpec),
     flatten::Flatten(FlattenSpec),
     loss::SoftmaxXent(SoftmaxXentSpec) cuda kernels::PROGRAM,
-    embedding::Embedding(EmbeddingSpec),
+    embedding::Embedding(EmbeddingSpec) cuda kernels::PROGRAM,
     recurrent::Recurrent(RecurrentSpec),
-    sigmoid_bce::SigmoidBce(SigmoidBceSpec),
+    sigmoid_bce::SigmoidBce(SigmoidBceSpec) cuda kernels::PROGRAM,
 }
 
 impl Op {

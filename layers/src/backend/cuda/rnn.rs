@@ -16,6 +16,7 @@ use super::{DeviceBuffer, Gpu};
 use crate::core::DType;
 use cnnbench_kernels::rnn::{Cell, Direction, RnnShape, Weights};
 use cudarc::cudnn::sys;
+use cudarc::driver::sys::CUdeviceptr;
 use std::ffi::c_void;
 
 /// cuDNN's recurrence algorithms (`CUDNN_RNN_ALGO_*`). Standard runs a
@@ -109,6 +110,54 @@ const MATH_PREC: sys::cudnnDataType_t = sys::cudnnDataType_t::CUDNN_DATA_FLOAT;
 
 /// `auxFlags`: every sequence has all `t` steps, so no padded I/O.
 const CUDNN_RNN_PADDED_IO_DISABLED: u32 = 0;
+/// `auxFlags` of the unpacked layouts: cuDNN accepts them only with padded
+/// I/O enabled (every sequence is still full, so nothing is padded).
+const CUDNN_RNN_PADDED_IO_ENABLED: u32 = 1;
+
+/// How a problem's sequences and biases are held.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RnnForm {
+    /// `cnnbench rnn`'s: PyTorch's time-major packed sequences
+    /// (`[t][mb][vector]`) and its two biases, `b_ih` and `b_hh`.
+    Pytorch,
+    /// The graph's recurrent layer's: the network's batch-major tensors
+    /// (`[mb][t][vector]`, NHWC `[n][1][t][c]`), read and written in place,
+    /// and Keras's one bias per gate. cuDNN's `SINGLE_INP_BIAS` keeps only
+    /// the input GEMM's bias (`b_ih`; the weight-parameter query confirms
+    /// where it lies), so the recurrent one is zero with nothing to hold or
+    /// update, as the CPU's `b_hh`.
+    Network,
+}
+
+impl RnnForm {
+    fn layout(self) -> sys::cudnnRNNDataLayout_t {
+        match self {
+            RnnForm::Pytorch => sys::cudnnRNNDataLayout_t::CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_PACKED,
+            RnnForm::Network => {
+                sys::cudnnRNNDataLayout_t::CUDNN_RNN_DATA_LAYOUT_BATCH_MAJOR_UNPACKED
+            }
+        }
+    }
+
+    fn bias_mode(self) -> sys::cudnnRNNBiasMode_t {
+        match self {
+            RnnForm::Pytorch => sys::cudnnRNNBiasMode_t::CUDNN_RNN_DOUBLE_BIAS,
+            RnnForm::Network => sys::cudnnRNNBiasMode_t::CUDNN_RNN_SINGLE_INP_BIAS,
+        }
+    }
+
+    fn aux_flags(self) -> u32 {
+        match self {
+            RnnForm::Pytorch => CUDNN_RNN_PADDED_IO_DISABLED,
+            RnnForm::Network => CUDNN_RNN_PADDED_IO_ENABLED,
+        }
+    }
+
+    /// Whether cuDNN holds a bias on the recurrent (hidden-state) side.
+    pub fn recurrent_bias(self) -> bool {
+        self == RnnForm::Pytorch
+    }
+}
 
 fn invalid(call: &'static str, why: String) -> GpuError {
     GpuError::invalid(call, why)
@@ -239,9 +288,17 @@ impl Drop for RnnDesc {
 pub struct RnnDataDesc(pub(crate) sys::cudnnRNNDataDescriptor_t);
 
 impl RnnDataDesc {
-    /// Time-major packed sequences (`[t][mb][vector]`, PyTorch's and the
-    /// CPU's layout), every one `t` steps long.
-    fn new(dtype: DType, t: i32, mb: i32, vector: i32, lengths: &[i32]) -> GpuResult<Self> {
+    /// Sequences in `form`'s layout (time-major packed, PyTorch's and the
+    /// CPU kernels'; or batch-major, the network's), every one `t` steps
+    /// long.
+    fn new(
+        form: RnnForm,
+        dtype: DType,
+        t: i32,
+        mb: i32,
+        vector: i32,
+        lengths: &[i32],
+    ) -> GpuResult<Self> {
         let mut p = std::ptr::null_mut();
         // SAFETY: out-pointer to a local.
         check_cudnn("cudnnCreateRNNDataDescriptor", unsafe {
@@ -255,12 +312,13 @@ impl RnnDataDesc {
             ));
         }
         // SAFETY: valid descriptor; `lengths` holds `mb` ints, which cuDNN
-        // copies; the padding fill is unused with packed data (NULL).
+        // copies; the padding fill is unused (NULL): the data is packed, or
+        // every sequence is full.
         check_cudnn("cudnnSetRNNDataDescriptor", unsafe {
             sys::cudnnSetRNNDataDescriptor(
                 p,
                 cudnn::data_type(dtype),
-                sys::cudnnRNNDataLayout_t::CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_PACKED,
+                form.layout(),
                 t,
                 mb,
                 vector,
@@ -314,6 +372,7 @@ pub struct RnnDescs {
     pub shape: RnnShape,
     pub dtype: DType,
     pub algo: RnnAlgo,
+    pub form: RnnForm,
     pub(crate) rnn: RnnDesc,
     pub(crate) x: RnnDataDesc,
     pub(crate) y: RnnDataDesc,
@@ -325,9 +384,20 @@ pub struct RnnDescs {
 }
 
 impl RnnDescs {
-    /// The descriptors of `shape` in `dtype` run by `algo`, or one line
-    /// saying why cuDNN cannot run it.
+    /// The descriptors of `shape` in `dtype` run by `algo`, in PyTorch's
+    /// form, or one line saying why cuDNN cannot run it.
     pub fn new(shape: RnnShape, dtype: DType, algo: RnnAlgo) -> GpuResult<RnnDescs> {
+        RnnDescs::with_form(shape, dtype, algo, RnnForm::Pytorch)
+    }
+
+    /// The descriptors of `shape` in `dtype` run by `algo`, its tensors
+    /// held in `form`, or one line saying why cuDNN cannot run it.
+    pub fn with_form(
+        shape: RnnShape,
+        dtype: DType,
+        algo: RnnAlgo,
+        form: RnnForm,
+    ) -> GpuResult<RnnDescs> {
         let call = "cudnnSetRNNDescriptor_v8";
         cudnn_supports(&shape).map_err(|why| invalid(call, why))?;
         if let Some(why) = rnn_api_missing() {
@@ -345,15 +415,16 @@ impl RnnDescs {
         let output = int("output size", shape.output())?;
         let sets = int("layers x directions", shape.sets())?;
         let rnn = RnnDesc::create()?;
-        set_rnn(&rnn, &shape, dtype, algo)?;
+        set_rnn(&rnn, &shape, dtype, algo, form)?;
         let seq_lengths = vec![t; shape.mb];
-        let x = RnnDataDesc::new(dtype, t, mb, input, &seq_lengths)?;
-        let y = RnnDataDesc::new(dtype, t, mb, output, &seq_lengths)?;
+        let x = RnnDataDesc::new(form, dtype, t, mb, input, &seq_lengths)?;
+        let y = RnnDataDesc::new(form, dtype, t, mb, output, &seq_lengths)?;
         let h = tensor3(dtype, [sets, mb, hidden])?;
         Ok(RnnDescs {
             shape,
             dtype,
             algo,
+            form,
             rnn,
             x,
             y,
@@ -365,7 +436,13 @@ impl RnnDescs {
 
 /// `cudnnSetRNNDescriptor_v8` for `shape`, with no check of ours first (so
 /// that tests can see what cuDNN itself refuses).
-fn set_rnn(rnn: &RnnDesc, shape: &RnnShape, dtype: DType, algo: RnnAlgo) -> GpuResult<()> {
+fn set_rnn(
+    rnn: &RnnDesc,
+    shape: &RnnShape,
+    dtype: DType,
+    algo: RnnAlgo,
+    form: RnnForm,
+) -> GpuResult<()> {
     let call = "cudnnSetRNNDescriptor_v8";
     let int = |what, v| to_int(call, what, v);
     let dir = match shape.direction {
@@ -383,8 +460,8 @@ fn set_rnn(rnn: &RnnDesc, shape: &RnnShape, dtype: DType, algo: RnnAlgo) -> GpuR
             rnn.0,
             algo.raw(),
             cell_mode(shape.cell),
-            // PyTorch's two biases, b_ih and b_hh.
-            sys::cudnnRNNBiasMode_t::CUDNN_RNN_DOUBLE_BIAS,
+            // PyTorch's two biases, b_ih and b_hh, or Keras's one.
+            form.bias_mode(),
             dir,
             sys::cudnnRNNInputMode_t::CUDNN_LINEAR_INPUT,
             cudnn::data_type(dtype),
@@ -395,7 +472,7 @@ fn set_rnn(rnn: &RnnDesc, shape: &RnnShape, dtype: DType, algo: RnnAlgo) -> GpuR
             int("hidden size", shape.hidden)?,
             int("layer count", shape.layers)?,
             std::ptr::null_mut(),
-            CUDNN_RNN_PADDED_IO_DISABLED,
+            form.aux_flags(),
         )
     })
 }
@@ -429,9 +506,16 @@ impl LinLayer {
     }
 }
 
-/// Every matrix and bias of `shape`'s weight space, as cuDNN should report
-/// them through `cudnnGetRNNWeightParams`, in order of pseudo-layer and
-/// `linLayerID`.
+/// Every matrix and bias of `shape`'s weight space in PyTorch's form (see
+/// [`lin_layers_in`]).
+pub fn lin_layers(shape: &RnnShape) -> Vec<LinLayer> {
+    lin_layers_in(shape, RnnForm::Pytorch)
+}
+
+/// Every matrix and bias of `shape`'s weight space held in `form`, as
+/// cuDNN should report them through `cudnnGetRNNWeightParams`, in order of
+/// pseudo-layer and `linLayerID`. Without a recurrent bias
+/// ([`RnnForm::Network`]) the recurrent matrices have none (`bias` 0).
 ///
 /// The gate order is the same in cuDNN and PyTorch, so gate `g`'s matrix
 /// is rows `g·h..(g+1)·h` of PyTorch's `weight_ih`/`weight_hh`. cuDNN's
@@ -445,10 +529,11 @@ impl LinLayer {
 /// with the recurrent bias inside the reset product). For the plain RNNs
 /// ID 0 is W and 1 is R. PyTorch's cuDNN path relies on the same order:
 /// it views its parameters straight into cuDNN's weight space.
-pub fn lin_layers(shape: &RnnShape) -> Vec<LinLayer> {
+pub fn lin_layers_in(shape: &RnnShape, form: RnnForm) -> Vec<LinLayer> {
     let gates = shape.cell.gates();
     let dirs = shape.direction.count();
     let h = shape.hidden;
+    let recurrent_bias = form.recurrent_bias();
     (0..shape.sets())
         .flat_map(|s| {
             let input = shape.layer_input(s / dirs);
@@ -459,7 +544,7 @@ pub fn lin_layers(shape: &RnnShape) -> Vec<LinLayer> {
                     lin,
                     rows: h,
                     cols: if recurrent { h } else { input },
-                    bias: h,
+                    bias: if recurrent && !recurrent_bias { 0 } else { h },
                     recurrent,
                     gate: lin % gates,
                 }
@@ -471,50 +556,68 @@ pub fn lin_layers(shape: &RnnShape) -> Vec<LinLayer> {
 /// Where one [`LinLayer`] lies in the weight space (and, alike, in its
 /// gradient), in bytes from the start.
 #[derive(Clone, Copy, Debug)]
-struct Slot {
-    lin: LinLayer,
-    matrix: usize,
-    bias: usize,
+pub struct Slot {
+    pub lin: LinLayer,
+    pub matrix: usize,
+    /// `None` for a matrix without a bias (the recurrent ones in
+    /// [`RnnForm::Network`]).
+    pub bias: Option<usize>,
 }
 
-/// One RNN problem on a GPU: descriptors, sizes and every device buffer,
-/// made once; the passes only enqueue work on `gpu.stream`.
-pub struct GpuRnn<'g> {
-    gpu: &'g Gpu,
+/// Device pointers of the passes' tensors, in the run's dtype and the
+/// descriptors' layouts; each pass reads the ones its cuDNN call takes.
+/// The cell states (`cx`, `cy`, `dcx`, `dcy`) are the LSTM's: the other
+/// cells pass NULL whatever is here.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RnnTensors {
+    pub x: CUdeviceptr,
+    pub y: CUdeviceptr,
+    pub hx: CUdeviceptr,
+    pub hy: CUdeviceptr,
+    pub cx: CUdeviceptr,
+    pub cy: CUdeviceptr,
+    pub dx: CUdeviceptr,
+    pub dy: CUdeviceptr,
+    pub dhx: CUdeviceptr,
+    pub dhy: CUdeviceptr,
+    pub dcx: CUdeviceptr,
+    pub dcy: CUdeviceptr,
+}
+
+fn ptr(p: CUdeviceptr) -> *mut c_void {
+    p as *mut c_void
+}
+
+/// What the passes of one RNN problem need besides its tensors: the
+/// descriptors, cuDNN's weight space and its gradient, the workspace and
+/// reserve, the sequence lengths on the device, and every weight's place,
+/// all sized and made once; the passes only enqueue work on the stream of
+/// the GPU they are given, which must be the one the space was made on.
+pub struct RnnSpace {
     pub descs: RnnDescs,
     slots: Vec<Slot>,
     weight_space: DeviceBuffer,
     dweight_space: DeviceBuffer,
     workspace: DeviceBuffer,
     reserve: DeviceBuffer,
-    x: DeviceBuffer,
-    y: DeviceBuffer,
-    hx: DeviceBuffer,
-    cx: DeviceBuffer,
-    hy: DeviceBuffer,
-    cy: DeviceBuffer,
-    dx: DeviceBuffer,
-    dy: DeviceBuffer,
-    dhx: DeviceBuffer,
-    dhy: DeviceBuffer,
-    dcx: DeviceBuffer,
-    dcy: DeviceBuffer,
     /// `t` per sequence (int32), which the passes read on the device.
     dev_seq_lengths: DeviceBuffer,
 }
 
-/// Host-side outputs of the passes, as f32, for checks (the weight
-/// gradients apart: [`GpuRnn::download_weight_grads`]).
-pub type RnnOutputs = cnnbench_kernels::rnn::Outputs;
-
-impl<'g> GpuRnn<'g> {
+impl RnnSpace {
     /// Builds the descriptors, sizes the weight space, workspace and
     /// reserve once (forward mode training, as the backward needs the
-    /// reserve), allocates every buffer, and finds each weight's place in
-    /// the weight space. Outputs start as NaN (0xFF bytes), so that a pass
-    /// that wrote nothing is caught by the checks.
-    pub fn new(gpu: &'g Gpu, shape: RnnShape, dtype: DType, algo: RnnAlgo) -> GpuResult<Self> {
-        let descs = RnnDescs::new(shape, dtype, algo)?;
+    /// reserve), allocates them, and finds each weight's place in the
+    /// weight space. The weights start at zero (a bias `form` does not
+    /// hold stays so), their gradients as NaN.
+    pub fn new(
+        gpu: &Gpu,
+        shape: RnnShape,
+        dtype: DType,
+        algo: RnnAlgo,
+        form: RnnForm,
+    ) -> GpuResult<Self> {
+        let descs = RnnDescs::with_form(shape, dtype, algo, form)?;
         let handle = gpu.cudnn.0;
         if algo == RnnAlgo::PersistDynamic {
             let mb = to_int("cudnnBuildRNNDynamic", "minibatch", shape.mb)?;
@@ -542,89 +645,41 @@ impl<'g> GpuRnn<'g> {
             )
         })?;
         let s = &gpu.stream;
-        let size = dtype.size_bytes();
-        let bytes = |elems: usize| {
-            elems.checked_mul(size).ok_or_else(|| {
-                invalid(
-                    "cuMemAlloc",
-                    format!("{elems} elements of {size} bytes overflow"),
-                )
-            })
-        };
-        let lstm = shape.cell == Cell::Lstm;
-        let (x_bytes, y_bytes) = (bytes(shape.x_len())?, bytes(shape.y_len())?);
-        let state_bytes = bytes(shape.state_len())?;
-        let c_bytes = if lstm { state_bytes } else { 0 };
-        let alloc = |b: usize| DeviceBuffer::alloc(s, b);
         let seq: Vec<u8> = descs
             .seq_lengths
             .iter()
             .flat_map(|v| v.to_ne_bytes())
             .collect();
-        let mut rnn = GpuRnn {
-            gpu,
+        let mut space = RnnSpace {
             slots: Vec::new(),
-            weight_space: alloc(weight_bytes)?,
-            dweight_space: alloc(weight_bytes)?,
-            workspace: alloc(work_bytes)?,
-            reserve: alloc(reserve_bytes)?,
-            x: alloc(x_bytes)?,
-            y: alloc(y_bytes)?,
-            hx: alloc(state_bytes)?,
-            cx: alloc(c_bytes)?,
-            hy: alloc(state_bytes)?,
-            cy: alloc(c_bytes)?,
-            dx: alloc(x_bytes)?,
-            dy: alloc(y_bytes)?,
-            dhx: alloc(state_bytes)?,
-            dhy: alloc(state_bytes)?,
-            dcx: alloc(c_bytes)?,
-            dcy: alloc(c_bytes)?,
+            weight_space: DeviceBuffer::alloc(s, weight_bytes)?,
+            dweight_space: DeviceBuffer::alloc(s, weight_bytes)?,
+            workspace: DeviceBuffer::alloc(s, work_bytes)?,
+            reserve: DeviceBuffer::alloc(s, reserve_bytes)?,
             dev_seq_lengths: DeviceBuffer::from_bytes(s, &seq)?,
             descs,
         };
-        rnn.slots = rnn.find_slots()?;
-        for b in [
-            &mut rnn.weight_space,
-            &mut rnn.x,
-            &mut rnn.hx,
-            &mut rnn.cx,
-            &mut rnn.dy,
-            &mut rnn.dhy,
-            &mut rnn.dcy,
-        ] {
-            if b.bytes() > 0 {
-                b.fill_bytes(0)?;
-            }
+        space.slots = space.find_slots(gpu)?;
+        if weight_bytes > 0 {
+            space.weight_space.fill_bytes(0)?;
+            space.dweight_space.fill_bytes(0xFF)?;
         }
-        for b in [
-            &mut rnn.dweight_space,
-            &mut rnn.y,
-            &mut rnn.hy,
-            &mut rnn.cy,
-            &mut rnn.dx,
-            &mut rnn.dhx,
-            &mut rnn.dcx,
-        ] {
-            if b.bytes() > 0 {
-                b.fill_bytes(0xFF)?;
-            }
-        }
-        gpu.synchronize()?;
-        Ok(rnn)
+        Ok(space)
     }
 
-    /// Asks cuDNN where each matrix and bias of [`lin_layers`] lies in the
-    /// weight space, and checks that it holds them in the shapes expected
-    /// (a mismatch would scramble the weights silently).
-    fn find_slots(&self) -> GpuResult<Vec<Slot>> {
+    /// Asks cuDNN where each matrix and bias of [`lin_layers_in`] lies in
+    /// the weight space, and checks that it holds them in the shapes
+    /// expected (a mismatch would scramble the weights silently). A bias
+    /// the form expects must be there: in [`RnnForm::Network`] this is
+    /// where cuDNN's single bias is confirmed to be the input GEMM's.
+    fn find_slots(&self, gpu: &Gpu) -> GpuResult<Vec<Slot>> {
         let call = "cudnnGetRNNWeightParams";
         let (m_desc, b_desc) = (empty_tensor_desc()?, empty_tensor_desc()?);
         let base = self.weight_space.ptr() as usize;
         let space = self.weight_space.bytes();
         let size = self.descs.dtype.size_bytes();
         let mut slots = Vec::new();
-        for lin in lin_layers(&self.descs.shape) {
+        for lin in lin_layers_in(&self.descs.shape, self.descs.form) {
             let (mut m_addr, mut b_addr) = (std::ptr::null_mut(), std::ptr::null_mut());
             let where_ = format!("pseudo-layer {} linLayerID {}", lin.pseudo_layer, lin.lin);
             // SAFETY: valid handle, descriptor and tensor descriptors; the
@@ -632,7 +687,7 @@ impl<'g> GpuRnn<'g> {
             // computes addresses inside it (nothing is read on the host).
             check_cudnn(call, unsafe {
                 sys::cudnnGetRNNWeightParams(
-                    self.gpu.cudnn.0,
+                    gpu.cudnn.0,
                     self.descs.rnn.0,
                     to_int(call, "pseudo-layer", lin.pseudo_layer)?,
                     space,
@@ -645,9 +700,14 @@ impl<'g> GpuRnn<'g> {
                 )
             })?;
             let m_dims = packed_dims(&m_desc)?;
-            let b_dims = packed_dims(&b_desc)?;
             let m_elems: usize = m_dims.iter().product();
-            let b_elems: usize = b_dims.iter().product();
+            // Where no bias is expected, cuDNN returns a NULL address and
+            // may leave the descriptor as it was: it is not read.
+            let b_elems: usize = if lin.bias > 0 {
+                packed_dims(&b_desc)?.iter().product()
+            } else {
+                0
+            };
             if m_elems != lin.rows * lin.cols
                 || m_dims.last() != Some(&lin.cols)
                 || b_elems != lin.bias
@@ -655,8 +715,8 @@ impl<'g> GpuRnn<'g> {
                 return Err(invalid(
                     call,
                     format!(
-                        "{where_}: cuDNN holds a {m_dims:?} matrix and a {b_dims:?} bias; \
-                         expected [{}, {}] and [{}]",
+                        "{where_}: cuDNN holds a {m_dims:?} matrix and a bias of {b_elems}; \
+                         expected [{}, {}] and {}",
                         lin.rows, lin.cols, lin.bias
                     ),
                 ));
@@ -664,7 +724,7 @@ impl<'g> GpuRnn<'g> {
             let offset = |addr: *mut c_void, elems: usize| -> GpuResult<usize> {
                 let a = addr as usize;
                 match a.checked_sub(base) {
-                    Some(o) if o + elems * size <= space => Ok(o),
+                    Some(o) if !addr.is_null() && o + elems * size <= space => Ok(o),
                     _ => Err(invalid(
                         call,
                         format!("{where_}: an address outside the weight space"),
@@ -674,14 +734,33 @@ impl<'g> GpuRnn<'g> {
             slots.push(Slot {
                 lin,
                 matrix: offset(m_addr, m_elems)?,
-                bias: offset(b_addr, b_elems)?,
+                bias: match lin.bias {
+                    0 => None,
+                    b => Some(offset(b_addr, b)?),
+                },
             });
         }
         Ok(slots)
     }
 
+    /// Every weight's place, in [`lin_layers_in`]'s order.
+    pub fn slots(&self) -> &[Slot] {
+        &self.slots
+    }
+
+    /// cuDNN's weight space (the run's dtype).
+    pub fn weight_space(&self) -> &DeviceBuffer {
+        &self.weight_space
+    }
+
+    /// The weight gradients, laid out as the weight space.
+    pub fn dweight_space(&self) -> &DeviceBuffer {
+        &self.dweight_space
+    }
+
     /// Writes PyTorch-layout weights (one [`Weights`] per layer and
-    /// direction), converted to the run's dtype, into the weight space.
+    /// direction), converted to the run's dtype, into the weight space
+    /// (biases the form does not hold are left out).
     pub fn set_weights(&mut self, weights: &[Weights]) -> GpuResult<()> {
         let call = "set RNN weights";
         let shape = self.descs.shape;
@@ -715,81 +794,57 @@ impl<'g> GpuRnn<'g> {
             };
             let mb = dtype.encode(&wm[m.clone()]);
             image[slot.matrix..][..m.len() * size].copy_from_slice(&mb);
-            let bb = dtype.encode(&wb[b.clone()]);
-            image[slot.bias..][..b.len() * size].copy_from_slice(&bb);
+            if let Some(at) = slot.bias {
+                let bb = dtype.encode(&wb[b.clone()]);
+                image[at..][..b.len() * size].copy_from_slice(&bb);
+            }
         }
         self.weight_space.upload(&image)
     }
 
-    /// Copies the sequence, the initial states and the output gradients
-    /// in, converted to the run's dtype (`cx` and `dcy` are read for the
-    /// LSTM only).
-    pub fn upload_inputs(
-        &mut self,
-        x: &[f32],
-        hx: &[f32],
-        cx: &[f32],
-        dy: &[f32],
-        dhy: &[f32],
-        dcy: &[f32],
-    ) -> GpuResult<()> {
-        let s = self.descs.shape;
-        let d = self.descs.dtype;
-        let lstm = s.cell == Cell::Lstm;
-        let c_len = if lstm { s.state_len() } else { 0 };
-        let put = |buf: &mut DeviceBuffer, what: &str, v: &[f32], want: usize| {
-            if v.len() != want {
-                return Err(invalid(
-                    "upload RNN inputs",
-                    format!("{what} has {} values, not {want}", v.len()),
-                ));
-            }
-            buf.upload(&d.encode(v))
-        };
-        put(&mut self.x, "x", x, s.x_len())?;
-        put(&mut self.hx, "hx", hx, s.state_len())?;
-        put(&mut self.dy, "dy", dy, s.y_len())?;
-        put(&mut self.dhy, "dhy", dhy, s.state_len())?;
-        if lstm {
-            put(&mut self.cx, "cx", cx, c_len)?;
-            put(&mut self.dcy, "dcy", dcy, c_len)?;
-        }
-        Ok(())
-    }
-
-    /// The cell-state pointers: the LSTM's buffers, NULL for the other
-    /// cells (cuDNN ignores `c` for them).
-    fn c_ptr(&self, b: &DeviceBuffer) -> *mut c_void {
+    /// The cell-state pointers: the LSTM's, NULL for the other cells
+    /// (cuDNN ignores `c` for them).
+    fn c(&self, p: CUdeviceptr) -> *mut c_void {
         if self.descs.shape.cell == Cell::Lstm {
-            b.as_void()
+            ptr(p)
         } else {
             std::ptr::null_mut()
         }
     }
 
     /// Enqueues the forward pass in training mode (it fills the reserve
-    /// space the backward passes read): `y`, `hy` and (LSTM) `cy`.
-    pub fn forward(&mut self) -> GpuResult<()> {
+    /// space the backward passes read): `y`, `hy` and (LSTM) `cy` from
+    /// `x`, `hx` and (LSTM) `cx`.
+    ///
+    /// # Safety
+    ///
+    /// `gpu` must be the one the space was made on. Each pointer the call
+    /// reads or writes must hold its tensor as the descriptors size it
+    /// (sequences `t·mb·vector`, states `layers·dirs·mb·h` elements of the
+    /// dtype), live until the work completes on the stream, the outputs
+    /// overlapping nothing.
+    pub unsafe fn forward(&self, gpu: &Gpu, t: &RnnTensors) -> GpuResult<()> {
         let d = &self.descs;
-        // SAFETY: every buffer was sized from these descriptors and cuDNN's
-        // size queries in `new`; the sequence lengths are on the device;
-        // the work is ordered on the handle's stream, which owns them.
+        // SAFETY: the caller's tensors; every buffer of ours was sized
+        // from these descriptors and cuDNN's size queries in `new`; the
+        // sequence lengths are on the device; the work is ordered on the
+        // handle's stream.
         check_cudnn("cudnnRNNForward", unsafe {
             sys::cudnnRNNForward(
-                self.gpu.cudnn.0,
+                gpu.cudnn.0,
                 d.rnn.0,
                 sys::cudnnForwardMode_t::CUDNN_FWD_MODE_TRAINING,
                 self.dev_seq_lengths.ptr() as *const i32,
                 d.x.0,
-                self.x.as_void(),
+                ptr(t.x),
                 d.y.0,
-                self.y.as_void(),
+                ptr(t.y),
                 d.h.0,
-                self.hx.as_void(),
-                self.hy.as_void(),
+                ptr(t.hx),
+                ptr(t.hy),
                 d.h.0,
-                self.c_ptr(&self.cx),
-                self.c_ptr(&self.cy),
+                self.c(t.cx),
+                self.c(t.cy),
                 self.weight_space.bytes(),
                 self.weight_space.as_void(),
                 self.workspace.bytes(),
@@ -800,29 +855,34 @@ impl<'g> GpuRnn<'g> {
         })
     }
 
-    /// Enqueues the backward pass for data, after [`GpuRnn::forward`]:
-    /// `dx`, `dhx` and (LSTM) `dcx` from `dy`, `dhy`, `dcy`.
-    pub fn backward_data(&mut self) -> GpuResult<()> {
+    /// Enqueues the backward pass for data, after [`RnnSpace::forward`]
+    /// on the same `x`, `y`, `hx` and `cx`: `dx`, `dhx` and (LSTM) `dcx`
+    /// from `dy`, `dhy`, `dcy`.
+    ///
+    /// # Safety
+    ///
+    /// As for [`RnnSpace::forward`].
+    pub unsafe fn backward_data(&self, gpu: &Gpu, t: &RnnTensors) -> GpuResult<()> {
         let d = &self.descs;
         // SAFETY: as in `forward`; the reserve holds the forward's state.
         check_cudnn("cudnnRNNBackwardData_v8", unsafe {
             sys::cudnnRNNBackwardData_v8(
-                self.gpu.cudnn.0,
+                gpu.cudnn.0,
                 d.rnn.0,
                 self.dev_seq_lengths.ptr() as *const i32,
                 d.y.0,
-                self.y.as_void(),
-                self.dy.as_void(),
+                ptr(t.y),
+                ptr(t.dy),
                 d.x.0,
-                self.dx.as_void(),
+                ptr(t.dx),
                 d.h.0,
-                self.hx.as_void(),
-                self.dhy.as_void(),
-                self.dhx.as_void(),
+                ptr(t.hx),
+                ptr(t.dhy),
+                ptr(t.dhx),
                 d.h.0,
-                self.c_ptr(&self.cx),
-                self.c_ptr(&self.dcy),
-                self.c_ptr(&self.dcx),
+                self.c(t.cx),
+                self.c(t.dcy),
+                self.c(t.dcx),
                 self.weight_space.bytes(),
                 self.weight_space.as_void(),
                 self.workspace.bytes(),
@@ -833,28 +893,33 @@ impl<'g> GpuRnn<'g> {
         })
     }
 
-    /// Enqueues the weight gradients, after [`GpuRnn::backward_data`]
-    /// (which leaves what they need in the reserve). cuDNN documents
+    /// Enqueues the weight gradients into the gradient space, after
+    /// [`RnnSpace::backward_data`] (which leaves what they need in the
+    /// reserve), from `x`, `hx` and `y`. cuDNN documents
     /// `CUDNN_WGRAD_MODE_ADD` as the only mode `cudnnRNNBackwardWeights_v8`
     /// supports, so the gradient space is zeroed first (a memset on the
     /// stream, as PyTorch and TensorFlow do) and the gradients added to it:
     /// the same result as overwriting.
-    pub fn backward_weights(&mut self) -> GpuResult<()> {
+    ///
+    /// # Safety
+    ///
+    /// As for [`RnnSpace::forward`].
+    pub unsafe fn backward_weights(&mut self, gpu: &Gpu, t: &RnnTensors) -> GpuResult<()> {
         self.dweight_space.fill_bytes(0)?;
         let d = &self.descs;
         // SAFETY: as in `forward`.
         check_cudnn("cudnnRNNBackwardWeights_v8", unsafe {
             sys::cudnnRNNBackwardWeights_v8(
-                self.gpu.cudnn.0,
+                gpu.cudnn.0,
                 d.rnn.0,
                 sys::cudnnWgradMode_t::CUDNN_WGRAD_MODE_ADD,
                 self.dev_seq_lengths.ptr() as *const i32,
                 d.x.0,
-                self.x.as_void(),
+                ptr(t.x),
                 d.h.0,
-                self.hx.as_void(),
+                ptr(t.hx),
                 d.y.0,
-                self.y.as_void(),
+                ptr(t.y),
                 self.dweight_space.bytes(),
                 self.dweight_space.as_void(),
                 self.workspace.bytes(),
@@ -865,24 +930,8 @@ impl<'g> GpuRnn<'g> {
         })
     }
 
-    /// Waits for the stream and copies every output out, as f32.
-    pub fn download_outputs(&self) -> GpuResult<RnnOutputs> {
-        let d = self.descs.dtype;
-        let lstm = self.descs.shape.cell == Cell::Lstm;
-        let get = |b: &DeviceBuffer| b.download().map(|v| d.decode(&v));
-        let get_c = |b: &DeviceBuffer| if lstm { get(b) } else { Ok(Vec::new()) };
-        Ok(RnnOutputs {
-            y: get(&self.y)?,
-            hy: get(&self.hy)?,
-            cy: get_c(&self.cy)?,
-            dx: get(&self.dx)?,
-            dhx: get(&self.dhx)?,
-            dcx: get_c(&self.dcx)?,
-            dw: Vec::new(),
-        })
-    }
-
-    /// The weight gradients in PyTorch's layout, as f32.
+    /// The weight gradients in PyTorch's layout, as f32 (zero where the
+    /// form holds no bias).
     pub fn download_weight_grads(&self) -> GpuResult<Vec<Weights>> {
         Ok(self.unpack(&self.dweight_space.download()?))
     }
@@ -911,8 +960,10 @@ impl<'g> GpuRnn<'g> {
             };
             let mbytes = &space[slot.matrix..][..m.len() * size];
             wm[m].copy_from_slice(&dtype.decode(mbytes));
-            let bbytes = &space[slot.bias..][..b.len() * size];
-            wb[b].copy_from_slice(&dtype.decode(bbytes));
+            if let Some(at) = slot.bias {
+                let bbytes = &space[at..][..b.len() * size];
+                wb[b].copy_from_slice(&dtype.decode(bbytes));
+            }
         }
         out
     }
@@ -925,6 +976,226 @@ impl<'g> GpuRnn<'g> {
             self.workspace.bytes(),
             self.reserve.bytes(),
         )
+    }
+
+    /// Every byte held on the device.
+    pub fn bytes(&self) -> usize {
+        2 * self.weight_space.bytes()
+            + self.workspace.bytes()
+            + self.reserve.bytes()
+            + self.dev_seq_lengths.bytes()
+    }
+}
+
+/// One RNN problem on a GPU, `cnnbench rnn`'s: its [`RnnSpace`] in
+/// PyTorch's form and every tensor, made once; the passes only enqueue
+/// work on `gpu.stream`.
+pub struct GpuRnn<'g> {
+    gpu: &'g Gpu,
+    space: RnnSpace,
+    x: DeviceBuffer,
+    y: DeviceBuffer,
+    hx: DeviceBuffer,
+    cx: DeviceBuffer,
+    hy: DeviceBuffer,
+    cy: DeviceBuffer,
+    dx: DeviceBuffer,
+    dy: DeviceBuffer,
+    dhx: DeviceBuffer,
+    dhy: DeviceBuffer,
+    dcx: DeviceBuffer,
+    dcy: DeviceBuffer,
+}
+
+/// Host-side outputs of the passes, as f32, for checks (the weight
+/// gradients apart: [`GpuRnn::download_weight_grads`]).
+pub type RnnOutputs = cnnbench_kernels::rnn::Outputs;
+
+impl<'g> GpuRnn<'g> {
+    /// Makes the [`RnnSpace`] and allocates every tensor. Outputs start as
+    /// NaN (0xFF bytes), so that a pass that wrote nothing is caught by
+    /// the checks.
+    pub fn new(gpu: &'g Gpu, shape: RnnShape, dtype: DType, algo: RnnAlgo) -> GpuResult<Self> {
+        let space = RnnSpace::new(gpu, shape, dtype, algo, RnnForm::Pytorch)?;
+        let s = &gpu.stream;
+        let size = dtype.size_bytes();
+        let bytes = |elems: usize| {
+            elems.checked_mul(size).ok_or_else(|| {
+                invalid(
+                    "cuMemAlloc",
+                    format!("{elems} elements of {size} bytes overflow"),
+                )
+            })
+        };
+        let lstm = shape.cell == Cell::Lstm;
+        let (x_bytes, y_bytes) = (bytes(shape.x_len())?, bytes(shape.y_len())?);
+        let state_bytes = bytes(shape.state_len())?;
+        let c_bytes = if lstm { state_bytes } else { 0 };
+        let alloc = |b: usize| DeviceBuffer::alloc(s, b);
+        let mut rnn = GpuRnn {
+            gpu,
+            space,
+            x: alloc(x_bytes)?,
+            y: alloc(y_bytes)?,
+            hx: alloc(state_bytes)?,
+            cx: alloc(c_bytes)?,
+            hy: alloc(state_bytes)?,
+            cy: alloc(c_bytes)?,
+            dx: alloc(x_bytes)?,
+            dy: alloc(y_bytes)?,
+            dhx: alloc(state_bytes)?,
+            dhy: alloc(state_bytes)?,
+            dcx: alloc(c_bytes)?,
+            dcy: alloc(c_bytes)?,
+        };
+        for b in [
+            &mut rnn.x,
+            &mut rnn.hx,
+            &mut rnn.cx,
+            &mut rnn.dy,
+            &mut rnn.dhy,
+            &mut rnn.dcy,
+        ] {
+            if b.bytes() > 0 {
+                b.fill_bytes(0)?;
+            }
+        }
+        for b in [
+            &mut rnn.y,
+            &mut rnn.hy,
+            &mut rnn.cy,
+            &mut rnn.dx,
+            &mut rnn.dhx,
+            &mut rnn.dcx,
+        ] {
+            if b.bytes() > 0 {
+                b.fill_bytes(0xFF)?;
+            }
+        }
+        gpu.synchronize()?;
+        Ok(rnn)
+    }
+
+    /// The problem's descriptors.
+    pub fn descs(&self) -> &RnnDescs {
+        &self.space.descs
+    }
+
+    /// Writes PyTorch-layout weights (one [`Weights`] per layer and
+    /// direction), converted to the run's dtype, into the weight space.
+    pub fn set_weights(&mut self, weights: &[Weights]) -> GpuResult<()> {
+        self.space.set_weights(weights)
+    }
+
+    /// Copies the sequence, the initial states and the output gradients
+    /// in, converted to the run's dtype (`cx` and `dcy` are read for the
+    /// LSTM only).
+    pub fn upload_inputs(
+        &mut self,
+        x: &[f32],
+        hx: &[f32],
+        cx: &[f32],
+        dy: &[f32],
+        dhy: &[f32],
+        dcy: &[f32],
+    ) -> GpuResult<()> {
+        let s = self.space.descs.shape;
+        let d = self.space.descs.dtype;
+        let lstm = s.cell == Cell::Lstm;
+        let c_len = if lstm { s.state_len() } else { 0 };
+        let put = |buf: &mut DeviceBuffer, what: &str, v: &[f32], want: usize| {
+            if v.len() != want {
+                return Err(invalid(
+                    "upload RNN inputs",
+                    format!("{what} has {} values, not {want}", v.len()),
+                ));
+            }
+            buf.upload(&d.encode(v))
+        };
+        put(&mut self.x, "x", x, s.x_len())?;
+        put(&mut self.hx, "hx", hx, s.state_len())?;
+        put(&mut self.dy, "dy", dy, s.y_len())?;
+        put(&mut self.dhy, "dhy", dhy, s.state_len())?;
+        if lstm {
+            put(&mut self.cx, "cx", cx, c_len)?;
+            put(&mut self.dcy, "dcy", dcy, c_len)?;
+        }
+        Ok(())
+    }
+
+    /// Every tensor's pointer.
+    fn tensors(&self) -> RnnTensors {
+        RnnTensors {
+            x: self.x.ptr(),
+            y: self.y.ptr(),
+            hx: self.hx.ptr(),
+            hy: self.hy.ptr(),
+            cx: self.cx.ptr(),
+            cy: self.cy.ptr(),
+            dx: self.dx.ptr(),
+            dy: self.dy.ptr(),
+            dhx: self.dhx.ptr(),
+            dhy: self.dhy.ptr(),
+            dcx: self.dcx.ptr(),
+            dcy: self.dcy.ptr(),
+        }
+    }
+
+    /// Enqueues the forward pass in training mode: `y`, `hy` and (LSTM)
+    /// `cy`.
+    pub fn forward(&mut self) -> GpuResult<()> {
+        // SAFETY: every tensor was allocated in `new` at the descriptors'
+        // sizes and lives as long as `self`, whose drop waits for the
+        // stream.
+        unsafe { self.space.forward(self.gpu, &self.tensors()) }
+    }
+
+    /// Enqueues the backward pass for data, after [`GpuRnn::forward`]:
+    /// `dx`, `dhx` and (LSTM) `dcx` from `dy`, `dhy`, `dcy`.
+    pub fn backward_data(&mut self) -> GpuResult<()> {
+        // SAFETY: as in `forward`.
+        unsafe { self.space.backward_data(self.gpu, &self.tensors()) }
+    }
+
+    /// Enqueues the weight gradients, after [`GpuRnn::backward_data`]
+    /// (see [`RnnSpace::backward_weights`]).
+    pub fn backward_weights(&mut self) -> GpuResult<()> {
+        let t = self.tensors();
+        // SAFETY: as in `forward`.
+        unsafe { self.space.backward_weights(self.gpu, &t) }
+    }
+
+    /// Waits for the stream and copies every output out, as f32.
+    pub fn download_outputs(&self) -> GpuResult<RnnOutputs> {
+        let d = self.space.descs.dtype;
+        let lstm = self.space.descs.shape.cell == Cell::Lstm;
+        let get = |b: &DeviceBuffer| b.download().map(|v| d.decode(&v));
+        let get_c = |b: &DeviceBuffer| if lstm { get(b) } else { Ok(Vec::new()) };
+        Ok(RnnOutputs {
+            y: get(&self.y)?,
+            hy: get(&self.hy)?,
+            cy: get_c(&self.cy)?,
+            dx: get(&self.dx)?,
+            dhx: get(&self.dhx)?,
+            dcx: get_c(&self.dcx)?,
+            dw: Vec::new(),
+        })
+    }
+
+    /// The weight gradients in PyTorch's layout, as f32.
+    pub fn download_weight_grads(&self) -> GpuResult<Vec<Weights>> {
+        self.space.download_weight_grads()
+    }
+
+    /// The weights as cuDNN holds them, back in PyTorch's layout.
+    pub fn download_weights(&self) -> GpuResult<Vec<Weights>> {
+        self.space.download_weights()
+    }
+
+    /// Bytes of the weight space (its gradient is as large), the workspace
+    /// and the reserve space, as cuDNN sized them.
+    pub fn sizes(&self) -> (usize, usize, usize) {
+        self.space.sizes()
     }
 }
 

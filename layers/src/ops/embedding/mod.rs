@@ -5,6 +5,7 @@
 
 pub mod cpu;
 pub mod cuda;
+pub mod kernels;
 
 use crate::backend::cpu::Cpu;
 use crate::backend::cuda::layer::Cuda;

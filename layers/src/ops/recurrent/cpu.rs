@@ -135,7 +135,8 @@ impl RecurrentLayer {
             let (h, dirs) = (s.hidden, s.direction.count());
             for n in 0..s.mb {
                 for d in 0..dirs {
-                    self.dhy[(d * s.mb + n) * h..][..h].copy_from_slice(&dy[(n * dirs + d) * h..][..h]);
+                    self.dhy[(d * s.mb + n) * h..][..h]
+                        .copy_from_slice(&dy[(n * dirs + d) * h..][..h]);
                 }
             }
         }
@@ -261,8 +262,16 @@ impl Layer<Cpu> for RecurrentLayer {
 
     fn scratch_bytes(&self) -> usize {
         let bufs = [
-            &self.x_tm, &self.y_tm, &self.dy_tm, &self.dx_tm, &self.hy, &self.cy, &self.dhy,
-            &self.dhx, &self.dcx, &self.zeros,
+            &self.x_tm,
+            &self.y_tm,
+            &self.dy_tm,
+            &self.dx_tm,
+            &self.hy,
+            &self.cy,
+            &self.dhy,
+            &self.dhx,
+            &self.dcx,
+            &self.zeros,
         ];
         self.ws.bytes() + 4 * bufs.iter().map(|b| b.len()).sum::<usize>()
     }

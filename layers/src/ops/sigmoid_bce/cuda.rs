@@ -1,12 +1,100 @@
-//! The CUDA side (not written yet).
+//! Sigmoid with binary cross-entropy on cnnbench's NVRTC kernels
+//! (`sigmoid_bce.cu`), as the softmax loss's CUDA side: logits in the
+//! run's dtype, the loss in f32 (the loss node's buffer is f32 whatever
+//! the dtype), labels (0 or 1) on the device.
 
-use crate::backend::cuda::layer::Cuda;
-use crate::backend::cuda::GpuResult;
+use crate::backend::cuda::layer::{Cuda, DevPtr, GpuCtx};
+use crate::backend::cuda::{DeviceBuffer, Gpu, GpuResult};
 use crate::core::backend::Layer;
-use crate::core::error::Error;
+use crate::core::DType;
+use crate::ops::loss::cpu::set_labels;
 use crate::ops::spec::NodeCx;
 
+/// A label takes two values.
+const CLASSES: usize = 2;
+
+/// The loss layer for the node `cx` on `b`.
 pub fn layer<'g>(cx: &NodeCx, b: &Cuda<'g>) -> GpuResult<Option<Box<dyn Layer<Cuda<'g>>>>> {
-    let _ = (cx, b);
-    Err(Error::invalid("make layer", "sigmoid_bce has no GPU layer yet".into()))
+    let l = SigmoidBceGpuLayer::new(b.gpu, cx.labels, b.dtype)?;
+    Ok(Some(Box::new(l)))
+}
+
+pub struct SigmoidBceGpuLayer {
+    batch: usize,
+    dtype: DType,
+    labels: DeviceBuffer,
+}
+
+fn label_bytes(labels: &[u32]) -> Vec<u8> {
+    labels.iter().flat_map(|l| l.to_le_bytes()).collect()
+}
+
+impl SigmoidBceGpuLayer {
+    /// One label (0 or 1) per image of the batch.
+    pub fn new(gpu: &Gpu, labels: &[u32], dtype: DType) -> GpuResult<Self> {
+        let mut held = vec![0u32; labels.len()];
+        set_labels(&mut held, labels, CLASSES)?;
+        Ok(SigmoidBceGpuLayer {
+            batch: labels.len(),
+            dtype,
+            labels: DeviceBuffer::from_bytes(&gpu.stream, &label_bytes(&held))?,
+        })
+    }
+}
+
+impl<'g> Layer<Cuda<'g>> for SigmoidBceGpuLayer {
+    fn forward(&mut self, cx: &mut GpuCtx<'g>, x: &[DevPtr], y: DevPtr) -> GpuResult<()> {
+        // SAFETY: x holds one logit per image in the dtype; y at least one
+        // f32; the labels one u32 per image.
+        unsafe {
+            cx.kernels.sigmoid_bce_fwd(
+                &cx.gpu.stream,
+                self.dtype.storage(),
+                x[0],
+                self.labels.ptr(),
+                y,
+                self.batch,
+            )
+        }
+    }
+
+    /// The loss is the network's output: its gradient is 1, whatever `dy`.
+    fn backward(
+        &mut self,
+        cx: &mut GpuCtx<'g>,
+        x: &[DevPtr],
+        _y: DevPtr,
+        _dy: &[DevPtr],
+        dx: &mut [Option<DevPtr>],
+    ) -> GpuResult<()> {
+        let Some(dx) = dx[0] else { return Ok(()) };
+        // SAFETY: x and dx hold one element of the dtype per image.
+        unsafe {
+            cx.kernels.sigmoid_bce_bwd(
+                &cx.gpu.stream,
+                self.dtype.storage(),
+                x[0],
+                self.labels.ptr(),
+                dx,
+                self.batch,
+            )
+        }
+    }
+
+    fn scratch_bytes(&self) -> usize {
+        self.labels.bytes()
+    }
+
+    /// Checks the labels (0 or 1, one per image), copies them in and
+    /// waits (between steps, outside their timing).
+    fn set_labels(&mut self, _cx: &mut GpuCtx<'g>, labels: &[u32]) -> GpuResult<bool> {
+        let mut held = vec![0u32; self.batch];
+        set_labels(&mut held, labels, CLASSES)?;
+        self.labels.upload(&label_bytes(&held))?;
+        Ok(true)
+    }
+
+    fn kernels(&self) -> String {
+        "nvrtc sigmoid_bce".into()
+    }
 }

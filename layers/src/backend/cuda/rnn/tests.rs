@@ -303,9 +303,15 @@ fn real_libs_cudnn_refuses_zero_hidden_itself() {
         hidden: 0,
         ..small(Cell::Lstm, Direction::Left2Right)
     };
-    let e = set_rnn(&rnn, &shape, DType::F32, RnnAlgo::Standard)
-        .expect_err("hidden 0 accepted")
-        .to_string();
+    let e = set_rnn(
+        &rnn,
+        &shape,
+        DType::F32,
+        RnnAlgo::Standard,
+        RnnForm::Pytorch,
+    )
+    .expect_err("hidden 0 accepted")
+    .to_string();
     assert!(e.contains("CUDNN_STATUS_BAD_PARAM"), "{e}");
     assert!(!e.contains('\n'));
 }
@@ -498,4 +504,160 @@ fn gpu_rnn_runs_the_deepbench_lstm() {
         ..deepbench_lstm(Direction::Left2Right)
     };
     check_on(&gpu, shape, DType::F32, RnnAlgo::Standard, 1e-4);
+}
+
+/// The graph's recurrent layers' problems, as `RecurrentSpec::shape`
+/// builds them: the models' (a bidirectional LSTM h64 over 100 steps of
+/// 128 features; an LSTM h128 over 40 steps of 57) and every cell both
+/// ways on a small sequence, each with its spec.
+fn layer_problems() -> Vec<(crate::ops::recurrent::RecurrentSpec, RnnShape)> {
+    use crate::core::shape::Dims;
+    use crate::ops::recurrent::RecurrentSpec;
+    let spec = |cell, hidden, bidirectional| RecurrentSpec {
+        cell,
+        hidden,
+        bidirectional,
+        sequences: false,
+    };
+    let mut all = vec![
+        (spec(Cell::Lstm, 64, true), Dims::new(1, 100, 128), 32),
+        (spec(Cell::Lstm, 128, false), Dims::new(1, 40, 57), 64),
+    ];
+    for cell in Cell::ALL {
+        for bidirectional in [false, true] {
+            all.push((spec(cell, 6, bidirectional), Dims::new(1, 5, 7), 3));
+        }
+    }
+    all.into_iter()
+        .map(|(s, x, mb)| (s, s.shape(x, mb)))
+        .collect()
+}
+
+#[test]
+fn network_form_lin_layers_tile_the_layers_parameters() {
+    // No library needed: what `RnnSpace` expects cuDNN to report in the
+    // network's form covers each direction's `weight_ih`, `weight_hh` and
+    // `bias_ih` once, and holds no recurrent bias.
+    for (spec, shape) in layer_problems() {
+        let [ih, hh, b] = spec.direction_sizes(shape.input);
+        let lins = lin_layers_in(&shape, RnnForm::Network);
+        for d in 0..spec.directions() {
+            let mine: Vec<_> = lins.iter().filter(|l| l.pseudo_layer == d).collect();
+            let sum = |recurrent: bool, f: &dyn Fn(&LinLayer) -> usize| -> usize {
+                mine.iter()
+                    .filter(|l| l.recurrent == recurrent)
+                    .map(|l| f(l))
+                    .sum()
+            };
+            assert_eq!(sum(false, &|l| l.rows * l.cols), ih, "{spec:?}");
+            assert_eq!(sum(true, &|l| l.rows * l.cols), hh, "{spec:?}");
+            assert_eq!(sum(false, &|l| l.bias), b, "{spec:?}");
+            assert_eq!(sum(true, &|l| l.bias), 0, "{spec:?}");
+        }
+        // PyTorch's form keeps its second bias.
+        assert!(lin_layers(&shape).iter().all(|l| l.bias == shape.hidden));
+    }
+}
+
+#[test]
+fn real_libs_cudnn_accepts_the_network_form_of_every_layer() {
+    if !cudnn_here() {
+        return;
+    }
+    let mut sets = 0;
+    for (spec, shape) in layer_problems() {
+        for dtype in DType::ALL {
+            let what = format!("{spec:?} {shape:?} {dtype}");
+            let d = RnnDescs::with_form(shape, dtype, RnnAlgo::Standard, RnnForm::Network)
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+            let want = [
+                RnnAlgo::Standard.raw() as i64,
+                cell_mode(shape.cell) as i64,
+                sys::cudnnRNNBiasMode_t::CUDNN_RNN_SINGLE_INP_BIAS as i64,
+                spec.bidirectional as i64,
+                sys::cudnnRNNInputMode_t::CUDNN_LINEAR_INPUT as i64,
+                cudnn::data_type(dtype) as i64,
+                sys::cudnnDataType_t::CUDNN_DATA_FLOAT as i64,
+                math_type(dtype) as i64,
+                shape.input as i64,
+                shape.hidden as i64,
+                shape.hidden as i64,
+                1,
+                CUDNN_RNN_PADDED_IO_ENABLED as i64,
+                0,
+            ];
+            assert_eq!(stored(&d.rnn), want, "{what}");
+            let batch_major = sys::cudnnRNNDataLayout_t::CUDNN_RNN_DATA_LAYOUT_BATCH_MAJOR_UNPACKED;
+            let out = spec.directions() * spec.hidden;
+            for (desc, vector) in [(&d.x, shape.input), (&d.y, out)] {
+                let (got, all_t) = stored_data(desc, shape.mb);
+                let want = [
+                    cudnn::data_type(dtype) as i32,
+                    batch_major as i32,
+                    shape.t as i32,
+                    shape.mb as i32,
+                    vector as i32,
+                ];
+                assert_eq!(got, want, "{what}");
+                assert!(all_t, "{what}: sequence lengths");
+            }
+            assert_eq!(
+                packed_dims(&d.h).unwrap_or_else(|e| panic!("{what}: {e}")),
+                vec![spec.directions(), shape.mb, spec.hidden],
+                "{what}"
+            );
+            sets += 1;
+        }
+    }
+    assert_eq!(sets, 10 * 4);
+}
+
+/// cuDNN's own report of where the network form's weights lie (a query
+/// that needs a handle, so a GPU): every matrix and input bias in the
+/// shape `RnnSpace` expects, which together are the layer's parameters.
+#[test]
+fn gpu_network_form_weights_are_the_layers_parameters() {
+    let gpu = match Gpu::open() {
+        Ok(g) => g,
+        Err(why) => {
+            no_gpu_for_test(&why);
+            return;
+        }
+    };
+    for (spec, shape) in layer_problems() {
+        for dtype in DType::ALL {
+            let what = format!("{spec:?} {dtype}");
+            let space = RnnSpace::new(&gpu, shape, dtype, RnnAlgo::Standard, RnnForm::Network)
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+            let [ih, hh, b] = spec.direction_sizes(shape.input);
+            let size = dtype.size_bytes();
+            for d in 0..spec.directions() {
+                let mine: Vec<_> = space
+                    .slots()
+                    .iter()
+                    .filter(|s| s.lin.pseudo_layer == d)
+                    .collect();
+                let m = |recurrent: bool| -> usize {
+                    mine.iter()
+                        .filter(|s| s.lin.recurrent == recurrent)
+                        .map(|s| s.lin.rows * s.lin.cols)
+                        .sum()
+                };
+                assert_eq!((m(false), m(true)), (ih, hh), "{what}");
+                let biases: usize = mine
+                    .iter()
+                    .filter(|s| s.bias.is_some())
+                    .map(|s| s.lin.bias)
+                    .sum();
+                assert_eq!(biases, b, "{what}");
+                assert!(mine.iter().all(|s| s.bias.is_none() == s.lin.recurrent));
+            }
+            let total: usize = space
+                .slots()
+                .iter()
+                .map(|s| s.lin.rows * s.lin.cols + s.lin.bias)
+                .sum();
+            assert!(space.sizes().0 >= total * size, "{what}");
+        }
+    }
 }
