@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# GPU verification in three runs (issue 13), for a GPU machine that is lent
+# GPU verification in four runs (issue 13), for a GPU machine that is lent
 # now and then (30 device-minutes a session, 10 minutes and 8 returned files
 # a command) and has Python with PyTorch, pip's NVIDIA libraries,
 # compute-sanitizer, but no Rust: build with scripts/gpu/pack.sh elsewhere,
 # copy gpu-pack/ with the checkout, then run each part as one command:
 #
-#   scripts/gpu/verify.sh PART OUTDIR          PART: 1, 2 or 3
+#   scripts/gpu/verify.sh PART OUTDIR          PART: 1, 2, 3 or 4
 #
 # Each part is meant to take under 8 minutes on an H100 with 16 cores, and
 # leaves at most 8 files in OUTDIR: partN-summary.md (markdown for the
@@ -59,7 +59,9 @@
 # Part 3 (estimate 6-8 min; a time budget skips what does not fit):
 #   - `check --device gpu --batch 2` (each GPU layer against the CPU's fast
 #     layers, not the naive reference): every model in CHECK_FULL="f32 f16"
-#     (in two processes of about half the models each, so a process cut
+#     (the names `cnnbench model` knows: the 11 ImageNet models and, since
+#     they were added, the six Keras examples, which cost next to nothing
+#     here; in two processes of about half the models each, so a process cut
 #     short loses half), the models of CHECK_SUBSET="alexnet googlenet
 #     resnet50" in CHECK_PART="tf32 bf16" (LRN, groups, concat, ceil-mode
 #     pools, residual adds): six processes at once, 16/6 threads each, cut
@@ -86,29 +88,72 @@
 #     A group is guessed at 40-120 s (two cnnbench runs with FindEx on 53
 #     convolutions, two PyTorch starts with cudnn.benchmark, 2 x 23 steps
 #     each), so about 3-6 groups fit after the checks.
+# Part 4 (estimate 4-7 min, mostly guessed; the budget skips what does not
+# fit): recurrent layers (cuDNN RNN v8) and the six Keras examples.
+#   - Side by side, as part 3's checks (SKIP_CHECK=1 skips them): `rnn
+#     --check --algo all --dir all` per dtype of RNN_DTYPES="f32 tf32 f16
+#     bf16" on rnn-check.txt (written to the logs: every cell x left2right,
+#     bidirectional-concat x RNN_CHECK_PROBLEMS="l2t5mb4sic16
+#     l1t7mb3sic24slc16 l1t10mb32sic128", 24 problems, 4 algorithms x 3
+#     passes); a dtype passes when the run exits 0, every check passes and
+#     `standard` ran every pass; the algorithms cuDNN refuses (one stderr
+#     line each) are listed. And `check --device gpu --batch 2 --layout
+#     nhwc` on the six Keras models per dtype of KERAS_CHECK="f32 f16 tf32
+#     bf16". CPU side measured here: the six models' step at batch 2 on one
+#     thread takes 0.5 s in all, the f64 RNN reference of such problems
+#     milliseconds; GPU side guessed at 20-60 s per process (engine set-up
+#     per problem x algorithm: 96 of them per RNN dtype), all 8 at once.
+#   - DeepBench's 22 LSTM training problems (the `--cell=lstm` lines of
+#     src/problem/lists/deepbench_rnn_training.txt, copied into
+#     deepbench-lstm.txt) with `rnn --algo standard --dir all` beside
+#     scripts/peers/pytorch_rnn.py --device cuda (the same dtype: f32 with
+#     TF32 off, f16 in half), ABBA, --warmup 3 --iters 10 each, per dtype
+#     of RNN_PEER_DTYPES="f32 f16" (tf32 too: pytorch_rnn.py --dtype takes
+#     f32, tf32, f16). Work: 2.26 TFLOP per pass over the 22
+#     problems (2 x t x mb x 4 x h x 2h each), 3 passes x 13 runs = 88
+#     TFLOP a run; at a guessed 20-40 TFLOP/s for cuDNN's fp32 FMA LSTM on
+#     an H100 (its fp32 peak: 67) that is 2-5 s of GPU a run, f16 less;
+#     with the process starts (PyTorch's import and CUDA set-up, guessed at
+#     5-10 s) a dtype is guessed at 30-60 s.
+#   - The Keras models' training steps (`model NAME --per-layer --format
+#     csv`, NHWC, --warmup 5 --iters 50) beside scripts/peers/pytorch_model.py
+#     --device cuda, ABBA, per batch:dtype group of KERAS_GROUPS="128:f32
+#     32:f32 128:f16 32:f16", each group the models of KERAS_MODELS (NAME:
+#     BATCH, default their Keras batch sizes: mnist-mlp:128 mnist-cnn:128
+#     cifar10-cnn:32 imdb-fasttext:32 imdb-bilstm:32 lstm-text:128) at that
+#     batch: cnnbench one process per model, PyTorch one per group (its
+#     start is the cost). A model pytorch_model.py does not know is
+#     recorded as skipped. Guessed at 30-60 s a group (three cnnbench runs
+#     of a few seconds each, twice, two PyTorch starts; the models' steps
+#     are milliseconds). A group, or a DeepBench dtype, starts only when
+#     the time left covers the longest so far (60 s before the first).
+#   Files: part4-summary.md, part4-logs.tar.gz, part4-deepbench-lstm.md
+#   (the DeepBench tables) and part4-per-layer.md.
 #
 # Environment: PACK (default gpu-pack; without it, target/release/cnnbench
 # and target/release/deps), CNNBENCH (the binary), PYTHON (default python3),
 # BUDGET_S (seconds after which no step starts, default 400; a step is cut
 # at most GRACE_S=45 s later, so a part ends within 8 min), JOBS, CHECK_THREADS, CHECK_BATCH,
-# CHECK_TIMEOUT (part 3, default 240), CHECK_FULL, CHECK_PART, CHECK_SUBSET,
-# SKIP_CHECK=1 (part 3), MODEL, MODEL_GROUPS.
+# CHECK_TIMEOUT (parts 3 and 4, default 240), CHECK_FULL, CHECK_PART,
+# CHECK_SUBSET, SKIP_CHECK=1 (parts 3 and 4), MODEL, MODEL_GROUPS; part 4:
+# RNN_DTYPES, RNN_CHECK_PROBLEMS, RNN_PEER_DTYPES, KERAS_CHECK,
+# KERAS_MODELS, KERAS_GROUPS.
 # Exit status: 0 when every step that ran passed (skipped steps are named in
-# the summary), 1 when one failed or timed out, 2 when part 2 or 3 finds no
-# usable GPU (nothing run), 64 on bad usage.
+# the summary), 1 when one failed or timed out, 2 when part 2, 3 or 4 finds
+# no usable GPU (nothing run), 64 on bad usage.
 # shellcheck source-path=SCRIPTDIR
 set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 usage() {
-    echo "usage: scripts/gpu/verify.sh PART OUTDIR    (PART: 1, 2 or 3; see the header of this script)" >&2
+    echo "usage: scripts/gpu/verify.sh PART OUTDIR    (PART: 1, 2, 3 or 4; see the header of this script)" >&2
     exit 64
 }
 [ $# -eq 2 ] || usage
 part=$1
 out=$2
-case $part in 1 | 2 | 3) ;; *) usage ;; esac
+case $part in 1 | 2 | 3 | 4) ;; *) usage ;; esac
 
 pack=${PACK:-$root/gpu-pack}
 py=${PYTHON:-python3}
@@ -233,11 +278,16 @@ case $part in
     1) key_files="info.txt info.json" ;;
     2) key_files="r50-algos.md" ;;
     3) key_files="per-layer.md" ;;
+    4) key_files="deepbench-lstm.md per-layer.md" ;;
 esac
+# summary_cmd: the command that prints the summary (part 4's is below,
+# written into the work folder: it reuses summary.py).
+summary_cmd=("$py" "$here/summary.py" --part "$part" "$logs")
+[ "$part" = 4 ] && summary_cmd=("$py" "$work/summary4.py" "$here" "$logs")
 checkpoint() {
     local f
     if command -v "$py" > /dev/null 2>&1 \
-        && "$py" "$here/summary.py" --part "$part" "$logs" > "$out/.part$part-summary.md" 2>> "$logs/summary.err"; then
+        && "${summary_cmd[@]}" > "$out/.part$part-summary.md" 2>> "$logs/summary.err"; then
         :
     else
         { # No Python: the steps alone.
@@ -266,6 +316,313 @@ finish() {
 }
 # shellcheck disable=SC2046 # one PID per word
 trap 'say "interrupted"; kill $(jobs -p) 2> /dev/null; status=130; finish' INT TERM
+
+# --------------------------------------------------------------------------
+# Part 4's summary: Python that imports summary.py (its header, step table
+# and part 3's check and model tables), written into the work folder.
+
+if [ "$part" = 4 ]; then
+    cat > "$work/summary4.py" << 'SUMMARY4'
+"""Part 4's summary (written by verify.sh): summary4.py SCRIPTDIR LOGS.
+
+Reuses summary.py (header, step table, part 3's check and model tables);
+writes LOGS/deepbench-lstm.md beside the summary it prints. Never fails on
+a missing or partial file.
+"""
+import csv
+import glob
+import os
+import re
+import statistics
+import sys
+from collections import Counter, OrderedDict
+
+here, logs = sys.argv[1], sys.argv[2]
+sys.path.insert(0, here)
+import summary as S  # noqa: E402
+
+ORDER = {"f32": 0, "tf32": 1, "f16": 2, "bf16": 3}
+BAR = 1.03  # the project's bar: cnnbench within 3% of PyTorch
+st = S.steps(logs)
+
+
+def dtypes_of(prefix):
+    """The dtypes of the steps PREFIX_<dtype>[...], in f32 tf32 f16 bf16 order."""
+    found = {m.group(1) for n in st for m in [re.match(rf"^{prefix}_(f32|tf32|f16|bf16)(?:_|$)", n)] if m}
+    return sorted(found, key=lambda d: ORDER.get(d, 9))
+
+
+def cut(text, n=160):
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[: n - 3] + "..."
+
+
+# --------------------------------------------------------------------------
+# 1. rnn --check --algo all
+
+
+def refusals(dt):
+    """[(problem, algo, reason)] of the algorithms cnnbench named on stderr."""
+    out = []
+    for line in S.read(os.path.join(logs, f"rnncheck_{dt}.err")).splitlines():
+        m = re.match(r"^cnnbench: (.+?) --algo (\S+): (.*)$", line.strip())
+        if m:
+            out.append(m.groups())
+    return out
+
+
+def rnn_check_section():
+    dts = dtypes_of("rnncheck")
+    if not dts:
+        return [], {}
+    lines_in = [l for l in S.read(os.path.join(logs, "rnn-check.txt")).splitlines() if l.strip()]
+    n_prob = len(lines_in)
+    lines = [f"## `rnn --check --algo all --dir all` on the GPU ({n_prob} problems: every cell x left2right, "
+             "bidirectional-concat x the small shapes of `rnn-check.txt`)", "",
+             "A dtype passes when its run exited 0, every checked record passed, and `standard` ran every "
+             "problem's three passes; other algorithms cuDNN refuses are listed, not failures.", "",
+             "| dtype | result | records (checked) | failed | worst rel err | records per algorithm | refused |",
+             "|---|---|---:|---:|---|---|---:|"]
+    verdict = OrderedDict()
+    notes = []
+    for dt in dts:
+        status = st.get(f"rnncheck_{dt}", ("?",))[0]
+        doc = S.load_json(os.path.join(logs, "rnn", f"check_{dt}.json"))
+        recs = (doc or {}).get("records", []) if isinstance(doc, dict) else []
+        checked = [r for r in recs if r.get("check")]
+        bad = [r for r in checked if not r["check"].get("passed")]
+        worst = max(checked, key=lambda r: S.err_key(r["check"].get("rel_err")), default=None)
+        algos = Counter(r.get("algo") for r in recs)
+        std = algos.get("standard", 0)
+        ref = refusals(dt)
+        why = []
+        if status.startswith("skipped"):
+            verdict[dt] = status
+            lines.append(f"| {dt} | {status} | - | - | - | - | - |")
+            continue
+        if status != "ok":
+            why.append(status)
+        if bad:
+            why.append(f"{len(bad)} check(s) failed")
+        if std < 3 * n_prob:
+            why.append(f"standard ran {std} of {3 * n_prob} passes")
+        res = "pass" if not why else "**FAIL**: " + "; ".join(why)
+        verdict[dt] = "pass" if not why else "FAIL (" + "; ".join(why) + ")"
+        w = "-" if worst is None else (f"{S.fmt_err(worst['check'].get('rel_err'))} ({worst.get('problem')} "
+                                       f"{worst.get('dir')} {worst.get('algo')})")
+        lines.append(f"| {dt} | {res} | {len(recs)} ({len(checked)}) | {len(bad)} | {w} | "
+                     + ", ".join(f"{a} {n}" for a, n in sorted(algos.items())) + f" | {len(ref)} |")
+        for r in bad[:12]:
+            notes.append(f"- FAILED {dt}: {r.get('problem')} {r.get('dir')} {r.get('algo')} rel err "
+                         f"{S.fmt_err(r['check'].get('rel_err'))}")
+    lines.append("")
+    lines += notes + ([""] if notes else [])
+    # The refusals, grouped by dtype, algorithm and reason.
+    groups = OrderedDict()
+    for dt in dts:
+        for prob, algo, reason in refusals(dt):
+            key = (dt, algo, cut(re.sub(r"\d+", "N", reason), 400))
+            groups.setdefault(key, []).append((prob, reason))
+    if groups:
+        lines += ["### Algorithms cuDNN refused (named on stderr; the others ran)", ""]
+        for (dt, algo, _), items in groups.items():
+            probs = [p for p, _ in items]
+            lines.append(f"- {dt} `{algo}`, {len(probs)} problem(s) ({', '.join(f'`{p}`' for p in probs[:4])}"
+                         f"{' ...' if len(probs) > 4 else ''}): {cut(items[0][1], 240)}")
+        lines.append("")
+    return lines, verdict
+
+
+# --------------------------------------------------------------------------
+# 2. DeepBench's LSTM problems beside PyTorch
+
+
+def key_of(problem):
+    m = re.search(r"(deepbench-[A-Za-z0-9-]+)", problem)
+    return m.group(1) if m else " ".join(problem.replace('"', "").split())
+
+
+def cn_times(path):
+    doc = S.load_json(path)
+    out = {}
+    for r in (doc or {}).get("records", []) if isinstance(doc, dict) else []:
+        try:
+            out.setdefault(key_of(r["problem"]), {})[r["dir"]] = float(r["ms"]["median"])
+        except (KeyError, TypeError, ValueError):
+            continue
+    res = {}
+    for k, d in out.items():
+        if "fwd" in d and "bwd-data" in d and "bwd-weights" in d:
+            res[k] = {"fwd": d["fwd"], "bwd": d["bwd-data"] + d["bwd-weights"]}
+    return res
+
+
+def pt_times(path):
+    res = {}
+    try:
+        with open(path) as f:
+            for r in csv.DictReader(f):
+                try:
+                    res.setdefault(key_of(r["problem"]), {})[r["pass"]] = float(r["ms_median"])
+                except (KeyError, TypeError, ValueError):
+                    continue
+    except (OSError, csv.Error):
+        pass
+    return {k: d for k, d in res.items() if "fwd" in d and "bwd" in d}
+
+
+def med(vals):
+    vals = [v for v in vals if v is not None]
+    return statistics.median(vals) if vals else None
+
+
+def deepbench_section():
+    dts = [dt for dt in dtypes_of("rnn_cn") if glob.glob(os.path.join(logs, "rnn", f"*_{dt}_[12].*"))]
+    if not dts:
+        return [], {}
+    order = [key_of(l) for l in S.read(os.path.join(logs, "deepbench-lstm.txt")).splitlines() if l.strip()]
+    lines = ["## DeepBench's LSTM training problems beside PyTorch's cuDNN LSTM (`--algo standard`)", "",
+             "ABBA: cnnbench, PyTorch, PyTorch, cnnbench; each tool's time is the median of its two runs' medians "
+             "(3 warm-up and 10 timed runs each). cnnbench's backward is bwd-data + bwd-weights (cuDNN's two "
+             "calls, each timed with CUDA events); PyTorch's is one `torch.autograd.grad` of the output and final "
+             "states, timed on the host clock between `torch.cuda.synchronize()` calls (so it also holds launch "
+             "gaps). f32: cnnbench `CUDNN_FMA_MATH`, PyTorch with TF32 off; f16: both in half (fp32 "
+             "accumulation in cnnbench). Ratio = cnnbench / PyTorch (below 1: cnnbench faster); the project's "
+             f"bar is a ratio of at most {BAR:.2f}.", ""]
+    verdict = OrderedDict()
+    for dt in dts:
+        cn = [cn_times(os.path.join(logs, "rnn", f"cn_{dt}_{r}.json")) for r in (1, 2)]
+        pt = [pt_times(os.path.join(logs, "rnn", f"pt_{dt}_{r}.csv")) for r in (1, 2)]
+        keys = list(OrderedDict.fromkeys(order + [k for d in cn + pt for k in d]))
+        rows, ratios = [], {"fwd": [], "bwd": [], "step": []}
+        for k in keys:
+            c = {p: med([d[k][p] for d in cn if k in d]) for p in ("fwd", "bwd")}
+            q = {p: med([d[k][p] for d in pt if k in d]) for p in ("fwd", "bwd")}
+            if c["fwd"] is None and q["fwd"] is None:
+                continue
+            c["step"] = None if c["fwd"] is None else c["fwd"] + c["bwd"]
+            q["step"] = None if q["fwd"] is None else q["fwd"] + q["bwd"]
+            rat = {}
+            for p in ("fwd", "bwd", "step"):
+                rat[p] = c[p] / q[p] if c[p] and q[p] else None
+                if rat[p] is not None:
+                    ratios[p].append(rat[p])
+            f = lambda v: "n/a" if v is None else S.fmt_ms(v)  # noqa: E731
+            g = lambda v: "n/a" if v is None else f"{v:.3f}"  # noqa: E731
+            rows.append(f"| {k} | {f(c['fwd'])} | {f(c['bwd'])} | {f(q['fwd'])} | {f(q['bwd'])} | {g(rat['fwd'])} | "
+                        f"{g(rat['bwd'])} | {g(rat['step'])} |")
+        lines += [f"### {dt}", "",
+                  "| problem | cnnbench fwd ms | cnnbench bwd ms | PyTorch fwd ms | PyTorch bwd ms | fwd ratio | "
+                  "bwd ratio | fwd+bwd ratio |", "|---|---:|---:|---:|---:|---:|---:|---:|"] + rows + [""]
+        if ratios["step"]:
+            ms = statistics.median(ratios["step"])
+            within = sum(1 for r in ratios["step"] if r <= BAR)
+            text = (f"Median cnnbench / PyTorch over {len(ratios['step'])} problems ({dt}): forward "
+                    f"**{statistics.median(ratios['fwd']):.3f}**, backward **{statistics.median(ratios['bwd']):.3f}**, "
+                    f"forward + backward **{ms:.3f}**; {within} of {len(ratios['step'])} problems within "
+                    f"{(BAR - 1) * 100:.0f}%.")
+            verdict[dt] = (ms, within, len(ratios["step"]))
+        else:
+            text = f"No problem has both tools' times in {dt}: see the steps above."
+            verdict[dt] = None
+        lines += [text, ""]
+    for path in sorted(glob.glob(os.path.join(logs, "rnn_pt_*.err")))[:1]:
+        first = [l for l in S.read(path).splitlines() if l.startswith("torch ")][:1]
+        if first:
+            lines += [f"PyTorch: {first[0]}", ""]
+    return lines, verdict
+
+
+# --------------------------------------------------------------------------
+# 3. The Keras models: part 3's tables
+
+
+def keras_models_section():
+    lines = S.part3_models(logs)
+    cmd = ""
+    for path in sorted(glob.glob(os.path.join(logs, "cn_*.cmd")))[:1]:
+        cmd = S.read(path)
+    w, i = re.search(r"--warmup (\d+)", cmd), re.search(r"--iters (\d+)", cmd)
+    if w and i:
+        lines = [l.replace("each run's 20 timed steps after 3 warm-up steps",
+                           f"each run's {i.group(1)} timed steps after {w.group(1)} warm-up steps") for l in lines]
+    if lines:
+        lines[0] = "## The Keras examples' training steps beside PyTorch (NHWC, Keras batch sizes, ABBA)"
+    return lines
+
+
+def keras_ratios():
+    out = {}
+    for (m, b, dt), t in S.model_csvs(logs).items():
+        c = [v[0] for v in t.get("cn", {}).values() if v[0] is not None]
+        p = [v[0] for v in t.get("pt", {}).values() if v[0] is not None]
+        if c and p:
+            out.setdefault(dt, []).append(statistics.median(c) / statistics.median(p))
+    return out
+
+
+def main():
+    lines = S.header(logs, "cnnbench GPU verification, part 4: recurrent layers and the Keras examples")
+    torch = S.read(os.path.join(logs, "torch.txt")).strip().splitlines()
+    if torch:
+        lines.insert(-1, f"- PyTorch: {torch[-1]}")
+    lines += S.step_table(logs)
+    rc_lines, rc_verdict = rnn_check_section()
+    db_lines, db_verdict = deepbench_section()
+    lines += rc_lines + db_lines
+    if db_lines:
+        with open(os.path.join(logs, "deepbench-lstm.md"), "w") as f:
+            f.write("\n".join(["# DeepBench LSTM: cnnbench rnn beside PyTorch on the GPU (verify.sh part 4)", ""]
+                              + db_lines) + "\n")
+    lines += S.part3_check(logs)
+    lines += keras_models_section()
+    known = S.read(os.path.join(logs, "pt-known.txt")).strip()
+    if known:
+        lines += [f"pytorch_model.py knows, of the Keras models: {known}", ""]
+    if glob.glob(os.path.join(logs, "models", "cn_*.csv")):
+        lines += ["Every cnnbench run's per-layer table is in `part4-per-layer.md` (and the results store files "
+                  "in the logs); the DeepBench tables alone in `part4-deepbench-lstm.md`.", ""]
+
+    gpu = st.get("gpu", ("", "", ""))
+    fails = S.failed_steps(logs)
+    skips = S.skipped_steps(logs)
+    lines += ["## Closing note", ""]
+    if gpu[0] != "ok":
+        lines.append(f"Nothing ran: no usable GPU ({gpu[2] or gpu[0]}).")
+        print("\n".join(lines))
+        return
+    text = [f"Part 4 on {gpu[2]}."]
+    if rc_verdict:
+        text.append("RNN checks (`--algo all`): " + ", ".join(f"{d} {v}" for d, v in rc_verdict.items()) + ".")
+    for dt, v in db_verdict.items():
+        if v:
+            ms, within, n = v
+            text.append(f"DeepBench LSTM {dt}: median cnnbench / PyTorch (fwd + bwd) {ms:.3f}, "
+                        + ("within" if ms <= BAR else "**outside**") + f" the {(BAR - 1) * 100:.0f}% bar "
+                        f"({within} of {n} problems within it).")
+    checks = S.check_models(logs)
+    if checks:
+        bad = sum(1 for _, _, data, _, _ in checks for c in (data or []) if not c.get("passed"))
+        nodata = [f"{d}" for d, _, data, _, _ in checks if data is None]
+        text.append(f"Keras checks: {len(checks)} dtype(s) run, {bad} tensor(s) failed"
+                    + (f", no JSON from {', '.join(nodata)}" if nodata else "") + ".")
+    for dt, r in sorted(keras_ratios().items(), key=lambda kv: ORDER.get(kv[0], 9)):
+        text.append(f"Keras steps {dt}: median cnnbench / PyTorch {statistics.median(r):.2f} over {len(r)} "
+                    "model(s).")
+    if fails:
+        text.append("Steps that failed or were cut: " + ", ".join(f"{n} ({s})" for n, s in fails) + ".")
+    if skips:
+        text.append("Skipped: " + ", ".join(f"{n} ({s})" for n, s in skips[:12])
+                    + (" ..." if len(skips) > 12 else "") + ".")
+    if not fails and not skips:
+        text.append("Every step ran and passed.")
+    lines.append(" ".join(text))
+    print("\n".join(lines))
+
+
+main()
+SUMMARY4
+fi
 
 # --------------------------------------------------------------------------
 # What every part records first: the machine, the libraries, cnnbench info.
@@ -480,15 +837,10 @@ part2() {
 }
 
 # --------------------------------------------------------------------------
-# Part 3: whole models.
+# Parts 3 and 4: whole models.
 
-part3() {
-    local dt g b longest=60 t0 m model=${MODEL:-resnet50}
-    local subset_args=()
-    for m in ${CHECK_SUBSET:-alexnet googlenet resnet50}; do subset_args+=(--model "$m"); done
-    # An empty list would mean every model to `check`.
-    [ ${#subset_args[@]} -gt 0 ] || subset_args=(--model alexnet)
-    mkdir -p "$logs/results" "$logs/models"
+# torch_probe: torch.txt (versions, device) and torch_ok (1: importable).
+torch_probe() {
     if "$py" -c 'import torch' > /dev/null 2>&1; then
         "$py" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "cudnn",
 torch.backends.cudnn.version(), "device", torch.cuda.get_device_name() if torch.cuda.is_available() else None)' \
@@ -498,15 +850,42 @@ torch.backends.cudnn.version(), "device", torch.cuda.get_device_name() if torch.
         "$py" -c 'import torch' > "$logs/torch.txt" 2>&1
         torch_ok=0
     fi
+}
+# model_names: every model `cnnbench model` knows. From its error for an
+# unknown name ("unknown model '?'; there are: a, b, ..., or all"), else
+# from the "Models:" paragraph of `model --help` (up to its blank line or
+# the end; every word that `model WORD --describe` accepts), else a fixed
+# list.
+model_names() {
+    local s w
+    s=$("$bin" model '?' --describe 2>&1 | sed -n 's/.*there are: \(.*\), or all.*/\1/p' | head -n 1 | tr -d ',')
+    if [ -z "$s" ]; then
+        for w in $("$bin" model --help 2> /dev/null \
+            | awk '/^Models:/ { on = 1; sub(/^Models:/, "") } on && /^[[:space:]]*$/ { exit } on' \
+            | tr -c 'a-z0-9\n-' ' '); do
+            [ "$w" != all ] && "$bin" model "$w" --describe > /dev/null 2>&1 && s="$s $w"
+        done
+    fi
+    echo "${s:-alexnet googlenet inception-v3 vgg16 vgg19 resnet18 resnet34 resnet50 resnet101 resnet152 resnet200 mnist-mlp mnist-cnn cifar10-cnn imdb-fasttext imdb-bilstm lstm-text}"
+}
+
+part3() {
+    local dt g b longest=60 t0 m model=${MODEL:-resnet50}
+    local subset_args=()
+    for m in ${CHECK_SUBSET:-alexnet googlenet resnet50}; do subset_args+=(--model "$m"); done
+    # An empty list would mean every model to `check`.
+    [ ${#subset_args[@]} -gt 0 ] || subset_args=(--model alexnet)
+    mkdir -p "$logs/results" "$logs/models"
+    torch_probe
     # 1. check per dtype, side by side (no timings are taken); every model
     #    in two halves (a cut-short process loses only its half).
     if [ -z "${SKIP_CHECK:-}" ]; then
         local all half1=() half2=() i=0 n ct
-        all=$("$bin" model --help 2> /dev/null | sed -n 's/^Models: *//p')
-        [ -n "$all" ] || all="alexnet googlenet inception-v3 vgg16 vgg19 resnet18 resnet34 resnet50 resnet101 resnet152 resnet200"
+        all=$(model_names)
+        echo "$all" > "$logs/models.txt"
         n=$(echo "$all" | wc -w)
         for m in $all; do
-            if [ $i -lt $(((n + 1) / 2)) ]; then half1+=(--model "$m"); else half2+=(--model "$m"); fi
+            if [ "$i" -lt $(((n + 1) / 2)) ]; then half1+=(--model "$m"); else half2+=(--model "$m"); fi
             i=$((i + 1))
         done
         n=$(($(echo "${CHECK_FULL-f32 f16}" | wc -w) * 2 + $(echo "${CHECK_PART-tf32 bf16}" | wc -w)))
@@ -533,7 +912,7 @@ torch.backends.cudnn.version(), "device", torch.cuda.get_device_name() if torch.
             --out "$logs/models/cn_${model}_$1_$2_$3.csv" --results "$logs/results" -q
     }
     pt() {
-        if [ $torch_ok = 0 ]; then
+        if [ "$torch_ok" = 0 ]; then
             record "pt_${model}_$1_$2_$3" "skipped: PyTorch not importable by $py" 0 "$(tail -n 1 "$logs/torch.txt")"
             return
         fi
@@ -560,6 +939,171 @@ torch.backends.cudnn.version(), "device", torch.cuda.get_device_name() if torch.
     "$py" "$here/summary.py" --per-layer "$logs/results" > "$logs/per-layer.md" 2>> "$logs/summary.err" || true
 }
 
+# --------------------------------------------------------------------------
+# Part 4: recurrent layers (cuDNN RNN) and the Keras examples.
+
+# pt_known MODEL...: those of MODEL... that scripts/peers/pytorch_model.py
+# accepts (asked of its expand_models, without importing torch); all of
+# them when that cannot be told.
+pt_known() {
+    (cd "$root/scripts/peers" && "$py" - "$@" << 'PTKNOWN'
+import sys
+names = sys.argv[1:]
+try:
+    import pytorch_model as p
+    known = []
+    for m in names:
+        try:
+            p.expand_models([m])
+            known.append(m)
+        except (Exception, SystemExit):
+            pass
+except (Exception, SystemExit) as e:
+    sys.stderr.write(f"cannot import pytorch_model.py ({e}): trying every model\n")
+    known = names
+print(" ".join(known))
+PTKNOWN
+    ) 2>> "$logs/pt-known.err" || echo "$*"
+}
+
+part4() {
+    local dt c d p b g e n ct t0 lstm known unknown longest=60 klongest=60
+    local keras=${KERAS_MODELS:-mnist-mlp:128 mnist-cnn:128 cifar10-cnn:32 imdb-fasttext:32 imdb-bilstm:32 lstm-text:128}
+    local names=() kargs=() grp=()
+    mkdir -p "$logs/rnn" "$logs/models" "$logs/results"
+    torch_probe
+    for e in $keras; do
+        names+=("${e%%:*}")
+        kargs+=(--model "${e%%:*}")
+    done
+    # 1. Checks, side by side (their GPU times are not timings).
+    for c in lstm gru rnn-tanh rnn-relu; do
+        for d in left2right bidirectional-concat; do
+            for p in ${RNN_CHECK_PROBLEMS:-l2t5mb4sic16 l1t7mb3sic24slc16 l1t10mb32sic128}; do
+                echo "--cell=$c --direction=$d $p"
+            done
+        done
+    done > "$logs/rnn-check.txt"
+    if [ -z "${SKIP_CHECK:-}" ]; then
+        n=$(($(echo "${RNN_DTYPES-f32 tf32 f16 bf16}" | wc -w) + $(echo "${KERAS_CHECK-f32 f16 tf32 bf16}" | wc -w)))
+        maxjobs=$(gpu_jobs $((n > 0 ? n : 1)))
+        ct=$(((ncpu + maxjobs - 1) / maxjobs))
+        for dt in ${RNN_DTYPES-f32 tf32 f16 bf16}; do
+            bg "rnncheck_$dt" "${CHECK_TIMEOUT:-240}" "$bin" rnn --from "$logs/rnn-check.txt" --device gpu \
+                --dtype "$dt" --algo all --dir all --check --warmup 1 --iters 3 --threads "$ct" \
+                --format json --out "$logs/rnn/check_$dt.json" --no-save -q
+        done
+        if [ ${#kargs[@]} -gt 0 ]; then
+            for dt in ${KERAS_CHECK-f32 f16 tf32 bf16}; do
+                bg "check_${dt}_k" "${CHECK_TIMEOUT:-240}" "$bin" check --device gpu "${kargs[@]}" --batch 2 \
+                    --dtype "$dt" --layout nhwc --format json --threads "$ct"
+            done
+        fi
+        bg_wait
+    else
+        record check "skipped: SKIP_CHECK is set" 0
+    fi
+    # 2. DeepBench's LSTM problems beside PyTorch's cuDNN LSTM, ABBA, one
+    #    dtype at a time, alone on the GPU.
+    lstm=$logs/deepbench-lstm.txt
+    grep -E '^[[:space:]]*--cell=lstm[[:space:]]' "$root/src/problem/lists/deepbench_rnn_training.txt" \
+        > "$lstm" 2> /dev/null
+    rcn() { # dtype round
+        run "rnn_cn_$1_$2" 0 180 "$bin" rnn --from "$lstm" --device gpu --dtype "$1" --algo standard \
+            --dir all --warmup 3 --iters 10 --format json --out "$logs/rnn/cn_$1_$2.json" \
+            --results "$logs/results" -q
+    }
+    rpt() {
+        if [ "$torch_ok" = 0 ]; then
+            record "rnn_pt_$1_$2" "skipped: PyTorch not importable by $py" 0 "$(tail -n 1 "$logs/torch.txt")"
+            return
+        fi
+        run "rnn_pt_$1_$2" 0 180 "$py" "$root/scripts/peers/pytorch_rnn.py" --from "$lstm" --device cuda \
+            --dtype "$1" --warmup 3 --iters 10 --format csv
+        cp -f "$logs/rnn_pt_$1_$2.out" "$logs/rnn/pt_$1_$2.csv"
+    }
+    if [ ! -s "$lstm" ]; then
+        record deepbench "FAILED: no --cell=lstm line in src/problem/lists/deepbench_rnn_training.txt" 0
+    else
+        for dt in ${RNN_PEER_DTYPES-f32 f16}; do
+            if [ "$(left)" -lt "$longest" ]; then
+                record "deepbench_$dt" "skipped: time budget ($(left) s left, a dtype took up to $longest s)" 0
+                continue
+            fi
+            t0=$SECONDS
+            rcn "$dt" 1
+            rpt "$dt" 1
+            rpt "$dt" 2
+            rcn "$dt" 2
+            [ $((SECONDS - t0)) -gt "$longest" ] && longest=$((SECONDS - t0))
+        done
+    fi
+    # 3. The Keras examples' training steps beside pytorch_model.py, ABBA,
+    #    one batch:dtype group at a time: cnnbench one process per model,
+    #    PyTorch one per group (its start is the cost).
+    known=" $(pt_known ${names[@]+"${names[@]}"} | tr '\n' ' ') "
+    echo "$known" > "$logs/pt-known.txt"
+    unknown=""
+    for m in ${names[@]+"${names[@]}"}; do
+        case $known in *" $m "*) ;; *) unknown="$unknown $m" ;; esac
+    done
+    if [ -n "$unknown" ]; then
+        record pt_models "skipped: scripts/peers/pytorch_model.py does not know:$unknown (yet)" 0
+    fi
+    kcn() { # batch dtype round model...
+        local b=$1 dt=$2 r=$3 m
+        shift 3
+        for m in "$@"; do
+            run "cn_${m}_${b}_${dt}_$r" 0 120 "$bin" model "$m" --device gpu --batch "$b" --dtype "$dt" \
+                --layout nhwc --warmup 5 --iters 50 --per-layer --format csv \
+                --out "$logs/models/cn_${m}_${b}_${dt}_$r.csv" --results "$logs/results" -q
+        done
+    }
+    kpt() { # batch dtype round model...
+        local b=$1 dt=$2 r=$3 m ms=()
+        shift 3
+        for m in "$@"; do
+            case $known in *" $m "*) ms+=("$m") ;; esac
+        done
+        [ ${#ms[@]} -gt 0 ] || return 0
+        if [ "$torch_ok" = 0 ]; then
+            record "pt_k${b}_${dt}_$r" "skipped: PyTorch not importable by $py" 0 "$(tail -n 1 "$logs/torch.txt")"
+            return
+        fi
+        run "pt_k${b}_${dt}_$r" 0 180 "$py" "$root/scripts/peers/pytorch_model.py" "${ms[@]}" --device cuda \
+            --batch "$b" --dtype "$dt" --layout nhwc --warmup 5 --iters 50
+        # One CSV per model, named as part 3's (summary.py reads them so).
+        awk -F, -v dir="$logs/models" -v tail="${b}_${dt}_$r" '
+            NR == 1 { h = $0; next }
+            $1 != "" {
+                f = dir "/pt_" $1 "_" tail ".csv"
+                if (!(f in seen)) { print h > f; seen[f] = 1 }
+                print > f
+            }' "$logs/pt_k${b}_${dt}_$r.out"
+    }
+    for g in ${KERAS_GROUPS:-128:f32 32:f32 128:f16 32:f16}; do
+        b=${g%%:*}
+        dt=${g#*:}
+        grp=()
+        for e in $keras; do [ "${e#*:}" = "$b" ] && grp+=("${e%%:*}"); done
+        if [ ${#grp[@]} -eq 0 ]; then
+            record "keras_${b}_$dt" "skipped: no model of KERAS_MODELS at batch $b" 0
+            continue
+        fi
+        if [ "$(left)" -lt "$klongest" ]; then
+            record "keras_${b}_$dt" "skipped: time budget ($(left) s left, a group took up to $klongest s)" 0
+            continue
+        fi
+        t0=$SECONDS
+        kcn "$b" "$dt" 1 "${grp[@]}"
+        kpt "$b" "$dt" 1 "${grp[@]}"
+        kpt "$b" "$dt" 2 "${grp[@]}"
+        kcn "$b" "$dt" 2 "${grp[@]}"
+        [ $((SECONDS - t0)) -gt "$klongest" ] && klongest=$((SECONDS - t0))
+    done
+    "$py" "$here/summary.py" --per-layer "$logs/results" > "$logs/per-layer.md" 2>> "$logs/summary.err" || true
+}
+
 case $part in
     1) part1 ;;
     2)
@@ -570,13 +1114,13 @@ case $part in
         fi
         part2
         ;;
-    3)
+    3 | 4)
         if [ $usable = 0 ]; then
-            say "no usable GPU ($why): part 3 needs one; nothing run"
+            say "no usable GPU ($why): part $part needs one; nothing run"
             [ $status = 0 ] && status=2
             finish
         fi
-        part3
+        if [ "$part" = 3 ]; then part3; else part4; fi
         ;;
 esac
 finish

@@ -3,7 +3,7 @@
 
 Usage: python3 scripts/peers/pytorch_rnn.py [DESC ...] [--from builtin:deepbench-rnn|FILE]
            [--cell lstm] [--direction left2right] [--threads N] [--warmup 2] [--iters 5]
-           [--device cpu|cuda] [--format csv|json]
+           [--device cpu|cuda] [--dtype f32|tf32|f16] [--format csv|json]
 
 Problems are the lines `cnnbench rnn` reads: benchdnn RNN descriptors
 (`l1t25mb16sic512`), optionally led by `--cell=X` and `--direction=Y`.
@@ -19,6 +19,13 @@ compare its `bwd` with cnnbench's bwd-data + bwd-weights.
 CPU runs go through PyTorch's own kernels (oneDNN/MKL GEMMs); `--device
 cuda` through cuDNN. right2left and bidirectional-sum have no PyTorch
 module of their own and are reported as skipped.
+
+--dtype (cuda only; the CPU runs f32): f32 is plain fp32, TF32 off for
+cuDNN and cuBLAS (torch.backends.cudnn.allow_tf32 and
+torch.backends.cuda.matmul.allow_tf32 False: cnnbench's f32 is cuDNN's
+CUDNN_FMA_MATH), tf32 allows TF32 tensor-core math (PyTorch's own
+default), f16 puts the module, inputs and states in float16. On cuda,
+stderr gets one line: torch, the device, cuDNN and the dtype.
 
 Prints CSV (problem, pass, ms_median, ms_min, ms_max, runs, threads,
 torch) or JSON lines.
@@ -106,12 +113,13 @@ def stats(ms):
     return {"ms_median": statistics.median(ms), "ms_min": min(ms), "ms_max": max(ms), "runs": len(ms)}
 
 
-def time_problem(p, torch, dev, warmup, iters):
+def time_problem(p, torch, dev, warmup, iters, dtype=None):
     torch.manual_seed(0)
-    m = module(p, torch).to(dev)
+    dtype = dtype or torch.float32
+    m = module(p, torch).to(dev, dtype)
     dirs = 2 if p["direction"] == "bidirectional-concat" else 1
-    x = torch.rand(p["t"], p["mb"], p["slc"], device=dev, requires_grad=True)
-    h0 = torch.rand(p["l"] * dirs, p["mb"], p["dhc"], device=dev, requires_grad=True)
+    x = torch.rand(p["t"], p["mb"], p["slc"], device=dev, dtype=dtype, requires_grad=True)
+    h0 = torch.rand(p["l"] * dirs, p["mb"], p["dhc"], device=dev, dtype=dtype, requires_grad=True)
     state = (h0, torch.rand_like(h0, requires_grad=True)) if p["cell"] == "lstm" else h0
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
 
@@ -149,6 +157,7 @@ def main(argv):
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--iters", type=int, default=5)
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    ap.add_argument("--dtype", default="f32", choices=["f32", "tf32", "f16"])
     ap.add_argument("--format", default="csv", choices=["csv", "json"])
     a = ap.parse_args(argv)
     lines = list(a.problems)
@@ -156,10 +165,19 @@ def main(argv):
         lines += list_lines(a.source)
     if not lines:
         sys.exit("pytorch_rnn.py: error: no problem given")
+    if a.device == "cpu" and a.dtype != "f32":
+        sys.exit(f"pytorch_rnn.py: error: --dtype {a.dtype} needs --device cuda (the CPU runs f32 only)")
     import torch
 
     torch.set_num_threads(a.threads)
     dev = torch.device(a.device)
+    dtype = torch.float16 if a.dtype == "f16" else torch.float32
+    if dev.type == "cuda":
+        tf32 = a.dtype == "tf32"
+        torch.backends.cudnn.allow_tf32 = tf32
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}, cuDNN {torch.backends.cudnn.version()}, "
+              f"dtype {a.dtype} (TF32 {'allowed' if tf32 else 'off'})", file=sys.stderr)
     if a.format == "csv":
         print("problem,pass,ms_median,ms_min,ms_max,runs,threads,torch")
     for line in lines:
@@ -167,7 +185,7 @@ def main(argv):
         if p["direction"] not in ("left2right", "bidirectional-concat"):
             print(f"pytorch_rnn.py: skipped {line!r}: no PyTorch module for {p['direction']}", file=sys.stderr)
             continue
-        f, b = time_problem(p, torch, dev, a.warmup, a.iters)
+        f, b = time_problem(p, torch, dev, a.warmup, a.iters, dtype)
         for name, s in (("fwd", f), ("bwd", b)):
             row = {"problem": line, "pass": name, **s, "threads": a.threads, "torch": torch.__version__}
             if a.format == "csv":
