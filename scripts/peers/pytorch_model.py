@@ -40,8 +40,41 @@ Models (cnnbench's names; `all` runs every one, in this order):
                 fb.resnet.torch models/preresnet.lua, 224x224, built here
                 (its reading of the Lua source is set by the RESNET200_*
                 constants below)
-All have 1000 classes and random (seeded) weights; torchvision's models are
-built with weights=None, so there is no input transform.
+These have 1000 classes. Then the six Keras examples (keras-team/keras
+examples/, each as Keras defines it), built here, each checked against the
+trainable-parameter count of Keras's model.summary():
+  mnist-mlp     mnist_mlp.py: 784 floats; Dense(512) ReLU Dropout(0.2)
+                Dense(512) ReLU Dropout(0.2) Dense(10); 669,706 parameters
+  mnist-cnn     mnist_cnn.py: 1x28x28; Conv2D(32, 3x3 valid) ReLU Conv2D(64,
+                3x3 valid) ReLU MaxPool 2x2 Dropout(0.25) Flatten Dense(128)
+                ReLU Dropout(0.5) Dense(10); 1,199,882 parameters
+  cifar10-cnn   cifar10_cnn.py: 3x32x32; Conv2D(32, same) ReLU Conv2D(32,
+                valid) ReLU MaxPool Dropout(0.25) Conv2D(64, same) ReLU
+                Conv2D(64, valid) ReLU MaxPool Dropout(0.25) Flatten
+                Dense(512) ReLU Dropout(0.5) Dense(10); 1,250,858 parameters
+  imdb-fasttext imdb_fasttext.py (unigrams): 400 token ids (int64,
+                vocabulary 20,000); Embedding(20000, 50), mean over the 400
+                steps, Dense(1); 1,000,051 parameters
+  imdb-bilstm   imdb_bidirectional_lstm.py: 100 token ids (vocabulary
+                20,000); Embedding(20000, 128), bidirectional LSTM(64) (each
+                direction's last hidden state h_n, concatenated: 128),
+                Dropout(0.5), Dense(1); 2,658,945 parameters
+  lstm-text     lstm_text_generation.py: 40 steps of 57 floats (one-hot
+                characters in Keras; random values here); LSTM(128) (its last
+                hidden state), Dense(57); 102,585 parameters
+Keras counts one bias per LSTM gate, PyTorch's nn.LSTM has two (bias_ih and
+bias_hh, added): here bias_hh of every direction is zeroed and frozen
+(requires_grad False, not updated, not counted in params), so the gates'
+bias is bias_ih alone, as in Keras and cnnbench. The LSTM of imdb-bilstm
+runs time-major (the int64 ids are transposed, so the embedding writes
+(T, batch, 128) and cuDNN takes it as it is); lstm-text's input is batch
+first, (batch, 40, 57), with batch_first=True. Flatten takes Keras's (H, W,
+C) order when the activations are channels_last (a view there) and PyTorch's
+(C, H, W) with --layout nchw (a view there): the weights are random either
+way. The softmax (or the sigmoid) of the last layer is in the loss.
+All models have random (seeded) weights (PyTorch's default initialization
+for the ones built here); torchvision's models are built with weights=None,
+so there is no input transform.
 
 Without torchvision. torchvision is used whenever `import torchvision`
 succeeds. When it fails (ImportError, or any other exception raised while
@@ -78,12 +111,19 @@ CNNBENCH_NO_TORCHVISION). About 75 s on 2 CPU cores for all seven.
 What is timed. The model is in train() mode (batch norm normalizes with the
 batch's statistics and updates its running averages; dropout is active). For
 --layout nhwc (the default) the model and the input are in
-torch.channels_last; nchw leaves both contiguous. The input is one fixed
-batch, made once from a seeded generator: images torch.randn(batch, 3, H, W),
-labels torch.randint(0, 1000, (batch,)). Each training step is:
-  untimed   for p in model.parameters(): p.grad = None
-  fwd       logits = model(x); loss = F.cross_entropy(logits, labels)
-            (mean over the batch)
+torch.channels_last (the 4-d ones: images and convolution weights; the
+other inputs and weights have no such format); nchw leaves both contiguous.
+The input is one fixed batch, made once from a seeded generator: images
+torch.randn(batch, C, H, W), mnist-mlp's torch.randn(batch, 784),
+lstm-text's torch.randn(batch, 40, 57), the imdb models' token ids
+torch.randint(0, 20000, (batch, T)) (int64); labels torch.randint(0,
+classes, (batch,)) (1000, 10 or 57 classes), or for the imdb models' one
+sigmoid unit torch.randint(0, 2, (batch, 1)) as floats. Each training step
+is:
+  untimed   for p in trainable parameters: p.grad = None
+  fwd       logits = model(x); loss = F.cross_entropy(logits, labels), or
+            F.binary_cross_entropy_with_logits for the imdb models (mean
+            over the batch)
   bwd       loss.backward()
   update    with --update sgd only: opt.step(), with
             torch.optim.SGD(lr=0.01, momentum=0.9) (its default foreach
@@ -117,11 +157,14 @@ finishes (Ctrl-C keeps the rows already written, and exits 130):
   fwd_ms_max,fwd_ms_mean,fwd_ms_stddev,bwd_ms_min,bwd_ms_median,bwd_ms_max,
   bwd_ms_mean,bwd_ms_stddev,total_ms_median,images_per_sec,runs,status
 device is `pytorch-<torch version> cpu` or `pytorch-<torch version> <CUDA
-device name>`; params is the sum of numel() over the model's parameters;
-macs is the forward multiply-accumulates per image of the convolutions
-(output elements x in_channels/groups x kh x kw) and linear layers
-(in_features x out_features), counted with forward hooks during one untimed
-forward at batch 1 (eval mode, no_grad); ms columns have 3 decimals, stddev is
+device name>`; params is the sum of numel() over the model's trainable
+parameters (all of them, but the frozen LSTM bias_hh); macs is the forward
+multiply-accumulates per image (sample) of the convolutions (output
+elements x in_channels/groups x kh x kw), linear layers (in_features x
+out_features) and LSTMs (per step and direction 4 x hidden x (input +
+hidden)), as cnnbench counts them (embeddings, pooling, losses: 0), counted
+with forward hooks during one untimed forward at batch 1 (eval mode,
+no_grad); ms columns have 3 decimals, stddev is
 the sample standard deviation (n-1), as cnnbench's; total_ms_median is the
 median over steps of each step's fwd + bwd (+ update); images_per_sec =
 batch / total_ms_median (in seconds), 1 decimal; runs is the number of timed
@@ -129,7 +172,8 @@ steps; status is ok, OOM, or unavailable (needs torchvision, see above).
 
 On stderr: one line about torch, torchvision (its version, or why it is not
 importable), threads, oneDNN (or the CUDA device and cuDNN) and the dtype;
-then one line per model with its input size, parameter and MAC counts, and
+then one line per model with its input, parameter (and for the Keras models
+Keras's count) and MAC counts, and
 the median update time with --update sgd (preceded by the "building ... in
 the script" line when torchvision is not importable).
 
@@ -152,11 +196,33 @@ from pytorch_conv import InputError, Parser, run_policy, stats
 
 PROG = "pytorch_model.py"
 
-MODELS = ["alexnet", "googlenet", "inception-v3", "vgg16", "vgg19", "resnet18", "resnet34",
-          "resnet50", "resnet101", "resnet152", "resnet200"]
-INPUT_SIZE = {m: 224 for m in MODELS}
+IMAGENET_MODELS = ["alexnet", "googlenet", "inception-v3", "vgg16", "vgg19", "resnet18", "resnet34",
+                   "resnet50", "resnet101", "resnet152", "resnet200"]
+# The six Keras examples (keras-team/keras examples/), in cnnbench's order
+# (layers/src/zoo/mod.rs NAMES), built in the script (build_keras).
+KERAS_MODELS = ["mnist-mlp", "mnist-cnn", "cifar10-cnn", "imdb-fasttext", "imdb-bilstm", "lstm-text"]
+MODELS = IMAGENET_MODELS + KERAS_MODELS
+INPUT_SIZE = {m: 224 for m in IMAGENET_MODELS}  # square RGB images, HxW
 INPUT_SIZE.update({"alexnet": 227, "inception-v3": 299})
-NUM_CLASSES = 1000
+NUM_CLASSES = 1000  # the ImageNet models
+
+# The Keras models' inputs (per sample), as cnnbench feeds them:
+#   ("image", C, H, W)  float images, (batch, C, H, W) [channels_last with --layout nhwc]
+#   ("flat", N)         N floats, (batch, N)
+#   ("ids", T, V)       T token ids (int64) in [0, V), (batch, T)
+#   ("seq", T, N)       T steps of N floats, (batch, T, N) (batch first)
+KERAS_INPUT = {"mnist-mlp": ("flat", 784), "mnist-cnn": ("image", 1, 28, 28),
+               "cifar10-cnn": ("image", 3, 32, 32), "imdb-fasttext": ("ids", 400, 20_000),
+               "imdb-bilstm": ("ids", 100, 20_000), "lstm-text": ("seq", 40, 57)}
+# Their labels: classes of the softmax cross-entropy, or 1 = one sigmoid unit
+# with binary cross-entropy (labels 0.0 / 1.0).
+KERAS_CLASSES = {"mnist-mlp": 10, "mnist-cnn": 10, "cifar10-cnn": 10, "imdb-fasttext": 1,
+                 "imdb-bilstm": 1, "lstm-text": 57}
+# Trainable parameters as Keras's model.summary() counts them (one bias per
+# LSTM gate: PyTorch's second bias, bias_hh, is zeroed and frozen), checked
+# when built.
+KERAS_PARAMS = {"mnist-mlp": 669_706, "mnist-cnn": 1_199_882, "cifar10-cnn": 1_250_858,
+                "imdb-fasttext": 1_000_051, "imdb-bilstm": 2_658_945, "lstm-text": 102_585}
 
 # Models torchvision builds when it imports; without it, the in-script copies
 # below build them (see build_resnet_here, build_vgg_here).
@@ -453,8 +519,157 @@ def import_torchvision(honor_env=True):
     return torchvision, None
 
 
+def trainable_params(model):
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+def keras_lstm(nn, inputs, hidden, bidirectional=False, batch_first=False):
+    """nn.LSTM with Keras's one bias per gate: bias_hh (both directions) zeroed and frozen.
+
+    PyTorch adds bias_ih + bias_hh, so a zero bias_hh leaves bias_ih as the
+    gates' only bias, as in Keras (and cnnbench); cuDNN takes the two biases
+    either way, so the work is the same.
+    """
+    import torch
+
+    lstm = nn.LSTM(inputs, hidden, batch_first=batch_first, bidirectional=bidirectional)
+    for pname, p in lstm.named_parameters():
+        if pname.startswith("bias_hh"):
+            with torch.no_grad():
+                p.zero_()
+            p.requires_grad_(False)
+    return lstm
+
+
+def build_keras(name, nn):
+    """The Keras examples' models (keras-team/keras examples/), as cnnbench builds them.
+
+    PyTorch's default initialization (the weights are random either way; only
+    timings are taken). The softmax or sigmoid of the last layer is in the loss.
+    """
+    import torch
+
+    relu = lambda: nn.ReLU(inplace=True)  # noqa: E731
+
+    class KerasFlatten(nn.Module):
+        # Keras flattens (H, W, C); with channels_last memory that order is a
+        # view, with contiguous NCHW the plain (C, H, W) flatten is (the order
+        # of random weights does not matter, the copy would).
+        def forward(self, x):
+            if x.dim() == 4 and not x.is_contiguous() and x.is_contiguous(memory_format=torch.channels_last):
+                return x.permute(0, 2, 3, 1).flatten(1)
+            return x.flatten(1)
+
+    class FastText(nn.Module):  # imdb_fasttext.py: Embedding -> GlobalAveragePooling1D -> Dense(1)
+        def __init__(self):
+            super().__init__()
+            self.embedding = nn.Embedding(20_000, 50)
+            self.dense = nn.Linear(50, 1)
+
+        def forward(self, ids):  # (batch, 400) int64
+            return self.dense(self.embedding(ids).mean(dim=1))
+
+    class BiLstm(nn.Module):  # imdb_bidirectional_lstm.py
+        def __init__(self):
+            super().__init__()
+            self.embedding = nn.Embedding(20_000, 128)
+            # Time-major: the ids are transposed (a tiny int64 copy) so the
+            # embedding writes (T, batch, 128) and cuDNN's LSTM takes it as it
+            # is (batch_first=True would transpose the embedded floats).
+            self.lstm = keras_lstm(nn, 128, 64, bidirectional=True)
+            self.dropout = nn.Dropout(0.5)
+            self.dense = nn.Linear(128, 1)
+
+        def forward(self, ids):  # (batch, 100) int64
+            _, (h, _) = self.lstm(self.embedding(ids.t()))
+            # h: (2, batch, 64), forward then backward: Bidirectional(merge_mode='concat')
+            # of the two directions' last outputs.
+            return self.dense(self.dropout(torch.cat((h[0], h[1]), dim=1)))
+
+    class TextLstm(nn.Module):  # lstm_text_generation.py: LSTM(128) -> Dense(57)
+        def __init__(self):
+            super().__init__()
+            self.lstm = keras_lstm(nn, 57, 128, batch_first=True)
+            self.dense = nn.Linear(128, 57)
+
+        def forward(self, x):  # (batch, 40, 57) floats
+            _, (h, _) = self.lstm(x)
+            return self.dense(h[0])
+
+    if name == "mnist-mlp":
+        model = nn.Sequential(nn.Linear(784, 512), relu(), nn.Dropout(0.2),
+                              nn.Linear(512, 512), relu(), nn.Dropout(0.2),
+                              nn.Linear(512, 10))
+    elif name == "mnist-cnn":
+        model = nn.Sequential(nn.Conv2d(1, 32, 3), relu(),                      # 26x26
+                              nn.Conv2d(32, 64, 3), relu(),                     # 24x24
+                              nn.MaxPool2d(2), nn.Dropout(0.25), KerasFlatten(),  # 12x12x64
+                              nn.Linear(12 * 12 * 64, 128), relu(), nn.Dropout(0.5),
+                              nn.Linear(128, 10))
+    elif name == "cifar10-cnn":
+        model = nn.Sequential(nn.Conv2d(3, 32, 3, padding=1), relu(),           # 32x32
+                              nn.Conv2d(32, 32, 3), relu(),                     # 30x30
+                              nn.MaxPool2d(2), nn.Dropout(0.25),                # 15x15
+                              nn.Conv2d(32, 64, 3, padding=1), relu(),          # 15x15
+                              nn.Conv2d(64, 64, 3), relu(),                     # 13x13
+                              nn.MaxPool2d(2), nn.Dropout(0.25), KerasFlatten(),  # 6x6x64
+                              nn.Linear(6 * 6 * 64, 512), relu(), nn.Dropout(0.5),
+                              nn.Linear(512, 10))
+    elif name == "imdb-fasttext":
+        model = FastText()
+    elif name == "imdb-bilstm":
+        model = BiLstm()
+    elif name == "lstm-text":
+        model = TextLstm()
+    else:
+        raise AssertionError(f"not a Keras model: {name}")
+    n = trainable_params(model)
+    if n != KERAS_PARAMS[name]:
+        raise AssertionError(f"{name} has {n} trainable parameters, Keras's has {KERAS_PARAMS[name]}")
+    return model
+
+
+def model_input(torch, name, batch, gen=None):
+    """The input batch of `name` on the CPU (gen: a seeded torch.Generator; None: zeros)."""
+    if name not in KERAS_INPUT:
+        s = INPUT_SIZE[name]
+        shape, kind = (batch, 3, s, s), "image"
+    else:
+        kind, *dims = KERAS_INPUT[name]
+        shape = (batch,) + tuple(dims[:2] if kind == "seq" else dims[:1] if kind == "ids" else dims)
+    if kind == "ids":
+        vocab = KERAS_INPUT[name][2]
+        if gen is None:
+            return torch.zeros(shape, dtype=torch.int64)
+        return torch.randint(0, vocab, shape, generator=gen, dtype=torch.int64)
+    return torch.zeros(shape) if gen is None else torch.randn(shape, generator=gen)
+
+
+def model_labels(torch, name, batch, gen):
+    """(labels, binary): class indices, or 0.0/1.0 floats shaped (batch, 1) for one sigmoid unit."""
+    classes = KERAS_CLASSES.get(name, NUM_CLASSES)
+    if classes == 1:
+        return torch.randint(0, 2, (batch, 1), generator=gen).float(), True
+    return torch.randint(0, classes, (batch,), generator=gen), False
+
+
+def describe_input(name):
+    if name not in KERAS_INPUT:
+        return f"3x{INPUT_SIZE[name]}x{INPUT_SIZE[name]}"
+    kind, *d = KERAS_INPUT[name]
+    if kind == "image":
+        return "x".join(map(str, d))
+    if kind == "flat":
+        return f"{d[0]} floats"
+    if kind == "ids":
+        return f"{d[0]} token ids (int64, vocabulary {d[1]:,})"
+    return f"{d[0]} steps x {d[1]} floats"
+
+
 def build_model(name, nn, tv):
     """tv: the torchvision module, or None when it is not importable."""
+    if name in KERAS_PARAMS:
+        return build_keras(name, nn)
     if name == "alexnet":
         return build_alexnet(nn)
     if name == "resnet200":
@@ -469,8 +684,21 @@ def build_model(name, nn, tv):
     return getattr(m, name)(weights=None, num_classes=NUM_CLASSES)
 
 
-def count_macs(torch, nn, model, size, device, memory_format):
-    """Forward MACs per image of convolutions and linear layers, at batch 1."""
+def place_input(x, device, memory_format):
+    """x on device; images (4-d) in memory_format, other inputs as they are."""
+    x = x.to(device)
+    return x.contiguous(memory_format=memory_format) if x.dim() == 4 else x
+
+
+def count_macs(torch, nn, model, name, device, memory_format):
+    """Forward MACs per sample of convolutions, linear and recurrent layers, at batch 1.
+
+    cnnbench's convention: a convolution output elements x in_channels/groups
+    x kh x kw, a linear layer in_features x out_features (per row of its
+    output), an LSTM per step and direction gates x hidden x (input + hidden)
+    (4 gates; bias and pointwise work not counted); embeddings, pooling and
+    losses 0.
+    """
     total = [0]
 
     def conv_hook(mod, inp, out):
@@ -480,16 +708,26 @@ def count_macs(torch, nn, model, size, device, memory_format):
     def linear_hook(mod, inp, out):
         total[0] += out.numel() // out.shape[0] * mod.in_features
 
+    def lstm_hook(mod, inp, out):
+        steps = inp[0].shape[1 if mod.batch_first else 0]
+        dirs = 2 if mod.bidirectional else 1
+        h = mod.hidden_size
+        for layer in range(mod.num_layers):
+            cin = mod.input_size if layer == 0 else dirs * h
+            total[0] += steps * dirs * 4 * h * (cin + h)
+
     hooks = []
     for mod in model.modules():
         if isinstance(mod, nn.Conv2d):
             hooks.append(mod.register_forward_hook(conv_hook))
         elif isinstance(mod, nn.Linear):
             hooks.append(mod.register_forward_hook(linear_hook))
+        elif isinstance(mod, nn.LSTM):
+            hooks.append(mod.register_forward_hook(lstm_hook))
     was_training = model.training
     model.eval()
     try:
-        x = torch.zeros(1, 3, size, size, device=device).contiguous(memory_format=memory_format)
+        x = place_input(model_input(torch, name, 1), device, memory_format)
         with torch.no_grad():
             model(x)
     finally:
@@ -566,18 +804,20 @@ def bench_model(torch, nn, tv, name, a, policy, info):
 
     device = torch.device(a.device)
     fmt = torch.channels_last if a.layout == "nhwc" else torch.contiguous_format
-    size = INPUT_SIZE[name]
     torch.manual_seed(a.seed)  # weights and dropout masks
     model = build_model(name, nn, tv)
-    info["params"] = sum(p.numel() for p in model.parameters())
-    model = model.to(device=device, memory_format=fmt)
-    info["macs"] = count_macs(torch, nn, model, size, device, fmt)
+    model = model.to(device=device, memory_format=fmt)  # the format applies to 4-d weights only
+    info["params"] = trainable_params(model)
+    info["frozen"] = sum(p.numel() for p in model.parameters()) - info["params"]
+    info["macs"] = count_macs(torch, nn, model, name, device, fmt)
     model.train()
 
     gen = torch.Generator().manual_seed(a.seed)
-    x = torch.randn(a.batch, 3, size, size, generator=gen).to(device).contiguous(memory_format=fmt)
-    labels = torch.randint(0, NUM_CLASSES, (a.batch,), generator=gen).to(device)
-    params = list(model.parameters())
+    x = place_input(model_input(torch, name, a.batch, gen), device, fmt)
+    labels, binary = model_labels(torch, name, a.batch, gen)
+    labels = labels.to(device)
+    loss_fn = F.binary_cross_entropy_with_logits if binary else F.cross_entropy
+    params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.SGD(params, lr=0.01, momentum=0.9) if a.update == "sgd" else None
 
     cuda = device.type == "cuda"
@@ -596,7 +836,7 @@ def bench_model(torch, nn, tv, name, a, policy, info):
         t0 = clock()
         with autocast():
             logits = model(x)
-        loss = F.cross_entropy(logits.float(), labels)  # .float(): no-op unless autocast
+        loss = loss_fn(logits.float(), labels)  # .float(): no-op unless autocast
         sync()
         t1 = clock()
         loss.backward()
@@ -669,7 +909,7 @@ def check_fallback(torch, nn, tv, names, a):
         if mods[0] != mods[1]:
             problems.append("module names/classes differ")
         init_same = same_sd and all(torch.equal(sds[0][k], sds[1][k]) for k in sds[0])
-        macs = [count_macs(torch, nn, m, size, device, fmt) for m in (ref, here)]
+        macs = [count_macs(torch, nn, m, name, device, fmt) for m in (ref, here)]
         if macs[0] != macs[1]:
             problems.append(f"MACs torchvision {macs[0]:,}, script {macs[1]:,}")
         out_note = ""
@@ -809,16 +1049,21 @@ def main(argv):
             out.writerow(head + [fmt3(v) for v in stats(fwd)] + [fmt3(v) for v in stats(bwd)]
                          + [fmt3(med), f"{a.batch / (med / 1e3):.1f}", len(tot), "ok"])
         sys.stdout.flush()
-        size = INPUT_SIZE[name]
-        note = f"{PROG}: {name}: input 3x{size}x{size}"
+        note = f"{PROG}: {name}: input {describe_input(name)}"
         if info["params"] != "":
             note += f", {info['params']:,} params"
+            if name in KERAS_PARAMS:
+                note += (f" (trainable; Keras {KERAS_PARAMS[name]:,}"
+                         + (", matches" if info["params"] == KERAS_PARAMS[name] else ", DIFFERS")
+                         + (f"; plus {info['frozen']:,} frozen zero LSTM bias_hh" if info.get("frozen") else "")
+                         + ")")
             if name == "resnet200":
                 note += (f" (fb.resnet.torch target {RESNET200_TARGET_PARAMS:,}"
                          + (", matches" if info["params"] == RESNET200_TARGET_PARAMS else ", DIFFERS")
                          + "; see RESNET200_* in this script)")
         if info["macs"] != "":
-            note += f", {info['macs'] / 1e9:.3f} GMACs/image"
+            note += (f", {info['macs'] / 1e9:.3f} GMACs/image" if info["macs"] >= 10**8
+                     else f", {info['macs']:,} MACs/sample")
         if oom is not None:
             note += f", out of memory: {oom}"
         elif a.update == "sgd":
