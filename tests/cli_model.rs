@@ -277,7 +277,15 @@ fn the_keras_models_pass_check_and_train_with_a_per_layer_table() {
     assert!(out.contains("bidirectional_1"), "{out}");
     let mut args = vec!["model"];
     args.extend(models);
-    args.extend(["--batch", "2", "--iters", "2", "--warmup", "0", "--per-layer"]);
+    args.extend([
+        "--batch",
+        "2",
+        "--iters",
+        "2",
+        "--warmup",
+        "0",
+        "--per-layer",
+    ]);
     args.extend(["--format", "json"]);
     let o = cnnbench(&args);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
@@ -292,7 +300,10 @@ fn the_keras_models_pass_check_and_train_with_a_per_layer_table() {
     }
     let kinds = |r: &Value| -> Vec<String> {
         let layers = r["layers"].as_array().unwrap();
-        layers.iter().map(|l| l["kind"].as_str().unwrap().to_string()).collect()
+        layers
+            .iter()
+            .map(|l| l["kind"].as_str().unwrap().to_string())
+            .collect()
     };
     assert_eq!(kinds(&records[4])[..2], ["embedding", "lstm"]);
     assert_eq!(kinds(&records[3]).last().unwrap(), "sigmoid-bce");

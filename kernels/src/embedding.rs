@@ -12,7 +12,9 @@ pub fn row_of(id: f32, vocab: usize) -> Result<usize, String> {
     if id >= 0.0 && id.fract() == 0.0 && (id as usize) < vocab {
         Ok(id as usize)
     } else {
-        Err(format!("token id {id} is not a whole number below the vocabulary of {vocab}"))
+        Err(format!(
+            "token id {id} is not a whole number below the vocabulary of {vocab}"
+        ))
     }
 }
 
@@ -59,7 +61,13 @@ mod tests {
         for &id in ids {
             for j in 0..dim {
                 let v: f64 = (0..vocab)
-                    .map(|r| if r as f32 == id { table[r * dim + j] as f64 } else { 0.0 })
+                    .map(|r| {
+                        if r as f32 == id {
+                            table[r * dim + j] as f64
+                        } else {
+                            0.0
+                        }
+                    })
                     .sum();
                 out.push(v as f32);
             }

@@ -279,7 +279,9 @@ fn an_input_without_a_gradient_skips_only_dx() {
             hidden: 5,
         };
         let c = Case::new(&shape, 5);
-        let want = reference::run(&shape, &c.x, &c.hx, &c.cx, &c.weights, &c.dy, &c.dhy, &c.dcy);
+        let want = reference::run(
+            &shape, &c.x, &c.hx, &c.cx, &c.weights, &c.dy, &c.dhy, &c.dcy,
+        );
         let inp = Inputs {
             x: &c.x,
             hx: &c.hx,
@@ -294,13 +296,25 @@ fn an_input_without_a_gradient_skips_only_dx() {
         let isa = Isa::detect();
         let mut ws = Workspace::new(&shape);
         let state = shape.state_len();
-        let (mut y, mut hy, mut cy) = (vec![0.0; shape.y_len()], vec![0.0; state], vec![0.0; state]);
+        let (mut y, mut hy, mut cy) =
+            (vec![0.0; shape.y_len()], vec![0.0; state], vec![0.0; state]);
         forward(isa, &shape, &inp, &mut ws, &mut y, &mut hy, &mut cy);
         let (mut dhx, mut dcx) = (vec![0.0; state], vec![0.0; state]);
-        backward_data(isa, &shape, &inp, &grads, &mut ws, &mut [], &mut dhx, &mut dcx);
+        backward_data(
+            isa,
+            &shape,
+            &inp,
+            &grads,
+            &mut ws,
+            &mut [],
+            &mut dhx,
+            &mut dcx,
+        );
         close("dhx", &shape, isa, &dhx, &want.dhx);
         close("dcx", &shape, isa, &dcx, &want.dcx);
-        let mut dw: Vec<Weights> = (0..shape.sets()).map(|s| Weights::zeros(&shape, s)).collect();
+        let mut dw: Vec<Weights> = (0..shape.sets())
+            .map(|s| Weights::zeros(&shape, s))
+            .collect();
         backward_weights(isa, &shape, &inp, &mut ws, &mut dw);
         for (got, want) in dw.iter().zip(&want.dw) {
             for (g, w) in got.tensors().iter().zip(want.tensors()) {

@@ -212,7 +212,11 @@ fn sequence_networks_match_the_reference_network() {
         let mut fast = CpuNet::new(&g, 3, opts(false)).unwrap();
         let mut slow = CpuNet::new(&g, 3, opts(true)).unwrap();
         let (lf, ls) = (fwd(&mut fast), fwd(&mut slow));
-        assert!((lf - ls).abs() <= 1e-5 * ls.abs(), "{}: loss {lf} vs {ls}", g.name);
+        assert!(
+            (lf - ls).abs() <= 1e-5 * ls.abs(),
+            "{}: loss {lf} vs {ls}",
+            g.name
+        );
         fast.backward().unwrap();
         slow.backward().unwrap();
         let want: Vec<Vec<f32>> = slow.params_mut().iter().map(|p| p.grad.clone()).collect();
@@ -231,7 +235,10 @@ fn a_token_id_outside_the_vocabulary_is_an_error() {
     ids[7] = 11.0;
     net.upload_output(0, &ids).unwrap();
     let e = net.forward().unwrap_err().to_string();
-    assert!(e.contains("token id 11 is not a whole number below the vocabulary of 11"), "{e}");
+    assert!(
+        e.contains("token id 11 is not a whole number below the vocabulary of 11"),
+        "{e}"
+    );
 }
 
 #[test]

@@ -118,7 +118,14 @@ fn dense_relu(b: &mut Builder, name: &str, x: TensorId, n: usize) -> TensorId {
 
 /// `Conv2D(oc, (3, 3))` with bias, padded 1 ('same') or 0 ('valid'),
 /// then its ReLU.
-fn conv_relu(b: &mut Builder, name: &str, relu: &str, x: TensorId, oc: usize, pad: usize) -> TensorId {
+fn conv_relu(
+    b: &mut Builder,
+    name: &str,
+    relu: &str,
+    x: TensorId,
+    oc: usize,
+    pad: usize,
+) -> TensorId {
     let x = b.conv(name, x, ConvSpec::square(oc, 3, 1, pad).with_bias());
     b.relu(relu, x)
 }

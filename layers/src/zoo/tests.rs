@@ -101,7 +101,9 @@ fn zoo_keras_models_take_ids_and_labels_as_their_losses_need() {
         assert_eq!(g.input_vocab(), Some(20_000), "{name}");
         assert_eq!(g.label_classes(), 2, "{name}");
         let ids = crate::net::init::input(&g, 3, 1);
-        assert!(ids.iter().all(|&v| v.fract() == 0.0 && (0.0..20_000.0).contains(&v)));
+        assert!(ids
+            .iter()
+            .all(|&v| v.fract() == 0.0 && (0.0..20_000.0).contains(&v)));
     }
     let g = model("lstm-text");
     assert_eq!((g.input_vocab(), g.label_classes()), (None, 57));
