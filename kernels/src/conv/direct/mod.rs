@@ -16,12 +16,14 @@
 mod bwd_data;
 mod bwd_filter;
 mod fwd;
+mod rows_gemm;
 mod simd;
 mod ukernel;
 mod util;
 
 use super::{ConvAlgo, ConvPlan, ConvShape, Direction};
 use crate::Isa;
+pub use rows_gemm::rows_gemm;
 
 pub struct Direct;
 

@@ -1,0 +1,243 @@
+//! A row-major GEMM with no packing, on the indirect-GEMM micro-kernel:
+//! `C[m×n] (+)= A[m×k] · B[k×n]`, for the products a packing GEMM is too
+//! heavy for: the recurrent layers' per-step products (weights × states,
+//! `n` = the batch), where the weights are read once per step and the
+//! states stay in cache, so packing the weights on every call (as the
+//! `gemm` crate does) and handing out tiles costs as much as the
+//! arithmetic when the hidden state is small.
+
+use super::ukernel::{igemm, reduction_block, tile, Igemm, Init, MRMAX};
+use crate::gemm::SendPtr;
+use crate::Isa;
+use rayon::prelude::*;
+
+/// Multiply-adds below which one thread does the whole product: a fork
+/// and join costs a few microseconds, about 2^17 multiply-adds here.
+const PARALLEL_MACS: usize = 1 << 18;
+
+/// `C = A·B`, or `C += A·B` when `accumulate`; A is `m×k`, B `k×n`, C
+/// `m×n`, all row-major and contiguous. Row tiles run in parallel on the
+/// current rayon pool when the product is large enough.
+#[allow(clippy::too_many_arguments)]
+pub fn rows_gemm(
+    isa: Isa,
+    m: usize,
+    n: usize,
+    k: usize,
+    a: &[f32],
+    b: &[f32],
+    c: &mut [f32],
+    accumulate: bool,
+) {
+    assert_eq!(a.len(), m * k, "A size");
+    assert_eq!(b.len(), k * n, "B size");
+    assert_eq!(c.len(), m * n, "C size");
+    if m == 0 || n == 0 {
+        return;
+    }
+    if k == 0 {
+        if !accumulate {
+            c.fill(0.0);
+        }
+        return;
+    }
+    let isa = if isa.is_supported() { isa } else { Isa::Scalar };
+    let (mr, _) = tile(isa);
+    let tiles = m.div_ceil(mr);
+    let threads = rayon::current_num_threads();
+    let macs = m * n * k;
+    if threads == 1 || macs < PARALLEL_MACS || tiles < 2 {
+        // SAFETY: every row of C is this call's.
+        unsafe { rows(isa, 0, m, n, k, a, b, SendPtr(c.as_mut_ptr()), accumulate) };
+        return;
+    }
+    // About four tasks per thread, in whole tiles.
+    let per = tiles.div_ceil(4 * threads) * mr;
+    let cp = SendPtr(c.as_mut_ptr());
+    (0..m.div_ceil(per)).into_par_iter().for_each(|t| {
+        let r0 = t * per;
+        let r1 = (r0 + per).min(m);
+        // SAFETY: tasks own disjoint row ranges of C.
+        unsafe { rows(isa, r0, r1, n, k, a, b, cp, accumulate) };
+    });
+}
+
+/// Rows `r0..r1` of the product, on one thread.
+///
+/// # Safety
+/// `c` points at the `m×n` output, whose rows `r0..r1` nobody else
+/// touches meanwhile; `a`, `b` have the sizes `rows_gemm` checked.
+#[allow(clippy::too_many_arguments)]
+unsafe fn rows(
+    isa: Isa,
+    r0: usize,
+    r1: usize,
+    n: usize,
+    k: usize,
+    a: &[f32],
+    b: &[f32],
+    c: SendPtr,
+    accumulate: bool,
+) {
+    let (mr, nr) = tile(isa);
+    let c = c.get();
+    for j0 in (0..n).step_by(nr) {
+        let nb = nr.min(n - j0);
+        // Passes over k whose block of B stays in L2 while A streams.
+        let (_, kc) = reduction_block(1, k, nb);
+        for k0 in (0..k).step_by(kc) {
+            let kb = kc.min(k - k0);
+            let init = if k0 > 0 || accumulate {
+                Init::Acc
+            } else {
+                Init::Zero
+            };
+            let bp = b.as_ptr().add(k0 * n + j0);
+            for i0 in (r0..r1).step_by(mr) {
+                let valid = mr.min(r1 - i0);
+                let mut ap = [std::ptr::null::<f32>(); MRMAX];
+                let mut cp = [std::ptr::null_mut::<f32>(); MRMAX];
+                for i in 0..mr {
+                    // Rows past the tile's end read row i0 again; their
+                    // results are not stored.
+                    let row = if i < valid { i0 + i } else { i0 };
+                    ap[i] = a.as_ptr().add(row * k + k0);
+                    cp[i] = c.add(row * n + j0);
+                }
+                let tile = Igemm {
+                    a: ap.as_ptr(),
+                    b: &bp,
+                    ntaps: 1,
+                    kc: kb,
+                    ldb: n,
+                    c: cp.as_ptr(),
+                    m: valid,
+                    n: nb,
+                    init,
+                };
+                igemm(isa, &tile);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conv::reference::rel_l2_error;
+    use crate::gemm::{reference, GemmShape};
+    use crate::rng::fill_uniform;
+
+    #[test]
+    fn every_isa_matches_the_reference_gemm() {
+        let shapes = [
+            (1, 1, 1),
+            (7, 5, 3),
+            (6, 64, 9),
+            (13, 65, 70),
+            (256, 32, 64),
+            (97, 130, 300),
+            (1024, 8, 1100),
+        ];
+        for isa in [Isa::Avx512, Isa::Avx2, Isa::Scalar] {
+            if !isa.is_supported() {
+                continue;
+            }
+            for &(m, n, k) in &shapes {
+                let mut a = vec![0.0; m * k];
+                let mut b = vec![0.0; k * n];
+                let mut c0 = vec![0.0; m * n];
+                fill_uniform(&mut a, 1, 1.0);
+                fill_uniform(&mut b, 2, 1.0);
+                fill_uniform(&mut c0, 3, 1.0);
+                let s = GemmShape {
+                    m,
+                    n,
+                    k,
+                    trans_a: false,
+                    trans_b: false,
+                };
+                let mut want = vec![0.0; m * n];
+                reference(&s, &a, &b, &mut want);
+                let mut c = vec![f32::NAN; m * n];
+                rows_gemm(isa, m, n, k, &a, &b, &mut c, false);
+                let e = rel_l2_error(&c, &want);
+                assert!(e < 1e-6, "{isa} {m}x{n}x{k}: {e}");
+                // Accumulating adds the product onto what C held.
+                let mut c = c0.clone();
+                rows_gemm(isa, m, n, k, &a, &b, &mut c, true);
+                let sum: Vec<f32> = want.iter().zip(&c0).map(|(p, q)| p + q).collect();
+                let e = rel_l2_error(&c, &sum);
+                assert!(e < 1e-6, "{isa} {m}x{n}x{k} accumulating: {e}");
+            }
+        }
+    }
+
+    #[test]
+    fn an_empty_reduction_zeroes_or_keeps_c() {
+        let mut c = vec![5.0; 6];
+        rows_gemm(Isa::detect(), 2, 3, 0, &[], &[], &mut c, true);
+        assert_eq!(c, [5.0; 6]);
+        rows_gemm(Isa::detect(), 2, 3, 0, &[], &[], &mut c, false);
+        assert_eq!(c, [0.0; 6]);
+    }
+}
+
+/// Interleaved timing of this GEMM and the tiled `gemm` crate one on the
+/// recurrent layers' per-step shapes (`gates·h × mb × h`):
+/// `cargo test -p cnnbench-kernels --release rows_gemm_beside_sgemm -- --ignored --nocapture`.
+#[cfg(test)]
+#[test]
+#[ignore]
+fn rows_gemm_beside_sgemm() {
+    use crate::gemm::{sgemm_acc, GemmShape};
+    use std::time::Instant;
+    let isa = Isa::detect();
+    for (m, n, k) in [
+        (256, 32, 64),
+        (512, 128, 128),
+        (1024, 16, 256),
+        (2048, 64, 512),
+        (4096, 64, 1024),
+        (6144, 8, 1536),
+        (8192, 32, 2048),
+    ] {
+        let a = vec![0.5f32; m * k];
+        let b = vec![0.25f32; k * n];
+        let mut c = vec![0.0f32; m * n];
+        let reps = (1usize << 28) / (m * n * k) + 3;
+        let s = GemmShape {
+            m,
+            n,
+            k,
+            trans_a: false,
+            trans_b: false,
+        };
+        let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+        for round in 0..6 {
+            for first in [round % 2 == 0, round % 2 == 1] {
+                let t0 = Instant::now();
+                for _ in 0..reps {
+                    if first {
+                        rows_gemm(isa, m, n, k, &a, &b, &mut c, true);
+                    } else {
+                        sgemm_acc(&s, &a, &b, &mut c, true);
+                    }
+                }
+                let us = t0.elapsed().as_secs_f64() * 1e6 / reps as f64;
+                if first {
+                    ours.push(us)
+                } else {
+                    theirs.push(us)
+                }
+            }
+        }
+        ours.sort_by(f64::total_cmp);
+        theirs.sort_by(f64::total_cmp);
+        let (o, t) = (ours[3], theirs[3]);
+        println!(
+            "{m}x{n}x{k}: rows_gemm {o:.1} us, gemm crate {t:.1} us, ratio {:.2}",
+            t / o
+        );
+    }
+}
