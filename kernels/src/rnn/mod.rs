@@ -597,16 +597,17 @@ fn set_forward(
     let (state, row) = (mb * h, mb * gh);
     let gru = shape.cell == Cell::Gru;
     let tb = t * mb;
-    // The input's product for every step in one GEMM, `[gh][t·mb]`, into
-    // the input gradients' buffer (free until the backward pass).
+    // The input's product for every step in one GEMM, `[t·mb][gh]` (each
+    // step's block contiguous), into the input gradients' buffer (free
+    // until the backward pass).
     let xw = &mut set.dgx;
     gemm(
-        gh,
         tb,
+        gh,
         in_f,
-        &w.w_ih,
-        false,
         &input[..tb * in_f],
+        false,
+        &w.w_ih,
         true,
         xw,
         false,
@@ -614,13 +615,14 @@ fn set_forward(
     let mut prev: Option<usize> = None;
     for k in steps(t, reversed) {
         let pre = &mut set.gates[k * row..][..row];
-        // Step k's columns with the biases (the GRU adds its b_hh to the
-        // hidden product instead: b_hn is multiplied by r).
+        // Step k's block as `[gh][mb]`, with the biases (the GRU adds its
+        // b_hh to the hidden product instead: b_hn is multiplied by r).
+        transpose(&xw[k * row..][..row], mb, gh, pre);
         crate::on_isa!(isa, {
             for (q, dst) in pre.chunks_mut(mb).enumerate() {
                 let b = w.b_ih[q] + if gru { 0.0 } else { w.b_hh[q] };
-                for (d, &v) in dst.iter_mut().zip(&xw[q * tb + k * mb..][..mb]) {
-                    *d = v + b;
+                for d in dst {
+                    *d += b;
                 }
             }
         });
@@ -667,7 +669,13 @@ fn transpose(src: &[f32], rows: usize, cols: usize, dst: &mut [f32]) {
         for c0 in (0..cols).step_by(T) {
             let cn = T.min(cols - c0);
             for (r, t) in tile.iter_mut().enumerate().take(rn) {
-                t[..cn].copy_from_slice(&src[(r0 + r) * cols + c0..][..cn]);
+                let row = &src[(r0 + r) * cols + c0..];
+                if cn == T {
+                    // A constant length: vector moves, not a memmove call.
+                    t.copy_from_slice(&row[..T]);
+                } else {
+                    t[..cn].copy_from_slice(&row[..cn]);
+                }
             }
             for c in 0..cn {
                 // SAFETY: row c0+c of dst, columns r0..r0+rn: inside dst,
