@@ -229,6 +229,28 @@ fn stored_data(d: &RnnDataDesc, mb: usize) -> ([i32; 5], bool) {
     )
 }
 
+/// A data descriptor as cuDNN stores it: the dtype, `layout`, `t`, `mb`,
+/// `vector` features, and every sequence `t` long.
+fn assert_data_desc(
+    desc: &RnnDataDesc,
+    dtype: DType,
+    layout: sys::cudnnRNNDataLayout_t,
+    shape: &RnnShape,
+    vector: usize,
+    what: &str,
+) {
+    let (got, all_t) = stored_data(desc, shape.mb);
+    let want = [
+        cudnn::data_type(dtype) as i32,
+        layout as i32,
+        shape.t as i32,
+        shape.mb as i32,
+        vector as i32,
+    ];
+    assert_eq!(got, want, "{what}");
+    assert!(all_t, "{what}: sequence lengths");
+}
+
 #[test]
 fn real_libs_cudnn_accepts_every_rnn_descriptor_set() {
     if !cudnn_here() {
@@ -267,16 +289,7 @@ fn real_libs_cudnn_accepts_every_rnn_descriptor_set() {
                 assert_eq!(stored(&d.rnn), want, "{what}");
                 let packed = sys::cudnnRNNDataLayout_t::CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_PACKED;
                 for (desc, vector) in [(&d.x, shape.input), (&d.y, shape.output())] {
-                    let (got, all_t) = stored_data(desc, shape.mb);
-                    let want = [
-                        cudnn::data_type(dtype) as i32,
-                        packed as i32,
-                        shape.t as i32,
-                        shape.mb as i32,
-                        vector as i32,
-                    ];
-                    assert_eq!(got, want, "{what}");
-                    assert!(all_t, "{what}: sequence lengths");
+                    assert_data_desc(desc, dtype, packed, &shape, vector, &what);
                 }
                 assert_eq!(
                     packed_dims(&d.h).unwrap_or_else(|e| panic!("{what}: {e}")),
@@ -590,16 +603,7 @@ fn real_libs_cudnn_accepts_the_network_form_of_every_layer() {
             let batch_major = sys::cudnnRNNDataLayout_t::CUDNN_RNN_DATA_LAYOUT_BATCH_MAJOR_UNPACKED;
             let out = spec.directions() * spec.hidden;
             for (desc, vector) in [(&d.x, shape.input), (&d.y, out)] {
-                let (got, all_t) = stored_data(desc, shape.mb);
-                let want = [
-                    cudnn::data_type(dtype) as i32,
-                    batch_major as i32,
-                    shape.t as i32,
-                    shape.mb as i32,
-                    vector as i32,
-                ];
-                assert_eq!(got, want, "{what}");
-                assert!(all_t, "{what}: sequence lengths");
+                assert_data_desc(desc, dtype, batch_major, &shape, vector, &what);
             }
             assert_eq!(
                 packed_dims(&d.h).unwrap_or_else(|e| panic!("{what}: {e}")),
