@@ -247,6 +247,23 @@ fn bad_model_input_is_one_line_and_exit_2() {
         vec!["model", "resnet50", "--device", "gpu"],
         vec!["check", "--model", "lenet"],
         vec!["check", "--device", "gpu"],
+        vec![
+            "model",
+            "imdb-bilstm",
+            "--device",
+            "gpu",
+            "--layout",
+            "nchw",
+        ],
+        vec![
+            "check",
+            "--model",
+            "lstm-text",
+            "--device",
+            "gpu",
+            "--layout",
+            "nchw",
+        ],
     ] {
         let o = cnnbench(&args);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));

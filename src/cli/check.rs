@@ -96,6 +96,7 @@ pub fn run(args: CheckArgs) -> Result<ExitCode> {
     }
     let dtype = DType::parse(&args.dtype)?;
     let layout = Layout::parse(&args.layout)?;
+    super::model::sequences_in_nhwc(&graphs, layout)?;
     // The CPU side holds two networks (fast and reference, or the CPU's
     // beside the device's copies of what it compares): refuse in one line
     // what cannot fit, before anything is allocated.

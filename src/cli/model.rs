@@ -22,7 +22,7 @@ use cnnbench_kernels::Isa;
 use cnnbench_layers::cuda::Gpu;
 use cnnbench_layers::net::buckets;
 use cnnbench_layers::net::cpu::{estimate, CpuNet, CpuOptions};
-use cnnbench_layers::net::Graph;
+use cnnbench_layers::net::{Graph, Op};
 use cnnbench_layers::{zoo, DType, Layout};
 use serde::Serialize;
 use std::process::ExitCode;
@@ -148,6 +148,22 @@ pub enum Update {
     Sgd,
 }
 
+/// Refuses NCHW for a model with recurrent layers: a sequence's features
+/// are innermost, as cuDNN's RNN API reads them (NHWC).
+pub fn sequences_in_nhwc(graphs: &[Graph], layout: Layout) -> Result<()> {
+    let recurrent = |g: &Graph| g.nodes.iter().any(|n| matches!(n.op, Op::Recurrent(_)));
+    if let Some(g) = graphs
+        .iter()
+        .find(|g| layout == Layout::Nchw && recurrent(g))
+    {
+        bail!(
+            "{} has recurrent layers, which run in the nhwc layout only; use --layout nhwc",
+            g.name
+        );
+    }
+    Ok(())
+}
+
 /// The graphs named on the command line (`all` expands), or a one-line
 /// error naming the models there are.
 pub fn resolve(names: &[String]) -> Result<Vec<Graph>> {
@@ -187,6 +203,7 @@ pub fn run(mut args: ModelArgs) -> Result<ExitCode> {
     let policy = args.timing.policy()?;
     let dtype = DType::parse(&args.dtype)?;
     let layout = Layout::parse(&args.layout)?;
+    sequences_in_nhwc(&graphs, layout)?;
     let replicas = data_parallel_replicas(&args, graphs.len())?;
     let data = input::DataPlan::from_args(&args)?;
     let workspace_limit = args
