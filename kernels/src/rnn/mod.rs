@@ -412,6 +412,10 @@ fn steps(t: usize, reversed: bool) -> impl Iterator<Item = usize> {
     (0..t).map(move |k| if reversed { t - 1 - k } else { k })
 }
 
+/// The largest `W_ih` (bytes) whose input product is computed step by
+/// step (see `set_forward`): half of a 1 MiB L2, beside the states.
+const PER_STEP_INPUT_BYTES: usize = 512 * 1024;
+
 /// One step's recurrent product, `C[m×n] (+)= A[m×k]·B[k×n]` (weights ×
 /// states, `n` the batch): the no-packing GEMM, whose weights stream once
 /// and whose states stay in cache, unless the batch is narrower than one
@@ -517,6 +521,7 @@ pub fn forward(
                 &ws.h0,
                 &ws.c0,
                 &mut ws.hproj,
+                &mut ws.dlayer,
             );
             let set = &ws.sets[s];
             // The layer's output, and the final states, back to
@@ -568,10 +573,13 @@ fn scatter_step(
     offset: usize,
     add: bool,
 ) {
+    if !add {
+        transpose_strided(&src[..h * mb], h, mb, &mut dst[offset..], width);
+        return;
+    }
     for (j, row) in src.chunks(mb).enumerate().take(h) {
         for (b, &v) in row.iter().enumerate() {
-            let o = &mut dst[b * width + offset + j];
-            *o = if add { *o + v } else { v };
+            dst[b * width + offset + j] += v;
         }
     }
 }
@@ -590,6 +598,7 @@ fn set_forward(
     h0: &[f32],
     c0: &[f32],
     hproj: &mut [f32],
+    scratch: &mut [f32],
 ) {
     let (mb, h, t) = (shape.mb, shape.hidden, shape.t);
     let gh = shape.cell.gates() * h;
@@ -597,27 +606,44 @@ fn set_forward(
     let (state, row) = (mb * h, mb * gh);
     let gru = shape.cell == Cell::Gru;
     let tb = t * mb;
-    // The input's product for every step in one GEMM, `[t·mb][gh]` (each
-    // step's block contiguous), into the input gradients' buffer (free
-    // until the backward pass).
+    // Where `W_ih` stays in cache from one step to the next, each step
+    // computes its input product itself, straight into `[gh][mb]`, from
+    // the input transposed once (`[t][in][mb]`, in `scratch`). Otherwise
+    // one GEMM over every step, `[t·mb][gh]` (each step's block
+    // contiguous, transposed per step), into the input gradients' buffer
+    // (free until the backward pass), reads `W_ih` once.
+    let per_step = gh * in_f * 4 <= PER_STEP_INPUT_BYTES;
     let xw = &mut set.dgx;
-    gemm(
-        tb,
-        gh,
-        in_f,
-        &input[..tb * in_f],
-        false,
-        &w.w_ih,
-        true,
-        xw,
-        false,
-    );
+    if per_step {
+        for k in 0..t {
+            let x_k = &input[k * mb * in_f..][..mb * in_f];
+            transpose(x_k, mb, in_f, &mut scratch[k * in_f * mb..][..in_f * mb]);
+        }
+    } else {
+        gemm(
+            tb,
+            gh,
+            in_f,
+            &input[..tb * in_f],
+            false,
+            &w.w_ih,
+            true,
+            xw,
+            false,
+        );
+    }
     let mut prev: Option<usize> = None;
     for k in steps(t, reversed) {
         let pre = &mut set.gates[k * row..][..row];
-        // Step k's block as `[gh][mb]`, with the biases (the GRU adds its
-        // b_hh to the hidden product instead: b_hn is multiplied by r).
-        transpose(&xw[k * row..][..row], mb, gh, pre);
+        // Step k's input product as `[gh][mb]`, with the biases (the GRU
+        // adds its b_hh to the hidden product instead: b_hn is multiplied
+        // by r).
+        if per_step {
+            let xt = &scratch[k * in_f * mb..][..in_f * mb];
+            step_gemm(isa, gh, mb, in_f, &w.w_ih, xt, pre, false);
+        } else {
+            transpose(&xw[k * row..][..row], mb, gh, pre);
+        }
         crate::on_isa!(isa, {
             for (q, dst) in pre.chunks_mut(mb).enumerate() {
                 let b = w.b_ih[q] + if gru { 0.0 } else { w.b_hh[q] };
@@ -656,12 +682,20 @@ fn set_forward(
 // `tile[r][c]` reads the tile by columns: an index loop says so best.
 #[allow(clippy::needless_range_loop)]
 fn transpose(src: &[f32], rows: usize, cols: usize, dst: &mut [f32]) {
+    assert_eq!(dst.len(), rows * cols);
+    transpose_strided(src, rows, cols, dst, rows);
+}
+
+/// [`transpose`] into rows of `dst` `stride` apart:
+/// `dst[c·stride + r] = src[r][c]`.
+fn transpose_strided(src: &[f32], rows: usize, cols: usize, dst: &mut [f32], stride: usize) {
     const T: usize = 32;
     assert_eq!(src.len(), rows * cols);
-    assert_eq!(dst.len(), rows * cols);
+    assert!(stride >= rows);
     if rows == 0 || cols == 0 {
         return;
     }
+    assert!(dst.len() >= (cols - 1) * stride + rows);
     let out = SendPtr(dst.as_mut_ptr());
     let band = |r0: usize| {
         let rn = T.min(rows - r0);
@@ -681,7 +715,7 @@ fn transpose(src: &[f32], rows: usize, cols: usize, dst: &mut [f32]) {
                 // SAFETY: row c0+c of dst, columns r0..r0+rn: inside dst,
                 // and only this band writes those columns.
                 let d = unsafe {
-                    std::slice::from_raw_parts_mut(out.get().add((c0 + c) * rows + r0), rn)
+                    std::slice::from_raw_parts_mut(out.get().add((c0 + c) * stride + r0), rn)
                 };
                 for (r, v) in d.iter_mut().enumerate() {
                     *v = tile[r][c];
@@ -690,7 +724,9 @@ fn transpose(src: &[f32], rows: usize, cols: usize, dst: &mut [f32]) {
         }
     };
     let bands = rows.div_ceil(T);
-    if rows * cols < 1 << 15 {
+    // Per-step transposes stay on the calling thread: waking the pool
+    // once per step costs more than it saves below about 2^18 values.
+    if rows * cols < 1 << 18 {
         (0..bands).for_each(|b| band(b * T));
     } else {
         (0..bands).into_par_iter().for_each(|b| band(b * T));
@@ -707,10 +743,22 @@ fn transpose_add(
     offset: usize,
     dst: &mut [f32],
 ) {
-    for r in 0..rows {
-        let row = &src[r * stride + offset..][..cols];
-        for (c, &v) in row.iter().enumerate() {
-            dst[c * rows + r] += v;
+    // In 32 x 32 tiles, so that both sides are read in runs of 32.
+    const T: usize = 32;
+    let mut tile = [[0f32; T]; T];
+    for r0 in (0..rows).step_by(T) {
+        let rn = T.min(rows - r0);
+        for c0 in (0..cols).step_by(T) {
+            let cn = T.min(cols - c0);
+            for (r, t) in tile.iter_mut().enumerate().take(rn) {
+                t[..cn].copy_from_slice(&src[(r0 + r) * stride + offset + c0..][..cn]);
+            }
+            for c in 0..cn {
+                let d = &mut dst[(c0 + c) * rows + r0..][..rn];
+                for (r, v) in d.iter_mut().enumerate() {
+                    *v += tile[r][c];
+                }
+            }
         }
     }
 }
@@ -943,9 +991,20 @@ pub fn backward_weights(
 
 /// `out[r] = Σ_c m[r][c]` over rows of `width`.
 fn row_sums(isa: Isa, m: &[f32], width: usize, out: &mut [f32]) {
+    // Sixteen running sums per row: a single one is a chain of dependent
+    // additions that the compiler may not reorder, so it would not
+    // vectorise.
+    const L: usize = 16;
     crate::on_isa!(isa, {
         for (o, r) in out.iter_mut().zip(m.chunks(width.max(1))) {
-            *o = r.iter().sum::<f32>();
+            let mut acc = [0f32; L];
+            let mut lanes = r.chunks_exact(L);
+            for c in &mut lanes {
+                for (a, &v) in acc.iter_mut().zip(c) {
+                    *a += v;
+                }
+            }
+            *o = acc.iter().sum::<f32>() + lanes.remainder().iter().sum::<f32>();
         }
     });
 }
@@ -962,7 +1021,7 @@ fn to_columns(src: &[f32], t: usize, rows: usize, mb: usize, dst: &mut [f32]) {
             o.copy_from_slice(&src[(k * rows + r) * mb..][..mb]);
         }
     };
-    if rows * tb < 1 << 15 {
+    if rows * tb < 1 << 18 {
         dst.chunks_mut(tb).enumerate().for_each(|(r, o)| fill(r, o));
     } else {
         dst.par_chunks_mut(tb)

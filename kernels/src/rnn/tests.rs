@@ -323,3 +323,27 @@ fn an_input_without_a_gradient_skips_only_dx() {
         }
     }
 }
+
+#[test]
+fn both_input_product_paths_match_the_reference() {
+    // W_ih of 4·64 x 600 floats (600 KiB) is past PER_STEP_INPUT_BYTES:
+    // one GEMM over every step; 4·64 x 16 takes the per-step path.
+    for input in [600, 16] {
+        assert_eq!(4 * 64 * input * 4 > PER_STEP_INPUT_BYTES, input == 600);
+        for (cell, direction) in [
+            (Cell::Lstm, Direction::Concat),
+            (Cell::Gru, Direction::Left2Right),
+        ] {
+            let shape = RnnShape {
+                cell,
+                direction,
+                layers: 2,
+                t: 3,
+                mb: 17,
+                input,
+                hidden: 64,
+            };
+            check_against_reference(&shape, Isa::detect());
+        }
+    }
+}

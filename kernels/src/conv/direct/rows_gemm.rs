@@ -11,9 +11,11 @@ use crate::gemm::SendPtr;
 use crate::Isa;
 use rayon::prelude::*;
 
-/// Multiply-adds below which one thread does the whole product: a fork
-/// and join costs a few microseconds, about 2^17 multiply-adds here.
-const PARALLEL_MACS: usize = 1 << 18;
+/// Multiply-adds below which one thread does the whole product (about
+/// 10-20 µs of work here). A recurrent layer calls this once per step, and
+/// waking the pool's threads for each call, as a smaller bound did
+/// (2^18), spent 40% of a small LSTM's time in the scheduler.
+const PARALLEL_MACS: usize = 1 << 21;
 
 /// `C = A·B`, or `C += A·B` when `accumulate`; A is `m×k`, B `k×n`, C
 /// `m×n`, all row-major and contiguous. Row tiles run in parallel on the
