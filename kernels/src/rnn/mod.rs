@@ -679,8 +679,6 @@ fn set_forward(
 /// pages of each side (large weights span a page per row, and walking one
 /// side by columns would miss the TLB at every element), bands of `T` rows
 /// of `src` in parallel.
-// `tile[r][c]` reads the tile by columns: an index loop says so best.
-#[allow(clippy::needless_range_loop)]
 fn transpose(src: &[f32], rows: usize, cols: usize, dst: &mut [f32]) {
     assert_eq!(dst.len(), rows * cols);
     transpose_strided(src, rows, cols, dst, rows);
@@ -688,6 +686,8 @@ fn transpose(src: &[f32], rows: usize, cols: usize, dst: &mut [f32]) {
 
 /// [`transpose`] into rows of `dst` `stride` apart:
 /// `dst[c·stride + r] = src[r][c]`.
+// `tile[r][c]` reads the tile by columns: an index loop says so best.
+#[allow(clippy::needless_range_loop)]
 fn transpose_strided(src: &[f32], rows: usize, cols: usize, dst: &mut [f32], stride: usize) {
     const T: usize = 32;
     assert_eq!(src.len(), rows * cols);
@@ -735,6 +735,7 @@ fn transpose_strided(src: &[f32], rows: usize, cols: usize, dst: &mut [f32], str
 
 /// `dst[c][r] += src[r][c]` (`src` `rows x cols` with row stride
 /// `stride`, starting at column `offset`).
+#[allow(clippy::needless_range_loop)] // as in `transpose_strided`
 fn transpose_add(
     src: &[f32],
     rows: usize,
