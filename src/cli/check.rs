@@ -43,7 +43,7 @@ pub struct CheckArgs {
     /// GPU precision: f32, tf32, f16 or bf16
     #[arg(long, default_value = "f32")]
     pub dtype: String,
-    /// GPU activation layout: nhwc or nchw
+    /// GPU activation layout: nhwc or nchw (models with recurrent layers: nhwc only)
     #[arg(long, default_value = "nhwc")]
     pub layout: String,
     /// Worker threads [default: all logical CPUs]
@@ -90,13 +90,13 @@ pub fn gpu_tolerance(d: DType) -> f64 {
 }
 
 pub fn run(args: CheckArgs) -> Result<ExitCode> {
-    let graphs = resolve(&args.models)?;
+    let mut graphs = resolve(&args.models)?;
     if args.batch == 0 {
         bail!("--batch must be at least 1");
     }
     let dtype = DType::parse(&args.dtype)?;
     let layout = Layout::parse(&args.layout)?;
-    super::model::sequences_in_nhwc(&graphs, layout)?;
+    super::model::sequences_in_nhwc(&mut graphs, &args.models, layout)?;
     // The CPU side holds two networks (fast and reference, or the CPU's
     // beside the device's copies of what it compares): refuse in one line
     // what cannot fit, before anything is allocated.

@@ -61,7 +61,8 @@ pub struct ModelArgs {
     /// activations, fp32 master weights and loss)
     #[arg(long, default_value = "f32")]
     pub dtype: String,
-    /// Activation layout: nhwc on the CPU; nhwc or nchw on the GPU
+    /// Activation layout: nhwc on the CPU; nhwc or nchw on the GPU (models with recurrent
+    /// layers: nhwc only)
     #[arg(long, default_value = "nhwc")]
     pub layout: String,
     /// GPU: most cuDNN workspace a convolution algorithm may use, in bytes (K/M/G suffixes)
@@ -148,18 +149,28 @@ pub enum Update {
     Sgd,
 }
 
-/// Refuses NCHW for a model with recurrent layers: a sequence's features
-/// are innermost, as cuDNN's RNN API reads them (NHWC).
-pub fn sequences_in_nhwc(graphs: &[Graph], layout: Layout) -> Result<()> {
+/// Recurrent layers run in NHWC only (a sequence's features innermost,
+/// as cuDNN's RNN API reads them): under `--layout nchw` a model named on
+/// the command line with them is refused, and those `all` brought in are
+/// left out, with a note.
+pub fn sequences_in_nhwc(graphs: &mut Vec<Graph>, names: &[String], layout: Layout) -> Result<()> {
+    if layout != Layout::Nchw {
+        return Ok(());
+    }
     let recurrent = |g: &Graph| g.nodes.iter().any(|n| matches!(n.op, Op::Recurrent(_)));
-    if let Some(g) = graphs
-        .iter()
-        .find(|g| layout == Layout::Nchw && recurrent(g))
-    {
+    if let Some(g) = graphs.iter().find(|g| recurrent(g) && names.contains(&g.name)) {
         bail!(
             "{} has recurrent layers, which run in the nhwc layout only; use --layout nhwc",
             g.name
         );
+    }
+    let left: Vec<String> = graphs.iter().filter(|g| recurrent(g)).map(|g| g.name.clone()).collect();
+    if !left.is_empty() {
+        crate::note!(
+            "cnnbench: leaving out {} (recurrent layers run in the nhwc layout only)",
+            left.join(", ")
+        );
+        graphs.retain(|g| !recurrent(g));
     }
     Ok(())
 }
@@ -185,7 +196,7 @@ pub fn resolve(names: &[String]) -> Result<Vec<Graph>> {
 }
 
 pub fn run(mut args: ModelArgs) -> Result<ExitCode> {
-    let graphs = resolve(&args.models)?;
+    let mut graphs = resolve(&args.models)?;
     let projecting = projection_plan(&args)?;
     if projecting.is_some() {
         // A projection starts from each layer's backward time.
@@ -203,7 +214,7 @@ pub fn run(mut args: ModelArgs) -> Result<ExitCode> {
     let policy = args.timing.policy()?;
     let dtype = DType::parse(&args.dtype)?;
     let layout = Layout::parse(&args.layout)?;
-    sequences_in_nhwc(&graphs, layout)?;
+    sequences_in_nhwc(&mut graphs, &args.models, layout)?;
     let replicas = data_parallel_replicas(&args, graphs.len())?;
     let data = input::DataPlan::from_args(&args)?;
     let workspace_limit = args

@@ -361,7 +361,9 @@ pub fn run(args: RnnArgs) -> Result<ExitCode> {
         'engines: for (ai, algo) in names.into_iter().enumerate() {
             // One engine at a time: each holds its own device buffers.
             let engine = match &gpu {
-                None => Ok(Engine::Cpu(isa, Box::new(Workspace::new(&shape)))),
+                None => Workspace::try_new(&shape)
+                    .map(|ws| Engine::Cpu(isa, Box::new(ws)))
+                    .ok_or_else(|| anyhow::anyhow!("out of host memory for the workspace")),
                 Some(g) => gpu_engine(g, &shape, dtype, algos[ai], &t),
             };
             let mut engine = match engine {

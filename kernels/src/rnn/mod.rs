@@ -4,9 +4,10 @@
 //!
 //! The work is split as cuDNN splits it, so the two can be timed alike:
 //! - [`forward`]: per layer and direction, the input's product for every
-//!   time step as one GEMM (`[t·mb, in] x [in, gates·h]`, biases added),
-//!   then per step the hidden state's product (a GEMM accumulated onto
-//!   it, or beside it for the GRU) and one fused pass over the gates
+//!   time step as one GEMM (`[t·mb, in] x [in, gates·h]`), or, where
+//!   `W_ih` stays in cache ([`input_product_per_step`]), per step; then
+//!   per step the biases, the hidden state's product (a GEMM accumulated
+//!   onto it, or beside it for the GRU) and one fused pass over the gates
 //!   ([`gates`]);
 //! - [`backward_data`]: back through time, per step the fused backward
 //!   pass and the recurrent GEMM giving the previous state's gradient,
@@ -304,21 +305,36 @@ impl Workspace {
         ])
     }
 
+    /// Every buffer `shape`'s passes use, for callers that know the memory
+    /// is there (tests); the others use [`Workspace::try_new`].
     pub fn new(shape: &RnnShape) -> Workspace {
+        Workspace::try_new(shape).expect("memory for the RNN workspace")
+    }
+
+    /// [`Workspace::new`], or `None` where the allocator refuses a buffer.
+    pub fn try_new(shape: &RnnShape) -> Option<Workspace> {
         let (tb, h) = (shape.t * shape.mb, shape.hidden);
+        fn z(len: usize) -> Option<Vec<f32>> {
+            let mut v = Vec::new();
+            v.try_reserve_exact(len).ok()?;
+            v.resize(len, 0.0);
+            Some(v)
+        }
         let gh = shape.cell.gates() * h;
-        let set = || SetState {
-            gates: vec![0.0; tb * gh],
-            h: vec![0.0; tb * h],
+        let set = || -> Option<SetState> {
+            Some(SetState {
+            gates: z(tb * gh)?,
+            h: z(tb * h)?,
             aux: match shape.cell {
-                Cell::Lstm | Cell::Gru => vec![0.0; tb * h],
+                Cell::Lstm | Cell::Gru => z(tb * h)?,
                 _ => Vec::new(),
             },
-            dgx: vec![0.0; tb * gh],
+            dgx: z(tb * gh)?,
             dgh: match shape.cell {
-                Cell::Gru => vec![0.0; tb * gh],
+                Cell::Gru => z(tb * gh)?,
                 _ => Vec::new(),
             },
+            })
         };
         let widest_in = (0..shape.layers)
             .map(|l| shape.layer_input(l))
@@ -326,24 +342,24 @@ impl Workspace {
             .unwrap_or(0);
         let widest = widest_in.max(shape.output());
         let state = shape.mb * h;
-        Workspace {
+        Some(Workspace {
             shape: *shape,
-            sets: (0..shape.sets()).map(|_| set()).collect(),
+            sets: (0..shape.sets()).map(|_| set()).collect::<Option<_>>()?,
             outs: (1..shape.layers)
-                .map(|_| vec![0.0; tb * shape.output()])
-                .collect(),
-            hproj: vec![0.0; shape.mb * gh],
-            w_hh_t: vec![0.0; h * gh],
-            h0: vec![0.0; state],
-            c0: vec![0.0; state],
-            dh: vec![0.0; state],
-            dc: vec![0.0; state],
-            dh_prev: vec![0.0; state],
-            dg_cols: vec![0.0; tb * gh],
-            hprev_rows: vec![0.0; tb * h],
-            dlayer: vec![0.0; tb * widest],
-            dlayer_next: vec![0.0; tb * widest],
-        }
+                .map(|_| z(tb * shape.output()))
+                .collect::<Option<_>>()?,
+            hproj: z(shape.mb * gh)?,
+            w_hh_t: z(h * gh)?,
+            h0: z(state)?,
+            c0: z(state)?,
+            dh: z(state)?,
+            dc: z(state)?,
+            dh_prev: z(state)?,
+            dg_cols: z(tb * gh)?,
+            hprev_rows: z(tb * h)?,
+            dlayer: z(tb * widest)?,
+            dlayer_next: z(tb * widest)?,
+        })
     }
 
     /// Bytes [`Workspace::new`] would allocate for `shape` (`None` past
@@ -415,6 +431,13 @@ fn steps(t: usize, reversed: bool) -> impl Iterator<Item = usize> {
 /// The largest `W_ih` (bytes) whose input product is computed step by
 /// step (see `set_forward`): half of a 1 MiB L2, beside the states.
 const PER_STEP_INPUT_BYTES: usize = 512 * 1024;
+
+/// Whether layer `l`'s forward computes its input product step by step
+/// (its `W_ih` fits in [`PER_STEP_INPUT_BYTES`]) rather than as one GEMM
+/// over every step.
+pub fn input_product_per_step(shape: &RnnShape, l: usize) -> bool {
+    shape.cell.gates() * shape.hidden * shape.layer_input(l) * 4 <= PER_STEP_INPUT_BYTES
+}
 
 /// One step's recurrent product, `C[m×n] (+)= A[m×k]·B[k×n]` (weights ×
 /// states, `n` the batch): the no-packing GEMM, whose weights stream once
@@ -609,10 +632,11 @@ fn set_forward(
     // Where `W_ih` stays in cache from one step to the next, each step
     // computes its input product itself, straight into `[gh][mb]`, from
     // the input transposed once (`[t][in][mb]`, in `scratch`). Otherwise
-    // one GEMM over every step, `[t·mb][gh]` (each step's block
-    // contiguous, transposed per step), into the input gradients' buffer
-    // (free until the backward pass), reads `W_ih` once.
-    let per_step = gh * in_f * 4 <= PER_STEP_INPUT_BYTES;
+    // one GEMM over every step, `[gh][t·mb]`, into the input gradients'
+    // buffer (free until the backward pass), reads `W_ih` once; each step
+    // then gathers its columns. (`[t·mb][gh]`, transposed per step, was
+    // slower there: 660 against 350 ms for DeepBench's h4096 mb16 LSTM.)
+    let per_step = input_product_per_step(shape, l);
     let xw = &mut set.dgx;
     if per_step {
         for k in 0..t {
@@ -621,12 +645,12 @@ fn set_forward(
         }
     } else {
         gemm(
-            tb,
             gh,
+            tb,
             in_f,
-            &input[..tb * in_f],
-            false,
             &w.w_ih,
+            false,
+            &input[..tb * in_f],
             true,
             xw,
             false,
@@ -641,17 +665,25 @@ fn set_forward(
         if per_step {
             let xt = &scratch[k * in_f * mb..][..in_f * mb];
             step_gemm(isa, gh, mb, in_f, &w.w_ih, xt, pre, false);
-        } else {
-            transpose(&xw[k * row..][..row], mb, gh, pre);
-        }
-        crate::on_isa!(isa, {
-            for (q, dst) in pre.chunks_mut(mb).enumerate() {
-                let b = w.b_ih[q] + if gru { 0.0 } else { w.b_hh[q] };
-                for d in dst {
-                    *d += b;
+            crate::on_isa!(isa, {
+                for (q, dst) in pre.chunks_mut(mb).enumerate() {
+                    let b = w.b_ih[q] + if gru { 0.0 } else { w.b_hh[q] };
+                    for d in dst {
+                        *d += b;
+                    }
                 }
-            }
-        });
+            });
+        } else {
+            // Step k's columns of `[gh][t·mb]`.
+            crate::on_isa!(isa, {
+                for (q, dst) in pre.chunks_mut(mb).enumerate() {
+                    let b = w.b_ih[q] + if gru { 0.0 } else { w.b_hh[q] };
+                    for (d, &v) in dst.iter_mut().zip(&xw[q * tb + k * mb..][..mb]) {
+                        *d = v + b;
+                    }
+                }
+            });
+        }
         let (h_prev, h_out) = split_rows(&mut set.h, prev, k, state, h0);
         match shape.cell {
             Cell::Gru => {

@@ -76,7 +76,7 @@ impl RecurrentLayer {
             params: params.into_iter().map(Param::new).collect(),
             dsets: sets.clone(),
             sets,
-            ws: Workspace::new(&shape),
+            ws: Workspace::try_new(&shape).ok_or_else(|| Error::host_oom(bytes))?,
             x_tm: zeroed(shape.x_len())?,
             y_tm: zeroed(shape.y_len())?,
             dy_tm: zeroed(shape.y_len())?,
@@ -277,6 +277,11 @@ impl Layer<Cpu> for RecurrentLayer {
     }
 
     fn kernels(&self) -> String {
-        "input GEMM for all steps, per-step recurrent GEMM + fused gates".into()
+        let input = if rnn::input_product_per_step(&self.shape, 0) {
+            "per-step input and recurrent GEMMs"
+        } else {
+            "input GEMM for all steps, per-step recurrent GEMM"
+        };
+        format!("{input} + fused gates")
     }
 }

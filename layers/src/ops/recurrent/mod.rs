@@ -5,9 +5,13 @@
 //! dirs·h`: each direction's final state, as Keras's
 //! `Bidirectional(LSTM(h))` concatenates them).
 //!
-//! Biases are Keras's: one per gate. PyTorch and cuDNN add a second, on
-//! the recurrent side; it is held at zero and is not a parameter, so the
-//! parameter count is Keras's, `dirs·gates·h·(c + h + 1)`.
+//! Biases are those of Keras's LSTM: one per gate. PyTorch and cuDNN add
+//! a second, on the recurrent side; it is held at zero and is not a
+//! parameter, so an LSTM's parameter count is Keras's,
+//! `dirs·gates·h·(c + h + 1)`. (The GRU is cuDNN's and PyTorch's, with the
+//! reset gate applied after the recurrent product and that product's bias
+//! held at zero; Keras's GRU keeps that bias (`reset_after=True`, TF 2)
+//! or applies the reset gate first (Keras 2.x), so its counts differ.)
 
 pub mod cpu;
 pub mod cuda;
