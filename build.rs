@@ -24,9 +24,23 @@ fn main() {
         "cargo:rustc-env=CNNBENCH_TARGET_FEATURES={}",
         std::env::var("CARGO_CFG_TARGET_FEATURE").unwrap_or_default()
     );
-    for path in [".git/HEAD", ".git/index", ".git/refs"] {
-        if std::path::Path::new(path).exists() {
-            println!("cargo:rerun-if-changed={path}");
+    // Stamp again when HEAD, the index or a ref moves. The git directory
+    // comes from git itself: in a worktree `.git` is a file, and watching
+    // `.git/HEAD` there watched nothing, so the stamp went stale.
+    let mut dirs: Vec<String> = [
+        ["rev-parse", "--git-dir"],
+        ["rev-parse", "--git-common-dir"],
+    ]
+    .iter()
+    .filter_map(|a| git(a))
+    .collect();
+    dirs.dedup();
+    for dir in dirs {
+        for file in ["HEAD", "index", "refs", "packed-refs"] {
+            let path = std::path::Path::new(&dir).join(file);
+            if path.exists() {
+                println!("cargo:rerun-if-changed={}", path.display());
+            }
         }
     }
     println!("cargo:rerun-if-changed=build.rs");
