@@ -158,13 +158,20 @@ pub fn sequences_in_nhwc(graphs: &mut Vec<Graph>, names: &[String], layout: Layo
         return Ok(());
     }
     let recurrent = |g: &Graph| g.nodes.iter().any(|n| matches!(n.op, Op::Recurrent(_)));
-    if let Some(g) = graphs.iter().find(|g| recurrent(g) && names.contains(&g.name)) {
+    if let Some(g) = graphs
+        .iter()
+        .find(|g| recurrent(g) && names.contains(&g.name))
+    {
         bail!(
             "{} has recurrent layers, which run in the nhwc layout only; use --layout nhwc",
             g.name
         );
     }
-    let left: Vec<String> = graphs.iter().filter(|g| recurrent(g)).map(|g| g.name.clone()).collect();
+    let left: Vec<String> = graphs
+        .iter()
+        .filter(|g| recurrent(g))
+        .map(|g| g.name.clone())
+        .collect();
     if !left.is_empty() {
         crate::note!(
             "cnnbench: leaving out {} (recurrent layers run in the nhwc layout only)",

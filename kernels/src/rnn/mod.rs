@@ -323,17 +323,17 @@ impl Workspace {
         let gh = shape.cell.gates() * h;
         let set = || -> Option<SetState> {
             Some(SetState {
-            gates: z(tb * gh)?,
-            h: z(tb * h)?,
-            aux: match shape.cell {
-                Cell::Lstm | Cell::Gru => z(tb * h)?,
-                _ => Vec::new(),
-            },
-            dgx: z(tb * gh)?,
-            dgh: match shape.cell {
-                Cell::Gru => z(tb * gh)?,
-                _ => Vec::new(),
-            },
+                gates: z(tb * gh)?,
+                h: z(tb * h)?,
+                aux: match shape.cell {
+                    Cell::Lstm | Cell::Gru => z(tb * h)?,
+                    _ => Vec::new(),
+                },
+                dgx: z(tb * gh)?,
+                dgh: match shape.cell {
+                    Cell::Gru => z(tb * gh)?,
+                    _ => Vec::new(),
+                },
             })
         };
         let widest_in = (0..shape.layers)
