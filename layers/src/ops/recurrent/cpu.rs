@@ -6,12 +6,15 @@
 //! sequence in and out, a copy beside the GEMMs. The parameters are moved
 //! (not copied) into the kernels' weight sets for each pass.
 //!
-//! A bidirectional layer runs as two one-direction problems (left to
-//! right, right to left) at once, one per thread of the pair: each step of
-//! a small layer is a few microseconds of arithmetic, too little to split,
-//! while the two directions never wait for each other. The reference
-//! (`check`) runs the layer as one bidirectional problem, so the split
-//! and the joining of the halves are checked against it.
+//! A layer runs as two one-direction problems at once, one per thread of
+//! the pair: a bidirectional layer's two directions, or a one-direction
+//! layer's two halves of the batch (from 32 sequences, with two threads or
+//! more). Each step of a small layer is a few microseconds of arithmetic,
+//! too little to split, while the two problems never wait for each other.
+//! The halves of a batch share the weights (copied into the second before
+//! each pass) and add up their weight gradients. The reference (`check`)
+//! runs the layer as one problem, so the split and the joining of the
+//! halves are checked against it.
 
 use crate::backend::cpu::{zeroed, Cpu, Ctx, Param};
 use crate::core::backend::Layer;
@@ -21,30 +24,39 @@ use cnnbench_kernels::rnn::{
 };
 use cnnbench_kernels::Isa;
 
+/// The batch is split in two from this many sequences (each half at least
+/// one AVX-512 vector of the per-step GEMMs' columns).
+const SPLIT_BATCH: usize = 32;
+
 pub struct RecurrentLayer {
     /// The layer's problem: left to right, or bidirectional-concat.
     shape: RnnShape,
     sequences: bool,
-    input_grad: bool,
     /// Per direction: `weight_ih`, `weight_hh`, `bias_ih`.
     params: Vec<Param>,
-    /// One one-direction problem per direction.
+    /// The one-direction problems: per direction, or per half batch.
     halves: Vec<Half>,
-    /// The sequence, time-major, and its gradient summed over directions.
+    /// The whole sequence, time-major, for the reference.
     x_tm: Vec<f32>,
-    dx_tm: Vec<f32>,
     /// The initial states and the final cell state's gradient: zero.
     zeros: Vec<f32>,
 }
 
-/// One direction's problem with everything its passes use, allocated once.
+/// One direction's problem over sequences `n0..n0 + shape.mb`, with
+/// everything its passes use, allocated once.
 struct Half {
     shape: RnnShape,
+    /// Its direction among the layer's (0 or 1) and its first sequence.
+    d: usize,
+    n0: usize,
+    /// Whether the parameters are moved into this half's sets (the first
+    /// half of each direction); the other half copies the weights in.
+    owner: bool,
+    x_tm: Vec<f32>,
     ws: Workspace,
-    /// The kernels' weight set (one): each pass moves the parameters in
-    /// and out again; `b_hh` stays zero.
+    /// The kernels' weight set (one); `b_hh` stays zero.
     set: Vec<Weights>,
-    /// Its gradient, moved likewise; `b_hh`'s is scratch.
+    /// Its gradient; `b_hh`'s is scratch.
     dset: Vec<Weights>,
     y_tm: Vec<f32>,
     hy: Vec<f32>,
@@ -65,23 +77,31 @@ fn swap_axes(src: &[f32], a: usize, b: usize, f: usize, dst: &mut [f32]) {
     }
 }
 
-/// A weight set whose three parameters are filled during each pass.
-fn empty_set(shape: &RnnShape) -> Vec<Weights> {
+/// A weight set: an owner's three parameters are moved in for each pass
+/// (empty until then); a copying half holds its own.
+fn weight_set(shape: &RnnShape, owner: bool) -> Result<Vec<Weights>> {
     let mut w = Weights::zeros(shape, 0);
-    w.w_ih = Vec::new();
-    w.w_hh = Vec::new();
-    w.b_ih = Vec::new();
-    vec![w]
+    if owner {
+        w.w_ih = Vec::new();
+        w.w_hh = Vec::new();
+        w.b_ih = Vec::new();
+    }
+    Ok(vec![w])
 }
 
 impl Half {
-    fn new(shape: RnnShape, input_grad: bool) -> Result<Half> {
+    fn new(shape: RnnShape, d: usize, n0: usize, input_grad: bool) -> Result<Half> {
         let bytes = Workspace::bytes_for(&shape).unwrap_or(usize::MAX);
         let state = shape.state_len();
+        let owner = n0 == 0;
         Ok(Half {
+            d,
+            n0,
+            owner,
+            x_tm: zeroed(shape.x_len())?,
             ws: Workspace::try_new(&shape).ok_or_else(|| Error::host_oom(bytes))?,
-            set: empty_set(&shape),
-            dset: empty_set(&shape),
+            set: weight_set(&shape, owner)?,
+            dset: weight_set(&shape, owner)?,
             y_tm: zeroed(shape.y_len())?,
             hy: zeroed(state)?,
             cy: zeroed(state)?,
@@ -94,10 +114,10 @@ impl Half {
         })
     }
 
-    fn forward(&mut self, isa: Isa, x_tm: &[f32], zeros: &[f32]) {
+    fn forward(&mut self, isa: Isa, zeros: &[f32]) {
         let state = self.shape.state_len();
         let inp = Inputs {
-            x: x_tm,
+            x: &self.x_tm,
             hx: &zeros[..state],
             cx: &zeros[..state],
             weights: &self.set,
@@ -114,10 +134,10 @@ impl Half {
     }
 
     /// After [`Half::forward`]; `dx_tm` is computed when it is not empty.
-    fn backward(&mut self, isa: Isa, x_tm: &[f32], zeros: &[f32]) {
+    fn backward(&mut self, isa: Isa, zeros: &[f32]) {
         let state = self.shape.state_len();
         let inp = Inputs {
-            x: x_tm,
+            x: &self.x_tm,
             hx: &zeros[..state],
             cx: &zeros[..state],
             weights: &self.set,
@@ -141,7 +161,8 @@ impl Half {
     }
 
     fn bytes(&self) -> usize {
-        let bufs = [
+        let mut floats = [
+            &self.x_tm,
             &self.y_tm,
             &self.hy,
             &self.cy,
@@ -150,8 +171,15 @@ impl Half {
             &self.dx_tm,
             &self.dhx,
             &self.dcx,
-        ];
-        self.ws.bytes() + 4 * bufs.iter().map(|b| b.len()).sum::<usize>()
+        ]
+        .iter()
+        .map(|b| b.len())
+        .sum::<usize>();
+        if !self.owner {
+            let set = |w: &Weights| w.tensors().iter().map(|t| t.len()).sum::<usize>();
+            floats += set(&self.set[0]) + set(&self.dset[0]);
+        }
+        self.ws.bytes() + 4 * floats
     }
 }
 
@@ -165,13 +193,28 @@ impl RecurrentLayer {
         params: Vec<Vec<f32>>,
         input_grad: bool,
     ) -> Result<RecurrentLayer> {
-        let directions: &[Direction] = match shape.direction {
-            Direction::Concat => &[Direction::Left2Right, Direction::Right2Left],
-            _ => &[shape.direction],
+        // (direction, its index, first sequence, sequences)
+        let parts: Vec<(Direction, usize, usize, usize)> = match shape.direction {
+            Direction::Concat => vec![
+                (Direction::Left2Right, 0, 0, shape.mb),
+                (Direction::Right2Left, 1, 0, shape.mb),
+            ],
+            d if shape.mb >= SPLIT_BATCH && rayon::current_num_threads() > 1 => {
+                let half = shape.mb / 2;
+                vec![(d, 0, 0, half), (d, 0, half, shape.mb - half)]
+            }
+            d => vec![(d, 0, 0, shape.mb)],
         };
-        let halves = directions
-            .iter()
-            .map(|&direction| Half::new(RnnShape { direction, ..shape }, input_grad))
+        let halves = parts
+            .into_iter()
+            .map(|(direction, d, n0, mb)| {
+                let part = RnnShape {
+                    direction,
+                    mb,
+                    ..shape
+                };
+                Half::new(part, d, n0, input_grad)
+            })
             .collect::<Result<Vec<_>>>()?;
         let one = RnnShape {
             direction: Direction::Left2Right,
@@ -179,20 +222,23 @@ impl RecurrentLayer {
         };
         Ok(RecurrentLayer {
             sequences,
-            input_grad,
             params: params.into_iter().map(Param::new).collect(),
             halves,
             x_tm: zeroed(shape.x_len())?,
-            dx_tm: zeroed(if input_grad { shape.x_len() } else { 0 })?,
             zeros: zeroed(one.state_len())?,
             shape,
         })
     }
 
-    /// Moves the parameters into the halves' weight sets and their
+    fn directions(&self) -> usize {
+        self.shape.direction.count()
+    }
+
+    /// Moves the parameters into the owning halves' weight sets and their
     /// gradients into the gradient sets, or back again.
     fn swap_params(&mut self) {
-        for (p, half) in self.params.chunks_mut(3).zip(&mut self.halves) {
+        for half in self.halves.iter_mut().filter(|h| h.owner) {
+            let p = &mut self.params[3 * half.d..][..3];
             let (w, g) = (&mut half.set[0], &mut half.dset[0]);
             std::mem::swap(&mut p[0].value, &mut w.w_ih);
             std::mem::swap(&mut p[1].value, &mut w.w_hh);
@@ -203,33 +249,64 @@ impl RecurrentLayer {
         }
     }
 
-    /// Runs `f` on every half, the two of a bidirectional layer at once.
-    fn on_halves(&mut self, f: impl Fn(&mut Half, &[f32], &[f32]) + Sync) {
-        let (x, z) = (&self.x_tm[..], &self.zeros[..]);
+    /// The weights into the halves that copy them (after `swap_params`).
+    fn copy_weights(&mut self) {
+        let (owners, copies): (Vec<&mut Half>, Vec<&mut Half>) =
+            self.halves.iter_mut().partition(|h| h.owner);
+        for c in copies {
+            let from = &owners[c.d].set[0];
+            c.set[0].w_ih.copy_from_slice(&from.w_ih);
+            c.set[0].w_hh.copy_from_slice(&from.w_hh);
+            c.set[0].b_ih.copy_from_slice(&from.b_ih);
+        }
+    }
+
+    /// The copying halves' weight gradients added into their owners'.
+    fn sum_weight_grads(&mut self) {
+        let (mut owners, copies): (Vec<&mut Half>, Vec<&mut Half>) =
+            self.halves.iter_mut().partition(|h| h.owner);
+        for c in copies {
+            let to = &mut owners[c.d].dset[0];
+            let from = &c.dset[0];
+            for (t, f) in [
+                (&mut to.w_ih, &from.w_ih),
+                (&mut to.w_hh, &from.w_hh),
+                (&mut to.b_ih, &from.b_ih),
+            ] {
+                for (a, &b) in t.iter_mut().zip(f) {
+                    *a += b;
+                }
+            }
+        }
+    }
+
+    /// Runs `f` on every half, two at once.
+    fn on_halves(&mut self, f: impl Fn(&mut Half, &[f32]) + Sync) {
+        let z = &self.zeros[..];
         match &mut self.halves[..] {
             [a, b] => {
-                rayon::join(|| f(a, x, z), || f(b, x, z));
+                rayon::join(|| f(a, z), || f(b, z));
             }
-            halves => halves.iter_mut().for_each(|h| f(h, x, z)),
+            halves => halves.iter_mut().for_each(|h| f(h, z)),
         }
     }
 
     /// The layer's output from the halves': every step, batch-major, each
     /// direction's features side by side; or each direction's final state.
     fn write_output(&self, out: &mut [f32]) {
-        let s = &self.shape;
-        let (h, dirs) = (s.hidden, self.halves.len());
-        for (d, half) in self.halves.iter().enumerate() {
-            if self.sequences {
-                for k in 0..s.t {
-                    for n in 0..s.mb {
+        let (s, dirs) = (&self.shape, self.directions());
+        let h = s.hidden;
+        for half in &self.halves {
+            let (d, mb) = (half.d, half.shape.mb);
+            for i in 0..mb {
+                let n = half.n0 + i;
+                if self.sequences {
+                    for k in 0..s.t {
                         out[((n * s.t + k) * dirs + d) * h..][..h]
-                            .copy_from_slice(&half.y_tm[(k * s.mb + n) * h..][..h]);
+                            .copy_from_slice(&half.y_tm[(k * mb + i) * h..][..h]);
                     }
-                }
-            } else {
-                for n in 0..s.mb {
-                    out[(n * dirs + d) * h..][..h].copy_from_slice(&half.hy[n * h..][..h]);
+                } else {
+                    out[(n * dirs + d) * h..][..h].copy_from_slice(&half.hy[i * h..][..h]);
                 }
             }
         }
@@ -238,19 +315,39 @@ impl RecurrentLayer {
     /// The output gradient as the halves take it: `dy_tm` for every step,
     /// or `dhy` for the final states (the other stays zero).
     fn read_output_grad(&mut self, dy: &[f32]) {
-        let s = self.shape;
-        let (h, dirs) = (s.hidden, self.halves.len());
-        for (d, half) in self.halves.iter_mut().enumerate() {
-            if self.sequences {
-                for k in 0..s.t {
-                    for n in 0..s.mb {
-                        half.dy_tm[(k * s.mb + n) * h..][..h]
+        let (s, dirs) = (self.shape, self.directions());
+        let h = s.hidden;
+        for half in &mut self.halves {
+            let (d, mb) = (half.d, half.shape.mb);
+            for i in 0..mb {
+                let n = half.n0 + i;
+                if self.sequences {
+                    for k in 0..s.t {
+                        half.dy_tm[(k * mb + i) * h..][..h]
                             .copy_from_slice(&dy[((n * s.t + k) * dirs + d) * h..][..h]);
                     }
+                } else {
+                    half.dhy[i * h..][..h].copy_from_slice(&dy[(n * dirs + d) * h..][..h]);
                 }
-            } else {
-                for n in 0..s.mb {
-                    half.dhy[n * h..][..h].copy_from_slice(&dy[(n * dirs + d) * h..][..h]);
+            }
+        }
+    }
+
+    /// The sequence's gradient, batch-major: each half's rows, the two
+    /// directions' added.
+    fn write_input_grad(&self, dx: &mut [f32]) {
+        let s = &self.shape;
+        let c = s.input;
+        dx.fill(0.0);
+        for half in &self.halves {
+            let mb = half.shape.mb;
+            for i in 0..mb {
+                let n = half.n0 + i;
+                for k in 0..s.t {
+                    let src = &half.dx_tm[(k * mb + i) * c..][..c];
+                    for (d, &v) in dx[(n * s.t + k) * c..][..c].iter_mut().zip(src) {
+                        *d += v;
+                    }
                 }
             }
         }
@@ -258,11 +355,18 @@ impl RecurrentLayer {
 
     /// The whole layer on the f64 reference as one problem (`check`): its
     /// output, or with `dy` its gradients (into the parameters' gradients
-    /// and `dx_tm`). The parameters are in the halves' sets.
-    fn reference(&mut self, dy: Option<&[f32]>, out: Option<&mut [f32]>) {
+    /// and `dx`). The parameters are in the owning halves' sets.
+    fn reference(&mut self, dy: Option<&[f32]>, out: Option<&mut [f32]>, dx: Option<&mut [f32]>) {
         let s = self.shape;
-        let (h, dirs, state) = (s.hidden, self.halves.len(), s.state_len());
-        let weights: Vec<Weights> = self.halves.iter().map(|half| half.set[0].clone()).collect();
+        let (h, dirs, state) = (s.hidden, self.directions(), s.state_len());
+        let weights: Vec<Weights> = (0..dirs)
+            .map(|d| {
+                let owner = self.halves.iter().find(|x| x.owner && x.d == d);
+                owner
+                    .map(|x| x.set[0].clone())
+                    .unwrap_or_else(|| Weights::zeros(&s, d))
+            })
+            .collect();
         let (mut dy_tm, mut dhy) = (vec![0.0; s.y_len()], vec![0.0; state]);
         if let Some(dy) = dy {
             if self.sequences {
@@ -293,14 +397,14 @@ impl RecurrentLayer {
             }
             return;
         }
-        for (half, want) in self.halves.iter_mut().zip(&r.dw) {
-            let g = &mut half.dset[0];
+        for half in self.halves.iter_mut().filter(|x| x.owner) {
+            let (g, want) = (&mut half.dset[0], &r.dw[half.d]);
             g.w_ih.copy_from_slice(&want.w_ih);
             g.w_hh.copy_from_slice(&want.w_hh);
             g.b_ih.copy_from_slice(&want.b_ih);
         }
-        if self.input_grad {
-            self.dx_tm.copy_from_slice(&r.dx);
+        if let Some(dx) = dx {
+            swap_axes(&r.dx, s.t, s.mb, s.input, dx);
         }
     }
 }
@@ -308,15 +412,21 @@ impl RecurrentLayer {
 impl Layer<Cpu> for RecurrentLayer {
     fn forward(&mut self, ctx: &mut Ctx, inputs: &[&[f32]], out: &mut [f32]) -> Result<()> {
         let s = self.shape;
-        swap_axes(inputs[0], s.mb, s.t, s.input, &mut self.x_tm);
         self.swap_params();
         if ctx.reference {
-            self.reference(None, Some(out));
+            swap_axes(inputs[0], s.mb, s.t, s.input, &mut self.x_tm);
+            self.reference(None, Some(out), None);
             self.swap_params();
             return Ok(());
         }
+        let row = s.t * s.input;
+        for half in &mut self.halves {
+            let mine = &inputs[0][half.n0 * row..][..half.shape.mb * row];
+            swap_axes(mine, half.shape.mb, s.t, s.input, &mut half.x_tm);
+        }
+        self.copy_weights();
         let isa = ctx.isa;
-        self.on_halves(|half, x, z| half.forward(isa, x, z));
+        self.on_halves(|half, z| half.forward(isa, z));
         self.swap_params();
         self.write_output(out);
         Ok(())
@@ -332,29 +442,21 @@ impl Layer<Cpu> for RecurrentLayer {
         dys: &[&[f32]],
         dxs: &mut [Option<&mut [f32]>],
     ) -> Result<()> {
-        let s = self.shape;
+        let dx = dxs.first_mut().and_then(|d| d.as_deref_mut());
         self.swap_params();
         if ctx.reference {
-            self.reference(Some(dys[0]), None);
+            self.reference(Some(dys[0]), None, dx);
         } else {
             self.read_output_grad(dys[0]);
+            self.copy_weights();
             let isa = ctx.isa;
-            self.on_halves(|half, x, z| half.backward(isa, x, z));
-            if self.input_grad {
-                // The directions' input gradients add up.
-                let (first, rest) = self.halves.split_at(1);
-                self.dx_tm.copy_from_slice(&first[0].dx_tm);
-                for half in rest {
-                    for (d, &v) in self.dx_tm.iter_mut().zip(&half.dx_tm) {
-                        *d += v;
-                    }
-                }
+            self.on_halves(|half, z| half.backward(isa, z));
+            self.sum_weight_grads();
+            if let Some(dx) = dx {
+                self.write_input_grad(dx);
             }
         }
         self.swap_params();
-        if let Some(dx) = dxs.first_mut().and_then(|d| d.as_deref_mut()) {
-            swap_axes(&self.dx_tm, s.t, s.mb, s.input, dx);
-        }
         Ok(())
     }
 
@@ -367,7 +469,7 @@ impl Layer<Cpu> for RecurrentLayer {
     }
 
     fn scratch_bytes(&self) -> usize {
-        let own = self.x_tm.len() + self.dx_tm.len() + self.zeros.len();
+        let own = self.x_tm.len() + self.zeros.len();
         4 * own + self.halves.iter().map(Half::bytes).sum::<usize>()
     }
 
@@ -377,11 +479,11 @@ impl Layer<Cpu> for RecurrentLayer {
         } else {
             "input GEMM for all steps, per-step recurrent GEMM"
         };
-        let both = if self.halves.len() == 2 {
-            "; the two directions at once"
-        } else {
-            ""
+        let split = match (self.halves.len(), self.directions()) {
+            (2, 2) => "; the two directions at once",
+            (2, _) => "; two halves of the batch at once",
+            _ => "",
         };
-        format!("{input} + fused gates{both}")
+        format!("{input} + fused gates{split}")
     }
 }
