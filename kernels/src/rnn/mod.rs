@@ -656,18 +656,19 @@ fn set_forward(
             false,
         );
     }
+    // Row q's bias (the GRU adds its b_hh to the hidden product instead:
+    // b_hn is multiplied by r).
+    let bias = |q: usize| w.b_ih[q] + if gru { 0.0 } else { w.b_hh[q] };
     let mut prev: Option<usize> = None;
     for k in steps(t, reversed) {
         let pre = &mut set.gates[k * row..][..row];
-        // Step k's input product as `[gh][mb]`, with the biases (the GRU
-        // adds its b_hh to the hidden product instead: b_hn is multiplied
-        // by r).
+        // Step k's input product as `[gh][mb]`, with the biases.
         if per_step {
             let xt = &scratch[k * in_f * mb..][..in_f * mb];
             step_gemm(isa, gh, mb, in_f, &w.w_ih, xt, pre, false);
             crate::on_isa!(isa, {
                 for (q, dst) in pre.chunks_mut(mb).enumerate() {
-                    let b = w.b_ih[q] + if gru { 0.0 } else { w.b_hh[q] };
+                    let b = bias(q);
                     for d in dst {
                         *d += b;
                     }
@@ -677,7 +678,7 @@ fn set_forward(
             // Step k's columns of `[gh][t·mb]`.
             crate::on_isa!(isa, {
                 for (q, dst) in pre.chunks_mut(mb).enumerate() {
-                    let b = w.b_ih[q] + if gru { 0.0 } else { w.b_hh[q] };
+                    let b = bias(q);
                     for (d, &v) in dst.iter_mut().zip(&xw[q * tb + k * mb..][..mb]) {
                         *d = v + b;
                     }

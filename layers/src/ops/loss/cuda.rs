@@ -7,6 +7,14 @@ use crate::backend::cuda::{DeviceBuffer, Gpu, GpuResult};
 use crate::core::backend::Layer;
 use crate::core::DType;
 
+/// A batch's labels as the kernels read them (u32, little-endian), once
+/// checked against the batch and the classes (`cpu::set_labels`).
+pub(crate) fn device_labels(labels: &[u32], batch: usize, classes: usize) -> GpuResult<Vec<u8>> {
+    let mut held = vec![0u32; batch];
+    super::cpu::set_labels(&mut held, labels, classes)?;
+    Ok(held.iter().flat_map(|l| l.to_le_bytes()).collect())
+}
+
 pub struct SoftmaxXentGpuLayer {
     batch: usize,
     classes: usize,
@@ -79,10 +87,8 @@ impl<'g> Layer<Cuda<'g>> for SoftmaxXentGpuLayer {
     /// Copies the labels in and waits (between steps, outside their
     /// timing).
     fn set_labels(&mut self, _cx: &mut GpuCtx<'g>, labels: &[u32]) -> GpuResult<bool> {
-        let mut held = vec![0u32; self.batch];
-        super::cpu::set_labels(&mut held, labels, self.classes)?;
-        let bytes: Vec<u8> = held.iter().flat_map(|l| l.to_le_bytes()).collect();
-        self.labels.upload(&bytes)?;
+        self.labels
+            .upload(&device_labels(labels, self.batch, self.classes)?)?;
         Ok(true)
     }
 

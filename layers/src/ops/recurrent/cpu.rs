@@ -79,14 +79,14 @@ fn swap_axes(src: &[f32], a: usize, b: usize, f: usize, dst: &mut [f32]) {
 
 /// A weight set: an owner's three parameters are moved in for each pass
 /// (empty until then); a copying half holds its own.
-fn weight_set(shape: &RnnShape, owner: bool) -> Result<Vec<Weights>> {
+fn weight_set(shape: &RnnShape, owner: bool) -> Vec<Weights> {
     let mut w = Weights::zeros(shape, 0);
     if owner {
         w.w_ih = Vec::new();
         w.w_hh = Vec::new();
         w.b_ih = Vec::new();
     }
-    Ok(vec![w])
+    vec![w]
 }
 
 impl Half {
@@ -100,8 +100,8 @@ impl Half {
             owner,
             x_tm: zeroed(shape.x_len())?,
             ws: Workspace::try_new(&shape).ok_or_else(|| Error::host_oom(bytes))?,
-            set: weight_set(&shape, owner)?,
-            dset: weight_set(&shape, owner)?,
+            set: weight_set(&shape, owner),
+            dset: weight_set(&shape, owner),
             y_tm: zeroed(shape.y_len())?,
             hy: zeroed(state)?,
             cy: zeroed(state)?,

@@ -7,7 +7,7 @@ use crate::backend::cuda::layer::{Cuda, DevPtr, GpuCtx};
 use crate::backend::cuda::{DeviceBuffer, Gpu, GpuResult};
 use crate::core::backend::Layer;
 use crate::core::DType;
-use crate::ops::loss::cpu::set_labels;
+use crate::ops::loss::cuda::device_labels;
 use crate::ops::spec::NodeCx;
 
 /// A label takes two values.
@@ -25,19 +25,14 @@ pub struct SigmoidBceGpuLayer {
     labels: DeviceBuffer,
 }
 
-fn label_bytes(labels: &[u32]) -> Vec<u8> {
-    labels.iter().flat_map(|l| l.to_le_bytes()).collect()
-}
-
 impl SigmoidBceGpuLayer {
     /// One label (0 or 1) per image of the batch.
     pub fn new(gpu: &Gpu, labels: &[u32], dtype: DType) -> GpuResult<Self> {
-        let mut held = vec![0u32; labels.len()];
-        set_labels(&mut held, labels, CLASSES)?;
+        let bytes = device_labels(labels, labels.len(), CLASSES)?;
         Ok(SigmoidBceGpuLayer {
             batch: labels.len(),
             dtype,
-            labels: DeviceBuffer::from_bytes(&gpu.stream, &label_bytes(&held))?,
+            labels: DeviceBuffer::from_bytes(&gpu.stream, &bytes)?,
         })
     }
 }
@@ -88,9 +83,8 @@ impl<'g> Layer<Cuda<'g>> for SigmoidBceGpuLayer {
     /// Checks the labels (0 or 1, one per image), copies them in and
     /// waits (between steps, outside their timing).
     fn set_labels(&mut self, _cx: &mut GpuCtx<'g>, labels: &[u32]) -> GpuResult<bool> {
-        let mut held = vec![0u32; self.batch];
-        set_labels(&mut held, labels, CLASSES)?;
-        self.labels.upload(&label_bytes(&held))?;
+        self.labels
+            .upload(&device_labels(labels, self.batch, CLASSES)?)?;
         Ok(true)
     }
 
