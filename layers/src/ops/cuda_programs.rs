@@ -31,8 +31,34 @@ mod tests {
     use super::*;
     use crate::backend::cuda::nvrtc::tests::nvrtc_here;
     use crate::backend::cuda::nvrtc::{
-        compile_all, compile_cubin, compile_ptx, supported_archs, Target,
+        compile_all, compile_cubin, compile_ptx, supported_archs, unique_kernels, Target,
     };
+
+    /// The kernels a PTX module defines (its `.entry` names), sorted.
+    fn ptx_entries(ptx: &str) -> Vec<&str> {
+        let mut names: Vec<&str> = ptx
+            .lines()
+            .filter_map(|l| l.split_once(".entry ").map(|(_, rest)| rest))
+            .map(|rest| rest.split(['(', ' ']).next().unwrap_or(rest).trim())
+            .collect();
+        names.sort_unstable();
+        names
+    }
+
+    #[test]
+    fn each_kernel_name_belongs_to_one_program() {
+        let programs = cuda_programs();
+        unique_kernels(&programs).unwrap();
+        let twice = [programs[0], programs[0]];
+        let e = unique_kernels(&twice).unwrap_err();
+        assert!(e.contains("cast.cu and cast.cu both list kernel"), "{e}");
+    }
+
+    #[test]
+    fn ptx_entries_are_read_from_entry_lines() {
+        let ptx = ".visible .entry b_f16(\n.param .u64 x\n)\n.visible .entry a_f32(\n";
+        assert_eq!(ptx_entries(ptx), ["a_f32", "b_f16"]);
+    }
 
     #[test]
     fn every_kernel_compiles_to_ptx() {
@@ -47,10 +73,14 @@ mod tests {
                 assert!(log.is_empty(), "{file} ({arch}) has warnings:\n{log}");
             }
             let ptx = compile_ptx(arch, &programs_all).unwrap();
-            for name in kernel_names(&programs_all) {
-                let entry = format!(".entry {name}(");
-                let found = ptx.iter().filter(|(_, ptx)| ptx.contains(&entry));
-                assert_eq!(found.count(), 1, "{name} ({arch})");
+            // `Kernels::compile` looks up each program's list in that
+            // program's module, and nothing else: the list must be exactly
+            // the kernels the module defines.
+            for (p, (file, ptx)) in programs_all.iter().zip(&ptx) {
+                assert_eq!(p.file, *file);
+                let mut want: Vec<&str> = p.kernels.to_vec();
+                want.sort_unstable();
+                assert_eq!(ptx_entries(ptx), want, "{file} ({arch})");
             }
             // The half conversions are single instructions, not calls; bf16
             // rounding is one from compute_80.
@@ -82,13 +112,15 @@ mod tests {
                 assert!(bin.starts_with(b"\x7fELF"), "{file} ({sm})");
                 assert!(log.is_empty(), "{file} ({sm}) has warnings:\n{log}");
             }
-            let bins: Vec<&[u8]> = programs.iter().map(|(_, b, _)| b.as_slice()).collect();
-            for name in kernel_names(&programs_all) {
-                let sym = format!("\0{name}\0");
-                let found = bins
-                    .iter()
-                    .filter(|b| b.windows(sym.len()).any(|w| w == sym.as_bytes()));
-                assert_eq!(found.count(), 1, "{name} ({sm})");
+            // Each program's kernels are symbols of its own CUBIN, the
+            // module they are looked up in.
+            for (p, (file, bin, _)) in programs_all.iter().zip(&programs) {
+                assert_eq!(p.file, *file);
+                for name in p.kernels {
+                    let sym = format!("\0{name}\0");
+                    let found = bin.windows(sym.len()).any(|w| w == sym.as_bytes());
+                    assert!(found, "{name} not in {file} ({sm})");
+                }
             }
         }
         // Ampere and Hopper always get machine code.

@@ -32,7 +32,10 @@ use std::sync::Arc;
 /// per-storage instantiation macro, and the dropout hash.
 pub const PRELUDE: &str = include_str!("prelude.cuh");
 
-/// One CUDA C source (without the prelude) and the kernels it defines.
+/// One CUDA C source (without the prelude) and the kernels it defines:
+/// `kernels` lists exactly the `extern "C"` kernels of `source` (tested
+/// against NVRTC's output in `ops::cuda_programs`), and only these are
+/// looked up in the program's module.
 /// The backend's own are [`BACKEND_PROGRAMS`]; each op with kernels of its
 /// own keeps its program in its folder, and `ops::cuda_programs` gathers
 /// them all.
@@ -310,6 +313,20 @@ pub(crate) fn pick(st: Storage, names: [&'static str; 3]) -> &'static str {
     }
 }
 
+/// Checks that no two of `programs` name the same kernel, so that each
+/// name is looked up in exactly one module.
+pub(crate) fn unique_kernels(programs: &[Program]) -> Result<(), String> {
+    let mut seen = HashMap::new();
+    for p in programs {
+        for &name in p.kernels {
+            if let Some(other) = seen.insert(name, p.file) {
+                return Err(format!("{other} and {} both list kernel {name}", p.file));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The compiled kernels, loaded into one context. Every launch goes onto
 /// the stream the caller passes, which must belong to that context.
 pub struct Kernels {
@@ -345,9 +362,14 @@ impl Kernels {
                 .map(|(f, ptx)| (f, Ptx::from_src(ptx)))
                 .collect(),
         };
+        // Each program's module is searched for that program's kernels
+        // only, each of which it defines (`cuda_programs`' tests check the
+        // lists against NVRTC's output): a name looked up in a module that
+        // lacks it fails with CUDA_ERROR_NOT_FOUND, which compute-sanitizer
+        // reports as an API error even where it is handled.
+        unique_kernels(programs).map_err(|e| invalid("cuModuleGetFunction", e))?;
         let mut funcs = HashMap::new();
-        let names: Vec<&'static str> = programs.iter().flat_map(|p| p.kernels).copied().collect();
-        for (file, code) in compiled {
+        for (program, (file, code)) in programs.iter().zip(compiled) {
             let module = ctx.load_module(code).map_err(|e| {
                 let mut err = driver("cuModuleLoadData", e);
                 err.status = if e.0 == CUresult::CUDA_ERROR_UNSUPPORTED_PTX_VERSION {
@@ -361,22 +383,14 @@ impl Kernels {
                 };
                 err
             })?;
-            // Each kernel is in one of the modules: look for all in each.
-            for &name in &names {
-                match module.load_function(name) {
-                    Ok(f) => {
-                        funcs.insert(name, f);
-                    }
-                    Err(e) if e.0 == CUresult::CUDA_ERROR_NOT_FOUND => {}
-                    Err(e) => return Err(driver("cuModuleGetFunction", e)),
-                }
+            for &name in program.kernels {
+                let f = module.load_function(name).map_err(|e| {
+                    let mut err = driver("cuModuleGetFunction", e);
+                    err.status = format!("{} for {name} in {file}", err.status);
+                    err
+                })?;
+                funcs.insert(name, f);
             }
-        }
-        if let Some(name) = names.iter().find(|n| !funcs.contains_key(*n)) {
-            return Err(invalid(
-                "cuModuleGetFunction",
-                format!("CUDA_ERROR_NOT_FOUND: no kernel {name} in the compiled modules"),
-            ));
         }
         Ok(Kernels { funcs, target })
     }
