@@ -10,6 +10,7 @@ use anyhow::Result;
 use clap::Args;
 use cnnbench_kernels::{peak, Isa};
 use cnnbench_layers::cuda::device::supports_dtype;
+use cnnbench_layers::cuda::loader::{self, LibraryInfo};
 use cnnbench_layers::cuda::{DeviceInfo, Gpu, Peak};
 use cnnbench_layers::gemm::cuda::measure_peak;
 use cnnbench_layers::DType;
@@ -59,6 +60,9 @@ struct GpuSection {
     /// Square cuBLAS GEMMs per dtype, beside the nominal peaks
     /// (`device.peaks`: the datasheet's, else SMs x max clock).
     measured: Vec<Peak>,
+    /// Each NVIDIA library as loaded (file and version), or why not: told
+    /// with or without a GPU or driver.
+    libraries: Vec<LibraryInfo>,
 }
 
 fn gpu_section() -> Result<GpuSection> {
@@ -68,6 +72,7 @@ fn gpu_section() -> Result<GpuSection> {
             reason: Some(why),
             device: None,
             measured: vec![],
+            libraries: loader::libraries(),
         }),
         Ok(gpu) => {
             let mut measured = Vec::new();
@@ -80,6 +85,7 @@ fn gpu_section() -> Result<GpuSection> {
             Ok(GpuSection {
                 usable: true,
                 reason: None,
+                libraries: gpu.info.libraries.clone(),
                 device: Some(gpu.info.clone()),
                 measured,
             })
@@ -157,6 +163,10 @@ fn text(i: &Info) -> String {
         }
         (None, Some(why)) => s += &format!("gpu           {why}\n"),
         (None, None) => {}
+    }
+    for (n, l) in i.gpu.libraries.iter().enumerate() {
+        let head = if n == 0 { "gpu libraries" } else { "" };
+        s += &format!("{head:<13} {}\n", l.describe());
     }
     s += &format!(
         "\nFP32 peak, measured (register-only FMA loop, FMA = 2 FLOPs, best of {}):\n",

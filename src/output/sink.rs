@@ -80,7 +80,7 @@ impl Output {
                 e.cnnbench.version,
                 e.cnnbench.git,
                 g.name,
-                g.cudnn,
+                g.cudnn_label(),
                 g.cublas,
                 g.driver_cuda,
                 self.dtype.math(),

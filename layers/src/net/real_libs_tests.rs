@@ -13,19 +13,17 @@ use super::graph::{Graph, Op};
 use crate::backend::cuda::cudnn::{within_tensor_limit, TensorDesc};
 use crate::backend::cuda::cudnn_ops::{bn_mode, ActivationDesc, LrnDesc, OpTensorDesc};
 use crate::backend::cuda::gpu_lib_for_test;
+use crate::backend::cuda::loader::cudnn_sys as sys;
 use crate::core::{DType, Layout};
 use crate::ops::conv::cudnn_conv::ConvDescs;
 use crate::ops::pool::cuda::PoolGpuLayer;
 use crate::zoo;
-use cudarc::cudnn::sys;
 
 const BATCHES: [usize; 2] = [16, 256];
 const LAYOUTS: [Layout; 2] = [Layout::Nhwc, Layout::Nchw];
 
 fn cudnn_here() -> bool {
-    // SAFETY: only tries `dlopen` on the candidate names.
-    let present = unsafe { sys::is_culib_present() };
-    gpu_lib_for_test("cuDNN (libcudnn.so)", present)
+    gpu_lib_for_test("cuDNN (libcudnn.so.9)", sys::missing().is_none())
 }
 
 fn zoo_graphs() -> Vec<Graph> {

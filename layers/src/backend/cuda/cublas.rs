@@ -2,8 +2,10 @@
 //! GemmEx with the compute type each dtype asks for.
 
 use super::error::{check_cublas, GpuResult};
+use crate::backend::cuda::loader::cublas_sys::{
+    self as sys, cublasComputeType_t, cublasOperation_t, cudaDataType,
+};
 use crate::core::DType;
-use cudarc::cublas::sys::{self, cublasComputeType_t, cublasOperation_t, cudaDataType};
 use std::ffi::c_void;
 
 pub struct CublasHandle(sys::cublasHandle_t);

@@ -4,27 +4,12 @@
 //! carried and printed by number instead of becoming an invalid Rust enum.
 
 use super::error::{check_cudnn, GpuError, GpuResult};
+use crate::backend::cuda::loader::cudnn_sys as sys;
 use crate::core::{DType, Layout};
-use cudarc::cudnn::sys;
 use std::ffi::c_void;
 use std::sync::OnceLock;
 
-/// The loaded cuDNN's version as `major.minor.patch`.
-pub fn version() -> String {
-    // SAFETY: no arguments; the library was probed before.
-    let v = unsafe { sys::cudnnGetVersion() };
-    version_string(v)
-}
-
-/// cuDNN 9 encodes 9.10.2 as 91002 (major·10000 + minor·100 + patch);
-/// cuDNN 8 encoded 8.9.7 as 8907.
-pub fn version_string(v: usize) -> String {
-    if v >= 90000 {
-        format!("{}.{}.{}", v / 10000, (v % 10000) / 100, v % 100)
-    } else {
-        format!("{}.{}.{}", v / 1000, (v % 1000) / 100, v % 100)
-    }
-}
+pub use super::loader::cudnn_sys::{version, version_string};
 
 /// The CUDA runtime version cuDNN was built against, e.g. `13.0`.
 pub fn cudart_version() -> String {

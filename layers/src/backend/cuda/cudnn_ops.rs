@@ -5,7 +5,7 @@
 
 use super::error::{check_cudnn, GpuError, GpuResult};
 use crate::core::Layout;
-use cudarc::cudnn::sys;
+use crate::backend::cuda::loader::cudnn_sys as sys;
 
 /// `1.0` and `0.0` as cuDNN's alpha/beta pointers (floats, for float, half
 /// and bfloat16 data alike).

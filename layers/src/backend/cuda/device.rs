@@ -24,6 +24,10 @@ pub struct DeviceInfo {
     pub cublas: String,
     /// Peak TFLOP/s per dtype, and where each number comes from.
     pub peaks: Vec<Peak>,
+    /// Each NVIDIA library as loaded: its file and its own version
+    /// (absent from records written before cnnbench named them).
+    #[serde(default)]
+    pub libraries: Vec<super::loader::LibraryInfo>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -35,6 +39,20 @@ pub struct Peak {
 }
 
 impl DeviceInfo {
+    /// `9.19.0 (/path/libcudnn.so.9)`: cuDNN's version and the file that
+    /// loaded, where the record names it.
+    pub fn cudnn_label(&self) -> String {
+        match self
+            .libraries
+            .iter()
+            .find(|l| l.name == "cuDNN")
+            .and_then(|l| l.file.as_ref())
+        {
+            Some(file) => format!("{} ({file})", self.cudnn),
+            None => self.cudnn.clone(),
+        }
+    }
+
     pub fn peak(&self, d: DType) -> Option<&Peak> {
         self.peaks.iter().find(|p| p.dtype == d.name())
     }

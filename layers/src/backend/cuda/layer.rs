@@ -305,7 +305,7 @@ pub fn add_into(
 ) -> GpuResult<()> {
     // SAFETY: a, b and c hold the described tensor.
     check_cudnn("cudnnOpTensor", unsafe {
-        cudarc::cudnn::sys::cudnnOpTensor(
+        crate::backend::cuda::loader::cudnn_sys::cudnnOpTensor(
             cx.cudnn(),
             op.0,
             SCALARS.one(),
@@ -409,7 +409,7 @@ impl<'g> Backend for Cuda<'g> {
         for &p in &parts[2..] {
             // SAFETY: every part and the sum hold the described tensor.
             check_cudnn("cudnnAddTensor", unsafe {
-                cudarc::cudnn::sys::cudnnAddTensor(
+                crate::backend::cuda::loader::cudnn_sys::cudnnAddTensor(
                     cx.cudnn(),
                     SCALARS.one(),
                     d.0,

@@ -12,6 +12,7 @@ pub mod device;
 pub mod emu;
 pub(crate) mod error;
 pub mod layer;
+pub mod loader;
 pub mod memory;
 pub mod nccl;
 pub mod nvrtc;
@@ -212,5 +213,6 @@ fn device_info(
         cudnn: cudnn::version(),
         cublas: cublas.version()?,
         peaks,
+        libraries: loader::libraries(),
     })
 }

@@ -1,6 +1,6 @@
 //! NCCL, the collective library every data-parallel trainer uses, loaded at
 //! run time like the other CUDA libraries (by its own loader: see
-//! [`NAMES`]): communicators (one per GPU of
+//! [`SONAME`]): communicators (one per GPU of
 //! this process, or one per launched rank), the all-reduce on a stream,
 //! and groups. Every status becomes a [`GpuError`] naming the call and
 //! NCCL's own words for it.
@@ -13,9 +13,9 @@ use std::sync::OnceLock;
 /// Bytes of an NCCL unique id (`NCCL_UNIQUE_ID_BYTES`).
 pub const ID_BYTES: usize = 128;
 
-/// The names NCCL is loaded under: pip's wheel and PyTorch ship only the
-/// versioned one, a `-dev` package adds the plain one.
-const NAMES: [&str; 2] = ["libnccl.so.2", "libnccl.so"];
+/// The soname NCCL is loaded by (see [`super::loader`]): pip's wheel and
+/// PyTorch ship only this one.
+const SONAME: &str = "libnccl.so.2";
 
 type RawComm = *mut c_void;
 /// `ncclResult_t`, kept as the integer: a status newer than these bindings
@@ -49,6 +49,8 @@ struct Lib {
     ) -> Status,
     group_start: unsafe extern "C" fn() -> Status,
     group_end: unsafe extern "C" fn() -> Status,
+    /// The file that loaded.
+    file: std::path::PathBuf,
     // Last: the functions above point into it.
     _lib: libloading::Library,
 }
@@ -56,14 +58,13 @@ struct Lib {
 fn load() -> Result<Lib, String> {
     // SAFETY: loading NCCL runs its initialisers, which only set up state
     // of its own.
-    let lib = NAMES
-        .iter()
-        .find_map(|n| unsafe { libloading::Library::new(*n) }.ok())
-        .ok_or_else(|| {
-            "NCCL (libnccl.so.2) was not found: install it (pip install nvidia-nccl-cu13, \
+    let (lib, _) = super::loader::open(&[SONAME]).map_err(|e| match e {
+        super::loader::LoadError::NotFound(_) => format!(
+            "NCCL ({SONAME}) was not found: install it (pip install nvidia-nccl-cu13, \
              or the system's libnccl2) and put its lib folder on LD_LIBRARY_PATH"
-                .to_string()
-        })?;
+        ),
+        super::loader::LoadError::Unusable(e) => format!("NCCL ({SONAME}) did not load: {e}"),
+    })?;
     macro_rules! get {
         ($name:literal) => {
             // SAFETY: the type is NCCL's declaration of the function.
@@ -85,6 +86,7 @@ fn load() -> Result<Lib, String> {
         all_reduce: get!("ncclAllReduce"),
         group_start: get!("ncclGroupStart"),
         group_end: get!("ncclGroupEnd"),
+        file: super::loader::file_of(&lib, "ncclGetVersion").unwrap_or_else(|| SONAME.into()),
         _lib: lib,
     })
 }
@@ -137,6 +139,28 @@ pub fn version() -> GpuResult<String> {
     // SAFETY: an out-pointer to a local.
     check(l, "ncclGetVersion", unsafe { (l.get_version)(&mut v) })?;
     Ok(version_name(v))
+}
+
+/// NCCL as loaded, for `info` and records.
+pub fn library_info() -> super::loader::LibraryInfo {
+    let info = |file: Option<String>, version: Option<String>, error: Option<String>| {
+        super::loader::LibraryInfo {
+            name: "NCCL".into(),
+            soname: SONAME.into(),
+            file,
+            version,
+            error,
+        }
+    };
+    match (lib(), version()) {
+        (Ok(l), Ok(v)) => info(Some(l.file.display().to_string()), Some(v), None),
+        (Ok(l), Err(e)) => info(
+            Some(l.file.display().to_string()),
+            None,
+            Some(e.to_string()),
+        ),
+        (Err(e), _) => info(None, None, Some(e)),
+    }
 }
 
 /// NCCL's version code (`major*10000 + minor*100 + patch` since 2.9,
@@ -267,12 +291,7 @@ impl Comm {
         op: Reduce,
         stream: &CudaStream,
     ) -> GpuResult<()> {
-        // ncclRedOp_t: ncclSum 0, ncclMax 2, ncclAvg 4 (NCCL 2.10 and later).
-        let op = match op {
-            Reduce::Sum => 0,
-            Reduce::Max => 2,
-            Reduce::Avg => 4,
-        };
+        let op = raw_op(op, self.world_size);
         let l = self.lib;
         check(
             l,
@@ -287,6 +306,24 @@ impl Comm {
                 stream.cu_stream() as *mut c_void,
             ),
         )
+    }
+}
+
+/// `ncclRedOp_t` for `op` among `world_size` ranks: ncclSum 0, ncclMax 2,
+/// ncclAvg 4 (NCCL 2.10 and later). The mean over one rank is its input,
+/// so it goes to NCCL as a sum, which NCCL makes a copy (or nothing, in
+/// place). A float mean at one rank runs NCCL's `oneRankReduce` kernel
+/// instead, and from 2.19 to 2.29.3 that kernel's blocks (up to 32) cover
+/// only `blocks x alignUp(count / blocks, 16 bytes)` elements: where
+/// `count / blocks` is a whole number of 16-byte packs, the last
+/// `count % blocks` elements of an out-of-place result were never written
+/// (2^24+1 f32: the last one). Fixed in 2.29.7 (`src/device/onerank.cu`).
+fn raw_op(op: Reduce, world_size: usize) -> c_int {
+    match op {
+        Reduce::Avg if world_size == 1 => 0,
+        Reduce::Sum => 0,
+        Reduce::Max => 2,
+        Reduce::Avg => 4,
     }
 }
 
@@ -324,6 +361,17 @@ mod tests {
         assert_eq!(version_name(23203), "2.32.3");
         assert_eq!(version_name(21805), "2.18.5");
         assert_eq!(version_name(2804), "2.8.4");
+    }
+
+    #[test]
+    fn a_mean_over_one_rank_goes_to_nccl_as_a_sum() {
+        assert_eq!(raw_op(Reduce::Avg, 1), raw_op(Reduce::Sum, 1));
+        for n in [2, 3, 8, 64] {
+            assert_eq!(raw_op(Reduce::Avg, n), 4);
+            assert_eq!(raw_op(Reduce::Sum, n), 0);
+            assert_eq!(raw_op(Reduce::Max, n), 2);
+        }
+        assert_eq!(raw_op(Reduce::Max, 1), 2);
     }
 
     /// CI's real-library stage: pip's NCCL loads, says its version and

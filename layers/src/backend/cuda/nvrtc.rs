@@ -23,9 +23,10 @@ use super::probe::nvrtc_missing;
 use crate::core::dtype::Storage;
 use cudarc::driver::sys::{CUdeviceptr, CUresult};
 use cudarc::driver::{CudaContext, CudaFunction, CudaStream, LaunchConfig, PushKernelArg};
-use cudarc::nvrtc::{result as nvrtc, sys as nvrtc_sys, Ptx};
+use super::loader::nvrtc_sys;
+use cudarc::nvrtc::Ptx;
 use std::collections::HashMap;
-use std::ffi::{CStr, CString};
+use std::ffi::CString;
 use std::sync::Arc;
 
 /// Prepended to every source: storage types and their conversions, the
@@ -173,20 +174,15 @@ fn compile_one(file: &str, source: &str, arch: &str) -> Result<(Vec<u8>, String)
     let text = format!("{PRELUDE}\n#line 1 \"{file}\"\n{source}");
     let src = CString::new(text).map_err(|_| format!("{file}: the source contains a NUL byte"))?;
     let name = CString::new(file).map_err(|_| format!("{file}: the name contains a NUL byte"))?;
-    let prog = nvrtc::create_program(&src, Some(&name)).map_err(|e| format!("{file}: {e:?}"))?;
+    let prog = nvrtc_sys::create_program(&src, &name).map_err(|e| format!("{file}: {e:?}"))?;
     let cubin = arch.starts_with("sm_");
     // SAFETY: `prog` was just created from `src` and `name`, which outlive
     // it, and is destroyed once, below, whatever happened in between; the
     // CUBIN buffer is sized by NVRTC's own count.
     unsafe {
-        let compiled = nvrtc::compile_program(prog, &options(arch));
-        let log = nvrtc::get_program_log(prog)
-            .map(|raw| {
-                CStr::from_ptr(raw.as_ptr())
-                    .to_string_lossy()
-                    .trim()
-                    .to_owned()
-            })
+        let compiled = nvrtc_sys::compile_program(prog, &options(arch));
+        let log = nvrtc_sys::program_log(prog)
+            .map(|raw| String::from_utf8_lossy(&raw).trim().to_owned())
             .unwrap_or_default();
         let code = match compiled {
             Err(e) => Err(format!("{file} ({arch}): {e:?}\n{log}")),
@@ -202,11 +198,9 @@ fn compile_one(file: &str, source: &str, arch: &str) -> Result<(Vec<u8>, String)
                     })
                     .map_err(|e| format!("{file}: nvrtcGetCUBIN: {e:?}"))
             }
-            Ok(()) => nvrtc::get_ptx(prog)
-                .map(|raw| CStr::from_ptr(raw.as_ptr()).to_bytes().to_vec())
-                .map_err(|e| format!("{file}: nvrtcGetPTX: {e:?}")),
+            Ok(()) => nvrtc_sys::ptx(prog).map_err(|e| format!("{file}: nvrtcGetPTX: {e:?}")),
         };
-        let _ = nvrtc::destroy_program(prog);
+        let _ = nvrtc_sys::destroy_program(prog);
         code.map(|code| (code, log))
     }
 }
@@ -546,9 +540,8 @@ pub(crate) mod tests {
     use super::*;
 
     pub(crate) fn nvrtc_here() -> bool {
-        // SAFETY: only tries `dlopen` on the candidate names.
-        let present = unsafe { cudarc::nvrtc::sys::is_culib_present() };
-        crate::backend::cuda::gpu_lib_for_test("NVRTC (libnvrtc.so)", present)
+        let present = nvrtc_sys::missing().is_none();
+        crate::backend::cuda::gpu_lib_for_test("NVRTC (libnvrtc.so.13)", present)
     }
 
     #[test]

@@ -2,6 +2,9 @@
 //! panics on the first call into a missing one, so they are probed before
 //! anything else touches them.
 
+use super::loader;
+use super::loader::{cublas_sys, cudnn_sys, nvrtc_sys, LoadError};
+
 /// Which of the libraries the GPU path needs could be loaded.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Presence {
@@ -14,9 +17,10 @@ pub struct Presence {
     pub wrong: Option<String>,
 }
 
-/// Functions each library must have, looked up (never called) before
-/// cudarc is let near it: cudarc resolves a function at its first call and
-/// panics when it is missing.
+/// Functions the driver must have, looked up (never called) before cudarc
+/// is let near it: cudarc resolves a function at its first call and panics
+/// when it is missing. (cuDNN, cuBLAS and NVRTC are called through the
+/// loader's tables, filled whole when each loads.)
 const DRIVER_SYMBOLS: [&str; 10] = [
     "cuInit",
     "cuDriverGetVersion",
@@ -29,33 +33,6 @@ const DRIVER_SYMBOLS: [&str; 10] = [
     "cuLaunchKernel",
     "cuEventElapsedTime",
 ];
-const CUDNN_SYMBOLS: [&str; 5] = [
-    "cudnnGetVersion",
-    "cudnnCreate",
-    "cudnnCreateTensorDescriptor",
-    "cudnnConvolutionForward",
-    "cudnnFindConvolutionForwardAlgorithmEx",
-];
-const CUBLAS_SYMBOLS: [&str; 4] = [
-    "cublasCreate_v2",
-    "cublasGetVersion_v2",
-    "cublasSgemm_v2",
-    "cublasGemmEx",
-];
-const NVRTC_SYMBOLS: [&str; 11] = [
-    "nvrtcVersion",
-    "nvrtcGetNumSupportedArchs",
-    "nvrtcGetSupportedArchs",
-    "nvrtcCreateProgram",
-    "nvrtcCompileProgram",
-    "nvrtcGetProgramLogSize",
-    "nvrtcGetProgramLog",
-    "nvrtcGetPTX",
-    "nvrtcGetCUBINSize",
-    "nvrtcGetCUBIN",
-    "nvrtcDestroyProgram",
-];
-
 /// The first of `symbols` that `has` does not find.
 fn first_missing(symbols: &[&'static str], has: impl Fn(&str) -> bool) -> Option<&'static str> {
     symbols.iter().copied().find(|s| !has(s))
@@ -66,44 +43,44 @@ fn wrong_library(lib: &str, symbol: &str) -> String {
 }
 
 impl Presence {
-    /// Tries to load each library, and looks up the functions cnnbench
-    /// calls first in those that load (nothing is called in them).
+    /// Loads each library by the loader's rules ([`super::loader`]) and
+    /// looks up the driver functions cnnbench calls first (nothing is
+    /// called in them); cuDNN and cuBLAS are refused at load when they
+    /// lack a function, or when cuDNN's install is mixed.
     pub fn detect() -> Presence {
-        // SAFETY: `is_culib_present` only tries `dlopen` on the candidate
-        // names; `culib` loads the same library (it is present) and `get`
-        // only looks a name up with dlsym.
-        unsafe {
-            let driver = cudarc::driver::sys::is_culib_present();
-            let cudnn = cudarc::cudnn::sys::is_culib_present();
-            let cublas = cudarc::cublas::sys::is_culib_present();
-            let mut wrong = None;
-            if driver {
-                let lib = cudarc::driver::sys::culib();
-                wrong = first_missing(&DRIVER_SYMBOLS, |s| {
-                    lib.get::<*const ()>(s.as_bytes()).is_ok()
-                })
-                .map(|s| wrong_library("NVIDIA driver library (libcuda.so)", s));
+        let (driver, mut wrong) = match loader::driver_load_error() {
+            None => (
+                true,
+                loader::driver_missing().map(|e| format!("no usable GPU: {e}")),
+            ),
+            Some(LoadError::NotFound(_)) => (false, None),
+            Some(LoadError::Unusable(e)) => (true, Some(format!("no usable GPU: {e}"))),
+        };
+        if driver && wrong.is_none() {
+            // SAFETY: the driver is present under cudarc's names (checked
+            // just above); `get` only looks a name up with dlsym.
+            let lib = unsafe { cudarc::driver::sys::culib() };
+            wrong = first_missing(&DRIVER_SYMBOLS, |s| {
+                // SAFETY: as above.
+                unsafe { lib.get::<*const ()>(s.as_bytes()) }.is_ok()
+            })
+            .map(|s| wrong_library("NVIDIA driver library (libcuda.so.1)", s));
+        }
+        let mut present = |missing: Option<LoadError>| match missing {
+            None => true,
+            Some(LoadError::NotFound(_)) => false,
+            Some(LoadError::Unusable(e)) => {
+                wrong.get_or_insert(format!("no usable GPU: {e}"));
+                true
             }
-            if cudnn && wrong.is_none() {
-                let lib = cudarc::cudnn::sys::culib();
-                wrong = first_missing(&CUDNN_SYMBOLS, |s| {
-                    lib.get::<*const ()>(s.as_bytes()).is_ok()
-                })
-                .map(|s| wrong_library("cuDNN (libcudnn.so.9)", s));
-            }
-            if cublas && wrong.is_none() {
-                let lib = cudarc::cublas::sys::culib();
-                wrong = first_missing(&CUBLAS_SYMBOLS, |s| {
-                    lib.get::<*const ()>(s.as_bytes()).is_ok()
-                })
-                .map(|s| wrong_library("cuBLAS (libcublas.so)", s));
-            }
-            Presence {
-                driver,
-                cudnn,
-                cublas,
-                wrong,
-            }
+        };
+        let cudnn = present(cudnn_sys::missing());
+        let cublas = present(cublas_sys::missing());
+        Presence {
+            driver,
+            cudnn,
+            cublas,
+            wrong,
         }
     }
 
@@ -111,7 +88,7 @@ impl Presence {
     pub fn missing(&self) -> Option<String> {
         if !self.driver {
             return Some(
-                "no usable GPU: the NVIDIA driver library (libcuda.so) was not found".into(),
+                "no usable GPU: the NVIDIA driver library (libcuda.so.1) was not found".into(),
             );
         }
         if let Some(w) = &self.wrong {
@@ -122,7 +99,7 @@ impl Presence {
             libs.push("cuDNN (libcudnn.so.9)");
         }
         if !self.cublas {
-            libs.push("cuBLAS (libcublas.so)");
+            libs.push("cuBLAS (libcublas.so.13)");
         }
         if libs.is_empty() {
             return None;
@@ -166,23 +143,16 @@ pub fn no_gpu_for_test(why: &str) {
 /// start-up, cannot be loaded, or `None` when it can. Checked before the
 /// first NVRTC call, since cudarc panics on a missing library.
 pub fn nvrtc_missing() -> Option<String> {
-    // SAFETY: `is_culib_present` only tries `dlopen` on the candidate
-    // names; `culib` loads the same library and `get` only looks names up.
-    unsafe {
-        if !cudarc::nvrtc::sys::is_culib_present() {
-            return nvrtc_message(false);
-        }
-        let lib = cudarc::nvrtc::sys::culib();
-        first_missing(&NVRTC_SYMBOLS, |s| {
-            lib.get::<*const ()>(s.as_bytes()).is_ok()
-        })
-        .map(|s| wrong_library("NVRTC (libnvrtc.so)", s))
+    match nvrtc_sys::missing() {
+        None => None,
+        Some(LoadError::NotFound(_)) => nvrtc_message(false),
+        Some(LoadError::Unusable(e)) => Some(format!("no usable GPU: {e}")),
     }
 }
 
 fn nvrtc_message(present: bool) -> Option<String> {
     (!present).then(|| {
-        "no usable GPU: NVRTC (libnvrtc.so) not found; put its folder on LD_LIBRARY_PATH".into()
+        "no usable GPU: NVRTC (libnvrtc.so.13) not found; put its folder on LD_LIBRARY_PATH".into()
     })
 }
 
@@ -205,7 +175,7 @@ mod tests {
         };
         assert_eq!(
             no_driver.missing().unwrap(),
-            "no usable GPU: the NVIDIA driver library (libcuda.so) was not found"
+            "no usable GPU: the NVIDIA driver library (libcuda.so.1) was not found"
         );
         let no_libs = Presence {
             cudnn: false,
@@ -214,7 +184,7 @@ mod tests {
         };
         assert_eq!(
             no_libs.missing().unwrap(),
-            "no usable GPU: cuDNN (libcudnn.so.9) and cuBLAS (libcublas.so) not found; \
+            "no usable GPU: cuDNN (libcudnn.so.9) and cuBLAS (libcublas.so.13) not found; \
              put their folder on LD_LIBRARY_PATH"
         );
         let m = Presence {
@@ -227,12 +197,12 @@ mod tests {
         // A library that loads but lacks what cnnbench calls is named.
         let has = |s: &str| s != "cuDriverGetVersion";
         let m = wrong_library(
-            "NVIDIA driver library (libcuda.so)",
+            "NVIDIA driver library (libcuda.so.1)",
             first_missing(&DRIVER_SYMBOLS, has).unwrap(),
         );
         assert_eq!(
             Presence { wrong: Some(m), ..all }.missing().unwrap(),
-            "no usable GPU: the NVIDIA driver library (libcuda.so) that loaded has no cuDriverGetVersion (not that library, or too old)"
+            "no usable GPU: the NVIDIA driver library (libcuda.so.1) that loaded has no cuDriverGetVersion (not that library, or too old)"
         );
     }
 
@@ -250,7 +220,7 @@ mod tests {
     fn one_line_when_nvrtc_is_missing() {
         assert_eq!(nvrtc_message(true), None);
         let m = nvrtc_message(false).unwrap();
-        assert!(m.starts_with("no usable GPU: NVRTC (libnvrtc.so) not found"));
+        assert!(m.starts_with("no usable GPU: NVRTC (libnvrtc.so.13) not found"));
         assert!(m.ends_with("put its folder on LD_LIBRARY_PATH") && !m.contains('\n'));
         // Probing never panics, whatever is installed.
         let _ = nvrtc_missing();

@@ -13,9 +13,9 @@
 use super::cudnn::{self, TensorDesc, MAX_TENSOR_ELEMENTS};
 use super::error::{check_cudnn, GpuError, GpuResult};
 use super::{DeviceBuffer, Gpu};
+use crate::backend::cuda::loader::cudnn_sys as sys;
 use crate::core::DType;
 use cnnbench_kernels::rnn::{Cell, Direction, RnnShape, Weights};
-use cudarc::cudnn::sys;
 use cudarc::driver::sys::CUdeviceptr;
 use std::ffi::c_void;
 
@@ -221,44 +221,10 @@ pub fn cudnn_supports(shape: &RnnShape) -> Result<(), String> {
     Ok(())
 }
 
-/// The RNN entry points cnnbench calls, all in cuDNN 9's `libcudnn.so.9`
-/// (checked with 9.26). The start-up probe looks up convolution symbols
-/// only, and cudarc panics at the first call of a missing one, so these
-/// are looked up (never called) before the first RNN descriptor.
-const RNN_SYMBOLS: [&str; 10] = [
-    "cudnnCreateRNNDescriptor",
-    "cudnnSetRNNDescriptor_v8",
-    "cudnnCreateRNNDataDescriptor",
-    "cudnnSetRNNDataDescriptor",
-    "cudnnGetRNNWeightSpaceSize",
-    "cudnnGetRNNTempSpaceSizes",
-    "cudnnGetRNNWeightParams",
-    "cudnnRNNForward",
-    "cudnnRNNBackwardData_v8",
-    "cudnnRNNBackwardWeights_v8",
-];
-
-/// One line saying why the loaded cuDNN cannot run RNNs, or `None`.
+/// One line saying why the loaded cuDNN cannot run RNNs, or `None`. Every
+/// RNN entry point is in the loader's table, looked up when cuDNN loads.
 fn rnn_api_missing() -> Option<String> {
-    static MISSING: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
-    MISSING
-        .get_or_init(|| {
-            // SAFETY: `is_culib_present` only tries `dlopen`; `culib` loads
-            // the same (present) library and `get` only looks names up.
-            unsafe {
-                if !sys::is_culib_present() {
-                    return Some("cuDNN (libcudnn.so.9) not found".into());
-                }
-                let lib = sys::culib();
-                RNN_SYMBOLS
-                    .iter()
-                    .find(|n| lib.get::<*const ()>(n.as_bytes()).is_err())
-                    .map(|n| {
-                        format!("the cuDNN that loaded has no {n} (cnnbench's RNNs need cuDNN 9)")
-                    })
-            }
-        })
-        .clone()
+    sys::missing().map(|e| e.to_string())
 }
 
 /// An owned `cudnnRNNDescriptor_t`.

@@ -15,7 +15,7 @@ use crate::backend::cuda::layer::{void, Cuda, DevPtr, GpuCtx, GpuParam};
 use crate::backend::cuda::{check_cudnn, DeviceBuffer, Gpu, GpuResult};
 use crate::core::backend::Layer;
 use crate::core::{DType, Layout};
-use cudarc::cudnn::sys;
+use crate::backend::cuda::loader::cudnn_sys as sys;
 
 pub struct BatchNormGpuLayer {
     x: TensorDesc,

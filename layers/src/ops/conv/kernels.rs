@@ -11,7 +11,7 @@ use crate::backend::cuda::nvrtc::{
 use crate::backend::cuda::{check_cudnn, DeviceBuffer, Gpu, GpuResult};
 use crate::core::dtype::Storage;
 use crate::core::{DType, Layout};
-use cudarc::cudnn::sys;
+use crate::backend::cuda::loader::cudnn_sys as sys;
 use cudarc::driver::sys::CUdeviceptr;
 use cudarc::driver::CudaStream;
 use std::sync::Arc;

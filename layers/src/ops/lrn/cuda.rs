@@ -11,7 +11,7 @@ use crate::core::dtype::Storage;
 use crate::core::shape::Dims;
 use crate::core::Layout;
 use cnnbench_kernels::norm::lrn::LrnParams;
-use cudarc::cudnn::sys;
+use crate::backend::cuda::loader::cudnn_sys as sys;
 
 pub enum LrnGpuLayer {
     Cudnn {

@@ -9,7 +9,7 @@ use crate::backend::cuda::{check_cudnn, GpuResult};
 use crate::core::backend::Layer;
 use crate::core::{DType, Layout};
 use cnnbench_kernels::pool::PoolShape;
-use cudarc::cudnn::sys;
+use crate::backend::cuda::loader::cudnn_sys as sys;
 
 struct Cudnn {
     desc: PoolingDesc,

@@ -4,9 +4,7 @@ use cnnbench_kernels::conv::reference::rel_l2_error;
 use cnnbench_kernels::rnn::{self as cpu, reference, Inputs, Workspace};
 
 fn cudnn_here() -> bool {
-    // SAFETY: only tries `dlopen` on the candidate names.
-    let present = unsafe { sys::is_culib_present() };
-    gpu_lib_for_test("cuDNN (libcudnn.so)", present)
+    gpu_lib_for_test("cuDNN (libcudnn.so.9)", sys::missing().is_none())
 }
 
 fn small(cell: Cell, direction: Direction) -> RnnShape {

@@ -1,0 +1,55 @@
+//! A library's functions as a table filled once when it loads, and a free
+//! function per entry with the C name, so that call sites read as they did
+//! with cudarc's `sys` modules (`sys::cudnnCreate(&mut h)`).
+//!
+//! Every function is looked up when the table is made: a library that
+//! lacks one is refused then, in one line naming it, instead of failing at
+//! its first call. The module that uses the macro provides
+//! `fn api() -> &'static Api` (the loaded table); the signatures are
+//! cudarc's own declarations, with its types.
+
+macro_rules! dynamic_api {
+    ($( fn $name:ident ( $($arg:ident : $ty:ty),* $(,)? ) -> $ret:ty ; )*) => {
+        /// The functions cnnbench calls, looked up once.
+        #[allow(non_snake_case)]
+        pub(crate) struct Api {
+            $( $name: unsafe extern "C" fn($($ty),*) -> $ret, )*
+        }
+
+        /// The C names of every function in [`Api`].
+        #[allow(dead_code)]
+        pub(crate) const NAMES: &[&str] = &[$(stringify!($name)),*];
+
+        impl Api {
+            /// Looks every function up in `lib`; the first missing one is
+            /// the error.
+            fn resolve(lib: &libloading::Library) -> Result<Api, &'static str> {
+                Ok(Api {
+                    $(
+                        // SAFETY: the type is the library's declaration of
+                        // the function (cudarc's bindings of its header).
+                        $name: *unsafe {
+                            lib.get::<unsafe extern "C" fn($($ty),*) -> $ret>(
+                                concat!(stringify!($name), "\0").as_bytes(),
+                            )
+                        }
+                        .map_err(|_| stringify!($name))?,
+                    )*
+                })
+            }
+        }
+
+        $(
+            /// Calls the loaded library's function of this name.
+            ///
+            /// # Safety
+            /// As the C function's; the library must have loaded (callers
+            /// probe first).
+            #[allow(non_snake_case, clippy::too_many_arguments, dead_code)]
+            #[inline]
+            pub unsafe fn $name($($arg: $ty),*) -> $ret {
+                (api().$name)($($arg),*)
+            }
+        )*
+    };
+}
