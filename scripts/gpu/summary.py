@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Markdown summaries of scripts/gpu/verify.sh's logs.
 
-    summary.py --part N LOGS       the summary of verify.sh part N (1, 2 or 3)
+    summary.py --part N LOGS       the summary of verify.sh part N (1, 2, 3 or quick)
                                    from its logs folder (steps.tsv, *.out,
                                    *.err, check/ and time/ JSON, models/ CSV)
     summary.py --per-layer DIR     the per-layer tables of the `cnnbench model`
@@ -17,6 +17,7 @@ that was skipped or cut short is reported as such).
 """
 import csv
 import glob
+import io
 import json
 import os
 import re
@@ -162,19 +163,55 @@ def short_result(result):
     return s
 
 
+SANITIZER_TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
+
+
+def sanitizer_tool(name):
+    """The compute-sanitizer tool a step NAME (TOOL_WHAT) ran, or None."""
+    tool = name.split("_", 1)[0]
+    return tool if tool in SANITIZER_TOOLS and "_" in name else None
+
+
+def sanitizer_label(name):
+    """A step TOOL_model / TOOL_conv_DTYPE_LAYOUT as words."""
+    tool = sanitizer_tool(name)
+    what = name[len(tool) + 1:]
+    if what == "model":
+        return f"{tool}: `model resnet18 --device gpu --batch 8 --warmup 0 --iters 1`"
+    m = re.match(r"^conv_(\w+?)_(nhwc|nchw)$", what)
+    if m:
+        return (f"{tool}: `conv mb4ic32ih28oc64oh28kh3ph1 --dtype {m.group(1)} --layout {m.group(2)} "
+                "--dir all --algo all --check`")
+    return f"{tool}: `{what}`"
+
+
 def sanitizer_result(logs, name):
+    """(the last summary line, Counter of reported kinds) of a compute-sanitizer run.
+
+    memcheck, initcheck and synccheck end with `ERROR SUMMARY: N errors`,
+    racecheck with `RACECHECK SUMMARY: N hazards displayed (E errors, W
+    warnings)`."""
     text = read(os.path.join(logs, name + ".out")) + read(os.path.join(logs, name + ".err"))
-    summary = re.findall(r"=+ ERROR SUMMARY: .*", text)
+    summary = re.findall(r"=+ (?:ERROR|RACECHECK) SUMMARY: .*", text)
     kinds = Counter()
     for line in text.splitlines():
         m = re.match(r"^=+ (Invalid .*?|Program hit .*?|Uninitialized .*?|Leaked .*?|.*error.*?)( at |$)", line)
-        if m and "ERROR SUMMARY" not in line:
+        if m and "SUMMARY" not in line:
             kinds[re.sub(r"0x[0-9a-f]+", "0x…", m.group(1))] += 1
     return (summary[-1].lstrip("= ") if summary else None), kinds
 
 
 def nccl_section(logs):
     """The all-reduce table and the data-parallel records of part 1."""
+    return allreduce_table(logs) + dp_table(logs)
+
+
+def allreduce_records(logs):
+    ar = load_json(os.path.join(logs, "dp", "allreduce.json"))
+    return ar["records"] if isinstance(ar, dict) and isinstance(ar.get("records"), list) else []
+
+
+def allreduce_table(logs):
     lines = []
     ar = load_json(os.path.join(logs, "dp", "allreduce.json"))
     if isinstance(ar, dict) and ar.get("records"):
@@ -187,7 +224,11 @@ def nccl_section(logs):
                          f"| {t['median']:.1f} ({t['min']:.1f}-{t['max']:.1f}) | {r['algbw_gbps']:.1f} "
                          f"| {r['busbw_gbps']:.1f} | {r['status']} |")
         lines.append("")
-    rows = []
+    return lines
+
+
+def dp_table(logs):
+    lines, rows = [], []
     for name in ("resnet50-gpus1.json", "resnet18-launched.json"):
         doc = load_json(os.path.join(logs, "dp", name))
         for r in (doc or {}).get("records", []) if isinstance(doc, dict) else []:
@@ -215,11 +256,6 @@ def part1(logs):
                      "net::gpu --test-threads=1`" + (" with `CNNBENCH_GPU_LIBS=required CNNBENCH_GPU=required`"
                                                      if gpu_ok else
                                                      " (without the `=required` variables: no GPU)"),
-        "memcheck_model": "memcheck: `model resnet18 --device gpu --batch 8 --warmup 0 --iters 1`",
-        "memcheck_conv_f32_nchw": "memcheck: `conv mb4ic32ih28oc64oh28kh3ph1 --dtype f32 --layout nchw "
-                                  "--dir all --algo all --check`",
-        "memcheck_conv_f16_nhwc": "memcheck: `conv mb4ic32ih28oc64oh28kh3ph1 --dtype f16 --layout nhwc "
-                                  "--dir all --algo all --check`",
         "allreduce": "NCCL: `allreduce --iters 20 --dtype f32,bf16` over the GPUs here",
         "dp_gpus1": "NCCL: `model resnet50 --gpus 1 --batch 64 --dtype f16 --iters 30 --per-layer`",
         "dp_launched": "NCCL: `model resnet18 --launcher torchrun` as rank 0 of 1",
@@ -245,7 +281,7 @@ def part1(logs):
             if failed:
                 text += "; FAILED: " + ", ".join(failed[:6])
             return text if status == "ok" else f"**{status}**: {text}"
-        if name.startswith("memcheck_"):
+        if sanitizer_tool(name):
             if status.startswith("skipped"):
                 return status
             summ, kinds = sanitizer_result(logs, name)
@@ -259,6 +295,8 @@ def part1(logs):
             return labels[name]
         if name.startswith("tests_all_"):
             return f"all tests of `{name[len('tests_all_'):]}`"
+        if sanitizer_tool(name):
+            return sanitizer_label(name)
         return f"`{name}`"
 
     lines += step_table(logs, label, result)
@@ -290,7 +328,7 @@ def part1(logs):
             lines.append(f"Part 1 passed on {gpu_name}: every GPU test ran with `CNNBENCH_GPU_LIBS=required` "
                          "and `CNNBENCH_GPU=required`"
                          + (" (some printed `skipped:`, listed above)" if all_skips else "")
-                         + ", and compute-sanitizer's memcheck reported: "
+                         + ", and compute-sanitizer (default options) reported: "
                          + "; ".join(f"{n}: {s or 'no summary'}" for n, (s, _) in san.items()) + ".")
         else:
             lines.append(f"Part 1 on {gpu_name}: {len(fails)} step(s) failed: "
@@ -712,10 +750,544 @@ def part3(logs):
     return lines
 
 
+# --------------------------------------------------------------------------
+# Recurrent layers beside PyTorch (part 4's summary and quick)
+
+
+def rnn_key(problem):
+    """A problem's DeepBench name (deepbench-lstm-h512-mb16-t25), else its words."""
+    m = re.search(r"(deepbench-[A-Za-z0-9-]+)", problem)
+    return m.group(1) if m else " ".join(problem.replace('"', "").split())
+
+
+def rnn_cn_times(path):
+    """{problem: {"fwd": ms, "bwd": ms}} of a `cnnbench rnn --format json` file (bwd: data + weights)."""
+    doc = load_json(path)
+    out = {}
+    for r in (doc or {}).get("records", []) if isinstance(doc, dict) else []:
+        try:
+            out.setdefault(rnn_key(r["problem"]), {})[r["dir"]] = float(r["ms"]["median"])
+        except (KeyError, TypeError, ValueError):
+            continue
+    res = {}
+    for k, d in out.items():
+        if "fwd" in d and "bwd-data" in d and "bwd-weights" in d:
+            res[k] = {"fwd": d["fwd"], "bwd": d["bwd-data"] + d["bwd-weights"]}
+    return res
+
+
+def rnn_pt_times(path):
+    """{problem: {"fwd": ms, "bwd": ms}} of scripts/peers/pytorch_rnn.py's CSV."""
+    res = {}
+    try:
+        for r in csv.DictReader(io.StringIO(read(path))):
+            try:
+                res.setdefault(rnn_key(r["problem"]), {})[r["pass"]] = float(r["ms_median"])
+            except (KeyError, TypeError, ValueError, AttributeError):
+                continue
+    except csv.Error:
+        pass
+    return {k: d for k, d in res.items() if "fwd" in d and "bwd" in d}
+
+
+def median_or_none(vals):
+    vals = [v for v in vals if v is not None]
+    return statistics.median(vals) if vals else None
+
+
+# --------------------------------------------------------------------------
+# quick (verify.sh quick)
+
+QUICK_ORDER = {"f16": 0, "bf16": 1, "tf32": 2, "f32": 3}
+
+
+def abba_runs(logs):
+    """{(model, batch, dtype, layout): {"cn"|"pt": {round: total ms or None}}} from the CSV that
+    each `cn_*_R` / `pt_*_R` step printed (cnnbench model --format csv, pytorch_model.py), in the
+    steps' order; a row whose status is not ok counts as None."""
+    out = OrderedDict()
+    for name in steps(logs):
+        m = re.match(r"^(cn|pt)_(.+)_([12])$", name)
+        if not m:
+            continue
+        tool, rnd = m.group(1), int(m.group(3))
+        try:
+            rows = list(csv.DictReader(io.StringIO(read(os.path.join(logs, name + ".out")))))
+        except csv.Error:
+            continue
+        for r in rows:
+            try:
+                key = (r["model"], int(r["batch"]), r["dtype"], r["layout"])
+            except (KeyError, TypeError, ValueError):
+                continue
+            try:
+                ms = float(r["total_ms_median"]) if r.get("status") == "ok" else None
+            except (TypeError, ValueError):
+                ms = None
+            out.setdefault(key, {}).setdefault(tool, {})[rnd] = ms
+    return out
+
+
+def fmt_ratio(v):
+    return "n/a" if v is None else f"{v:.2f}"
+
+
+def fmt_opt_ms(v):
+    return "n/a" if v is None else fmt_ms(v)
+
+
+def rounds_text(d):
+    return ", ".join("n/a" if d.get(r) is None else fmt_ms(d[r]) for r in sorted(d)) or "n/a"
+
+
+def quick_label(name):
+    fixed = {
+        "info": "`cnnbench info`",
+        "info_json": "`cnnbench info --format json`",
+        "gpu": "a usable GPU",
+        "tests_gpu": "GPU tests: `cnnbench_layers backend_tests real_libs cuda_programs backend::cuda ::cuda "
+                     "net::gpu --test-threads=2`, `CNNBENCH_GPU_LIBS=required CNNBENCH_GPU=required`",
+        "check_bf16": "`check --device gpu --batch 2 --dtype bf16 --layout nhwc`: resnet50, alexnet, googlenet",
+        "allreduce": "`allreduce --iters 20 --dtype f32,bf16`",
+        "dp_gpus1": "`model resnet50 --gpus 1 --batch 64 --dtype f16` (and the plain step)",
+        "per_layer": "`model resnet50 --per-layer --batch 256 --dtype f16` (--iters 10)",
+        "deepbench_lstm_f16": "DeepBench LSTM, f16, ABBA",
+        "keras_128_f32": "the Keras models, batch 128, f32, ABBA",
+        "compare_model": "`compare --cudnn PIP --cudnn SYSTEM -- model resnet50 --dtype f16 --batch 256 --iters 10`",
+        "compare_conv": "`compare --cudnn PIP --cudnn SYSTEM -- conv` five resnet50 layers, f16 NHWC, batch 256",
+    }
+    if name in fixed:
+        return fixed[name]
+    if sanitizer_tool(name):
+        return sanitizer_label(name)
+    m = re.match(r"^conv_check_(\w+?)_(nhwc|nchw)$", name)
+    if m:
+        return f"`conv --from builtin:resnet50 --batch 2 --check`, {m.group(1)} {m.group(2).upper()}"
+    m = re.match(r"^(cn|pt)_resnet50_(\d+)_(\w+)_([12])$", name)
+    if m:
+        tool = "cnnbench `model`" if m.group(1) == "cn" else "`pytorch_model.py`"
+        return f"{tool} resnet50, batch {m.group(2)}, {m.group(3)}, round {m.group(4)}"
+    m = re.match(r"^group_resnet50_(\d+)_(\w+)$", name)
+    if m:
+        return f"ResNet-50 beside PyTorch, batch {m.group(1)}, {m.group(2)}"
+    m = re.match(r"^rnn_(cn|pt)_(\w+)_([12])$", name)
+    if m:
+        tool = "cnnbench `rnn --algo standard --dir all`" if m.group(1) == "cn" else "`pytorch_rnn.py`"
+        return f"{tool}, DeepBench LSTM, {m.group(2)}, round {m.group(3)}"
+    m = re.match(r"^(cn|pt)_keras_(\d+)_(\w+)_([12])$", name)
+    if m:
+        tool = "cnnbench `model`" if m.group(1) == "cn" else "`pytorch_model.py`"
+        return f"{tool}, the six Keras models, batch {m.group(2)}, {m.group(3)}, round {m.group(4)}"
+    return f"`{name}`"
+
+
+def quick_result(logs, name, s):
+    status = s[0]
+    bad = not (status == "ok" or status.startswith("skipped"))
+    if name == "tests_gpu" and not status.startswith("skipped"):
+        res, failed, _ = test_output(logs, name)
+        text = short_result(res) + ("; FAILED: " + ", ".join(f"`{t}`" for t in failed[:6]) if failed else "")
+        return f"**{status}**: {text}" if bad else text
+    if sanitizer_tool(name) and not status.startswith("skipped"):
+        summ, _ = sanitizer_result(logs, name)
+        text = summ or "no summary line"
+        return f"**{status}**: {text}" if bad else text
+    return f"**{status}**" if bad else status
+
+
+def quick_libraries(logs):
+    """What cnnbench loaded: info's lines about libraries, the files and versions info.json names,
+    and the GPU environment of a GPU run's record."""
+    lines = []
+    text = read(os.path.join(logs, "info.txt"))
+    pick = [l.rstrip() for l in text.splitlines()
+            if l.startswith("gpu") or re.search(r"(?i)cudnn|cublas|nvrtc|nccl|\.so\b|\.so\.|driver", l)]
+    found = []
+
+    def walk(node, path):
+        if isinstance(node, dict):
+            keys = set(node)
+            if keys & {"file", "path", "soname", "library"} and keys & {"version", "file", "path"}:
+                found.append((path, node))
+            for k, v in node.items():
+                walk(v, f"{path}.{k}" if path else str(k))
+        elif isinstance(node, list):
+            for i, v in enumerate(node):
+                walk(v, f"{path}[{i}]")
+
+    info = load_json(os.path.join(logs, "info.json"))
+    if isinstance(info, dict):
+        walk(info.get("gpu", info), "gpu")
+    env = None
+    for path in [os.path.join(logs, "per_layer.out"), os.path.join(logs, "dp", "resnet50-gpus1.json")] + \
+            sorted(glob.glob(os.path.join(logs, "check", "*.json"))):
+        doc = load_json(path)
+        g = (doc or {}).get("environment", {}).get("gpu") if isinstance(doc, dict) else None
+        if isinstance(g, dict):
+            env = (os.path.basename(path), g)
+            break
+    if not (pick or found or env):
+        return []
+    lines += ["## Libraries cnnbench loaded", ""]
+    if found:
+        lines += ["| where (info.json) | library | file | version |", "|---|---|---|---|"]
+        for path, d in found:
+            lib = d.get("library") or d.get("name") or path.rsplit(".", 1)[-1]
+            lines.append(f"| `{path}` | {lib} | `{d.get('file') or d.get('path') or d.get('soname') or ''}` | "
+                         f"{d.get('version', '')} |")
+        lines.append("")
+    if pick:
+        lines += ["`cnnbench info`:", "", "```text"] + pick[:20] + ["```", ""]
+    if env:
+        name, g = env
+        parts = []
+        for k, v in g.items():
+            if k == "peaks":
+                continue
+            parts.append(f"{k} `{json.dumps(v, separators=(',', ':')) if isinstance(v, (dict, list)) else v}`")
+        lines += [f"GPU environment of a GPU run's record (`{name}`): " + ", ".join(parts), ""]
+    return lines
+
+
+def quick_correctness(logs):
+    st = steps(logs)
+    rows = []
+    if "tests_gpu" in st:
+        rows.append(("GPU tests (`CNNBENCH_GPU=required`)", quick_result(logs, "tests_gpu", st["tests_gpu"])))
+    for dl in ("f16_nhwc", "f32_nchw"):
+        name = f"conv_check_{dl}"
+        if name not in st:
+            continue
+        status = st[name][0]
+        doc = load_json(os.path.join(logs, "check", f"conv_{dl}.json"))
+        recs = doc.get("records", []) if isinstance(doc, dict) else []
+        checked = [r for r in recs if r.get("check")]
+        passed = [r for r in checked if r["check"].get("passed")]
+        worst = max(checked, key=lambda r: err_key(r["check"].get("rel_err")), default=None)
+        if checked:
+            text = (f"{len(passed)}/{len(checked)} pass, worst {fmt_err(worst['check'].get('rel_err'))} "
+                    f"({worst.get('problem')} {worst.get('dir')} {worst.get('algo')})")
+            if status != "ok":
+                text = f"**{status}**: {text}"
+        else:
+            text = status if status.startswith("skipped") else f"**{status}**: no checked records"
+        dt, lay = dl.split("_")
+        rows.append((f"`conv --from builtin:resnet50 --batch 2 --check`, {dt} {lay.upper()}", text))
+    for dt, label, data, started, err in check_models(logs):
+        name = f"check_{dt}" + (f"_{label}" if label else "")
+        status = st.get(name, ("?",))[0]
+        if data is None:
+            last = err.strip().splitlines()[-1] if err.strip() else ""
+            text = f"**{status}**: no JSON" + (f" (`{last[:200]}`)" if last else "")
+        else:
+            bad = [c for c in data if not c.get("passed")]
+            worst = max(data, key=lambda c: err_key(c.get("rel_err")), default=None)
+            models = list(OrderedDict.fromkeys(c.get("model") for c in data))
+            text = (f"{len(data) - len(bad)}/{len(data)} tensors pass over {', '.join(models)}"
+                    + (f", worst {fmt_err(worst.get('rel_err'))} ({worst.get('model')} {worst.get('tensor')}; "
+                       f"tolerance {worst.get('tolerance')})" if worst else ""))
+            if bad:
+                text += "; FAILED: " + ", ".join(f"{c.get('model')} {c.get('tensor')}" for c in bad[:6])
+            if status != "ok":
+                text = f"**{status}**: {text}"
+        rows.append((f"`check --device gpu --batch 2`, {dt}", text))
+    if "check_bf16" in st and st["check_bf16"][0].startswith("skipped"):
+        rows.append(("`check --device gpu --batch 2`, bf16", st["check_bf16"][0]))
+    recs = allreduce_records(logs)
+    if recs:
+        bad = [r for r in recs if r.get("status") != "ok"]
+        text = f"{len(recs) - len(bad)}/{len(recs)} records ok (every size, in and out of place, " \
+               f"{', '.join(OrderedDict.fromkeys(str(r.get('dtype')) for r in recs))})"
+        if bad:
+            text = f"**{len(bad)} wrong**: " + "; ".join(
+                f"{r.get('elements')} {r.get('dtype')} {'in' if r.get('in_place') else 'out'}: {r.get('status')}"
+                for r in bad[:6]) + f" ({text})"
+        rows.append(("`allreduce` (NCCL)", text))
+    elif "allreduce" in st:
+        rows.append(("`allreduce` (NCCL)", quick_result(logs, "allreduce", st["allreduce"])))
+    if all(b.startswith("skipped") for _, b in rows):
+        return []  # the step table says so
+    return ["## Correctness", "", "| check | result |", "|---|---|"] + [f"| {a} | {b} |" for a, b in rows] + [""]
+
+
+def quick_sanitizers(logs):
+    st = steps(logs)
+    names = [n for n in st if sanitizer_tool(n)]
+    if all(st[n][0].startswith("skipped") for n in names):
+        return []  # none ran (or none asked): the step table says so
+    lines = ["## compute-sanitizer, default options (`--tool T --error-exitcode 1`)", "",
+             "| tool | over | summary |", "|---|---|---|"]
+    kinds_all = []
+    for n in names:
+        tool = sanitizer_tool(n)
+        over = sanitizer_label(n).split(": ", 1)[1]
+        status = st[n][0]
+        if status.startswith("skipped"):
+            text = status
+        else:
+            summ, kinds = sanitizer_result(logs, n)
+            text = summ or "no summary line"
+            if status != "ok":
+                text = f"**{status}**: {text}"
+            if kinds:
+                kinds_all.append((n, kinds))
+        lines.append(f"| {tool} | {over} | {text} |")
+    lines.append("")
+    for n, kinds in kinds_all:
+        for kind, count in kinds.most_common(6):
+            lines.append(f"- {n}: {count} x {kind}")
+    if kinds_all:
+        lines.append("")
+    return lines
+
+
+def quick_r50(logs):
+    runs = {k: v for k, v in abba_runs(logs).items() if k[0] == "resnet50"}
+    if not runs:
+        return []
+    lines = ["## ResNet-50 training step beside PyTorch (forward + backward, no update, synthetic input)", "",
+             "`cnnbench model resnet50 --device gpu --layout nhwc --warmup 5 --iters 20` and "
+             "`scripts/peers/pytorch_model.py resnet50 --device cuda --layout nhwc --warmup 5 --iters 20` "
+             "(cudnn.benchmark, channels_last, autocast for f16/bf16, TF32 only in tf32) in ABBA order "
+             "(cnnbench, PyTorch, PyTorch, cnnbench); each is the median of its two runs' median steps. "
+             "img/s is cnnbench's; a ratio above 1: cnnbench faster.", "",
+             "| dtype | layout | batch | cnnbench ms | PyTorch ms | img/s | PyTorch ms / cnnbench ms |",
+             "|---|---|---:|---:|---:|---:|---:|"]
+    detail = []
+    for (m, b, dt, lay), t in sorted(runs.items(), key=lambda kv: (QUICK_ORDER.get(kv[0][2], 9), -kv[0][1])):
+        c = median_or_none(t.get("cn", {}).values())
+        p = median_or_none(t.get("pt", {}).values())
+        ips = f"{b * 1000.0 / c:,.0f}" if c else "n/a"
+        lines.append(f"| {dt} | {lay.upper()} | {b} | {fmt_opt_ms(c)} | {fmt_opt_ms(p)} | {ips} | "
+                     f"{fmt_ratio(p / c if c and p else None)} |")
+        detail.append(f"{dt} {b}: cnnbench {rounds_text(t.get('cn', {}))}; PyTorch {rounds_text(t.get('pt', {}))}")
+    lines += ["", "Each run's median step ms, in round order: " + "; ".join(detail) + ".", ""]
+    for path in sorted(glob.glob(os.path.join(logs, "pt_resnet50_*.err")))[:1]:
+        first = [l for l in read(path).splitlines() if l.startswith("torch ")][:1]
+        if first:
+            lines += [f"PyTorch: {first[0]}", ""]
+    return lines
+
+
+def quick_per_layer(logs):
+    doc = load_json(os.path.join(logs, "per_layer.out"))
+    recs = doc.get("records", []) if isinstance(doc, dict) else []
+    rec = next((r for r in recs if r.get("layers")), None)
+    if rec is None:
+        return []
+    kinds = OrderedDict()
+    for lay in rec["layers"]:
+        k = kinds.setdefault(lay.get("kind") or "?", [0, 0.0, 0.0, 0.0])
+        k[0] += 1
+        k[1] += lay.get("forward_ms") or 0.0
+        k[2] += lay.get("backward_ms") or 0.0
+        k[3] += lay.get("percent") or 0.0
+    tot = (rec.get("total_ms") or {}).get("median")
+    lines = [f"### Where the {rec.get('dtype')} batch-{rec.get('batch')} step goes (`--per-layer`"
+             + (f", {tot:.1f} ms" if tot else "") + ")", "",
+             "| layer type | count | fwd ms | bwd ms | share of step |", "|---|---:|---:|---:|---:|"]
+    for kind, (n, f, b, pc) in sorted(kinds.items(), key=lambda kv: -(kv[1][1] + kv[1][2])):
+        lines.append(f"| {kind} | {n} | {f:.2f} | {b:.2f} | {pc:.1f}% |")
+    return lines + ["", "(The full per-layer table is `per-layer.md` in the logs.)", ""]
+
+
+def quick_lstm(logs):
+    cn = [rnn_cn_times(os.path.join(logs, "rnn", f"cn_f16_{r}.json")) for r in (1, 2)]
+    pt = [rnn_pt_times(os.path.join(logs, f"rnn_pt_f16_{r}.out")) for r in (1, 2)]
+    if not any(cn) and not any(pt):
+        return []
+    order = [rnn_key(l) for l in read(os.path.join(logs, "deepbench-lstm.txt")).splitlines() if l.strip()]
+    keys = list(OrderedDict.fromkeys(order + [k for d in cn + pt for k in d]))
+    lines = ["## DeepBench's LSTM training problems beside PyTorch (f16, ABBA)", "",
+             "`cnnbench rnn --algo standard --dir all --dtype f16` against `scripts/peers/pytorch_rnn.py "
+             "--device cuda --dtype f16` (PyTorch's cuDNN LSTM), --warmup 3 --iters 10, each the median of its "
+             "two runs. cnnbench's backward is bwd-data + bwd-weights (CUDA events); PyTorch's one "
+             "`torch.autograd.grad` on the host clock. Ratios are PyTorch ms / cnnbench ms (above 1: cnnbench "
+             "faster).", "",
+             "| problem | cnnbench fwd ms | cnnbench bwd ms | PyTorch fwd ms | PyTorch bwd ms | fwd | bwd | "
+             "fwd + bwd |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    ratios = {"fwd": [], "bwd": [], "step": []}
+    for k in keys:
+        c = {p: median_or_none([d[k][p] for d in cn if k in d]) for p in ("fwd", "bwd")}
+        q = {p: median_or_none([d[k][p] for d in pt if k in d]) for p in ("fwd", "bwd")}
+        c["step"] = c["fwd"] + c["bwd"] if c["fwd"] is not None else None
+        q["step"] = q["fwd"] + q["bwd"] if q["fwd"] is not None else None
+        rat = {}
+        for p in ("fwd", "bwd", "step"):
+            rat[p] = q[p] / c[p] if c[p] and q[p] else None
+            if rat[p] is not None:
+                ratios[p].append(rat[p])
+        lines.append(f"| {k} | {fmt_opt_ms(c['fwd'])} | {fmt_opt_ms(c['bwd'])} | {fmt_opt_ms(q['fwd'])} | "
+                     f"{fmt_opt_ms(q['bwd'])} | {fmt_ratio(rat['fwd'])} | {fmt_ratio(rat['bwd'])} | "
+                     f"{fmt_ratio(rat['step'])} |")
+    lines.append("")
+    if ratios["step"]:
+        lines.append(f"Median PyTorch ms / cnnbench ms over {len(ratios['step'])} problems: forward "
+                     f"**{statistics.median(ratios['fwd']):.2f}**, backward **{statistics.median(ratios['bwd']):.2f}**, "
+                     f"forward + backward **{statistics.median(ratios['step']):.2f}** (range "
+                     f"{min(ratios['step']):.2f}-{max(ratios['step']):.2f}).")
+    else:
+        lines.append("No problem has both tools' times: see the steps above.")
+    return lines + [""]
+
+
+def lstm_median(logs):
+    for line in quick_lstm(logs):
+        m = re.search(r"forward \+ backward \*\*([0-9.]+)\*\*", line)
+        if m:
+            return float(m.group(1))
+    return None
+
+
+def quick_keras(logs):
+    runs = {k: v for k, v in abba_runs(logs).items() if k[0] != "resnet50"}
+    if not runs:
+        return []
+    lines = ["## The Keras models beside PyTorch (NHWC, ABBA)", "",
+             "`cnnbench model MODELS --device gpu --warmup 5 --iters 50` and `pytorch_model.py MODELS --device "
+             "cuda`, one process per tool and round; each the median of its two runs' median steps.", "",
+             "| model | batch | dtype | cnnbench ms | PyTorch ms | PyTorch ms / cnnbench ms |",
+             "|---|---:|---|---:|---:|---:|"]
+    ratios = []
+    for (m, b, dt, lay), t in runs.items():
+        c = median_or_none(t.get("cn", {}).values())
+        p = median_or_none(t.get("pt", {}).values())
+        r = p / c if c and p else None
+        if r is not None:
+            ratios.append(r)
+        lines.append(f"| {m} | {b} | {dt} | {fmt_opt_ms(c)} | {fmt_opt_ms(p)} | {fmt_ratio(r)} |")
+    lines.append("")
+    if ratios:
+        lines += [f"Median PyTorch ms / cnnbench ms over {len(ratios)} models: **{statistics.median(ratios):.2f}** "
+                  f"(cnnbench faster in {sum(1 for r in ratios if r > 1)}).", ""]
+    return lines
+
+
+def keras_median(logs):
+    for line in quick_keras(logs):
+        m = re.search(r"over (\d+) models: \*\*([0-9.]+)\*\*", line)
+        if m:
+            return float(m.group(2)), int(m.group(1))
+    return None
+
+
+def quick_nccl(logs):
+    lines = dp_table(logs)
+    recs = allreduce_records(logs)
+    if recs:
+        best = max(recs, key=lambda r: r.get("busbw_gbps") or 0)
+        lines = ["## NCCL", "",
+                 f"`allreduce`: {sum(1 for r in recs if r.get('status') == 'ok')}/{len(recs)} records ok; "
+                 f"busbw up to {best.get('busbw_gbps', 0):.0f} GB/s ({best.get('elements')} {best.get('dtype')}, "
+                 f"{best.get('ranks')} rank(s)); every record is in `dp/allreduce.json` in the logs.", ""] + lines
+    return lines
+
+
+def quick_compare(logs):
+    st = steps(logs)
+    names = [n for n in ("compare_model", "compare_conv") if n in st]
+    if all(st[n][0].startswith("skipped: no GPU") or "not usable" in st[n][0] for n in names):
+        return []
+    lines = ["## cuDNN side by side (`cnnbench compare --cudnn`)", ""]
+    folders = read(os.path.join(logs, "compare-folders.txt")).splitlines()[:1]
+    if folders:
+        lines += [f"Folders: {folders[0]}", ""]
+    for n in names:
+        status = st[n][0]
+        lines.append(f"{quick_label(n)}: {status}")
+        lines.append("")
+        if status.startswith("skipped"):
+            continue
+        table = [l for l in read(os.path.join(logs, n + ".out")).splitlines() if l.startswith("|")]
+        lines += table + ([""] if table else [])
+        err = [l.strip() for l in read(os.path.join(logs, n + ".err")).splitlines() if l.strip()]
+        notes = [l for l in err if "warning" in l.lower()]
+        if status != "ok" and err:
+            notes.append(err[-1])
+        lines += [f"- `{l[:300]}`" for l in OrderedDict.fromkeys(notes)] + ([""] if notes else [])
+    return lines
+
+
+def quick(logs):
+    lines = header(logs, "cnnbench GPU verification, quick (`scripts/gpu/verify.sh quick`)")
+    torch = read(os.path.join(logs, "torch.txt")).strip().splitlines()
+    if torch:
+        lines.insert(-1, f"- PyTorch: {torch[-1]}")
+    el = read(os.path.join(logs, "elapsed.txt")).split()
+    secs = int(el[0]) if el and el[0].isdigit() else None
+    done = len(el) > 3 and el[3] == "finished"
+    if secs is not None:
+        lines.insert(-1, f"- took {secs} s" + ("" if done else " so far (still running, or cut short here)")
+                     + (f" (budget {el[1]} s, steps cut {el[2]} s after it)" if len(el) > 2 else ""))
+    st = steps(logs)
+    lines += ["## Steps", "", "| step | result | s |", "|---|---|---:|"]
+    for name, s in st.items():
+        lines.append(f"| {quick_label(name)} | {quick_result(logs, name, s)} | {s[1]} |")
+    lines.append("")
+    lines += quick_correctness(logs)
+    lines += quick_sanitizers(logs)
+    lines += quick_r50(logs)
+    lines += quick_per_layer(logs)
+    lines += quick_lstm(logs)
+    lines += quick_keras(logs)
+    lines += quick_nccl(logs)
+    lines += quick_compare(logs)
+    lines += quick_libraries(logs)
+
+    gpu = st.get("gpu", ("", "", ""))
+    fails = failed_steps(logs)
+    skips = skipped_steps(logs)
+    lines += ["## Closing note", ""]
+    if gpu[0] != "ok":
+        why = gpu[2] or gpu[0]
+        text = ((f"{why[0].upper()}{why[1:]}" if why.startswith("no usable GPU") else f"No usable GPU here ({why})")
+                + ": `cnnbench info` ran, and every GPU step is reported "
+                f"as `{next((s for _, s in skips if s.startswith('skipped: no GPU') or 'not usable' in s), 'skipped')}`"
+                + (f", in {secs} s" if secs is not None else "") + ".")
+        if fails:
+            text += " Failed: " + ", ".join(f"{n} ({s})" for n, s in fails) + "."
+        lines.append(text)
+        return lines
+    text = [f"Quick verification on {gpu[2]}" + (f", {secs} s" if secs is not None else "")
+            + ("" if done else " (not finished when this was written)") + "."]
+    n_ok = sum(1 for s in st.values() if s[0] == "ok")
+    text.append(f"{n_ok} steps ok, {len(fails)} failed, {len(skips)} skipped.")
+    if fails:
+        text.append("Failed or cut: " + ", ".join(f"{n} ({s})" for n, s in fails) + ".")
+    lm = lstm_median(logs)
+    if lm is not None:
+        text.append(f"DeepBench LSTM f16: median PyTorch / cnnbench (fwd + bwd) {lm:.2f}.")
+    km = keras_median(logs)
+    if km:
+        text.append(f"Keras models: median PyTorch / cnnbench {km[0]:.2f} over {km[1]}.")
+    rerun_words, rerun_groups = [], []
+    for name, s in st.items():
+        m = re.match(r"^rerun: (\S+)(?: (\S+))?$", s[2].strip())
+        if s[0].startswith("skipped") and m:
+            if m.group(1) not in rerun_words:
+                rerun_words.append(m.group(1))
+            if m.group(2) and m.group(2) not in rerun_groups:
+                rerun_groups.append(m.group(2))
+    other = [(n, s) for n, s in skips if not st[n][2].startswith("rerun:")]
+    if other:
+        text.append("Skipped: " + ", ".join(f"{n} ({s})" for n, s in other[:10]) + (" ..." if len(other) > 10 else "")
+                    + ".")
+    if rerun_words:
+        cmd = f'QUICK_STEPS="{" ".join(rerun_words)}"' + (f' QUICK_GROUPS="{" ".join(rerun_groups)}"'
+                                                          if rerun_groups else "")
+        text.append(f"The time budget skipped {', '.join(rerun_words)}"
+                    + (f" ({', '.join(rerun_groups)})" if rerun_groups else "")
+                    + f": `{cmd} scripts/gpu/verify.sh quick OUT2` runs just that.")
+    if not fails and not skips:
+        text.append("Every step ran and passed.")
+    lines.append(" ".join(text))
+    return lines
+
+
 def main(argv):
-    if len(argv) == 3 and argv[0] == "--part" and argv[1] in ("1", "2", "3"):
+    if len(argv) == 3 and argv[0] == "--part" and argv[1] in ("1", "2", "3", "quick"):
         logs = argv[2]
-        lines = {"1": part1, "2": part2, "3": part3}[argv[1]](logs)
+        lines = {"1": part1, "2": part2, "3": part3, "quick": quick}[argv[1]](logs)
         if argv[1] == "2":
             with open(os.path.join(logs, "r50-algos.md"), "w") as f:
                 f.write("\n".join(part2_algos(logs)) + "\n")

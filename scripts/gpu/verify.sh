@@ -1,17 +1,91 @@
 #!/usr/bin/env bash
-# GPU verification in four runs (issue 13), for a GPU machine that is lent
-# now and then (30 device-minutes a session, 10 minutes and 8 returned files
-# a command) and has Python with PyTorch, pip's NVIDIA libraries,
-# compute-sanitizer, but no Rust: build with scripts/gpu/pack.sh elsewhere,
-# copy gpu-pack/ with the checkout, then run each part as one command:
+# GPU verification, for a GPU machine that is lent now and then and has
+# Python with PyTorch, pip's NVIDIA libraries and compute-sanitizer, but no
+# Rust: build with scripts/gpu/pack.sh elsewhere, copy gpu-pack/ with the
+# checkout, then run one command there:
 #
-#   scripts/gpu/verify.sh PART OUTDIR          PART: 1, 2, 3 or 4
+#   scripts/gpu/verify.sh quick OUTDIR         the short one (issue 27): at most 6 minutes
+#   scripts/gpu/verify.sh PART OUTDIR          PART: 1, 2, 3 or 4 (issue 13): the long parts
 #
-# Each part is meant to take under 8 minutes on an H100 with 16 cores, and
-# leaves at most 8 files in OUTDIR: partN-summary.md (markdown for the
-# README, ending with a closing note), partN-logs.tar.gz (every log, JSON,
-# CSV and results-store file) and a few small key files. Both are rewritten
-# after every step, so a run stopped half-way still returns what it did.
+# Every form runs each step under `timeout`, starts none after a time
+# budget, and leaves at most 4 files in OUTDIR: NAME-summary.md (markdown
+# for the README, ending with a closing note), NAME-logs.tar.gz (every
+# command line, log, JSON, CSV and results-store file) and one or two key
+# files (NAME: quick or partN). They are rewritten after every step, so a
+# run stopped half-way still returns what it did.
+#
+# quick (the GPU machine now comes for 15 device-minutes in all, about 30 s
+# to start each command, 10 minutes and 8 returned files a command): what
+# the first GPU run's four commands did (../shared/gpu-runs/2026-11-26-h200,
+# run1-3.sh), in one command of at most 6 minutes (BUDGET_S=330 after which
+# no step starts, GRACE_S=25 by which a running step is cut), in this order
+# (a word of QUICK_STEPS, default all of them, names each part):
+#   check     side by side (the CPU references are the cost; none of these
+#             is a timing), at most JOBS=8 processes at once: the layers
+#             crate's GPU tests (backend_tests real_libs cuda_programs
+#             backend::cuda ::cuda net::gpu, --test-threads=2) with
+#             CNNBENCH_GPU_LIBS=required CNNBENCH_GPU=required; `conv --from
+#             builtin:resnet50 --batch 2 --check` in f16 NHWC and f32 NCHW;
+#             `check --device gpu --batch 2 --dtype bf16` on resnet50,
+#             alexnet and googlenet; compute-sanitizer with its default
+#             options (only --error-exitcode 1): memcheck over one resnet18
+#             training step at batch 8, and memcheck, racecheck, initcheck
+#             and synccheck over `conv mb4ic32ih28oc64oh28kh3ph1 --dir all
+#             --algo all --check` in f16 NHWC and f32 NCHW. PyTorch is
+#             imported meanwhile (its versions; a warm file cache for the
+#             first timed PyTorch run).
+#   nccl      `allreduce --dtype f32,bf16` (every size and placement must say
+#             ok), then `model resnet50 --gpus 1 --batch 64 --dtype f16` (the
+#             data-parallel step at world size 1 beside the plain step).
+#   r50       ResNet-50 training steps (NHWC, --warmup 5 --iters 20) beside
+#             scripts/peers/pytorch_model.py in ABBA order (cnnbench,
+#             PyTorch, PyTorch, cnnbench), per batch:dtype group of
+#             QUICK_GROUPS="256:f16 256:bf16 128:tf32 64:f32": the first group
+#             here, the others after `compare`.
+#   per-layer `model resnet50 --per-layer` at f16, batch 256 (--iters 10).
+#   lstm      DeepBench's 22 LSTM training problems, f16, `rnn --algo
+#             standard --dir all` beside scripts/peers/pytorch_rnn.py, ABBA.
+#   keras     the six Keras models at batch 128, f32, beside
+#             pytorch_model.py, ABBA (one process per tool and round).
+#   compare   only when pip's cuDNN folder (nvidia/cudnn/lib) and
+#             CUDNN_SYSTEM_DIR (default /usr/lib/x86_64-linux-gnu) both hold
+#             libcudnn.so.9: `compare --cudnn PIP --cudnn SYSTEM -- model
+#             resnet50 --dtype f16 --batch 256 --iters 10` and the same for
+#             `conv` on five resnet50 layers at batch 256 (compare-layers.txt
+#             in the logs).
+#   sanitize  last, when 25 s are left: racecheck, initcheck and synccheck
+#             over the resnet18 step, side by side (a run the budget cuts is
+#             reported as skipped, not failed; part 1 runs all four tools
+#             over the step and both convolutions without a budget this
+#             tight).
+# A group, the LSTM pair or the Keras pair starts only when the time left
+# covers it (the longest group so far; about 50 s before the first); what
+# was skipped is listed with the command that runs just that, e.g.
+# QUICK_STEPS="r50 sanitize" QUICK_GROUPS="128:tf32 64:f32".
+# Estimate (from run1-3's steps.txt on an H200, plus guesses where marked):
+# info text and JSON 10 s; the check wave about 30 s (alone: conv checks
+# 16 s, model checks 17 s, tests 8-11 s, memcheck of the step 8-9 s, of a
+# conv 1 s; the other three tools guessed at a few seconds each); nccl 10 s;
+# a ResNet-50 group 50-80 s (cnnbench 5-17 s a run, PyTorch 13-26 s: its
+# start and cudnn.benchmark are the cost, not the 25 steps); per-layer 12 s;
+# lstm 40 s (10 s a run); keras 16 s (2 s and 6 s); compare guessed at 35 s.
+# All of it is about 7 minutes, so on a first call the budget usually skips
+# the last one or two ResNet-50 groups (and `sanitize` if the rest runs
+# long): run them with a second call (the closing note gives it; about 2.5
+# minutes). Replayed on a CPU machine with stand-ins that only sleep for
+# run1-3's step times (9 s for each sanitizer run of the step), quick took
+# 314 s and skipped the tf32 and f32 groups. Without a GPU (here),
+# info runs, every GPU step is reported as `skipped: no GPU`, and it exits 0
+# in a few seconds.
+# Files: quick-summary.md (machine, steps with status and seconds, the
+# ResNet-50 table `dtype | layout | batch | cnnbench ms | PyTorch ms | img/s
+# | PyTorch ms / cnnbench ms` of ABBA medians, where the f16 step goes, the
+# LSTM and Keras ratios, compute-sanitizer's summary lines, NCCL, the cuDNN
+# comparison, the libraries cnnbench loaded, and a closing note),
+# quick-logs.tar.gz, quick-info.json.
+#
+# The long parts, for a machine lent for longer (each meant to take under 8
+# minutes on an H100 with 16 cores):
 #
 # Part 1 (about 2-5 min; runs without a GPU too, and then exits 0 with the
 # GPU cases reported as `skipped: no GPU`):
@@ -22,9 +96,10 @@
 #     and CNNBENCH_GPU=required
 #     where a GPU is usable (a missing library fails), without it elsewhere;
 #     then every packed test binary in full;
-#   - compute-sanitizer memcheck (--error-exitcode 1) over one resnet18
-#     training step at batch 8 on the GPU, and over `conv --algo all --check`
-#     on one small problem in f32 NCHW and f16 NHWC; its ERROR SUMMARY lines;
+#   - compute-sanitizer with its default options (only --error-exitcode 1):
+#     memcheck, racecheck, initcheck and synccheck, each over one resnet18
+#     training step at batch 8 on the GPU and over `conv --algo all --check`
+#     on one small problem in f32 NCHW and f16 NHWC; their summary lines;
 #   - NCCL: `allreduce` over the GPUs here (f32, bf16), `model resnet50
 #     --gpus 1` (the data-parallel step at world size 1 beside the plain
 #     step: its efficiency is their ratio) and a torchrun-style rank of a
@@ -132,33 +207,46 @@
 #
 # Environment: PACK (default gpu-pack; without it, target/release/cnnbench
 # and target/release/deps), CNNBENCH (the binary), PYTHON (default python3),
-# BUDGET_S (seconds after which no step starts, default 400; a step is cut
-# at most GRACE_S=45 s later, so a part ends within 8 min), JOBS, CHECK_THREADS, CHECK_BATCH,
+# BUDGET_S (seconds after which no step starts, default 400, quick 330; a
+# step is cut at most GRACE_S=45 s later, quick 25 s, so a part ends within
+# 8 min and quick within 6), QUICK_STEPS, QUICK_GROUPS, CUDNN_SYSTEM_DIR
+# (quick), JOBS, CHECK_THREADS, CHECK_BATCH,
 # CHECK_TIMEOUT (parts 3 and 4, default 240), CHECK_FULL, CHECK_PART,
 # CHECK_SUBSET, SKIP_CHECK=1 (parts 3 and 4), MODEL, MODEL_GROUPS; part 4:
 # RNN_DTYPES, RNN_CHECK_PROBLEMS, RNN_PEER_DTYPES, KERAS_CHECK,
 # KERAS_MODELS, KERAS_GROUPS.
 # Exit status: 0 when every step that ran passed (skipped steps are named in
-# the summary), 1 when one failed or timed out, 2 when part 2, 3 or 4 finds
-# no usable GPU (nothing run), 64 on bad usage.
+# the summary), 1 when one failed or timed out (or nvidia-smi lists a GPU
+# that cnnbench cannot use), 2 when part 2, 3 or 4 finds no usable GPU
+# (nothing run; quick and part 1 exit 0 then), 64 on bad usage.
 # shellcheck source-path=SCRIPTDIR
 set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 usage() {
-    echo "usage: scripts/gpu/verify.sh PART OUTDIR    (PART: 1, 2, 3 or 4; see the header of this script)" >&2
+    echo "usage: scripts/gpu/verify.sh quick|1|2|3|4 OUTDIR    (see the header of this script)" >&2
     exit 64
 }
 [ $# -eq 2 ] || usage
 part=$1
 out=$2
-case $part in 1 | 2 | 3 | 4) ;; *) usage ;; esac
+# tag: the files' prefix; label: the name in messages.
+case $part in
+    quick) tag=quick label=quick ;;
+    1 | 2 | 3 | 4) tag=part$part label="part $part" ;;
+    *) usage ;;
+esac
 
 pack=${PACK:-$root/gpu-pack}
 py=${PYTHON:-python3}
-budget=${BUDGET_S:-400}
-grace=${GRACE_S:-45}
+if [ "$part" = quick ]; then
+    budget=${BUDGET_S:-330}
+    grace=${GRACE_S:-25}
+else
+    budget=${BUDGET_S:-400}
+    grace=${GRACE_S:-45}
+fi
 ncpu=$(nproc 2> /dev/null || echo 4)
 t_start=$SECONDS
 deadline=$((t_start + budget))
@@ -178,9 +266,9 @@ fi
 
 mkdir -p "$out" || exit 1
 out=$(cd "$out" && pwd)
-rm -f "$out/part$part-"* "$out/.part$part-"*
+rm -f "$out/$tag-"* "$out/.$tag-"*
 work=$(mktemp -d "${TMPDIR:-/tmp}/cnnbench-verify.XXXXXX") || exit 1
-logs=$work/part$part-logs
+logs=$work/$tag-logs
 mkdir -p "$logs"
 steps=$logs/steps.tsv
 : > "$steps"
@@ -204,6 +292,9 @@ rc_status() { # RC CAP
         *) echo "exit $1" ;;
     esac
 }
+# rerun_hint: quick's QUICK_STEPS word (and group) of the steps now running,
+# named in the record of one the budget skips.
+rerun_hint=""
 # run NAME NEED CAP CMD...: runs CMD (stdout NAME.out, stderr NAME.err in the
 # logs) when at least NEED seconds of the budget are left, for at most CAP
 # seconds (less when the budget ends sooner). Returns CMD's status, or 3 when
@@ -213,7 +304,7 @@ run() {
     shift 3
     l=$(left)
     if [ "$l" -lt "$need" ]; then
-        record "$name" "skipped: time budget ($l s left, about $need s needed)" 0
+        record "$name" "skipped: time budget ($l s left, about $need s needed)" 0 "${rerun_hint:+rerun: $rerun_hint}"
         return 3
     fi
     t=$cap
@@ -242,7 +333,7 @@ bg() {
     done
     l=$(left)
     if [ "$l" -lt 5 ]; then
-        record "$name" "skipped: time budget ($l s left)" 0
+        record "$name" "skipped: time budget ($l s left)" 0 "${rerun_hint:+rerun: $rerun_hint}"
         return 3
     fi
     [ "$cap" -gt $((l + grace)) ] && cap=$((l + grace))
@@ -258,6 +349,9 @@ bg() {
     ) &
     bg_names="$bg_names $name"
 }
+# bg_cut: when set, a job that timed out is recorded as skipped (the budget
+# cut it) with this text as its detail, rather than as a failure.
+bg_cut=""
 bg_wait() {
     local n st secs
     wait
@@ -265,6 +359,10 @@ bg_wait() {
         if [ -f "$logs/$n.rc" ]; then
             IFS=$'\t' read -r _ st secs < "$logs/$n.rc"
             rm -f "$logs/$n.rc"
+            if [ -n "$bg_cut" ] && [ "${st#timed out}" != "$st" ]; then
+                record "$n" "skipped: cut by the time budget ($st)" "$secs" "$bg_cut"
+                continue
+            fi
             record "$n" "$st" "$secs" "in parallel"
         else
             record "$n" "no status (killed?)" 0
@@ -275,6 +373,7 @@ bg_wait() {
 }
 # The summary and the archive, rewritten after every step; key files beside.
 case $part in
+    quick) key_files="info.json" ;;
     1) key_files="info.txt info.json" ;;
     2) key_files="r50-algos.md" ;;
     3) key_files="per-layer.md" ;;
@@ -284,34 +383,36 @@ esac
 # written into the work folder: it reuses summary.py).
 summary_cmd=("$py" "$here/summary.py" --part "$part" "$logs")
 [ "$part" = 4 ] && summary_cmd=("$py" "$work/summary4.py" "$here" "$logs")
+# elapsed.txt: the seconds so far, the budget and grace, and `finished` at the end.
 checkpoint() {
     local f
+    echo "$((SECONDS - t_start)) $budget $grace ${1:-running}" > "$logs/elapsed.txt"
     if command -v "$py" > /dev/null 2>&1 \
-        && "${summary_cmd[@]}" > "$out/.part$part-summary.md" 2>> "$logs/summary.err"; then
+        && "${summary_cmd[@]}" > "$out/.$tag-summary.md" 2>> "$logs/summary.err"; then
         :
     else
         { # No Python: the steps alone.
-            echo "# cnnbench GPU verification, part $part"
+            echo "# cnnbench GPU verification, $label"
             echo
             echo "(summary.py failed or Python is missing: see summary.err in the logs)"
             echo
             echo "| step | result | s |"
             echo "|---|---|---:|"
             while IFS=$'\t' read -r n st secs _; do echo "| $n | $st | $secs |"; done < "$steps"
-        } > "$out/.part$part-summary.md"
+        } > "$out/.$tag-summary.md"
     fi
-    mv -f "$out/.part$part-summary.md" "$out/part$part-summary.md"
-    cp -f "$out/part$part-summary.md" "$logs/summary.md"
+    mv -f "$out/.$tag-summary.md" "$out/$tag-summary.md"
+    cp -f "$out/$tag-summary.md" "$logs/summary.md"
     for f in $key_files; do
-        [ -f "$logs/$f" ] && cp -f "$logs/$f" "$out/part$part-$f"
+        [ -f "$logs/$f" ] && cp -f "$logs/$f" "$out/$tag-$f"
     done
-    tar -czf "$out/.part$part-logs.tar.gz" -C "$work" "part$part-logs" 2> /dev/null \
-        && mv -f "$out/.part$part-logs.tar.gz" "$out/part$part-logs.tar.gz"
+    tar -czf "$out/.$tag-logs.tar.gz" -C "$work" "$tag-logs" 2> /dev/null \
+        && mv -f "$out/.$tag-logs.tar.gz" "$out/$tag-logs.tar.gz"
 }
 finish() {
-    checkpoint
+    checkpoint finished
     rm -rf "$work"
-    say "part $part done in $((SECONDS - t_start)) s: $out/part$part-summary.md, $out/part$part-logs.tar.gz (exit $status)"
+    say "$label done in $((SECONDS - t_start)) s: $out/$tag-summary.md, $out/$tag-logs.tar.gz (exit $status)"
     exit "$status"
 }
 # shellcheck disable=SC2046 # one PID per word
@@ -329,7 +430,6 @@ Reuses summary.py (header, step table, part 3's check and model tables);
 writes LOGS/deepbench-lstm.md beside the summary it prints. Never fails on
 a missing or partial file.
 """
-import csv
 import glob
 import os
 import re
@@ -437,43 +537,11 @@ def rnn_check_section():
 # 2. DeepBench's LSTM problems beside PyTorch
 
 
-def key_of(problem):
-    m = re.search(r"(deepbench-[A-Za-z0-9-]+)", problem)
-    return m.group(1) if m else " ".join(problem.replace('"', "").split())
-
-
-def cn_times(path):
-    doc = S.load_json(path)
-    out = {}
-    for r in (doc or {}).get("records", []) if isinstance(doc, dict) else []:
-        try:
-            out.setdefault(key_of(r["problem"]), {})[r["dir"]] = float(r["ms"]["median"])
-        except (KeyError, TypeError, ValueError):
-            continue
-    res = {}
-    for k, d in out.items():
-        if "fwd" in d and "bwd-data" in d and "bwd-weights" in d:
-            res[k] = {"fwd": d["fwd"], "bwd": d["bwd-data"] + d["bwd-weights"]}
-    return res
-
-
-def pt_times(path):
-    res = {}
-    try:
-        with open(path) as f:
-            for r in csv.DictReader(f):
-                try:
-                    res.setdefault(key_of(r["problem"]), {})[r["pass"]] = float(r["ms_median"])
-                except (KeyError, TypeError, ValueError):
-                    continue
-    except (OSError, csv.Error):
-        pass
-    return {k: d for k, d in res.items() if "fwd" in d and "bwd" in d}
-
-
-def med(vals):
-    vals = [v for v in vals if v is not None]
-    return statistics.median(vals) if vals else None
+# The readers live in summary.py (quick uses them too).
+key_of = S.rnn_key
+cn_times = S.rnn_cn_times
+pt_times = S.rnn_pt_times
+med = S.median_or_none
 
 
 def deepbench_section():
@@ -652,7 +720,7 @@ fi
 } > "$logs/env.txt"
 command -v nvidia-smi > /dev/null 2>&1 && timeout 30 nvidia-smi > "$logs/nvidia-smi.txt" 2>&1
 [ -f "$pack/MANIFEST" ] && cp "$pack/MANIFEST" "$logs/pack-MANIFEST.txt"
-say "part $part: $bin; logs in $work until the end, then $out"
+say "$label: $bin; logs in $work until the end, then $out"
 
 run info 0 180 "$bin" info
 run info_json 0 180 "$bin" info --format json
@@ -698,6 +766,10 @@ sanitizer() {
     done
 }
 
+# compute-sanitizer's tools, and the convolution they run over.
+sanitizer_tools="memcheck racecheck initcheck synccheck"
+san_conv=mb4ic32ih28oc64oh28kh3ph1
+
 part1() {
     local layers name t req=() cs
     [ $usable = 1 ] && req=(env CNNBENCH_GPU_LIBS=required CNNBENCH_GPU=required)
@@ -713,21 +785,26 @@ part1() {
             --test-threads=1 --nocapture
     fi
     cs=$(sanitizer)
-    local names="memcheck_model memcheck_conv_f32_nchw memcheck_conv_f16_nhwc"
+    local names="" tool
+    for tool in $sanitizer_tools; do
+        names="$names ${tool}_model ${tool}_conv_f32_nchw ${tool}_conv_f16_nhwc"
+    done
     if [ $usable = 0 ]; then
         for name in $names; do record "$name" "skipped: no GPU" 0 "$why"; done
     elif [ -z "$cs" ]; then
         for name in $names; do record "$name" "skipped: compute-sanitizer not found" 0; done
     else
-        local msan=("$cs" --tool memcheck --error-exitcode 1 --print-limit 50)
-        run memcheck_model 60 240 "${msan[@]}" "$bin" model resnet18 --device gpu --batch 8 \
-            --warmup 0 --iters 1 --workspace-limit 512M --no-save -q
-        run memcheck_conv_f32_nchw 40 150 "${msan[@]}" "$bin" conv mb4ic32ih28oc64oh28kh3ph1 \
-            --device gpu --dtype f32 --layout nchw --dir all --algo all --check --iters 1 --warmup 0 \
-            --no-save -q
-        run memcheck_conv_f16_nhwc 40 150 "${msan[@]}" "$bin" conv mb4ic32ih28oc64oh28kh3ph1 \
-            --device gpu --dtype f16 --layout nhwc --dir all --algo all --check --iters 1 --warmup 0 \
-            --no-save -q
+        # Default options: every API error counts (issue 27).
+        for tool in $sanitizer_tools; do
+            run "${tool}_model" 60 240 "$cs" --tool "$tool" --error-exitcode 1 "$bin" model resnet18 \
+                --device gpu --batch 8 --warmup 0 --iters 1 --workspace-limit 512M --no-save -q
+            run "${tool}_conv_f32_nchw" 40 150 "$cs" --tool "$tool" --error-exitcode 1 "$bin" conv \
+                "$san_conv" --device gpu --dtype f32 --layout nchw --dir all --algo all --check \
+                --iters 1 --warmup 0 --no-save -q
+            run "${tool}_conv_f16_nhwc" 40 150 "$cs" --tool "$tool" --error-exitcode 1 "$bin" conv \
+                "$san_conv" --device gpu --dtype f16 --layout nhwc --dir all --algo all --check \
+                --iters 1 --warmup 0 --no-save -q
+        done
     fi
     # NCCL (issue 17): the all-reduce benchmark over the GPUs here, the
     # data-parallel path at world size 1 in-process and as a launched rank
@@ -1104,7 +1181,270 @@ part4() {
     "$py" "$here/summary.py" --per-layer "$logs/results" > "$logs/per-layer.md" 2>> "$logs/summary.err" || true
 }
 
+# --------------------------------------------------------------------------
+# quick: the short verification (issue 27), in one command of at most 6
+# minutes; the order and the estimates are in this script's header.
+
+quick() {
+    local wanted=" ${QUICK_STEPS:-check nccl r50 per-layer lstm keras compare sanitize} "
+    local groups=${QUICK_GROUPS:-256:f16 256:bf16 128:tf32 64:f32}
+    local nogpu="skipped: no GPU" g n f cs layers tool dl dt l
+    local keras="mnist-mlp mnist-cnn cifar10-cnn imdb-fasttext imdb-bilstm lstm-text"
+    local store=(--results "$logs/results")
+    local names sans
+    [ $gpu_listed = 1 ] && nogpu="skipped: the GPU is not usable (see the gpu step)"
+    mkdir -p "$logs/check" "$logs/dp" "$logs/rnn" "$logs/results"
+    want() { case $wanted in *" $1 "*) return 0 ;; esac; return 1; }
+    # gpu_or_skip NAME...: true with a usable GPU, else records each NAME
+    # as skipped.
+    gpu_or_skip() {
+        [ $usable = 1 ] && return 0
+        local n
+        for n in "$@"; do record "$n" "$nogpu" 0 "$why"; done
+        return 1
+    }
+    cs=$(sanitizer)
+    # PyTorch's versions, imported once in the background while the checks
+    # run (which also warms the file cache for the first timed PyTorch run).
+    torch_pid=""
+    torch_ok=0
+    if [ $usable = 1 ] && { want r50 || want lstm || want keras; }; then
+        (
+            "$py" - > "$logs/torch.txt" 2>&1 << 'TORCH'
+import torch
+try:
+    import torchvision
+    tv = torchvision.__version__
+except Exception as e:  # pytorch_model.py runs resnet50 without it
+    tv = f"not importable ({e})"
+print("torch", torch.__version__, "torchvision", tv, "cuda", torch.version.cuda, "cudnn",
+      torch.backends.cudnn.version(), "device",
+      torch.cuda.get_device_name() if torch.cuda.is_available() else None)
+TORCH
+            echo $? > "$logs/torch.rc"
+        ) &
+        torch_pid=$!
+    fi
+    # pt_ready NAME: true when PyTorch imported, else records NAME as skipped.
+    pt_ready() {
+        if [ -n "$torch_pid" ]; then
+            wait "$torch_pid" 2> /dev/null
+            torch_pid=""
+            [ "$(cat "$logs/torch.rc" 2> /dev/null)" = 0 ] && torch_ok=1
+        fi
+        [ "$torch_ok" = 1 ] && return 0
+        record "$1" "skipped: PyTorch not importable by $py" 0 "$(tail -n 1 "$logs/torch.txt" 2> /dev/null)"
+        return 1
+    }
+
+    # 1. Checks and compute-sanitizer over small work, side by side.
+    if want check; then
+        rerun_hint=check
+        sans=memcheck_model
+        for tool in $sanitizer_tools; do
+            sans="$sans ${tool}_conv_f16_nhwc ${tool}_conv_f32_nchw"
+        done
+        names="tests_gpu conv_check_f16_nhwc conv_check_f32_nchw check_bf16 $sans"
+        # shellcheck disable=SC2086 # one name per word
+        if gpu_or_skip $names; then
+            maxjobs=$(gpu_jobs "${JOBS:-8}")
+            layers=$(test_bin cnnbench_layers)
+            if [ -z "$layers" ]; then
+                record tests_gpu "FAILED: no cnnbench_layers test binary (run scripts/gpu/pack.sh)" 0
+            else
+                echo "$layers" > "$logs/tests_gpu.bin"
+                bg tests_gpu 150 sh -c 'exec "$@" 2>&1' sh env CNNBENCH_GPU_LIBS=required \
+                    CNNBENCH_GPU=required "$layers" backend_tests real_libs cuda_programs backend::cuda \
+                    ::cuda net::gpu --test-threads=2
+            fi
+            for dl in f16:nhwc f32:nchw; do
+                dt=${dl%%:*}
+                l=${dl#*:}
+                bg "conv_check_${dt}_$l" 150 "$bin" conv --from builtin:resnet50 --device gpu --dtype "$dt" \
+                    --layout "$l" --batch 2 --check --threads 4 --iters 3 --warmup 1 --format json \
+                    --out "$logs/check/conv_${dt}_$l.json" "${store[@]}" -q
+            done
+            bg check_bf16 150 "$bin" check --device gpu --model resnet50 --model alexnet --model googlenet \
+                --batch 2 --dtype bf16 --layout nhwc --threads 4 --format json
+            if [ -z "$cs" ]; then
+                for n in $sans; do record "$n" "skipped: compute-sanitizer not found" 0; done
+            else
+                bg memcheck_model 90 "$cs" --tool memcheck --error-exitcode 1 "$bin" model resnet18 \
+                    --device gpu --batch 8 --warmup 0 --iters 1 --no-save -q
+                for tool in $sanitizer_tools; do
+                    for dl in f16:nhwc f32:nchw; do
+                        dt=${dl%%:*}
+                        l=${dl#*:}
+                        bg "${tool}_conv_${dt}_$l" 90 "$cs" --tool "$tool" --error-exitcode 1 "$bin" conv \
+                            "$san_conv" --device gpu --dtype "$dt" --layout "$l" --dir all --algo all --check \
+                            --iters 1 --warmup 0 --no-save -q
+                    done
+                done
+            fi
+            bg_wait
+        fi
+    fi
+
+    # 2. NCCL: all-reduce correctness at every size, and world size 1.
+    if want nccl && gpu_or_skip allreduce dp_gpus1; then
+        rerun_hint=nccl
+        run allreduce 10 60 "$bin" allreduce --iters 20 --dtype f32,bf16 --format json \
+            --out "$logs/dp/allreduce.json" "${store[@]}" -q
+        run dp_gpus1 15 90 "$bin" model resnet50 --gpus 1 --batch 64 --dtype f16 --layout nhwc --warmup 5 \
+            --iters 30 --format json --out "$logs/dp/resnet50-gpus1.json" "${store[@]}" -q
+    fi
+
+    # 3-8. Timings, alone on the GPU.
+    local longest=50
+    r50_cn() { # batch dtype round
+        run "cn_resnet50_$1_$2_$3" 0 120 "$bin" model resnet50 --device gpu --batch "$1" --dtype "$2" \
+            --layout nhwc --warmup 5 --iters 20 --format csv "${store[@]}" -q
+    }
+    r50_pt() {
+        pt_ready "pt_resnet50_$1_$2_$3" || return 0
+        run "pt_resnet50_$1_$2_$3" 0 150 "$py" "$root/scripts/peers/pytorch_model.py" resnet50 \
+            --device cuda --batch "$1" --dtype "$2" --layout nhwc --warmup 5 --iters 20
+    }
+    # r50_group BATCH:DTYPE: ABBA, when the time left covers a group.
+    r50_group() {
+        local b=${1%%:*} dt=${1#*:} t0
+        gpu_or_skip "group_resnet50_${b}_$dt" || return 0
+        if [ "$(left)" -lt "$longest" ]; then
+            record "group_resnet50_${b}_$dt" "skipped: time budget ($(left) s left, a group takes about $longest s)" \
+                0 "rerun: r50 $b:$dt"
+            return 0
+        fi
+        t0=$SECONDS
+        rerun_hint="r50 $b:$dt"
+        r50_cn "$b" "$dt" 1
+        r50_pt "$b" "$dt" 1
+        r50_pt "$b" "$dt" 2
+        r50_cn "$b" "$dt" 2
+        [ $((SECONDS - t0)) -gt "$longest" ] && longest=$((SECONDS - t0))
+    }
+    # The first group now, the others after the comparison.
+    local garr=()
+    want r50 && read -r -a garr <<< "$groups"
+    [ ${#garr[@]} -gt 0 ] && r50_group "${garr[0]}"
+    if want per-layer && gpu_or_skip per_layer; then
+        rerun_hint=per-layer
+        run per_layer 20 90 "$bin" model resnet50 --device gpu --batch 256 --dtype f16 --layout nhwc \
+            --warmup 3 --iters 10 --per-layer --format json "${store[@]}" -q
+    fi
+    lstm_cn() { # round
+        run "rnn_cn_f16_$1" 0 90 "$bin" rnn --from "$lstm" --device gpu --dtype f16 --algo standard \
+            --dir all --warmup 3 --iters 10 --format json --out "$logs/rnn/cn_f16_$1.json" "${store[@]}" -q
+    }
+    lstm_pt() {
+        pt_ready "rnn_pt_f16_$1" || return 0
+        run "rnn_pt_f16_$1" 0 90 "$py" "$root/scripts/peers/pytorch_rnn.py" --from "$lstm" --device cuda \
+            --dtype f16 --warmup 3 --iters 10 --format csv
+    }
+    local lstm=$logs/deepbench-lstm.txt
+    if want lstm && gpu_or_skip deepbench_lstm_f16; then
+        rerun_hint=lstm
+        grep -E '^[[:space:]]*--cell=lstm[[:space:]]' "$root/src/problem/lists/deepbench_rnn_training.txt" \
+            > "$lstm" 2> /dev/null
+        if [ ! -s "$lstm" ]; then
+            record deepbench_lstm_f16 "FAILED: no --cell=lstm line in src/problem/lists/deepbench_rnn_training.txt" 0
+        elif [ "$(left)" -lt 35 ]; then
+            record deepbench_lstm_f16 "skipped: time budget ($(left) s left, about 40 s needed)" 0 "rerun: lstm"
+        else
+            lstm_cn 1
+            lstm_pt 1
+            lstm_pt 2
+            lstm_cn 2
+        fi
+    fi
+    if want keras && gpu_or_skip keras_128_f32; then
+        rerun_hint=keras
+        if [ "$(left)" -lt 15 ]; then
+            record keras_128_f32 "skipped: time budget ($(left) s left, about 16 s needed)" 0 "rerun: keras"
+        else
+            # shellcheck disable=SC2086 # one model per word
+            {
+                run cn_keras_128_f32_1 0 60 "$bin" model $keras --device gpu --batch 128 --dtype f32 \
+                    --layout nhwc --warmup 5 --iters 50 --format csv "${store[@]}" -q
+                pt_ready pt_keras_128_f32_1 && run pt_keras_128_f32_1 0 90 "$py" \
+                    "$root/scripts/peers/pytorch_model.py" $keras --device cuda --batch 128 --dtype f32 \
+                    --layout nhwc --warmup 5 --iters 50
+                pt_ready pt_keras_128_f32_2 && run pt_keras_128_f32_2 0 90 "$py" \
+                    "$root/scripts/peers/pytorch_model.py" $keras --device cuda --batch 128 --dtype f32 \
+                    --layout nhwc --warmup 5 --iters 50
+                run cn_keras_128_f32_2 0 60 "$bin" model $keras --device gpu --batch 128 --dtype f32 \
+                    --layout nhwc --warmup 5 --iters 50 --format csv "${store[@]}" -q
+            }
+        fi
+    fi
+    # The cuDNN comparison (issue 27, item 1): pip's cuDNN against the
+    # system's, each loaded alone.
+    if want compare && gpu_or_skip compare_model compare_conv; then
+        rerun_hint=compare
+        local pip_dir sys_dir=${CUDNN_SYSTEM_DIR:-/usr/lib/x86_64-linux-gnu}
+        pip_dir=$("$py" - 2> /dev/null << 'PIPCUDNN'
+import os
+try:
+    import nvidia
+    for root in nvidia.__path__:
+        d = os.path.join(os.path.realpath(root), "cudnn", "lib")
+        if os.path.exists(os.path.join(d, "libcudnn.so.9")):
+            print(d)
+            break
+except Exception:
+    pass
+PIPCUDNN
+        )
+        echo "pip: ${pip_dir:-(none)}; system: $sys_dir" > "$logs/compare-folders.txt"
+        for f in "$pip_dir"/libcudnn* "$sys_dir"/libcudnn*; do
+            [ -e "$f" ] && ls -la "$f"
+        done >> "$logs/compare-folders.txt" 2>&1
+        if [ -z "$pip_dir" ] || [ ! -e "$sys_dir/libcudnn.so.9" ] \
+            || [ "$(cd "$pip_dir" && pwd -P)" = "$(cd "$sys_dir" && pwd -P)" ]; then
+            for n in compare_model compare_conv; do
+                record "$n" "skipped: needs two cuDNN folders (pip's: ${pip_dir:-none}; $sys_dir/libcudnn.so.9: $( [ -e "$sys_dir/libcudnn.so.9" ] && echo found || echo none))" 0
+            done
+        else
+            grep -E 'resnet50:(conv1|layer1\.0\.conv2|layer2\.0\.conv1|layer3\.1\.conv2|layer4\.0\.conv3)"' \
+                "$root/src/problem/lists/resnet50.txt" > "$logs/compare-layers.txt"
+            run compare_model 30 120 "$bin" compare --cudnn "$pip_dir" --cudnn "$sys_dir" --format md -- \
+                model resnet50 --device gpu --dtype f16 --layout nhwc --batch 256 --warmup 3 --iters 10 \
+                "${store[@]}"
+            run compare_conv 15 90 "$bin" compare --cudnn "$pip_dir" --cudnn "$sys_dir" --format md -- \
+                conv --from "$logs/compare-layers.txt" --batch 256 --device gpu --dtype f16 --layout nhwc \
+                --dir FWD_D,BWD_D,BWD_W --algo auto --warmup 3 --iters 20 "${store[@]}"
+        fi
+    fi
+    for g in "${garr[@]:1}"; do
+        r50_group "$g"
+    done
+    # 9. The other three sanitizer tools over the training step, side by
+    #    side, when 25 s are left.
+    if want sanitize && gpu_or_skip racecheck_model initcheck_model synccheck_model; then
+        rerun_hint=sanitize
+        if [ -z "$cs" ]; then
+            for tool in racecheck initcheck synccheck; do
+                record "${tool}_model" "skipped: compute-sanitizer not found" 0
+            done
+        elif [ "$(left)" -lt 25 ]; then
+            for tool in racecheck initcheck synccheck; do
+                record "${tool}_model" "skipped: time budget ($(left) s left, 25 s needed)" 0 "rerun: sanitize"
+            done
+        else
+            maxjobs=$(gpu_jobs 3)
+            bg_cut="rerun: sanitize"
+            for tool in racecheck initcheck synccheck; do
+                bg "${tool}_model" 600 "$cs" --tool "$tool" --error-exitcode 1 "$bin" model resnet18 \
+                    --device gpu --batch 8 --warmup 0 --iters 1 --no-save -q
+            done
+            bg_wait
+            bg_cut=""
+        fi
+    fi
+    "$py" "$here/summary.py" --per-layer "$logs/results" > "$logs/per-layer.md" 2>> "$logs/summary.err" || true
+}
+
 case $part in
+    quick) quick ;;
     1) part1 ;;
     2)
         if [ $usable = 0 ]; then
