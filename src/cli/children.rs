@@ -11,30 +11,60 @@ use std::process::{Child, Command, ExitStatus};
 use std::time::Duration;
 
 /// How a child ended.
-pub enum ChildRun {
+pub enum ChildRun<T = RunFile> {
     /// Finished (exit 0, or 1 when a check failed): its output.
-    Done { file: RunFile, checks_failed: bool },
+    Done { file: T, checks_failed: bool },
     /// Stopped by a stop signal (exit 130, 143 or 129): what it finished.
-    Interrupted(RunFile),
+    Interrupted(T),
+}
+
+/// Where a child's JSON comes from: a results file it writes (`--out`,
+/// for the subcommands that write records), or its standard output
+/// (`info`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Output {
+    File,
+    Stdout,
 }
 
 /// Runs `cnnbench ARGS --format json --out TMP --quiet` with `env` added,
 /// and reads back its output. A child's one-line error becomes this
 /// process's error.
 pub fn run(args: &[String], env: &[(String, String)]) -> Result<ChildRun> {
+    run_as(args, env, Output::File)
+}
+
+/// [`run`], with the child's JSON read from `output` and parsed as `T`.
+pub fn run_as<T: serde::de::DeserializeOwned + Default>(
+    args: &[String],
+    env: &[(String, String)],
+    output: Output,
+) -> Result<ChildRun<T>> {
     let exe = std::env::current_exe().context("finding the cnnbench executable")?;
     let tmp = tempfile::Builder::new()
         .prefix("cnnbench-child-")
         .suffix(".json")
         .tempfile()
         .context("creating a temporary file")?;
-    let mut child = Command::new(exe)
-        .args(without_output_options(args))
-        .args(["--format", "json", "--quiet", "--out"])
-        .arg(tmp.path())
+    let mut command = Command::new(exe);
+    command.args(without_output_options(args));
+    match output {
+        Output::File => command
+            .args(["--format", "json", "--quiet", "--out"])
+            .arg(tmp.path()),
+        Output::Stdout => command.args(["--format", "json"]),
+    };
+    let stdout = match output {
+        Output::File => std::process::Stdio::null(),
+        Output::Stdout => std::process::Stdio::from(
+            tmp.reopen()
+                .context("opening a temporary file for a child's output")?,
+        ),
+    };
+    let mut child = command
         .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
+        .stdout(stdout)
         .stderr(std::process::Stdio::piped())
         // Its own process group: a terminal's Ctrl-C or hangup reaches the
         // parent alone, which passes it on once (two signals would end the
@@ -68,7 +98,7 @@ pub fn run(args: &[String], env: &[(String, String)]) -> Result<ChildRun> {
     };
     let status = wait_forwarding_signals(&mut child, running)?;
     let stderr = reader.join().unwrap_or_default();
-    let read = || -> Result<RunFile> {
+    let read = || -> Result<T> {
         let text = std::fs::read_to_string(tmp.path()).context("reading a child's output")?;
         serde_json::from_str(&text).context("parsing a child's output")
     };

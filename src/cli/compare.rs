@@ -4,9 +4,13 @@
 use super::children::{self, ChildRun};
 use crate::output::table::{aligned, Align};
 use crate::output::{self, Format, COMPARE_FORMATS};
+use crate::results::environment::Environment;
 use crate::results::store::RunFile;
 use anyhow::{bail, Result};
 use clap::Args;
+use cnnbench_layers::cuda::loader::LibraryInfo;
+use cnnbench_layers::cuda::DeviceInfo;
+use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -14,6 +18,8 @@ use std::process::ExitCode;
 #[derive(Args)]
 #[command(after_help = "Examples:\n  \
     cnnbench compare --cudnn /opt/cudnn-9.1/lib --cudnn /opt/cudnn-9.10/lib -- conv --from builtin:resnet50 --dtype f16\n  \
+    cnnbench compare --cudnn /opt/cudnn-9.1/lib --cudnn /usr/lib/x86_64-linux-gnu -- model resnet50 --device gpu --dtype f16\n  \
+    cnnbench compare --cudnn /opt/cudnn-9.1/lib --cudnn /usr/lib/x86_64-linux-gnu -- info\n  \
     cnnbench compare --variant 1t:CNNBENCH_THREADS=1 --variant 2t:CNNBENCH_THREADS=2 -- conv mb16ic64ih56oc64oh56kh3ph1")]
 pub struct CompareArgs {
     /// A folder holding a cuDNN (libcudnn.so.9); it goes first on LD_LIBRARY_PATH for one run
@@ -27,7 +33,7 @@ pub struct CompareArgs {
     quiet: bool,
     #[arg(long, default_value = "table", value_parser = output::parser(COMPARE_FORMATS))]
     format: Format,
-    /// The benchmark: conv or gemm and its arguments
+    /// The subcommand each run is: conv, gemm, model (its arguments after it), or info
     #[arg(last = true, required = true, value_name = "ARGS")]
     benchmark: Vec<String>,
 }
@@ -89,13 +95,27 @@ pub fn cudnn_variant(dir: &std::path::Path, old_path: Option<&str>) -> Variant {
     }
 }
 
+/// What the runs are, by subcommand: each is read and laid out its own way.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// `conv`, `gemm`: one row per problem and direction.
+    Records,
+    /// `model`: one row per run and model (seed 004's form: GPU | cuDNN |
+    /// forward | backward | total).
+    Models,
+    /// `info`: one row per run and library (file and version).
+    Info,
+}
+
 pub fn run(args: CompareArgs) -> Result<ExitCode> {
-    if !matches!(
-        args.benchmark.first().map(String::as_str),
-        Some("conv" | "gemm")
-    ) {
-        bail!("compare runs conv or gemm: put `-- conv ...` or `-- gemm ...` last");
-    }
+    let kind = match args.benchmark.first().map(String::as_str) {
+        Some("conv" | "gemm") => Kind::Records,
+        Some("model") => Kind::Models,
+        Some("info") => Kind::Info,
+        _ => bail!(
+            "compare runs conv, gemm, model or info: put `-- conv ...`, `-- gemm ...`, `-- model ...` or `-- info` last"
+        ),
+    };
     crate::signals::install()?;
     for d in &args.cudnn {
         check_cudnn_folder(d)?;
@@ -119,10 +139,62 @@ pub fn run(args: CompareArgs) -> Result<ExitCode> {
     if variants.len() < 2 {
         bail!("compare needs at least two runs (--cudnn DIR or --variant NAME:ENV=VALUE, twice or more)");
     }
+    let (table, libraries, stopped): (SideBySide, Vec<(String, Option<DeviceInfo>)>, bool) =
+        match kind {
+            Kind::Records => {
+                let (runs, stopped) = run_all::<RunFile>(&args, &variants, children::Output::File)?;
+                let libs = runs
+                    .iter()
+                    .map(|(n, f)| (n.clone(), f.environment.gpu.clone()))
+                    .collect();
+                (side_by_side(&runs), libs, stopped)
+            }
+            Kind::Models => {
+                let (runs, stopped) =
+                    run_all::<ModelFile>(&args, &variants, children::Output::File)?;
+                let libs = runs
+                    .iter()
+                    .map(|(n, f)| (n.clone(), f.environment.gpu.clone()))
+                    .collect();
+                (models_side_by_side(&runs), libs, stopped)
+            }
+            Kind::Info => {
+                let (runs, stopped) =
+                    run_all::<InfoFile>(&args, &variants, children::Output::Stdout)?;
+                let libs = runs
+                    .iter()
+                    .map(|(n, f)| (n.clone(), Some(f.gpu.as_device_info())))
+                    .collect();
+                (libraries_side_by_side(&runs), libs, stopped)
+            }
+        };
+    let folders: Vec<(String, PathBuf)> = args
+        .cudnn
+        .iter()
+        .map(|d| (d.display().to_string(), d.clone()))
+        .collect();
+    for w in library_warnings(&libraries, !args.cudnn.is_empty(), &folders) {
+        crate::note!("cnnbench: warning: {w}");
+    }
+    crate::output::print(&table.render(args.format)?)?;
+    Ok(if stopped {
+        crate::signals::exit_code()
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// Runs every variant in turn (each a child process); stops at the first
+/// signal, keeping what finished.
+fn run_all<T: serde::de::DeserializeOwned + Default>(
+    args: &CompareArgs,
+    variants: &[Variant],
+    output: children::Output,
+) -> Result<(Vec<(String, T)>, bool)> {
     let bar = super::progress::bar(variants.len() as u64, args.quiet);
-    let mut runs: Vec<(String, RunFile)> = Vec::new();
+    let mut runs = Vec::new();
     let mut stopped = false;
-    for v in &variants {
+    for v in variants {
         if crate::signals::stopped() {
             stopped = true;
             break;
@@ -130,7 +202,7 @@ pub fn run(args: CompareArgs) -> Result<ExitCode> {
         bar.set_message(v.name.clone());
         let mut env = v.env.clone();
         env.push(("CNNBENCH_LABEL".into(), v.name.clone()));
-        match children::run(&args.benchmark, &env)? {
+        match children::run_as::<T>(&args.benchmark, &env, output)? {
             ChildRun::Done { file, .. } => runs.push((v.name.clone(), file)),
             ChildRun::Interrupted(file) => {
                 runs.push((v.name.clone(), file));
@@ -141,36 +213,219 @@ pub fn run(args: CompareArgs) -> Result<ExitCode> {
         bar.inc(1);
     }
     bar.finish_and_clear();
-    for w in library_warnings(&runs, !args.cudnn.is_empty()) {
-        crate::note!("cnnbench: warning: {w}");
-    }
-    crate::output::print(&side_by_side(&runs).render(args.format)?)?;
-    Ok(if stopped {
-        crate::signals::exit_code()
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok((runs, stopped))
 }
 
-/// Which cuDNN each run loaded, and what is suspicious about that.
-pub fn library_warnings(runs: &[(String, RunFile)], cudnn: bool) -> Vec<String> {
+/// What `compare` reads of a `model` run's JSON.
+#[derive(Default, Deserialize)]
+#[serde(default)]
+struct ModelFile {
+    environment: Environment,
+    records: Vec<ModelRow>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(default)]
+struct ModelRow {
+    model: String,
+    batch: usize,
+    dtype: String,
+    layout: String,
+    status: String,
+    forward_ms: Option<Median>,
+    backward_ms: Option<Median>,
+    total_ms: Option<Median>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(default)]
+struct Median {
+    median: f64,
+}
+
+/// What `compare` reads of `info --format json`.
+#[derive(Default, Deserialize)]
+#[serde(default)]
+struct InfoFile {
+    gpu: InfoGpu,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(default)]
+struct InfoGpu {
+    device: Option<DeviceInfo>,
+    libraries: Vec<LibraryInfo>,
+}
+
+impl InfoGpu {
+    /// The device where there is one; else a stand-in carrying only the
+    /// libraries (and cuDNN's version), for the warnings.
+    fn as_device_info(&self) -> DeviceInfo {
+        let mut d = self.device.clone().unwrap_or_else(|| DeviceInfo {
+            name: String::new(),
+            compute_capability: String::new(),
+            sms: 0,
+            memory_bytes: 0,
+            clock_mhz: 0,
+            memory_clock_mhz: 0,
+            memory_bus_bits: 0,
+            l2_bytes: 0,
+            driver_cuda: String::new(),
+            cudnn_cudart: String::new(),
+            cudnn: String::new(),
+            cublas: String::new(),
+            peaks: vec![],
+            libraries: vec![],
+        });
+        d.libraries = self.libraries.clone();
+        if d.cudnn.is_empty() {
+            d.cudnn = cudnn_of(&d)
+                .and_then(|l| l.version.clone())
+                .unwrap_or_default();
+        }
+        d
+    }
+}
+
+fn cudnn_of(g: &DeviceInfo) -> Option<&LibraryInfo> {
+    g.libraries.iter().find(|l| l.name == "cuDNN")
+}
+
+/// Seed 004's table: one row per run and model, GPU | cuDNN | forward |
+/// backward | total (median ms), and each total over the first run's for
+/// the same model.
+fn models_side_by_side(runs: &[(String, ModelFile)]) -> SideBySide {
+    let head: Vec<String> = [
+        "run",
+        "GPU",
+        "cuDNN",
+        "model",
+        "batch",
+        "dtype layout",
+        "forward ms",
+        "backward ms",
+        "total ms",
+        "total / first run",
+    ]
+    .map(String::from)
+    .to_vec();
+    let key = |r: &ModelRow| (r.model.clone(), r.batch, r.dtype.clone(), r.layout.clone());
+    let (mut rows, mut numbers) = (Vec::new(), Vec::new());
+    for (name, f) in runs {
+        let (gpu, cudnn) = f
+            .environment
+            .gpu
+            .as_ref()
+            .map_or((f.environment.cpu.clone(), "-".to_string()), |g| {
+                (g.name.clone(), g.cudnn_label())
+            });
+        for r in f.records.iter().filter(|r| r.status == "ok") {
+            let first = runs[0]
+                .1
+                .records
+                .iter()
+                .find(|a| key(a) == key(r) && a.status == "ok")
+                .and_then(|a| a.total_ms.as_ref().map(|m| m.median));
+            let total = r.total_ms.as_ref().map(|m| m.median);
+            let values = vec![
+                r.forward_ms.as_ref().map(|m| m.median),
+                r.backward_ms.as_ref().map(|m| m.median),
+                total,
+                first.zip(total).map(|(a, b)| b / a),
+            ];
+            let mut row = vec![
+                name.clone(),
+                gpu.clone(),
+                cudnn.clone(),
+                r.model.clone(),
+                r.batch.to_string(),
+                format!("{} {}", r.dtype, r.layout),
+            ];
+            row.extend(
+                values
+                    .iter()
+                    .map(|v| v.map_or("-".into(), |v| format!("{v:.3}"))),
+            );
+            rows.push(row);
+            numbers.push(values);
+        }
+    }
+    SideBySide {
+        head,
+        rows,
+        numbers,
+        keys: 6,
+    }
+}
+
+/// One row per run and library: its soname, version and file (or why it
+/// did not load), as each child's `info` told.
+fn libraries_side_by_side(runs: &[(String, InfoFile)]) -> SideBySide {
+    let head: Vec<String> = ["run", "library", "soname", "version", "file"]
+        .map(String::from)
+        .to_vec();
+    let mut rows = Vec::new();
+    for (name, f) in runs {
+        for l in &f.gpu.libraries {
+            rows.push(vec![
+                name.clone(),
+                l.name.clone(),
+                l.soname.clone(),
+                l.version.clone().unwrap_or_else(|| "-".into()),
+                l.file
+                    .clone()
+                    .or_else(|| l.error.clone())
+                    .unwrap_or_default(),
+            ]);
+        }
+    }
+    let numbers = vec![vec![]; rows.len()];
+    SideBySide {
+        head,
+        rows,
+        numbers,
+        keys: 5,
+    }
+}
+
+/// Which cuDNN each run loaded, and what is suspicious about that: a run
+/// without a cuDNN, two runs with the same one, a run whose cuDNN is not
+/// from its `--cudnn` folder (`folders`: run name and folder).
+pub fn library_warnings(
+    runs: &[(String, Option<DeviceInfo>)],
+    cudnn: bool,
+    folders: &[(String, PathBuf)],
+) -> Vec<String> {
     if !cudnn {
         return vec![];
     }
     let mut seen: BTreeMap<String, &str> = BTreeMap::new();
     let mut out = Vec::new();
-    for (name, f) in runs {
-        match &f.environment.gpu {
-            None => out.push(format!(
-                "run '{name}' did not use a GPU, so no cuDNN was loaded"
-            )),
-            Some(g) => {
-                if let Some(first) = seen.insert(g.cudnn.clone(), name) {
-                    out.push(format!(
-                        "runs '{first}' and '{name}' both loaded cuDNN {}: the folders did not change which library loaded",
-                        g.cudnn
-                    ));
-                }
+    for (name, g) in runs {
+        let Some(g) = g.as_ref().filter(|g| !g.cudnn.is_empty()) else {
+            out.push(format!("run '{name}' loaded no cuDNN"));
+            continue;
+        };
+        let file = cudnn_of(g).and_then(|l| l.file.clone());
+        let id = file.clone().unwrap_or_else(|| g.cudnn.clone());
+        if let Some(first) = seen.insert(id, name) {
+            out.push(format!(
+                "runs '{first}' and '{name}' both loaded cuDNN {}: the folders did not change which library loaded",
+                g.cudnn_label()
+            ));
+        }
+        let want = folders.iter().find(|(n, _)| n == name).map(|(_, d)| d);
+        if let (Some(want), Some(file)) = (want, &file) {
+            let dir = std::path::Path::new(file).parent();
+            let same = dir.is_some_and(|d| {
+                d == want.as_path()
+                    || matches!((d.canonicalize(), want.canonicalize()), (Ok(a), Ok(b)) if a == b)
+            });
+            if !same {
+                out.push(format!(
+                    "run '{name}' loaded cuDNN from {file}, not from its folder {}",
+                    want.display()
+                ));
             }
         }
     }
@@ -186,10 +441,9 @@ pub struct SideBySide {
     /// The times and ratios of each row unrounded (the cells after the key
     /// columns), for JSON.
     pub numbers: Vec<Vec<Option<f64>>>,
+    /// How many leading columns are labels (the rest are numbers).
+    pub keys: usize,
 }
-
-/// The columns that are labels (the rest are numbers).
-const KEY_COLUMNS: usize = 3;
 
 pub fn side_by_side(runs: &[(String, RunFile)]) -> SideBySide {
     let mut keys: Vec<(String, String, String)> = Vec::new();
@@ -240,6 +494,7 @@ pub fn side_by_side(runs: &[(String, RunFile)]) -> SideBySide {
         head,
         rows,
         numbers,
+        keys: 3,
     }
 }
 
@@ -247,7 +502,7 @@ impl SideBySide {
     pub fn render(&self, format: Format) -> Result<String> {
         let align: Vec<Align> = (0..self.head.len())
             .map(|c| {
-                if c < KEY_COLUMNS {
+                if c < self.keys {
                     Align::Left
                 } else {
                     Align::Right
@@ -271,7 +526,7 @@ impl SideBySide {
                     .iter()
                     .zip(&self.numbers)
                     .map(|(row, values)| {
-                        let keys = row[..KEY_COLUMNS].iter().map(|c| c.as_str().into());
+                        let keys = row[..self.keys].iter().map(|c| c.as_str().into());
                         let values = values.iter().map(|v| {
                             v.filter(|v| v.is_finite())
                                 .map_or(serde_json::Value::Null, Into::into)
@@ -322,6 +577,7 @@ mod tests {
                 "-".into(),
             ]],
             numbers: vec![vec![Some(0.0004), None, None]],
+            keys: 3,
         };
         let json: serde_json::Value =
             serde_json::from_str(&t.render(Format::Json).unwrap()).unwrap();
@@ -338,10 +594,9 @@ mod tests {
     }
 
     #[test]
-    fn the_same_cudnn_twice_is_flagged() {
-        let gpu = |v: &str| {
-            let mut f = RunFile::default();
-            f.environment.gpu = Some(cnnbench_layers::cuda::DeviceInfo {
+    fn the_same_cudnn_twice_or_from_another_folder_is_flagged() {
+        let gpu = |v: &str, file: &str| {
+            Some(DeviceInfo {
                 name: "H100".into(),
                 compute_capability: "9.0".into(),
                 sms: 132,
@@ -355,18 +610,31 @@ mod tests {
                 cudnn: v.into(),
                 cublas: "13.0.0".into(),
                 peaks: vec![],
-            });
-            f
+                libraries: vec![LibraryInfo {
+                    name: "cuDNN".into(),
+                    soname: "libcudnn.so.9".into(),
+                    file: Some(file.into()),
+                    version: Some(v.into()),
+                    error: None,
+                }],
+            })
         };
         let runs = vec![
-            ("a".to_string(), gpu("9.10.2")),
-            ("b".into(), gpu("9.10.2")),
-            ("c".into(), RunFile::default()),
+            ("/a".to_string(), gpu("9.10.2", "/a/libcudnn.so.9")),
+            ("/b".into(), gpu("9.10.2", "/a/libcudnn.so.9")),
+            ("c".into(), None),
         ];
-        let w = library_warnings(&runs, true);
-        assert_eq!(w.len(), 2);
-        assert!(w[0].contains("both loaded cuDNN 9.10.2"));
-        assert!(w[1].contains("did not use a GPU"));
-        assert!(library_warnings(&runs, false).is_empty());
+        let folders = [
+            ("/a".to_string(), PathBuf::from("/a")),
+            ("/b".into(), PathBuf::from("/b")),
+        ];
+        let w = library_warnings(&runs, true, &folders);
+        assert_eq!(w.len(), 3, "{w:?}");
+        assert!(w[0].contains("both loaded cuDNN 9.10.2 (/a/libcudnn.so.9)"));
+        assert!(
+            w[1].contains("run '/b' loaded cuDNN from /a/libcudnn.so.9, not from its folder /b")
+        );
+        assert!(w[2].contains("run 'c' loaded no cuDNN"));
+        assert!(library_warnings(&runs, false, &folders).is_empty());
     }
 }

@@ -72,6 +72,13 @@ fn environment() -> Environment {
                 tflops: 989.4,
                 source: "device properties".into(),
             }],
+            libraries: vec![cnnbench_layers::cuda::loader::LibraryInfo {
+                name: "cuDNN".into(),
+                soname: "libcudnn.so.9".into(),
+                file: Some("/usr/lib/x86_64-linux-gnu/libcudnn.so.9".into()),
+                version: Some("9.10.2".into()),
+                error: None,
+            }],
         }),
         cnnbench: BuildInfo {
             version: "0.1.0".into(),
@@ -219,9 +226,9 @@ fn peer_csv_text() -> String {
         "{}\n{}\n{}\n",
         CSV_HEADER.join(","),
         "mb2ic8ih9oc16oh7kh3,fwd,cuda,f32,nhwc,pytorch-2.15.0,1,1.5,2,1.5,0.1,10,3.2,0.5,1e-6,true,\
-         aten:cudnn,true,4096",
+         aten:cudnn,true,4096,0.75",
         "\"mb2ic8ih9oc16oh7kh3n\"\"a,b\"\"\",bwd-data,cpu,bf16,nchw,pytorch-2.15.0,\
-         1,1.5,2,1.5,0.1,10,3.2,,,,aten:mkldnn,false,",
+         1,1.5,2,1.5,0.1,10,3.2,,,,aten:mkldnn,false,,",
     )
 }
 
@@ -546,4 +553,6 @@ fn undamaged_files_load() {
     let (run, peer) = read_peer_csv(f.path()).unwrap();
     assert_eq!((run.records.len(), peer.as_str()), (2, "pytorch-2.15.0"));
     assert_eq!(run.records[1].problem, "mb2ic8ih9oc16oh7kh3n\"a,b\"");
+    let find: Vec<_> = run.records.iter().map(|r| r.cudnn_find_ms).collect();
+    assert_eq!(find, [Some(0.75), None]);
 }

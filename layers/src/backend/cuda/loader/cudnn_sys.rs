@@ -198,7 +198,7 @@ fn check_one_install(api: &Api, file: &Path, version: &str) -> Result<(), String
         .into_iter()
         .find(|p| !same_dir(p))
     {
-        return Err(mixed(file, version, &other));
+        return Err(mixed(file, version, &other, ""));
     }
     for (sub, check) in VERSION_CHECKS {
         let status = match check {
@@ -215,22 +215,24 @@ fn check_one_install(api: &Api, file: &Path, version: &str) -> Result<(), String
             .into_iter()
             .next()
             .unwrap_or_else(|| dir.join(sub));
-        return Err(format!(
-            "{}; {check}: {status:?}",
-            mixed(file, version, &sub_file)
+        return Err(mixed(
+            file,
+            version,
+            &sub_file,
+            &format!(" ({check}: {status:?})"),
         ));
     }
     Ok(())
 }
 
 /// The one line for a mixed install: both versions and both folders.
-fn mixed(file: &Path, version: &str, other: &Path) -> String {
+fn mixed(file: &Path, version: &str, other: &Path, detail: &str) -> String {
     let name = other
         .file_name()
         .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
     let other_version = sublibrary_version(other).unwrap_or_else(|| "of unknown version".into());
     format!(
-        "mixed cuDNN install: {SONAME} is {version} from {}, but {name} is {other_version} from {}; \
+        "mixed cuDNN install: {SONAME} is {version} from {}, but {name} is {other_version} from {}{detail}; \
          put one cuDNN's folder first on LD_LIBRARY_PATH",
         folder(file).display(),
         folder(other).display()
