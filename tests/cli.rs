@@ -104,7 +104,7 @@ fn csv_has_a_fixed_header_and_one_row_per_algorithm() {
     let mut lines = text.lines();
     assert_eq!(
         lines.next().unwrap(),
-        "problem,dir,device,dtype,layout,algo,ms_min,ms_median,ms_max,ms_mean,ms_stddev,runs,gflops,peak_fraction,check_rel_err,check_passed,kernel,bias,workspace_bytes"
+        "problem,dir,device,dtype,layout,algo,ms_min,ms_median,ms_max,ms_mean,ms_stddev,runs,gflops,peak_fraction,check_rel_err,check_passed,kernel,bias,workspace_bytes,cudnn_find_ms"
     );
     let rows: Vec<&str> = lines.collect();
     assert_eq!(rows.len(), cnnbench_kernels::conv::algorithms().len());

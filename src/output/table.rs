@@ -16,7 +16,15 @@ const HEADER: [&str; 11] = [
     "% peak",
 ];
 
-fn cells(r: &Record) -> Vec<String> {
+/// The column of cuDNN's FindEx time, shown when some record has one
+/// (`--algo auto` on a GPU); `-` in the rows without.
+const FIND_MS: &str = "FindEx ms";
+
+fn has_find_ms(records: &[Record]) -> bool {
+    records.iter().any(|r| r.cudnn_find_ms.is_some())
+}
+
+fn cells(r: &Record, find_ms: bool) -> Vec<String> {
     let mut row = vec![
         r.problem.clone(),
         r.dir.to_string(),
@@ -31,6 +39,9 @@ fn cells(r: &Record) -> Vec<String> {
         r.peak_fraction
             .map_or("-".into(), |f| format!("{:.1}", f * 100.0)),
     ];
+    if find_ms {
+        row.push(r.cudnn_find_ms.map_or("-".into(), |ms| format!("{ms:.3}")));
+    }
     if let Some(c) = r.check {
         row.push(format!(
             "{} ({:.1e})",
@@ -43,6 +54,9 @@ fn cells(r: &Record) -> Vec<String> {
 
 fn header(records: &[Record]) -> Vec<String> {
     let mut h: Vec<String> = HEADER.iter().map(|s| s.to_string()).collect();
+    if has_find_ms(records) {
+        h.push(FIND_MS.into());
+    }
     if records.iter().any(|r| r.check.is_some()) {
         h.push("check (rel err)".into());
     }
@@ -50,8 +64,8 @@ fn header(records: &[Record]) -> Vec<String> {
 }
 
 /// Is the column numeric (right-aligned)?
-fn numeric(col: usize) -> bool {
-    (4..=10).contains(&col)
+fn numeric(col: usize, name: &str) -> bool {
+    (4..=10).contains(&col) || name == FIND_MS
 }
 
 /// Column alignment in [`aligned`].
@@ -115,16 +129,19 @@ pub fn aligned<S: AsRef<str>>(
 
 fn record_table(records: &[Record], md: bool) -> String {
     let head = header(records);
-    let align: Vec<Align> = (0..head.len())
-        .map(|i| {
-            if numeric(i) {
+    let align: Vec<Align> = head
+        .iter()
+        .enumerate()
+        .map(|(i, name)| {
+            if numeric(i, name) {
                 Align::Right
             } else {
                 Align::Left
             }
         })
         .collect();
-    let rows: Vec<Vec<String>> = records.iter().map(cells).collect();
+    let find_ms = has_find_ms(records);
+    let rows: Vec<Vec<String>> = records.iter().map(|r| cells(r, find_ms)).collect();
     aligned(&head, &align, &rows, md)
 }
 
@@ -179,6 +196,21 @@ mod tests {
         let last = t.lines().last().unwrap();
         assert_eq!(last.len(), 70_000 + 2 + 4);
         assert!(last.starts_with("a ") && last.ends_with("22.5"));
+    }
+
+    #[test]
+    fn findex_time_is_a_column_when_a_record_has_one() {
+        let records = crate::output::writers::tests::gpu_and_cpu_records();
+        let t = text(&records);
+        let lines: Vec<&str> = t.lines().collect();
+        assert!(lines[0].ends_with("% peak  FindEx ms"), "{t}");
+        assert!(lines[2].ends_with("    0.250"), "{t}");
+        assert!(lines[3].ends_with("        -"), "{t}");
+        let md = markdown(&records);
+        assert!(md.lines().nth(1).unwrap().ends_with("|---:|---:|"), "{md}");
+        assert!(md.lines().nth(3).unwrap().ends_with("| - |"), "{md}");
+        // CPU records only: no such column.
+        assert!(!text(&records[1..]).contains("FindEx"));
     }
 
     #[test]

@@ -43,11 +43,61 @@ pub fn csv(records: &[Record]) -> Result<String> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn env() -> Environment {
         Environment::here(2, "avx512".into(), None, "t")
+    }
+
+    /// `--algo auto` on a GPU (with FindEx's time) and a CPU record.
+    pub(crate) fn gpu_and_cpu_records() -> Vec<Record> {
+        use crate::bench::Stats;
+        use crate::results::record::{Ran, Subject, Timing};
+        use crate::results::{Device, Dir};
+        let record = |device, algo: &str, find: Option<f64>| {
+            Record::new(
+                Subject {
+                    problem: "mb2ic8ih9oc16oh9kh3ph1".into(),
+                    dir: Dir::Fwd,
+                    device,
+                    dtype: cnnbench_layers::DType::F32,
+                    layout: "nhwc".into(),
+                    algo: algo.into(),
+                },
+                Timing {
+                    ms: Stats::of(&[0.25, 0.5]).unwrap(),
+                    runs: 2,
+                    flops: 1_000_000,
+                    peak_gflops: None,
+                },
+                Ran {
+                    check: None,
+                    kernel: "k".into(),
+                    bias: false,
+                    workspace_bytes: 0,
+                    cudnn_find_ms: find,
+                },
+            )
+        };
+        vec![
+            record(Device::Gpu, "implicit_precomp_gemm", Some(0.25)),
+            record(Device::Cpu, "direct", None),
+        ]
+    }
+
+    #[test]
+    fn csv_has_findex_time_last_empty_where_there_is_none() {
+        let text = csv(&gpu_and_cpu_records()).unwrap();
+        let mut rd = ::csv::Reader::from_reader(text.as_bytes());
+        let head = rd.headers().unwrap().clone();
+        assert_eq!(head.len(), CSV_HEADER.len());
+        assert_eq!(head.iter().next_back(), Some("cudnn_find_ms"));
+        let rows: Vec<_> = rd.records().map(|r| r.unwrap()).collect();
+        assert_eq!(rows.len(), 2);
+        assert_eq!((&rows[0][2], &rows[0][19]), ("gpu", "0.25"));
+        assert_eq!((&rows[1][2], &rows[1][19]), ("cpu", ""));
+        assert!(rows.iter().all(|r| r.len() == CSV_HEADER.len()));
     }
 
     #[test]

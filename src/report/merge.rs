@@ -149,7 +149,8 @@ pub fn read_peer_csv(path: &Path) -> Result<(RunFile, String)> {
             kernel: get(col("kernel")),
             bias: get(col("bias")) == "true",
             workspace_bytes: num("workspace_bytes").unwrap_or(0.0) as usize,
-            cudnn_find_ms: None,
+            // Absent before the column was added, and empty off the GPU.
+            cudnn_find_ms: num("cudnn_find_ms").filter(|ms| ms.is_finite() && *ms >= 0.0),
         });
     }
     let peer = records
@@ -326,6 +327,20 @@ mod tests {
         assert_eq!(runs[0].label, "peer:pytorch-2.15.0");
         let r = &runs[0].file.records[0];
         assert_eq!((r.ms.median, r.runs, r.check), (1.5, 10, None));
+        // Written before the CSV had `cudnn_find_ms`.
+        assert_eq!(r.cudnn_find_ms, None);
+    }
+
+    #[test]
+    fn csv_rows_keep_findex_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("auto.csv");
+        let records = crate::output::writers::tests::gpu_and_cpu_records();
+        std::fs::write(&p, crate::output::writers::csv(&records).unwrap()).unwrap();
+        let (run, _) = read_peer_csv(&p).unwrap();
+        let got: Vec<_> = run.records.iter().map(|r| r.cudnn_find_ms).collect();
+        assert_eq!(got, [Some(0.25), None]);
+        assert_eq!(run.records, records);
     }
 
     #[test]

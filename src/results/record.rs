@@ -63,8 +63,10 @@ pub struct Skipped {
     pub workspace_bytes: Option<usize>,
 }
 
-/// CSV columns, in order: the record flattened.
-pub const CSV_HEADER: [&str; 19] = [
+/// CSV columns, in order: the record flattened. Columns are only ever
+/// added at the end (`cudnn_find_ms` last), so a reader that goes by the
+/// header's names reads older files too.
+pub const CSV_HEADER: [&str; 20] = [
     "problem",
     "dir",
     "device",
@@ -84,6 +86,7 @@ pub const CSV_HEADER: [&str; 19] = [
     "kernel",
     "bias",
     "workspace_bytes",
+    "cudnn_find_ms",
 ];
 
 /// What a record measured: the problem, direction, device, dtype, layout
@@ -162,6 +165,7 @@ impl Record {
             self.kernel.clone(),
             self.bias.to_string(),
             self.workspace_bytes.to_string(),
+            opt(self.cudnn_find_ms),
         ]
     }
 }
