@@ -1,15 +1,20 @@
 //! `cnnbench allreduce`: NCCL's all-reduce over message sizes (DeepBench's
 //! by default), f32/f16/bf16, in place and out of place, over this
 //! machine's GPUs (`--gpus`) or the ranks a launcher started
-//! (`--launcher`). Bandwidths follow nccl-tests' definitions: algorithm
-//! bandwidth = bytes / time, bus bandwidth = algbw x 2(n-1)/n.
+//! (`--launcher`). Bandwidths follow nccl-tests' definitions at every
+//! world size: algorithm bandwidth = bytes / time, bus bandwidth = algbw x
+//! 2(n-1)/n (0 on one rank, as nccl-tests prints it: nothing crosses a
+//! link).
 //!
 //! Each rank times every all-reduce with CUDA events on its stream; a
 //! run's time is the slowest rank's (they finish together or not at all).
 //! The reduction is the mean, as data-parallel training averages
-//! gradients: rank r sends r+1 everywhere, so every element of the result
-//! must be (n+1)/2, checked after the timed runs, and in-place runs never
-//! grow their values.
+//! gradients (on one rank NCCL is asked for the sum, the same values: see
+//! `nccl::Comm::all_reduce`): rank r sends r+1 everywhere, so every element
+//! of the result must be (n+1)/2, checked after the timed runs, and
+//! in-place runs never grow their values. Before the check an out-of-place
+//! output is set to NaN, so an element the all-reduce never wrote cannot
+//! pass for one it did.
 
 use super::output::StoreArgs;
 use super::replicas::{self, CommFrom, Meet, OtherReplicaFailed, Replicas};
@@ -91,7 +96,8 @@ pub struct AllreduceRecord {
     pub time_us: Stats,
     /// bytes / median time, GB/s (1e9).
     pub algbw_gbps: f64,
-    /// algbw x 2(ranks-1)/ranks: what each link carried (nccl-tests).
+    /// algbw x 2(ranks-1)/ranks: what each link carried (nccl-tests; 0 on
+    /// one rank).
     pub busbw_gbps: f64,
     pub runs: usize,
     /// `ok`, or what the check found.
@@ -114,12 +120,57 @@ const CSV_HEADER: [&str; 13] = [
     "status",
 ];
 
-/// nccl-tests' bus bandwidth of an all-reduce among `ranks`.
+/// nccl-tests' bus bandwidth of an all-reduce among `ranks`
+/// (`AllReduceGetBw` in its `src/all_reduce.cu`): algbw x 2(n-1)/n at every
+/// world size, so 0 on one rank, where nccl-tests prints 0.00 too.
 pub fn bus_bandwidth(algbw: f64, ranks: usize) -> f64 {
-    if ranks <= 1 {
-        return algbw;
+    if ranks == 0 {
+        return 0.0;
     }
-    algbw * 2.0 * (ranks - 1) as f64 / ranks as f64
+    algbw * (2 * (ranks - 1)) as f64 / ranks as f64
+}
+
+/// What rank `rank` sends: `elements` values of rank + 1, in `dtype`'s
+/// storage.
+fn fill(dtype: DType, rank: usize, elements: usize) -> Vec<u8> {
+    dtype.encode(&vec![(rank + 1) as f32; elements])
+}
+
+/// The mean over `ranks` ranks of what [`fill`] sends: (n+1)/2, exact in
+/// every dtype while n+1 fits its significand.
+fn mean_of_ranks(ranks: usize) -> f32 {
+    (ranks as f64 + 1.0) as f32 / 2.0
+}
+
+/// How far a correct element may be from the mean, relative to it: the
+/// bound of n pre-multiplied terms summed in the element type, (n+1)
+/// units of roundoff, and never below 1e-6 (f32) or 1e-2 (f16, bf16);
+/// capped at a quarter, so an element left at 0 is always wrong.
+fn tolerance(dtype: DType, ranks: usize) -> f32 {
+    let (unit, floor) = match dtype {
+        DType::F16 => (2f64.powi(-11), 1e-2),
+        DType::Bf16 => (2f64.powi(-8), 1e-2),
+        _ => (2f64.powi(-24), 1e-6),
+    };
+    (unit * (ranks as f64 + 1.0)).clamp(floor, 0.25) as f32
+}
+
+/// `None` when every element of `got` is the mean over `ranks`; else what
+/// is wrong: how many elements, and the first of them.
+fn check_result(got: &[f32], dtype: DType, ranks: usize) -> Option<String> {
+    let want = mean_of_ranks(ranks);
+    let tol = tolerance(dtype, ranks) * want;
+    let bad = |v: &f32| v.is_nan() || (v - want).abs() > tol;
+    let first = got.iter().position(bad)?;
+    let count = got[first..].iter().filter(|v| bad(v)).count();
+    let others = match count {
+        1 => String::new(),
+        n => format!(" (and {} more of {})", n - 1, got.len()),
+    };
+    Some(format!(
+        "wrong: element {first} is {} where the mean is {want}{others}",
+        got[first]
+    ))
 }
 
 /// One size, type and placement.
@@ -338,12 +389,12 @@ fn rank_body(
         ));
         let e = elem(c.dtype);
         // Rank r sends r+1: the mean over ranks is (n+1)/2 everywhere.
-        let fill = c.dtype.encode(&vec![(rank + 1) as f32; c.elements]);
-        let mut send = DeviceBuffer::from_bytes(&gpu.stream, &fill).map_err(gpu_err)?;
-        let recv = if c.in_place {
+        let sent = fill(c.dtype, rank, c.elements);
+        let mut send = DeviceBuffer::from_bytes(&gpu.stream, &sent).map_err(gpu_err)?;
+        let mut recv = if c.in_place {
             None
         } else {
-            Some(DeviceBuffer::alloc(&gpu.stream, fill.len()).map_err(gpu_err)?)
+            Some(DeviceBuffer::alloc(&gpu.stream, sent.len()).map_err(gpu_err)?)
         };
         let src = send.as_void();
         let dst = recv.as_ref().map_or(src, |r| r.as_void());
@@ -360,18 +411,17 @@ fn rank_body(
                 ms.push(t);
             }
         }
-        // The check: fresh inputs, one more all-reduce, every element read.
-        send.upload(&fill).map_err(gpu_err)?;
+        // The check: fresh inputs, an output of NaN (0xFF bytes in every
+        // dtype), one more all-reduce, every element read.
+        send.upload(&sent).map_err(gpu_err)?;
+        if let Some(r) = recv.as_mut() {
+            r.fill_bytes(0xFF).map_err(gpu_err)?;
+        }
         events.time(&mut reduce)?;
         let got = c
             .dtype
             .decode(&recv.as_ref().unwrap_or(&send).download().map_err(gpu_err)?);
-        let want = (n + 1) as f32 / 2.0;
-        let tol = if c.dtype == DType::F32 { 1e-6 } else { 1e-2 } * want;
-        let wrong = got
-            .iter()
-            .position(|v| v.is_nan() || (v - want).abs() > tol)
-            .map(|i| format!("wrong: element {i} is {} where the mean is {want}", got[i]));
+        let wrong = check_result(&got, c.dtype, n);
         out.push(RankTimes { ms, wrong });
         bar.inc(1);
     }
@@ -459,10 +509,141 @@ mod tests {
 
     #[test]
     fn bus_bandwidth_is_nccl_tests_definition() {
-        // 8 ranks: 2·7/8 = 1.75 x algbw; one rank moves nothing between GPUs.
+        // 8 ranks: 2·7/8 = 1.75 x algbw; one rank moves nothing between
+        // GPUs, and nccl-tests' factor 2(n-1)/n makes that 0.
         assert!((bus_bandwidth(100.0, 8) - 175.0).abs() < 1e-9);
         assert!((bus_bandwidth(100.0, 2) - 100.0).abs() < 1e-9);
-        assert_eq!(bus_bandwidth(100.0, 1), 100.0);
+        assert!((bus_bandwidth(90.0, 3) - 120.0).abs() < 1e-9);
+        assert_eq!(bus_bandwidth(100.0, 1), 0.0);
+        assert_eq!(bus_bandwidth(100.0, 0), 0.0);
+    }
+
+    /// Every size class: odd, below and past one 16-byte vector, around
+    /// NCCL's 16 KiB per block and its 32 blocks, 2^24 - 1 to 2^24 + 3
+    /// (where an f32 count would round), and DeepBench's.
+    fn size_classes() -> Vec<usize> {
+        let mut s: Vec<usize> = (1..=33).collect();
+        s.extend([
+            63, 64, 65, 4095, 4096, 4097, 8191, 8192, 8193, 131_071, 131_073,
+        ]);
+        s.extend([(1 << 24) - 1, 1 << 24, (1 << 24) + 1, (1 << 24) + 3]);
+        s.extend(DEEPBENCH_SIZES);
+        s
+    }
+
+    #[test]
+    fn every_size_is_filled_and_checked_to_its_last_element() {
+        // Past a million elements nothing depends on the size but the
+        // time a debug build takes (the check at 2^24 + 1 is below).
+        for n in size_classes().into_iter().filter(|&n| n <= 1 << 20) {
+            for d in parse_dtypes("f32,f16,bf16").unwrap() {
+                for (rank, ranks) in [(0, 1), (2, 3)] {
+                    let sent = fill(d, rank, n);
+                    assert_eq!(sent.len(), n * elem(d).bytes(), "{n} {d}");
+                    assert_eq!(elem(d).bytes(), d.size_bytes());
+                    let got = d.decode(&sent);
+                    assert_eq!(got.len(), n);
+                    assert_eq!(got[n - 1], (rank + 1) as f32, "{n} {d}");
+                    // One rank's result is its input.
+                    if ranks == 1 {
+                        assert_eq!(check_result(&got, d, ranks), None, "{n} {d}");
+                    }
+                    let mut mean = vec![mean_of_ranks(ranks); n];
+                    assert_eq!(check_result(&mean, d, ranks), None, "{n} {d}");
+                    // The last element left unwritten, as 0 or as NaN.
+                    for unwritten in [0.0, f32::NAN] {
+                        mean[n - 1] = unwritten;
+                        let e = check_result(&mean, d, ranks).expect("caught");
+                        assert!(
+                            e.starts_with(&format!("wrong: element {} is ", n - 1)),
+                            "{e}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_h200_finding_reads_as_it_did() {
+        let n = (1 << 24) + 1;
+        let sent = fill(DType::F32, 0, n);
+        assert_eq!(sent.len(), 4 * n);
+        assert_eq!(sent[4 * n - 4..], 1f32.to_le_bytes());
+        let mut got = vec![1.0f32; n];
+        got[n - 1] = 0.0;
+        assert_eq!(
+            check_result(&got, DType::F32, 1).as_deref(),
+            Some("wrong: element 16777216 is 0 where the mean is 1")
+        );
+        got[3] = f32::NAN;
+        assert_eq!(
+            check_result(&got, DType::F32, 1).as_deref(),
+            Some("wrong: element 3 is NaN where the mean is 1 (and 1 more of 16777217)")
+        );
+    }
+
+    #[test]
+    fn the_mean_and_its_tolerance_at_every_world_size() {
+        assert_eq!(mean_of_ranks(1), 1.0);
+        assert_eq!(mean_of_ranks(2), 1.5);
+        assert_eq!(mean_of_ranks(8), 4.5);
+        for d in parse_dtypes("f32,f16,bf16").unwrap() {
+            for ranks in [1, 2, 3, 7, 8, 64, 1000] {
+                let (want, tol) = (mean_of_ranks(ranks), tolerance(d, ranks));
+                assert!(tol > 0.0 && tol <= 0.25, "{d} {ranks}: {tol}");
+                // The mean itself, rounded to the dtype, passes.
+                let stored = d.decode(&d.encode(&[want]))[0];
+                assert_eq!(check_result(&[stored], d, ranks), None, "{d} {ranks}");
+                assert!(check_result(&[0.0], d, ranks).is_some());
+                assert!(check_result(&[want * 2.0], d, ranks).is_some());
+            }
+        }
+        // f32 at 8 ranks: 1e-6 of the mean, and no more.
+        assert!(check_result(&[4.5 * (1.0 + 3e-6)], DType::F32, 8).is_some());
+        // bf16 at 3 ranks: one unit in the last place of 2 is within.
+        assert_eq!(check_result(&[2.0078125], DType::Bf16, 3), None);
+    }
+
+    /// Elements of an `elements`-long result that NCCL's one-rank kernel
+    /// (`oneRankReduce`, `src/device/onerank.cu`, which a float mean at one
+    /// rank runs) writes: min(32, bytes / 16 KiB) blocks, each a run of
+    /// whole 16-byte packs. NCCL 2.19 to 2.29.3 sized the run from
+    /// count / blocks rounded down, 2.29.7 rounded up.
+    fn nccl_one_rank_writes(elements: usize, elt_bytes: usize, fixed: bool) -> usize {
+        let per_pack = 16 / elt_bytes;
+        let blocks = (elements * elt_bytes).div_ceil(16 << 10).min(32);
+        let share = if fixed {
+            elements.div_ceil(blocks)
+        } else {
+            elements / blocks
+        };
+        (blocks * share.next_multiple_of(per_pack)).min(elements)
+    }
+
+    /// The cause of the H200's one wrong element, modelled: of DeepBench's
+    /// sizes, only 2^24+1 (and in every dtype) loses anything to the old
+    /// kernel, and exactly its last element, 16777216; the fixed kernel
+    /// writes every element of every size. cnnbench no longer runs that
+    /// kernel (a mean over one rank goes to NCCL as a sum, a copy).
+    #[test]
+    fn nccl_before_2_29_7_left_the_tail_of_a_one_rank_mean_unwritten() {
+        for d in parse_dtypes("f32,f16,bf16").unwrap() {
+            let b = elem(d).bytes();
+            for n in DEEPBENCH_SIZES {
+                let lost = n - nccl_one_rank_writes(n, b, false);
+                assert_eq!(lost, usize::from(n == 16_777_217), "{n} {d}");
+            }
+            for n in size_classes().into_iter().chain(1..20_000) {
+                assert_eq!(nccl_one_rank_writes(n, b, true), n, "{n} {d}");
+            }
+        }
+        // The smallest sizes it got wrong: 4097 f32 and 8193 f16/bf16 (two
+        // blocks of 2048 and 4096), which the GPU test all-reduces.
+        assert_eq!(nccl_one_rank_writes(4097, 4, false), 4096);
+        assert_eq!(nccl_one_rank_writes(8193, 2, false), 8192);
+        assert!((1..4097).all(|n| nccl_one_rank_writes(n, 4, false) == n));
+        assert_eq!(nccl_one_rank_writes((1 << 24) + 3, 4, false), 1 << 24);
     }
 
     #[test]

@@ -368,3 +368,101 @@ fn a_world_of_one_trains_as_one_gpu() {
         assert_close(&b.name(), &pairs, b.tolerance());
     });
 }
+
+/// On a GPU with NCCL: all-reduces over every GPU here (one rank each; one
+/// on the machines lent so far) at every size class, in f32, f16 and bf16,
+/// in and out of place, as the mean, the sum and the largest, with every
+/// element read back and an out-of-place output set to NaN first. 4097
+/// f32, 8193 f16/bf16, 2^24 + 1 and 2^24 + 3 are sizes whose last elements
+/// NCCL 2.19 to 2.29.3 left unwritten in a one-rank mean out of place
+/// (`cnnbench allreduce` found 2^24 + 1 on an H200 with NCCL 2.28.9; see
+/// `nccl::raw_op`).
+#[test]
+fn all_reduces_are_exact_at_every_size_class() {
+    use crate::backend::cuda::nccl::{self, Comm, Elem, Reduce};
+    use crate::backend::cuda::DeviceBuffer;
+    if let Some(why) = nccl::missing() {
+        no_gpu_for_test(&why);
+        return;
+    }
+    let ranks = match Gpu::count() {
+        Ok(0) => {
+            no_gpu_for_test("no device");
+            return;
+        }
+        Ok(n) => n.min(8),
+        Err(why) => {
+            no_gpu_for_test(&why);
+            return;
+        }
+    };
+    let gpus: Vec<Gpu> = (0..ranks)
+        .map(|d| Gpu::open_ordinal(d).expect("a GPU"))
+        .collect();
+    let ordinals: Vec<i32> = (0..ranks as i32).collect();
+    let comms = Comm::init_all(&ordinals).expect("communicators");
+    let mut sizes: Vec<usize> = (1..=33).collect();
+    sizes.extend([4095, 4096, 4097, 8191, 8192, 8193, 131_073, 3_097_600]);
+    sizes.extend([(1 << 24) - 1, 1 << 24, (1 << 24) + 1, (1 << 24) + 3]);
+    let n = ranks as f32;
+    let types = [
+        (DType::F32, Elem::F32),
+        (DType::F16, Elem::F16),
+        (DType::Bf16, Elem::Bf16),
+    ];
+    for (dtype, elem) in types {
+        for &count in &sizes {
+            // Rank r sends r + 1.
+            let sent: Vec<Vec<u8>> = (0..ranks)
+                .map(|r| dtype.encode(&vec![(r + 1) as f32; count]))
+                .collect();
+            for op in [Reduce::Avg, Reduce::Sum, Reduce::Max] {
+                let want = match op {
+                    Reduce::Avg => (n + 1.0) / 2.0,
+                    Reduce::Sum => n * (n + 1.0) / 2.0,
+                    Reduce::Max => n,
+                };
+                let tol = want * if dtype == DType::F32 { 1e-6 } else { 1e-2 };
+                for in_place in [true, false] {
+                    let case = format!("{count} {dtype} {op:?} in place {in_place}, n {ranks}");
+                    let mut bufs = Vec::new();
+                    for (g, bytes) in gpus.iter().zip(&sent) {
+                        let send = DeviceBuffer::from_bytes(&g.stream, bytes).expect("upload");
+                        let recv = (!in_place).then(|| {
+                            let mut b = DeviceBuffer::alloc(&g.stream, bytes.len()).expect("alloc");
+                            b.fill_bytes(0xFF).expect("NaN");
+                            b
+                        });
+                        bufs.push((send, recv));
+                    }
+                    nccl::group_start().expect("group start");
+                    for ((c, g), (send, recv)) in comms.iter().zip(&gpus).zip(&bufs) {
+                        let dst = recv.as_ref().unwrap_or(send).as_void();
+                        // SAFETY: both buffers hold `count` elements and
+                        // are read back (which waits) before they drop.
+                        unsafe { c.all_reduce(send.as_void(), dst, count, elem, op, &g.stream) }
+                            .expect("ncclAllReduce");
+                    }
+                    nccl::group_end().expect("group end");
+                    // Elements equal to the result's bytes pass at once;
+                    // others are decoded and held to the tolerance.
+                    let exact = dtype.encode(&[want]);
+                    for (rank, (send, recv)) in bufs.iter().enumerate() {
+                        let got = recv.as_ref().unwrap_or(send).download().expect("download");
+                        assert_eq!(got.len(), count * exact.len(), "{case}");
+                        let wrong = got.chunks_exact(exact.len()).position(|e| {
+                            e != exact && {
+                                let v = dtype.decode(e)[0];
+                                v.is_nan() || (v - want).abs() > tol
+                            }
+                        });
+                        if let Some(i) = wrong {
+                            let v = dtype.decode(&got[i * exact.len()..][..exact.len()])[0];
+                            panic!("{case}: rank {rank}'s element {i} is {v}, not {want}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
