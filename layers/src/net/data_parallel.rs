@@ -12,9 +12,9 @@
 //! communication ([`super::StepMs::exchange`]).
 //!
 //! At world size 1 the path is the same, but there is nothing to
-//! exchange: the mean over one rank is the gradient itself, so it is asked
-//! of NCCL as an in-place sum ([`gradient_reduce`]), from which NCCL
-//! returns without enqueuing anything. The step then differs from the
+//! exchange: the mean over one rank is the gradient itself, so
+//! [`crate::cuda::nccl`] asks it of NCCL as an in-place sum, from which
+//! NCCL returns without enqueuing anything. The step then differs from the
 //! plain one by the bucket events, the communication stream's waits on
 //! them, the update's wait for that stream, and the host's NCCL calls.
 //! NCCL's own float mean at one rank is not free: it launches its
@@ -51,21 +51,6 @@ pub struct GradExchange {
     closes_at: Vec<Vec<usize>>,
     ready: Vec<CudaEvent>,
     done: CudaEvent,
-    /// The mean over ranks, as [`gradient_reduce`] asks for it.
-    op: Reduce,
-}
-
-/// How the gradients' mean over `world_size` ranks is asked of NCCL: as
-/// the mean, except at world size 1, where the mean is the gradient itself
-/// and an in-place sum is the same values with nothing to run. (NCCL
-/// launches a kernel per call for a float mean at one rank, multiplying
-/// by 1.0; it returns at once from an in-place sum.)
-pub fn gradient_reduce(world_size: usize) -> Reduce {
-    if world_size == 1 {
-        Reduce::Sum
-    } else {
-        Reduce::Avg
-    }
 }
 
 impl GradExchange {
@@ -114,7 +99,6 @@ impl GradExchange {
             ready,
             done: event()?,
             buckets,
-            op: gradient_reduce(comm.world_size),
             comm,
         })
     }
@@ -153,7 +137,7 @@ impl GradExchange {
                     g.ptr as *mut _,
                     g.len,
                     Elem::F32,
-                    self.op,
+                    Reduce::Avg,
                     &self.comm_stream,
                 )
             };
@@ -208,18 +192,5 @@ impl GradientHook for GradExchange {
         self.compute
             .wait(&self.done)
             .map_err(|e| driver("cuStreamWaitEvent", e))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_world_of_one_sums_and_larger_worlds_average() {
-        assert_eq!(gradient_reduce(1), Reduce::Sum);
-        for n in [2, 3, 8, 512] {
-            assert_eq!(gradient_reduce(n), Reduce::Avg);
-        }
     }
 }

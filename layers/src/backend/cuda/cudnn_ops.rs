@@ -4,8 +4,8 @@
 //! choices are testable without a GPU.
 
 use super::error::{check_cudnn, GpuError, GpuResult};
-use crate::core::Layout;
 use crate::backend::cuda::loader::cudnn_sys as sys;
+use crate::core::Layout;
 
 /// `1.0` and `0.0` as cuDNN's alpha/beta pointers (floats, for float, half
 /// and bfloat16 data alike).

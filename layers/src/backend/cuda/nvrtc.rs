@@ -19,11 +19,11 @@
 //! Rust never contracts a multiply and an add into one FMA.
 
 use super::error::{driver, GpuError, GpuResult};
+use super::loader::nvrtc_sys;
 use super::probe::nvrtc_missing;
 use crate::core::dtype::Storage;
 use cudarc::driver::sys::{CUdeviceptr, CUresult};
 use cudarc::driver::{CudaContext, CudaFunction, CudaStream, LaunchConfig, PushKernelArg};
-use super::loader::nvrtc_sys;
 use cudarc::nvrtc::Ptx;
 use std::collections::HashMap;
 use std::ffi::CString;

@@ -12,10 +12,10 @@
 use crate::backend::cuda::cudnn::TensorDesc;
 use crate::backend::cuda::cudnn_ops::{bn_epsilon, bn_mode, SCALARS};
 use crate::backend::cuda::layer::{void, Cuda, DevPtr, GpuCtx, GpuParam};
+use crate::backend::cuda::loader::cudnn_sys as sys;
 use crate::backend::cuda::{check_cudnn, DeviceBuffer, Gpu, GpuResult};
 use crate::core::backend::Layer;
 use crate::core::{DType, Layout};
-use crate::backend::cuda::loader::cudnn_sys as sys;
 
 pub struct BatchNormGpuLayer {
     x: TensorDesc,

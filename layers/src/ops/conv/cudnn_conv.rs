@@ -7,12 +7,12 @@ use super::kernels::BiasGrad;
 use crate::backend::cuda::cudnn::{
     self, ConvDesc, ConvFns, ConvGeometry, CudnnHandle, FilterDesc, RawAlgoPerf, TensorDesc,
 };
+use crate::backend::cuda::loader::cudnn_sys as sys;
 use crate::backend::cuda::memory::Workspace;
 use crate::backend::cuda::nvrtc::Kernels;
 use crate::backend::cuda::{check_cudnn, GpuResult};
 use crate::core::{DType, Layout};
 use cnnbench_kernels::conv::{ConvShape, Direction};
-use crate::backend::cuda::loader::cudnn_sys as sys;
 use cudarc::driver::sys::CUdeviceptr;
 use cudarc::driver::CudaStream;
 use std::ffi::c_void;

@@ -5,13 +5,13 @@ use crate::backend::cuda::cudnn::{CudnnHandle, TensorDesc};
 use crate::backend::cuda::cudnn_ops::SCALARS;
 use crate::backend::cuda::device::compute_capability;
 use crate::backend::cuda::layer::void;
+use crate::backend::cuda::loader::cudnn_sys as sys;
 use crate::backend::cuda::nvrtc::{
     blocks_for, invalid, pick, to_i32, to_u64, Arg, Kernels, Program,
 };
 use crate::backend::cuda::{check_cudnn, DeviceBuffer, Gpu, GpuResult};
 use crate::core::dtype::Storage;
 use crate::core::{DType, Layout};
-use crate::backend::cuda::loader::cudnn_sys as sys;
 use cudarc::driver::sys::CUdeviceptr;
 use cudarc::driver::CudaStream;
 use std::sync::Arc;

@@ -5,11 +5,11 @@
 use crate::backend::cuda::cudnn::TensorDesc;
 use crate::backend::cuda::cudnn_ops::SCALARS;
 use crate::backend::cuda::layer::{void, Cuda, DevPtr, GpuCtx, GpuParam};
+use crate::backend::cuda::loader::cudnn_sys as sys;
 use crate::backend::cuda::{check_cudnn, GpuResult};
 use crate::core::backend::Layer;
 use crate::core::{DType, Layout};
 use crate::ops::conv::kernels::BiasGrad;
-use crate::backend::cuda::loader::cudnn_sys as sys;
 use cudarc::driver::CudaStream;
 use std::sync::Arc;
 

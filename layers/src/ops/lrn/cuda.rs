@@ -5,13 +5,13 @@ use super::kernels::{LrnBy, LrnShape};
 use crate::backend::cuda::cudnn::TensorDesc;
 use crate::backend::cuda::cudnn_ops::{LrnDesc, SCALARS};
 use crate::backend::cuda::layer::{void, Cuda, DevPtr, GpuCtx};
+use crate::backend::cuda::loader::cudnn_sys as sys;
 use crate::backend::cuda::{check_cudnn, GpuResult};
 use crate::core::backend::Layer;
 use crate::core::dtype::Storage;
 use crate::core::shape::Dims;
 use crate::core::Layout;
 use cnnbench_kernels::norm::lrn::LrnParams;
-use crate::backend::cuda::loader::cudnn_sys as sys;
 
 pub enum LrnGpuLayer {
     Cudnn {

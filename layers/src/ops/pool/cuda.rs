@@ -5,11 +5,11 @@
 use crate::backend::cuda::cudnn::TensorDesc;
 use crate::backend::cuda::cudnn_ops::{cudnn_pool_size, PoolMode, PoolingDesc, SCALARS};
 use crate::backend::cuda::layer::{void, Cuda, DevPtr, GpuCtx};
+use crate::backend::cuda::loader::cudnn_sys as sys;
 use crate::backend::cuda::{check_cudnn, GpuResult};
 use crate::core::backend::Layer;
 use crate::core::{DType, Layout};
 use cnnbench_kernels::pool::PoolShape;
-use crate::backend::cuda::loader::cudnn_sys as sys;
 
 struct Cudnn {
     desc: PoolingDesc,

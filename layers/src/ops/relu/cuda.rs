@@ -3,9 +3,9 @@
 use crate::backend::cuda::cudnn::TensorDesc;
 use crate::backend::cuda::cudnn_ops::{ActivationDesc, SCALARS};
 use crate::backend::cuda::layer::{void, Cuda, DevPtr, GpuCtx};
+use crate::backend::cuda::loader::cudnn_sys as sys;
 use crate::backend::cuda::{check_cudnn, GpuResult};
 use crate::core::backend::Layer;
-use crate::backend::cuda::loader::cudnn_sys as sys;
 
 pub struct ReluGpuLayer {
     t: TensorDesc,
