@@ -608,7 +608,12 @@ impl ModelOutput {
                 let e = &self.env;
                 let (machine, clock) = match &e.gpu {
                     Some(g) => (
-                        format!("{} | cuDNN {} | cuBLAS {}", g.name, g.cudnn_label(), g.cublas),
+                        format!(
+                            "{} | cuDNN {} | cuBLAS {}",
+                            g.name,
+                            g.cudnn_label(),
+                            g.cublas
+                        ),
                         "GPU time (CUDA events)",
                     ),
                     None => (
