@@ -261,22 +261,7 @@ impl InfoGpu {
     /// The device where there is one; else a stand-in carrying only the
     /// libraries (and cuDNN's version), for the warnings.
     fn as_device_info(&self) -> DeviceInfo {
-        let mut d = self.device.clone().unwrap_or_else(|| DeviceInfo {
-            name: String::new(),
-            compute_capability: String::new(),
-            sms: 0,
-            memory_bytes: 0,
-            clock_mhz: 0,
-            memory_clock_mhz: 0,
-            memory_bus_bits: 0,
-            l2_bytes: 0,
-            driver_cuda: String::new(),
-            cudnn_cudart: String::new(),
-            cudnn: String::new(),
-            cublas: String::new(),
-            peaks: vec![],
-            libraries: vec![],
-        });
+        let mut d = self.device.clone().unwrap_or_default();
         d.libraries = self.libraries.clone();
         if d.cudnn.is_empty() {
             d.cudnn = cudnn_of(&d)
@@ -598,18 +583,7 @@ mod tests {
         let gpu = |v: &str, file: &str| {
             Some(DeviceInfo {
                 name: "H100".into(),
-                compute_capability: "9.0".into(),
-                sms: 132,
-                memory_bytes: 0,
-                clock_mhz: 0,
-                memory_clock_mhz: 0,
-                memory_bus_bits: 0,
-                l2_bytes: 0,
-                driver_cuda: "13.0".into(),
-                cudnn_cudart: "12.9".into(),
                 cudnn: v.into(),
-                cublas: "13.0.0".into(),
-                peaks: vec![],
                 libraries: vec![LibraryInfo {
                     name: "cuDNN".into(),
                     soname: "libcudnn.so.9".into(),
@@ -617,6 +591,7 @@ mod tests {
                     version: Some(v.into()),
                     error: None,
                 }],
+                ..DeviceInfo::default()
             })
         };
         let runs = vec![

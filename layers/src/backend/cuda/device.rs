@@ -4,7 +4,7 @@ use crate::core::DType;
 use serde::{Deserialize, Serialize};
 
 /// The device and the libraries as loaded, for results' metadata.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct DeviceInfo {
     pub name: String,
     /// Compute capability, e.g. `9.0`.

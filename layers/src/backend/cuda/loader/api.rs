@@ -4,12 +4,37 @@
 //!
 //! Every function is looked up when the table is made: a library that
 //! lacks one is refused then, in one line naming it, instead of failing at
-//! its first call. The module that uses the macro provides
-//! `fn api() -> &'static Api` (the loaded table); the signatures are
-//! cudarc's own declarations, with its types.
+//! its first call. The module that uses the macro provides `struct
+//! Loaded` (with the table as its `api` field) and `fn load() ->
+//! Result<Loaded, LoadError>`; the macro makes the rest: the library loaded
+//! once, `missing()`, and the calls. The signatures are cudarc's own
+//! declarations, with its types.
 
 macro_rules! dynamic_api {
-    ($( fn $name:ident ( $($arg:ident : $ty:ty),* $(,)? ) -> $ret:ty ; )*) => {
+    (library $label:literal; $( fn $name:ident ( $($arg:ident : $ty:ty),* $(,)? ) -> $ret:ty ; )*) => {
+        /// The library, loaded once (on first use).
+        fn loaded() -> &'static Result<Loaded, super::LoadError> {
+            static LIB: std::sync::OnceLock<Result<Loaded, super::LoadError>> =
+                std::sync::OnceLock::new();
+            LIB.get_or_init(load)
+        }
+
+        fn api() -> &'static Api {
+            match loaded() {
+                Ok(l) => &l.api,
+                // Every caller probes first (`Presence::detect`,
+                // `nvrtc_missing`), which refuses the GPU path in one line
+                // when the library did not load.
+                Err(e) => panic!("{} called although it did not load: {e}", $label),
+            }
+        }
+
+        /// Why the library is not usable, or `None` when it loaded whole
+        /// (every function cnnbench calls).
+        pub fn missing() -> Option<super::LoadError> {
+            loaded().as_ref().err().cloned()
+        }
+
         /// The functions cnnbench calls, looked up once.
         #[allow(non_snake_case)]
         pub(crate) struct Api {

@@ -3,6 +3,7 @@
 pub use cudarc::cublas::sys::*;
 
 dynamic_api! {
+    library "cuBLAS";
     fn cublasCreate_v2(handle: *mut cublasHandle_t) -> cublasStatus_t;
     fn cublasDestroy_v2(handle: cublasHandle_t) -> cublasStatus_t;
     fn cublasGemmEx(handle: cublasHandle_t, transa: cublasOperation_t, transb: cublasOperation_t, m: ::core::ffi::c_int, n: ::core::ffi::c_int, k: ::core::ffi::c_int, alpha: *const ::core::ffi::c_void, A: *const ::core::ffi::c_void, Atype: cudaDataType, lda: ::core::ffi::c_int, B: *const ::core::ffi::c_void, Btype: cudaDataType, ldb: ::core::ffi::c_int, beta: *const ::core::ffi::c_void, C: *mut ::core::ffi::c_void, Ctype: cudaDataType, ldc: ::core::ffi::c_int, computeType: cublasComputeType_t, algo: cublasGemmAlgo_t) -> cublasStatus_t;
@@ -14,7 +15,6 @@ dynamic_api! {
 use super::{file_of, folder, LibraryInfo, LoadError};
 use libloading::Library;
 use std::path::PathBuf;
-use std::sync::OnceLock;
 
 /// The sonames cnnbench loads cuBLAS by, preferred first.
 pub const SONAMES: [&str; 2] = ["libcublas.so.13", "libcublas.so.12"];
@@ -30,24 +30,6 @@ struct Loaded {
     lt: Option<(PathBuf, String, String)>,
     // Kept open for the life of the process: the table points into these.
     _libs: Vec<Library>,
-}
-
-fn loaded() -> &'static Result<Loaded, LoadError> {
-    static LIB: OnceLock<Result<Loaded, LoadError>> = OnceLock::new();
-    LIB.get_or_init(load)
-}
-
-fn api() -> &'static Api {
-    match loaded() {
-        Ok(l) => &l.api,
-        // Every caller probes first (`Presence::detect`).
-        Err(e) => panic!("cuBLAS called although it did not load: {e}"),
-    }
-}
-
-/// One line saying why cuBLAS is not usable, or `None` when it loaded.
-pub fn missing() -> Option<LoadError> {
-    loaded().as_ref().err().cloned()
 }
 
 /// cuBLAS and cuBLASLt as loaded, for `info` and records.

@@ -6,6 +6,7 @@
 pub use cudarc::cudnn::sys::*;
 
 dynamic_api! {
+    library "cuDNN";
     fn cudnnActivationBackward(handle: cudnnHandle_t, activationDesc: cudnnActivationDescriptor_t, alpha: *const ::core::ffi::c_void, yDesc: cudnnTensorDescriptor_t, y: *const ::core::ffi::c_void, dyDesc: cudnnTensorDescriptor_t, dy: *const ::core::ffi::c_void, xDesc: cudnnTensorDescriptor_t, x: *const ::core::ffi::c_void, beta: *const ::core::ffi::c_void, dxDesc: cudnnTensorDescriptor_t, dx: *mut ::core::ffi::c_void) -> cudnnStatus_t;
     fn cudnnActivationForward(handle: cudnnHandle_t, activationDesc: cudnnActivationDescriptor_t, alpha: *const ::core::ffi::c_void, xDesc: cudnnTensorDescriptor_t, x: *const ::core::ffi::c_void, beta: *const ::core::ffi::c_void, yDesc: cudnnTensorDescriptor_t, y: *mut ::core::ffi::c_void) -> cudnnStatus_t;
     fn cudnnAddTensor(handle: cudnnHandle_t, alpha: *const ::core::ffi::c_void, aDesc: cudnnTensorDescriptor_t, A: *const ::core::ffi::c_void, beta: *const ::core::ffi::c_void, cDesc: cudnnTensorDescriptor_t, C: *mut ::core::ffi::c_void) -> cudnnStatus_t;
@@ -78,7 +79,6 @@ dynamic_api! {
 use super::{file_of, folder, objects, same_path, LibraryInfo, LoadError};
 use libloading::Library;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 
 /// The soname cnnbench loads cuDNN by (cuDNN 9's).
 pub const SONAME: &str = "libcudnn.so.9";
@@ -110,26 +110,6 @@ struct Loaded {
     version: String,
     // Kept open for the life of the process: the table points into these.
     _libs: Vec<Library>,
-}
-
-fn loaded() -> &'static Result<Loaded, LoadError> {
-    static LIB: OnceLock<Result<Loaded, LoadError>> = OnceLock::new();
-    LIB.get_or_init(load)
-}
-
-fn api() -> &'static Api {
-    match loaded() {
-        Ok(l) => &l.api,
-        // Every caller probes first (`Presence::detect`), which refuses
-        // the GPU path in one line when cuDNN did not load.
-        Err(e) => panic!("cuDNN called although it did not load: {e}"),
-    }
-}
-
-/// One line saying why cuDNN is not usable, or `None` when it loaded whole
-/// (every function cnnbench calls, and sub-libraries of its own version).
-pub fn missing() -> Option<LoadError> {
-    loaded().as_ref().err().cloned()
 }
 
 /// cuDNN as loaded, for `info` and records.

@@ -3,6 +3,7 @@
 pub use cudarc::nvrtc::sys::*;
 
 dynamic_api! {
+    library "NVRTC";
     fn nvrtcVersion(major: *mut ::core::ffi::c_int, minor: *mut ::core::ffi::c_int) -> nvrtcResult;
     fn nvrtcGetNumSupportedArchs(numArchs: *mut ::core::ffi::c_int) -> nvrtcResult;
     fn nvrtcGetSupportedArchs(supportedArchs: *mut ::core::ffi::c_int) -> nvrtcResult;
@@ -21,7 +22,6 @@ dynamic_api! {
 use super::{file_of, LibraryInfo, LoadError};
 use libloading::Library;
 use std::path::PathBuf;
-use std::sync::OnceLock;
 
 /// The sonames cnnbench loads NVRTC by, preferred first.
 pub const SONAMES: [&str; 2] = ["libnvrtc.so.13", "libnvrtc.so.12"];
@@ -33,24 +33,6 @@ struct Loaded {
     version: String,
     // Kept open for the life of the process: the table points into it.
     _lib: Library,
-}
-
-fn loaded() -> &'static Result<Loaded, LoadError> {
-    static LIB: OnceLock<Result<Loaded, LoadError>> = OnceLock::new();
-    LIB.get_or_init(load)
-}
-
-fn api() -> &'static Api {
-    match loaded() {
-        Ok(l) => &l.api,
-        // Every caller probes first (`nvrtc_missing`).
-        Err(e) => panic!("NVRTC called although it did not load: {e}"),
-    }
-}
-
-/// One line saying why NVRTC is not usable, or `None` when it loaded.
-pub fn missing() -> Option<LoadError> {
-    loaded().as_ref().err().cloned()
 }
 
 /// NVRTC as loaded, for `info` and records.
