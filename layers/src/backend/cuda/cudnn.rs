@@ -447,15 +447,12 @@ impl ConvFns {
             // SAFETY: the library was probed; each symbol is declared with
             // its C signature (enums as u32).
             unsafe {
-                let lib = sys::culib();
                 let sym = |name: &'static str| -> GpuResult<*const ()> {
-                    lib.get::<*const ()>(name.as_bytes())
-                        .map(|s| *s)
-                        .map_err(|e| GpuError {
-                            call: name,
-                            status: format!("symbol not found in libcudnn: {e}"),
-                            oom: false,
-                        })
+                    sys::symbol(name).map_err(|status| GpuError {
+                        call: name,
+                        status,
+                        oom: false,
+                    })
                 };
                 Ok(ConvFns {
                     fwd: std::mem::transmute::<*const (), FwdFn>(sym("cudnnConvolutionForward")?),

@@ -29,6 +29,14 @@ macro_rules! dynamic_api {
             }
         }
 
+        // cudarc's own loader, shadowed (private here, so a call through
+        // this module does not compile): it would load the library by
+        // cudarc's names, maybe another file.
+        #[allow(dead_code, hidden_glob_reexports)]
+        fn culib() {}
+        #[allow(dead_code, hidden_glob_reexports)]
+        fn is_culib_present() {}
+
         /// Why the library is not usable, or `None` when it loaded whole
         /// (every function cnnbench calls).
         pub fn missing() -> Option<super::LoadError> {

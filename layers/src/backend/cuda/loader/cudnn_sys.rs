@@ -7,6 +7,14 @@ pub use cudarc::cudnn::sys::*;
 
 dynamic_api! {
     library "cuDNN";
+    fn cudnnCreateActivationDescriptor(activationDesc: *mut cudnnActivationDescriptor_t) -> cudnnStatus_t;
+    fn cudnnDestroyActivationDescriptor(activationDesc: cudnnActivationDescriptor_t) -> cudnnStatus_t;
+    fn cudnnCreatePoolingDescriptor(poolingDesc: *mut cudnnPoolingDescriptor_t) -> cudnnStatus_t;
+    fn cudnnDestroyPoolingDescriptor(poolingDesc: cudnnPoolingDescriptor_t) -> cudnnStatus_t;
+    fn cudnnCreateLRNDescriptor(normDesc: *mut cudnnLRNDescriptor_t) -> cudnnStatus_t;
+    fn cudnnDestroyLRNDescriptor(lrnDesc: cudnnLRNDescriptor_t) -> cudnnStatus_t;
+    fn cudnnCreateOpTensorDescriptor(opTensorDesc: *mut cudnnOpTensorDescriptor_t) -> cudnnStatus_t;
+    fn cudnnDestroyOpTensorDescriptor(opTensorDesc: cudnnOpTensorDescriptor_t) -> cudnnStatus_t;
     fn cudnnActivationBackward(handle: cudnnHandle_t, activationDesc: cudnnActivationDescriptor_t, alpha: *const ::core::ffi::c_void, yDesc: cudnnTensorDescriptor_t, y: *const ::core::ffi::c_void, dyDesc: cudnnTensorDescriptor_t, dy: *const ::core::ffi::c_void, xDesc: cudnnTensorDescriptor_t, x: *const ::core::ffi::c_void, beta: *const ::core::ffi::c_void, dxDesc: cudnnTensorDescriptor_t, dx: *mut ::core::ffi::c_void) -> cudnnStatus_t;
     fn cudnnActivationForward(handle: cudnnHandle_t, activationDesc: cudnnActivationDescriptor_t, alpha: *const ::core::ffi::c_void, xDesc: cudnnTensorDescriptor_t, x: *const ::core::ffi::c_void, beta: *const ::core::ffi::c_void, yDesc: cudnnTensorDescriptor_t, y: *mut ::core::ffi::c_void) -> cudnnStatus_t;
     fn cudnnAddTensor(handle: cudnnHandle_t, alpha: *const ::core::ffi::c_void, aDesc: cudnnTensorDescriptor_t, A: *const ::core::ffi::c_void, beta: *const ::core::ffi::c_void, cDesc: cudnnTensorDescriptor_t, C: *mut ::core::ffi::c_void) -> cudnnStatus_t;
@@ -109,7 +117,24 @@ struct Loaded {
     file: PathBuf,
     version: String,
     // Kept open for the life of the process: the table points into these.
-    _libs: Vec<Library>,
+    libs: Vec<Library>,
+}
+
+/// Looks `name` up in the cuDNN that loaded (never cudarc's), for
+/// functions declared elsewhere with their own signatures (the
+/// convolutions' algorithm enums as plain numbers).
+///
+/// # Safety
+/// The caller must use the address with the function's C signature.
+pub unsafe fn symbol(name: &str) -> Result<*const (), String> {
+    let lib = match loaded() {
+        Ok(l) => l.libs.last().ok_or("cuDNN is not loaded")?,
+        Err(e) => return Err(e.to_string()),
+    };
+    let cname = std::ffi::CString::new(name).map_err(|e| e.to_string())?;
+    lib.get::<*const ()>(cname.as_bytes_with_nul())
+        .map(|s| *s)
+        .map_err(|e| format!("symbol not found in libcudnn: {e}"))
 }
 
 /// cuDNN as loaded, for `info` and records.
@@ -138,7 +163,7 @@ fn load() -> Result<Loaded, LoadError> {
         api,
         file,
         version,
-        _libs: libs,
+        libs,
     })
 }
 
