@@ -48,18 +48,20 @@ pub fn run_as<T: serde::de::DeserializeOwned + Default>(
         .context("creating a temporary file")?;
     let mut command = Command::new(exe);
     command.args(without_output_options(args));
-    match output {
-        Output::File => command
-            .args(["--format", "json", "--quiet", "--out"])
-            .arg(tmp.path()),
-        Output::Stdout => command.args(["--format", "json"]),
-    };
     let stdout = match output {
-        Output::File => std::process::Stdio::null(),
-        Output::Stdout => std::process::Stdio::from(
-            tmp.reopen()
-                .context("opening a temporary file for a child's output")?,
-        ),
+        Output::File => {
+            command
+                .args(["--format", "json", "--quiet", "--out"])
+                .arg(tmp.path());
+            std::process::Stdio::null()
+        }
+        Output::Stdout => {
+            command.args(["--format", "json"]);
+            std::process::Stdio::from(
+                tmp.reopen()
+                    .context("opening a temporary file for a child's output")?,
+            )
+        }
     };
     let mut child = command
         .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))

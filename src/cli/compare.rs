@@ -295,7 +295,7 @@ fn models_side_by_side(runs: &[(String, ModelFile)]) -> SideBySide {
     .map(String::from)
     .to_vec();
     let key = |r: &ModelRow| (r.model.clone(), r.batch, r.dtype.clone(), r.layout.clone());
-    let (mut rows, mut numbers) = (Vec::new(), Vec::new());
+    let mut table = SideBySide::new(head, 6);
     for (name, f) in runs {
         let (gpu, cudnn) = f
             .environment
@@ -318,7 +318,7 @@ fn models_side_by_side(runs: &[(String, ModelFile)]) -> SideBySide {
                 total,
                 first.zip(total).map(|(a, b)| b / a),
             ];
-            let mut row = vec![
+            let labels = vec![
                 name.clone(),
                 gpu.clone(),
                 cudnn.clone(),
@@ -326,21 +326,10 @@ fn models_side_by_side(runs: &[(String, ModelFile)]) -> SideBySide {
                 r.batch.to_string(),
                 format!("{} {}", r.dtype, r.layout),
             ];
-            row.extend(
-                values
-                    .iter()
-                    .map(|v| v.map_or("-".into(), |v| format!("{v:.3}"))),
-            );
-            rows.push(row);
-            numbers.push(values);
+            table.push(labels, values);
         }
     }
-    SideBySide {
-        head,
-        rows,
-        numbers,
-        keys: 6,
-    }
+    table
 }
 
 /// One row per run and library: its soname, version and file (or why it
@@ -349,10 +338,10 @@ fn libraries_side_by_side(runs: &[(String, InfoFile)]) -> SideBySide {
     let head: Vec<String> = ["run", "library", "soname", "version", "file"]
         .map(String::from)
         .to_vec();
-    let mut rows = Vec::new();
+    let mut table = SideBySide::new(head, 5);
     for (name, f) in runs {
         for l in &f.gpu.libraries {
-            rows.push(vec![
+            let labels = vec![
                 name.clone(),
                 l.name.clone(),
                 l.soname.clone(),
@@ -361,16 +350,11 @@ fn libraries_side_by_side(runs: &[(String, InfoFile)]) -> SideBySide {
                     .clone()
                     .or_else(|| l.error.clone())
                     .unwrap_or_default(),
-            ]);
+            ];
+            table.push(labels, vec![]);
         }
     }
-    let numbers = vec![vec![]; rows.len()];
-    SideBySide {
-        head,
-        rows,
-        numbers,
-        keys: 5,
-    }
+    table
 }
 
 /// Which cuDNN each run loaded, and what is suspicious about that: a run
@@ -459,31 +443,41 @@ pub fn side_by_side(runs: &[(String, RunFile)]) -> SideBySide {
     for (name, _) in runs.iter().skip(1) {
         head.push(format!("{name} / {}", runs[0].0));
     }
-    let (mut rows, mut numbers) = (Vec::new(), Vec::new());
+    let mut table = SideBySide::new(head, 3);
     for k in &keys {
         let get = |i: usize| ms.get(&(i, k.clone())).copied();
         let mut values: Vec<Option<f64>> = (0..runs.len()).map(get).collect();
         for i in 1..runs.len() {
             values.push(get(0).zip(get(i)).map(|(a, b)| b / a));
         }
-        let mut row = vec![k.0.clone(), k.1.clone(), k.2.clone()];
-        row.extend(
+        table.push(vec![k.0.clone(), k.1.clone(), k.2.clone()], values);
+    }
+    table
+}
+
+impl SideBySide {
+    /// An empty table under `head`, whose first `keys` columns are labels.
+    fn new(head: Vec<String>, keys: usize) -> SideBySide {
+        SideBySide {
+            head,
+            rows: Vec::new(),
+            numbers: Vec::new(),
+            keys,
+        }
+    }
+
+    /// One row: its labels, then its numbers (3 decimals, `-` where
+    /// missing), kept unrounded for JSON.
+    fn push(&mut self, mut labels: Vec<String>, values: Vec<Option<f64>>) {
+        labels.extend(
             values
                 .iter()
                 .map(|v| v.map_or("-".into(), |v| format!("{v:.3}"))),
         );
-        rows.push(row);
-        numbers.push(values);
+        self.rows.push(labels);
+        self.numbers.push(values);
     }
-    SideBySide {
-        head,
-        rows,
-        numbers,
-        keys: 3,
-    }
-}
 
-impl SideBySide {
     pub fn render(&self, format: Format) -> Result<String> {
         let align: Vec<Align> = (0..self.head.len())
             .map(|c| {

@@ -143,23 +143,14 @@ pub fn version() -> GpuResult<String> {
 
 /// NCCL as loaded, for `info` and records.
 pub fn library_info() -> super::loader::LibraryInfo {
-    let info = |file: Option<String>, version: Option<String>, error: Option<String>| {
-        super::loader::LibraryInfo {
-            name: "NCCL".into(),
-            soname: SONAME.into(),
-            file,
-            version,
-            error,
-        }
-    };
+    use super::loader::LibraryInfo;
     match (lib(), version()) {
-        (Ok(l), Ok(v)) => info(Some(l.file.display().to_string()), Some(v), None),
-        (Ok(l), Err(e)) => info(
-            Some(l.file.display().to_string()),
-            None,
-            Some(e.to_string()),
-        ),
-        (Err(e), _) => info(None, None, Some(e)),
+        (Ok(l), Ok(v)) => LibraryInfo::loaded("NCCL", SONAME, &l.file, v),
+        (Ok(l), Err(e)) => LibraryInfo {
+            file: Some(l.file.display().to_string()),
+            ..LibraryInfo::failed("NCCL", SONAME, e.to_string())
+        },
+        (Err(e), _) => LibraryInfo::failed("NCCL", SONAME, e.clone()),
     }
 }
 

@@ -54,9 +54,15 @@ macro_rules! dynamic_api {
         pub(crate) const NAMES: &[&str] = &[$(stringify!($name)),*];
 
         impl Api {
-            /// Looks every function up in `lib`; the first missing one is
-            /// the error.
-            fn resolve(lib: &libloading::Library) -> Result<Api, &'static str> {
+            /// Looks every function up in `lib` (loaded by `soname`); the
+            /// first missing one is the error.
+            fn resolve(lib: &libloading::Library, soname: &str) -> Result<Api, super::LoadError> {
+                let missing = |f: &str| {
+                    super::LoadError::Unusable(format!(
+                        "the {} ({soname}) that loaded has no {f} (not that library, or too old)",
+                        $label
+                    ))
+                };
                 Ok(Api {
                     $(
                         // SAFETY: the type is the library's declaration of
@@ -66,7 +72,7 @@ macro_rules! dynamic_api {
                                 concat!(stringify!($name), "\0").as_bytes(),
                             )
                         }
-                        .map_err(|_| stringify!($name))?,
+                        .map_err(|_| missing(stringify!($name)))?,
                     )*
                 })
             }

@@ -74,11 +74,7 @@ fn load() -> Result<Loaded, LoadError> {
         }
     }
     let (lib, soname) = super::open(&SONAMES)?;
-    let api = Api::resolve(&lib).map_err(|f| {
-        LoadError::Unusable(format!(
-            "the cuBLAS ({soname}) that loaded has no {f} (not that library, or too old)"
-        ))
-    })?;
+    let api = Api::resolve(&lib, &soname)?;
     let file = file_of(&lib, "cublasCreate_v2").unwrap_or_else(|| PathBuf::from(&soname));
     let part = |t: libraryPropertyType| {
         let mut v = 0;
@@ -118,13 +114,5 @@ fn lt_info(cublas: &Library) -> Option<(PathBuf, String, String)> {
         let file = super::objects::file_at(*f as *const std::ffi::c_void)?;
         let soname = file.file_name()?.to_string_lossy().into_owned();
         Some((file, soname, super::version_5(f() as i64)))
-    }
-}
-
-/// The loaded cuBLAS's version, e.g. `13.0.1`.
-pub fn version() -> String {
-    match loaded() {
-        Ok(l) => l.version.clone(),
-        Err(_) => "not loaded".into(),
     }
 }

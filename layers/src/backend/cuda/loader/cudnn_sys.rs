@@ -103,15 +103,6 @@ const SUBLIBRARY_ORDER: [&str; 3] = [
     "libcudnn_cnn.so.9",
 ];
 
-/// The version check of each sub-library `libcudnn.so.9` exports: each
-/// says whether that sub-library, as loaded, is of the same version.
-const VERSION_CHECKS: [(&str, &str); 4] = [
-    ("libcudnn_graph.so.9", "cudnnGraphVersionCheck"),
-    ("libcudnn_ops.so.9", "cudnnOpsVersionCheck"),
-    ("libcudnn_cnn.so.9", "cudnnCnnVersionCheck"),
-    ("libcudnn_adv.so.9", "cudnnAdvVersionCheck"),
-];
-
 struct Loaded {
     api: Api,
     file: PathBuf,
@@ -147,11 +138,7 @@ pub fn info() -> LibraryInfo {
 
 fn load() -> Result<Loaded, LoadError> {
     let (shim, _) = super::open(&[SONAME])?;
-    let api = Api::resolve(&shim).map_err(|f| {
-        LoadError::Unusable(format!(
-            "the cuDNN ({SONAME}) that loaded has no {f} (not that library, or too old)"
-        ))
-    })?;
+    let api = Api::resolve(&shim, SONAME)?;
     let file = file_of(&shim, "cudnnGetVersion").unwrap_or_else(|| PathBuf::from(SONAME));
     let dir = folder(&file);
     let mut libs = open_sublibraries(&dir);
@@ -205,14 +192,33 @@ fn check_one_install(api: &Api, file: &Path, version: &str) -> Result<(), String
     {
         return Err(mixed(file, version, &other, ""));
     }
-    for (sub, check) in VERSION_CHECKS {
-        let status = match check {
-            // SAFETY: no arguments.
-            "cudnnGraphVersionCheck" => unsafe { (api.cudnnGraphVersionCheck)() },
-            "cudnnOpsVersionCheck" => unsafe { (api.cudnnOpsVersionCheck)() },
-            "cudnnCnnVersionCheck" => unsafe { (api.cudnnCnnVersionCheck)() },
-            _ => unsafe { (api.cudnnAdvVersionCheck)() },
-        };
+    // The version check of each sub-library `libcudnn.so.9` exports: each
+    // says whether that sub-library, as loaded, is of the same version.
+    let checks = [
+        (
+            "libcudnn_graph.so.9",
+            "cudnnGraphVersionCheck",
+            api.cudnnGraphVersionCheck,
+        ),
+        (
+            "libcudnn_ops.so.9",
+            "cudnnOpsVersionCheck",
+            api.cudnnOpsVersionCheck,
+        ),
+        (
+            "libcudnn_cnn.so.9",
+            "cudnnCnnVersionCheck",
+            api.cudnnCnnVersionCheck,
+        ),
+        (
+            "libcudnn_adv.so.9",
+            "cudnnAdvVersionCheck",
+            api.cudnnAdvVersionCheck,
+        ),
+    ];
+    for (sub, check, f) in checks {
+        // SAFETY: no arguments.
+        let status = unsafe { f() };
         if status == cudnnStatus_t::CUDNN_STATUS_SUCCESS {
             continue;
         }

@@ -48,7 +48,7 @@ pub struct LibraryInfo {
 }
 
 impl LibraryInfo {
-    fn loaded(name: &str, soname: &str, file: &Path, version: String) -> LibraryInfo {
+    pub(crate) fn loaded(name: &str, soname: &str, file: &Path, version: String) -> LibraryInfo {
         LibraryInfo {
             name: name.into(),
             soname: soname.into(),
@@ -58,7 +58,7 @@ impl LibraryInfo {
         }
     }
 
-    fn failed(name: &str, soname: &str, error: String) -> LibraryInfo {
+    pub(crate) fn failed(name: &str, soname: &str, error: String) -> LibraryInfo {
         LibraryInfo {
             name: name.into(),
             soname: soname.into(),

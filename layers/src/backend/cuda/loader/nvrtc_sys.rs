@@ -45,11 +45,7 @@ pub fn info() -> LibraryInfo {
 
 fn load() -> Result<Loaded, LoadError> {
     let (lib, soname) = super::open(&SONAMES)?;
-    let api = Api::resolve(&lib).map_err(|f| {
-        LoadError::Unusable(format!(
-            "the NVRTC ({soname}) that loaded has no {f} (not that library, or too old)"
-        ))
-    })?;
+    let api = Api::resolve(&lib, &soname)?;
     let file = file_of(&lib, "nvrtcVersion").unwrap_or_else(|| PathBuf::from(&soname));
     let (mut major, mut minor) = (0, 0);
     // SAFETY: out-pointers to locals.
