@@ -2777,8 +2777,16 @@ def compare_no_separator(c: Ctx):
 
 @case(5)
 def compare_model(c: Ctx):
-    """compare -- model ...: refused in one line (conv or gemm only)."""
-    c.run(["compare", "--variant", "a:X=1", "--variant", "b:X=2", "--", "model", "resnet18"], allow=(2,))
+    """compare -- model: an unknown model is refused in one line; a small one runs twice."""
+    c.run(["compare", "--variant", "a:X=1", "--variant", "b:X=2", "--", "model", "resnet1800"], allow=(2,))
+    c.run(["compare", "--variant", "a:X=1", "--variant", "b:X=2", "--", "model", "mnist-mlp",
+           "--batch", "2", "--iters", "1", "--warmup", "0"], allow=(0,))
+
+
+@case(5)
+def compare_unknown_kind(c: Ctx):
+    """compare -- sweep ...: refused in one line (conv, gemm, model or info only)."""
+    c.run(["compare", "--variant", "a:X=1", "--variant", "b:X=2", "--", "sweep", "x"], allow=(2,))
 
 
 @case(5)
