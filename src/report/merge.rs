@@ -2,6 +2,7 @@
 //! files) merged into rows, each run labelled by what sets it apart from
 //! the others.
 
+use super::labels::labels;
 use crate::bench::Stats;
 use crate::results::store::{self, Document, RunFile, Unreadable};
 use crate::results::{Check, Device, Dir, Environment, Record};
@@ -166,36 +167,6 @@ pub fn read_peer_csv(path: &Path) -> Result<(RunFile, String)> {
     Ok((file, peer))
 }
 
-/// The facts a label may use, by name.
-fn facts(e: &Environment) -> Vec<(&'static str, String)> {
-    let g = e.gpu.as_ref();
-    vec![
-        ("label", e.label.clone().unwrap_or_default()),
-        ("host", e.host.clone()),
-        ("device", g.map_or(e.cpu.clone(), |g| g.name.clone())),
-        (
-            "threads",
-            if g.is_some() {
-                String::new()
-            } else {
-                e.threads.to_string()
-            },
-        ),
-        (
-            "isa",
-            if g.is_some() {
-                String::new()
-            } else {
-                e.isa.clone()
-            },
-        ),
-        ("cudnn", g.map_or(String::new(), |g| g.cudnn.clone())),
-        ("cublas", g.map_or(String::new(), |g| g.cublas.clone())),
-        ("driver", g.map_or(String::new(), |g| g.driver_cuda.clone())),
-        ("cnnbench", e.cnnbench.git.clone()),
-    ]
-}
-
 /// Labels each run by the facts that differ between runs; an explicit
 /// label wins. Peers are labelled `peer:NAME`.
 pub fn label_runs(runs: &mut [Run]) {
@@ -209,35 +180,6 @@ pub fn label_runs(runs: &mut [Run]) {
     for r in runs.iter_mut().filter(|r| r.peer.is_some()) {
         r.label = format!("peer:{}", r.peer.as_deref().unwrap_or("?"));
     }
-}
-
-/// One label per environment: its explicit label, else the facts in which
-/// the environments differ (else the device).
-pub fn labels(envs: &[&Environment]) -> Vec<String> {
-    let all: Vec<Vec<(&str, String)>> = envs.iter().map(|e| facts(e)).collect();
-    let differs = |k: usize| all.iter().any(|f| f[k].1 != all[0][k].1);
-    all.iter()
-        .map(|f| {
-            if !f[0].1.is_empty() {
-                return f[0].1.clone();
-            }
-            let parts: Vec<String> = (1..f.len())
-                .filter(|&k| differs(k) && !f[k].1.is_empty())
-                .map(|k| {
-                    if f[k].0 == "device" {
-                        f[k].1.clone()
-                    } else {
-                        format!("{}={}", f[k].0, f[k].1)
-                    }
-                })
-                .collect();
-            if parts.is_empty() {
-                f[2].1.clone()
-            } else {
-                parts.join(" ")
-            }
-        })
-        .collect()
 }
 
 #[cfg(test)]

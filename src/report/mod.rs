@@ -5,6 +5,7 @@
 pub mod charts;
 pub mod comparisons;
 pub mod cost;
+pub mod labels;
 pub mod markdown;
 pub mod merge;
 pub mod models;

@@ -4,7 +4,7 @@
 //! and model.
 
 use super::cost;
-use super::merge::labels;
+use super::labels::labels;
 use super::options::Options;
 use crate::bench::Stats;
 use crate::results::store::{self, Unreadable};
