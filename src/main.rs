@@ -9,6 +9,7 @@ mod bench;
 mod cli;
 mod dist;
 mod driver;
+mod note;
 mod output;
 mod plan;
 mod problem;

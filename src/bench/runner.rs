@@ -2,6 +2,7 @@
 //! the time budget are met (or exactly N runs when only `--iters` is given).
 
 use super::timer::Timer;
+use crate::note::note;
 use anyhow::Result;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -107,7 +108,7 @@ impl Runner<'_> {
 fn note_run_cap() {
     static SAID: AtomicBool = AtomicBool::new(false);
     if !SAID.swap(true, Ordering::Relaxed) {
-        crate::note!(
+        note!(
             "cnnbench: note: timing stopped at the cap of {} runs before --min-time was spent",
             RunPolicy::MAX_RUNS
         );

@@ -8,6 +8,7 @@
 use super::model::resolve;
 use super::session::{self, Needs, Target};
 use super::{init_threads, Device};
+use crate::note::note;
 use crate::output::table::{aligned, Align};
 use crate::output::{self, Format, TABLE_OR_JSON};
 use anyhow::{bail, Result};
@@ -117,7 +118,7 @@ pub fn run(args: CheckArgs) -> Result<ExitCode> {
         Target::Gpu(g) => Some(*g),
         Target::Cpu(why) => {
             if let Some(why) = why {
-                crate::note!("cnnbench: device auto: {why}; checking the CPU");
+                note!("cnnbench: device auto: {why}; checking the CPU");
             }
             None
         }
@@ -142,7 +143,7 @@ pub fn run(args: CheckArgs) -> Result<ExitCode> {
         let kernels = cnnbench_layers::ops::cuda_programs::compile_kernels(&gpu.ctx, cc)
             .map_err(|e| anyhow::anyhow!("{e}"))?;
         for g in graphs.iter().take_while(|_| !stopped()) {
-            crate::note!(
+            note!(
                 "cnnbench: checking {} at batch {} on {} ({dtype}, {layout}) against the CPU",
                 g.name,
                 args.batch,
@@ -162,7 +163,7 @@ pub fn run(args: CheckArgs) -> Result<ExitCode> {
         }
     } else {
         for g in graphs.iter().take_while(|_| !stopped()) {
-            crate::note!(
+            note!(
                 "cnnbench: checking {} at batch {} on the CPU ({threads} threads; the reference is slow)",
                 g.name, args.batch
             );

@@ -2,6 +2,7 @@
 //! per environment variant), each in a child process, side by side.
 
 use super::children::{self, ChildRun};
+use crate::note::note;
 use crate::output::table::{aligned, Align};
 use crate::output::{self, Format, COMPARE_FORMATS};
 use crate::results::environment::Environment;
@@ -174,7 +175,7 @@ pub fn run(args: CompareArgs) -> Result<ExitCode> {
         .map(|d| (d.display().to_string(), d.clone()))
         .collect();
     for w in library_warnings(&libraries, !args.cudnn.is_empty(), &folders) {
-        crate::note!("cnnbench: warning: {w}");
+        note!("cnnbench: warning: {w}");
     }
     crate::output::print(&table.render(args.format)?)?;
     Ok(if stopped {

@@ -10,6 +10,7 @@ use super::{Device, TimingArgs};
 use crate::bench::timer::{Timer, WallClock};
 use crate::bench::{RunPolicy, Samples, Stats};
 use crate::driver::{self, Case};
+use crate::note::note;
 use crate::plan::{self, AlgoChoice, DirSpec};
 use crate::problem::{self, ConvProblem};
 use crate::results::dump::{self, DumpInfo};
@@ -259,7 +260,7 @@ pub fn run(args: ConvArgs) -> Result<ExitCode> {
     let out = match target {
         Target::Gpu(g) => {
             if args.device == Device::Auto && !args.quiet {
-                crate::note!("cnnbench: device auto: using the GPU ({})", g.gpu.info.name);
+                note!("cnnbench: device auto: using the GPU ({})", g.gpu.info.name);
             }
             gpu::run(&args, &s, *g, &session)?
         }
@@ -270,9 +271,7 @@ pub fn run(args: ConvArgs) -> Result<ExitCode> {
             candidates,
         } => {
             if let (Device::Auto, Some(why), false) = (args.device, &no_gpu, args.quiet) {
-                crate::note!(
-                    "cnnbench: device auto: {why}; using the CPU ({threads} threads, {isa})"
-                );
+                note!("cnnbench: device auto: {why}; using the CPU ({threads} threads, {isa})");
             }
             run_cpu(&args, &s, algo, isa, &candidates, &session)?
         }

@@ -7,6 +7,7 @@ use super::{Device, TimingArgs};
 use crate::bench::timer::{CudaEvents, Timer, WallClock};
 use crate::bench::{Samples, Stats};
 use crate::driver::{self, Case};
+use crate::note::note;
 use crate::problem::gemm;
 use crate::results::record::{Ran, Subject, Timing};
 use crate::results::{self, Check, Dir, Environment, Record};
@@ -148,7 +149,7 @@ pub fn run(args: GemmArgs) -> Result<ExitCode> {
         Target::Gpu(g) => Some(*g),
         Target::Cpu(why) => {
             if let (Some(why), false) = (why, args.quiet) {
-                crate::note!("cnnbench: device auto: {why}; using the CPU");
+                note!("cnnbench: device auto: {why}; using the CPU");
             }
             None
         }

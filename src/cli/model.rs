@@ -10,6 +10,7 @@ use crate::bench::{RunPolicy, Stats};
 use crate::dist::interconnect::{self, Interconnect};
 use crate::dist::launch::{self, LauncherChoice};
 use crate::dist::project;
+use crate::note::note;
 use crate::output::table::{aligned, Align};
 use crate::output::{self, Format, MODEL_FORMATS};
 use crate::results::memory::available;
@@ -173,7 +174,7 @@ pub fn sequences_in_nhwc(graphs: &mut Vec<Graph>, names: &[String], layout: Layo
         .map(|g| g.name.clone())
         .collect();
     if !left.is_empty() {
-        crate::note!(
+        note!(
             "cnnbench: leaving out {} (recurrent layers run in the nhwc layout only)",
             left.join(", ")
         );
@@ -238,7 +239,7 @@ pub fn run(mut args: ModelArgs) -> Result<ExitCode> {
             Target::Gpu(g) => Some(*g),
             Target::Cpu(why) => {
                 if let (Some(why), false) = (why, args.quiet) {
-                    crate::note!("cnnbench: device auto: {why}; using the CPU");
+                    note!("cnnbench: device auto: {why}; using the CPU");
                 }
                 None
             }
@@ -478,7 +479,7 @@ fn run_cpu(
     let need = estimate(g, args.batch);
     if let Some(avail) = available(rayon::current_num_threads()) {
         if need > avail.bytes * 9 / 10 {
-            crate::note!(
+            note!(
                 "cnnbench: {} at batch {}: needs about {}, {}: OOM",
                 g.name,
                 args.batch,

@@ -2,6 +2,7 @@
 //! machines) and peers' CSV files into one markdown report with charts,
 //! optionally beside published numbers (`--published`).
 
+use crate::note::note;
 use crate::report::markdown::{self, ChartsDir, Options};
 use crate::report::{cost, merge, models};
 use crate::results::atomic::write_atomic;
@@ -114,7 +115,7 @@ pub fn run(args: ReportArgs) -> Result<ExitCode> {
                     .with_context(|| format!("cannot create '{}'", dir.display()))?;
             }
             write_atomic(path, &md)?;
-            crate::note!(
+            note!(
                 "cnnbench: wrote the report of {} runs to {}",
                 runs.len() + model_runs.len(),
                 path.display()

@@ -8,6 +8,7 @@ use super::{Device, TimingArgs};
 use crate::bench::timer::{CudaEvents, Timer, WallClock};
 use crate::bench::{Samples, Stats};
 use crate::driver::{self, Case};
+use crate::note::note;
 use crate::problem::rnn::{self as desc, RnnProblem};
 use crate::results::record::{Ran, Subject, Timing};
 use crate::results::{self, Check, Dir, Environment, Record};
@@ -279,7 +280,7 @@ pub fn run(args: RnnArgs) -> Result<ExitCode> {
         Target::Gpu(g) => Some(*g),
         Target::Cpu(why) => {
             if let (Some(why), false) = (why, args.quiet) {
-                crate::note!("cnnbench: device auto: {why}; using the CPU");
+                note!("cnnbench: device auto: {why}; using the CPU");
             }
             None
         }
@@ -370,7 +371,7 @@ pub fn run(args: RnnArgs) -> Result<ExitCode> {
                 Ok(e) => e,
                 Err(e) if several => {
                     // One algorithm cuDNN refuses does not stop the others.
-                    crate::note!("cnnbench: {problem} --algo {algo}: {e:#}");
+                    note!("cnnbench: {problem} --algo {algo}: {e:#}");
                     done += passes.len();
                     bar.set_position(done as u64);
                     continue;
@@ -388,7 +389,7 @@ pub fn run(args: RnnArgs) -> Result<ExitCode> {
                         match run_pass(&mut engine, &mut t, &shape, before) {
                             Ok(()) => ran[j] = true,
                             Err(e) if several => {
-                                crate::note!("cnnbench: {problem} --algo {algo}: {e:#}");
+                                note!("cnnbench: {problem} --algo {algo}: {e:#}");
                                 done += passes.len() - pi;
                                 continue 'engines;
                             }
@@ -417,7 +418,7 @@ pub fn run(args: RnnArgs) -> Result<ExitCode> {
                     Ok(Some(rec)) => rec,
                     Ok(None) => break 'problems,
                     Err(e) if several => {
-                        crate::note!("cnnbench: {problem} --algo {algo}: {e:#}");
+                        note!("cnnbench: {problem} --algo {algo}: {e:#}");
                         done += passes.len() - pi;
                         continue 'engines;
                     }

@@ -3,6 +3,7 @@
 //! file in the results store), and print them together.
 
 use super::children::{self, ChildRun};
+use crate::note::note;
 use crate::output::table;
 use crate::output::Format;
 use crate::results::atomic::{rewritable, write_atomic};
@@ -146,7 +147,7 @@ pub fn run(
     match out {
         Some(path) => {
             write_atomic(path, &rendered)?;
-            crate::note!(
+            note!(
                 "cnnbench: wrote {} configurations to {}",
                 done.len(),
                 path.display()

@@ -42,21 +42,8 @@ pub fn print(s: &str) -> anyhow::Result<()> {
     }
 }
 
-/// One line on stderr, where a failed write (a closed terminal, a closed
-/// pipe) is ignored instead of panicking as `eprintln!` would: for the
-/// lines that end a run.
-pub fn note(line: &str) {
-    let _ = writeln!(std::io::stderr(), "{line}");
-}
-
-/// [`note`] with `format!` arguments: what cnnbench uses instead of
-/// `eprintln!` everywhere, so that no message can panic.
-#[macro_export]
-macro_rules! note {
-    ($($arg:tt)*) => {
-        $crate::output::note(&format!($($arg)*))
-    };
-}
+/// One line on stderr that cannot panic (see [`crate::note`]).
+pub use crate::note::line as note;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {

@@ -4,6 +4,7 @@
 //! keeps what it finished.
 
 use super::{table, writers, Format};
+use crate::note::note;
 use crate::results::atomic::{rewritable, write_atomic};
 use crate::results::store::{RunFile, Store, FORMAT_VERSION};
 use crate::results::{Environment, Record, Skipped};
@@ -156,7 +157,7 @@ impl Output {
             .filter(|r| r.check.is_some_and(|c| !c.passed))
             .count();
         if failed > 0 {
-            crate::note!("cnnbench: {failed} record(s) failed --check");
+            note!("cnnbench: {failed} record(s) failed --check");
             return Ok(ExitCode::from(1));
         }
         Ok(ExitCode::SUCCESS)

@@ -5,6 +5,7 @@
 use super::{base_record, time_steps, ModelArgs};
 use crate::bench::RunPolicy;
 use crate::cli::conv::dtype_supported;
+use crate::note::note;
 use crate::results::{Environment, MemoryBytes, ModelRecord};
 use anyhow::{Context, Result};
 use cnnbench_kernels::Isa;
@@ -103,7 +104,7 @@ pub fn run(
     bar: &indicatif::ProgressBar,
 ) -> Result<Option<ModelRecord>> {
     let oom = |why: String| {
-        crate::note!(
+        note!(
             "cnnbench: {} at batch {} on the GPU: {why}: OOM",
             g.name,
             args.batch

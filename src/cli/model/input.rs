@@ -4,6 +4,7 @@
 use super::steps::Timed;
 use super::ModelArgs;
 use crate::bench::Stats;
+use crate::note::note;
 use crate::results::{FolderInput, Input, InputSource};
 use anyhow::{bail, Context, Result};
 use clap::ValueEnum;
@@ -238,7 +239,7 @@ impl Feed {
             .iter()
             .map(|(path, why)| format!("{}: {why}", path.display()))
             .collect();
-        crate::note!(
+        note!(
             "cnnbench: {model}: {} file(s) skipped (first: {})",
             stats.skipped,
             first.join("; ")

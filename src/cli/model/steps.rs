@@ -7,6 +7,7 @@ use crate::bench::timer::Timer;
 use crate::bench::{RunPolicy, Samples, Stats};
 use crate::cli::session;
 use crate::driver::{self, Case};
+use crate::note::note;
 use crate::results::{Check, LayerTime, MemoryBytes, ModelRecord};
 use anyhow::Result;
 use cnnbench_layers::core::backend::Backend;
@@ -288,7 +289,7 @@ impl Timed {
         replicas: usize,
     ) -> ModelRecord {
         if !loss.is_finite() {
-            crate::note!("cnnbench: warning: {}: the loss is {loss}", g.name);
+            note!("cnnbench: warning: {}: the loss is {loss}", g.name);
         }
         let stats = |v: &[f64]| Stats::of(v).expect("at least one timed step");
         let total_s = stats(&self.total);
