@@ -5,7 +5,7 @@
 //! step each, from the same weights and data, compared on the loss, every
 //! layer's output (the logits included) and every parameter gradient.
 
-use super::model::resolve;
+use crate::driver::model::resolve;
 use super::session::{self, Needs, Target};
 use super::{init_threads, Device};
 use crate::note::note;
@@ -97,7 +97,7 @@ pub fn run(args: CheckArgs) -> Result<ExitCode> {
     }
     let dtype = DType::parse(&args.dtype)?;
     let layout = Layout::parse(&args.layout)?;
-    super::model::sequences_in_nhwc(&mut graphs, &args.models, layout)?;
+    crate::driver::model::sequences_in_nhwc(&mut graphs, &args.models, layout)?;
     // The CPU side holds two networks (fast and reference, or the CPU's
     // beside the device's copies of what it compares): refuse in one line
     // what cannot fit, before anything is allocated.
@@ -139,7 +139,7 @@ pub fn run(args: CheckArgs) -> Result<ExitCode> {
             cnnbench_layers::net::gpu::within_tensor_limit(g, args.batch)
                 .map_err(|e| anyhow::anyhow!("{} on the GPU: {e}", g.name))?;
         }
-        let cc = super::model::gpu::compute_capability(&gpu.info.compute_capability);
+        let cc = crate::driver::model::gpu::compute_capability(&gpu.info.compute_capability);
         let kernels = cnnbench_layers::ops::cuda_programs::compile_kernels(&gpu.ctx, cc)
             .map_err(|e| anyhow::anyhow!("{e}"))?;
         for g in graphs.iter().take_while(|_| !stopped()) {
@@ -153,7 +153,7 @@ pub fn run(args: CheckArgs) -> Result<ExitCode> {
                 dtype,
                 layout,
                 seed: args.seed,
-                workspace_limit: super::model::gpu::DEFAULT_WORKSPACE_LIMIT,
+                workspace_limit: super::conv::DEFAULT_WORKSPACE_LIMIT,
                 per_layer: false,
             };
             let found = compare_gpu(&gpu, &kernels, g, args.batch, opts)

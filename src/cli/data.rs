@@ -3,7 +3,7 @@
 //! transformed image as `.npy` for cross-checks against torchvision
 //! (`dump`).
 
-use super::model::input::{loader_threads, TransformArg, DEFAULT_PREFETCH};
+use crate::driver::model::input::{loader_threads, TransformArg, DEFAULT_PREFETCH};
 use super::output::StoreArgs;
 use crate::bench::Stats;
 use crate::output::table::{aligned, Align};

@@ -11,7 +11,7 @@ use clap::Args;
 use cnnbench_layers::DType;
 use std::path::PathBuf;
 
-pub use crate::output::sink::{end_run, save_run, Output};
+pub use crate::output::sink::Output;
 
 /// Output options shared by `conv` and `gemm`.
 #[derive(Args, Clone, Debug)]

@@ -6,6 +6,10 @@
 //! checked against the reference where asked, and the record is made,
 //! complete, from the samples.
 
+pub mod gpu;
+pub mod model;
+pub mod replicas;
+
 use crate::bench::timer::Timer;
 use crate::bench::{Runner, Samples};
 use crate::results::Check;

@@ -11,7 +11,7 @@ use crate::plan::GpuAlgoChoice;
 use crate::problem::ConvProblem;
 use crate::results::record::{Ran, Subject, Timing};
 use crate::results::{Check, Device, Environment, Record, Skipped};
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use cnnbench_kernels::conv::{reduction_len, Direction};
 use cnnbench_kernels::Isa;
 use cnnbench_layers::conv::cuda::{
@@ -72,13 +72,9 @@ impl GpuSetup {
     }
 }
 
-/// tf32 and bf16 need tensor cores of compute capability 8.0 or later.
-pub fn dtype_supported(cc: &str, d: DType) -> Result<()> {
-    if !cnnbench_layers::cuda::device::supports_dtype(cc, d) {
-        bail!("--dtype {d} needs a GPU of compute capability 8.0 or later (this one is {cc})");
-    }
-    Ok(())
-}
+/// tf32 and bf16 need tensor cores of compute capability 8.0 or later:
+/// the one check every GPU run makes, below the command line.
+pub use crate::driver::gpu::dtype_supported;
 
 /// One algorithm to time for a direction.
 struct Choice {

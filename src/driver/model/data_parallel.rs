@@ -16,10 +16,12 @@
 //! back to rank 0, the only rank that prints and saves a record.
 
 use super::gpu::Setup;
-use super::steps::{fixed_steps, time_steps, NetSteps, Timed};
-use super::{base_record, ModelArgs, RunKind};
+use super::options::StepOptions;
+use super::record::{base_record, RunKind};
+use super::steps::{fixed_steps, time_steps, NetSteps};
+use super::timed::Timed;
 use crate::bench::{RunPolicy, Stats};
-use crate::cli::replicas::{CommFrom, Meet, OtherReplicaFailed, Replicas};
+use crate::driver::replicas::{CommFrom, Meet, OtherReplicaFailed, Replicas};
 use crate::results::{DataParallel, MemoryBytes, ModelRecord};
 use anyhow::{anyhow, Context, Result};
 use cnnbench_layers::cuda::nccl;
@@ -49,13 +51,35 @@ struct ReplicaResult {
 /// What every replica of a model is run with.
 pub struct Config<'a> {
     pub g: &'a Graph,
-    pub args: &'a ModelArgs,
+    pub opts: &'a StepOptions,
     pub policy: RunPolicy,
     pub dtype: DType,
     pub layout: Layout,
     pub workspace_limit: usize,
     pub per_layer: bool,
     pub labels: RunKind,
+}
+
+impl<'a> Config<'a> {
+    /// What each replica of a data-parallel run of `g` is run with: what
+    /// `setup` decided for every model.
+    pub fn new(
+        setup: &Setup,
+        g: &'a Graph,
+        opts: &'a StepOptions,
+        policy: RunPolicy,
+    ) -> Config<'a> {
+        Config {
+            g,
+            opts,
+            policy,
+            dtype: setup.dtype(),
+            layout: setup.layout(),
+            workspace_limit: setup.workspace_limit(),
+            per_layer: opts.per_layer,
+            labels: setup.labels(),
+        }
+    }
 }
 
 /// Times `cfg`'s model on the replicas: the single-GPU record, then the
@@ -79,7 +103,7 @@ pub fn run(
 /// What every rank must run alike: rank 0 refuses to start with a rank
 /// whose arguments differ.
 fn fingerprint(cfg: &Config<'_>) -> String {
-    let a = cfg.args;
+    let a = cfg.opts;
     format!(
         "cnnbench {} | {} batch {} {} {} | update {} | policy {:?} | seed {} | per-layer {}",
         env!("CARGO_PKG_VERSION"),
@@ -87,9 +111,9 @@ fn fingerprint(cfg: &Config<'_>) -> String {
         a.batch,
         cfg.dtype,
         cfg.layout,
-        a.update.is_some(),
+        a.update,
         cfg.policy,
-        a.timing.seed,
+        a.seed,
         cfg.per_layer
     )
 }
@@ -111,15 +135,15 @@ fn replica(
     let opts = GpuOptions {
         dtype: cfg.dtype,
         layout: cfg.layout,
-        seed: cfg.args.timing.seed,
+        seed: cfg.opts.seed,
         workspace_limit: cfg.workspace_limit,
         per_layer: cfg.per_layer,
     };
-    let net = GpuNet::new(gpu, kernels, g, cfg.args.batch, opts).map_err(|e| anyhow!("{e}"))?;
+    let net = GpuNet::new(gpu, kernels, g, cfg.opts.batch, opts).map_err(|e| anyhow!("{e}"))?;
     let comm = from.comm(gpu)?;
     let mut steps = NetSteps {
         net,
-        update: cfg.args.update.is_some(),
+        update: cfg.opts.update,
         hook: None,
         feed: None,
     };
@@ -184,11 +208,11 @@ fn records(
     results: Vec<ReplicaResult>,
     launcher: &str,
 ) -> Result<Vec<ModelRecord>> {
-    let (g, args) = (cfg.g, cfg.args);
+    let (g, opts) = (cfg.g, cfg.opts);
     let gpus = results.len();
     let r0 = results.first().context("no replica ran")?;
     let kernel = |i: usize| r0.kernels.get(i).cloned().unwrap_or_default();
-    let base = || base_record(g, args.batch, "ok", cfg.labels);
+    let base = || base_record(g, opts.batch, "ok", cfg.labels);
     if r0.data_parallel.is_none() {
         // Stopped before the data-parallel steps: what finished, if any.
         if r0.single.runs() == 0 {
@@ -196,12 +220,12 @@ fn records(
         }
         let single = r0
             .single
-            .record(g, args, base(), r0.single_loss, r0.memory, kernel, 1);
+            .record(g, opts, base(), r0.single_loss, r0.memory, kernel, 1);
         return Ok(vec![single]);
     }
     let single = r0
         .single
-        .record(g, args, base(), r0.single_loss, r0.memory, kernel, 1);
+        .record(g, opts, base(), r0.single_loss, r0.memory, kernel, 1);
     let rank_step_ms: Vec<f64> = results
         .iter()
         .map(|r| {
@@ -215,7 +239,7 @@ fn records(
         .filter_map(|r| r.data_parallel.clone())
         .collect();
     let merged = Timed::slowest_of(steps).context("no data-parallel steps")?;
-    let mut rec = merged.record(g, args, base(), r0.loss, r0.memory, kernel, gpus);
+    let mut rec = merged.record(g, opts, base(), r0.loss, r0.memory, kernel, gpus);
     let step = merged.median_step();
     let single_step = r0.single.median_step();
     let speedup = gpus as f64 * single_step / step;
@@ -227,7 +251,7 @@ fn records(
         gradient_bytes: r0.gradient_bytes,
         exposed_comm_ms: Stats::of(merged.exchange()).context("no data-parallel steps")?,
         rank_step_ms,
-        images_per_sec_per_gpu: args.batch as f64 / (step / 1e3),
+        images_per_sec_per_gpu: opts.batch as f64 / (step / 1e3),
         single_gpu_step_ms: single_step,
         speedup,
         efficiency: speedup / gpus as f64,

@@ -1,0 +1,81 @@
+//! `cnnbench model` on the CPU: whole models on the crate's own layers,
+//! each phase and layer timed on the host clock.
+
+use super::input::DataPlan;
+use super::options::StepOptions;
+use super::record::{base_record, CPU};
+use super::steps::{time_steps, NetSteps};
+use crate::bench::RunPolicy;
+use crate::note::note;
+use crate::results::memory::available;
+use crate::results::{MemoryBytes, ModelRecord};
+use anyhow::Result;
+use cnnbench_kernels::Isa;
+use cnnbench_layers::net::cpu::{estimate, CpuNet, CpuOptions};
+use cnnbench_layers::net::Graph;
+
+/// Times one model; `None` when interrupted before it finished.
+pub fn run(
+    g: &Graph,
+    opts: &StepOptions,
+    data: Option<&DataPlan>,
+    policy: RunPolicy,
+    isa: Isa,
+    bar: &indicatif::ProgressBar,
+) -> Result<Option<ModelRecord>> {
+    let need = estimate(g, opts.batch);
+    if let Some(avail) = available(rayon::current_num_threads()) {
+        if need > avail.bytes * 9 / 10 {
+            note!(
+                "cnnbench: {} at batch {}: needs about {}, {}: OOM",
+                g.name,
+                opts.batch,
+                crate::results::memory::size(need),
+                avail.describe()
+            );
+            return Ok(Some(base_record(g, opts.batch, "OOM", CPU)));
+        }
+    }
+    let cpu_opts = CpuOptions {
+        isa,
+        reference: false,
+        seed: opts.seed,
+        fuse_relu: opts.fuse_relu,
+    };
+    let mut steps = NetSteps {
+        net: CpuNet::new(g, opts.batch, cpu_opts)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", g.name))?,
+        update: opts.update,
+        hook: None,
+        feed: data.map(|d| d.start(g, opts.batch)).transpose()?,
+    };
+    // The first step always runs untimed: it times the convolution
+    // algorithms of each layer and keeps the fastest.
+    let Some(timed) = time_steps(g, &mut steps, policy, bar)? else {
+        return Ok(None);
+    };
+    let net = &steps.net;
+    let mem = net.memory();
+    let mem = MemoryBytes {
+        params: mem.params,
+        activations: mem.activations,
+        workspace: mem.workspace,
+        total: mem.total(),
+    };
+    let mut base = base_record(g, opts.batch, "ok", CPU);
+    base.fused = (net.fused_relus() > 0).then(|| "relu".into());
+    if let Some(feed) = &steps.feed {
+        base.input = feed.record(&timed);
+        feed.note_skipped(&g.name);
+    }
+    let loss = net.loss().map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(Some(timed.record(
+        g,
+        opts,
+        base,
+        loss,
+        mem,
+        |i| net.kernels(i),
+        1,
+    )))
+}

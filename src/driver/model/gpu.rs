@@ -1,0 +1,175 @@
+//! `cnnbench model --device gpu`: whole models on cuDNN and cuBLAS, timed
+//! with CUDA events on the benchmark stream (GPU time per phase, and per
+//! layer with `--per-layer`).
+
+use super::input::DataPlan;
+use super::options::StepOptions;
+use super::record::{base_record, RunKind};
+use super::steps::{time_steps, NetSteps};
+use crate::bench::RunPolicy;
+use crate::driver::gpu::dtype_supported;
+use crate::note::note;
+use crate::results::{Environment, MemoryBytes, ModelRecord};
+use anyhow::{Context, Result};
+use cnnbench_kernels::Isa;
+use cnnbench_layers::cuda::nvrtc::Kernels;
+use cnnbench_layers::cuda::{Gpu, GpuError};
+use cnnbench_layers::net::gpu::{estimate, GpuNet, GpuOptions};
+use cnnbench_layers::net::Graph;
+use cnnbench_layers::{DType, Layout};
+
+pub const TIMER: &str =
+    "CUDA events recorded around each phase (and layer, with --per-layer) on one non-blocking stream (GPU time)";
+
+/// What is decided once for every model of a run.
+pub struct Setup {
+    gpu: Gpu,
+    kernels: Kernels,
+    dtype: DType,
+    layout: Layout,
+    workspace_limit: usize,
+}
+
+impl Setup {
+    /// Checks the dtype against the GPU and compiles the NVRTC kernels
+    /// (once, for every model).
+    pub fn new(gpu: Gpu, dtype: DType, layout: Layout, workspace_limit: usize) -> Result<Setup> {
+        dtype_supported(&gpu.info.compute_capability, dtype)?;
+        let cc = compute_capability(&gpu.info.compute_capability);
+        let kernels = cnnbench_layers::ops::cuda_programs::compile_kernels(&gpu.ctx, cc)
+            .context("compiling the CUDA kernels")?;
+        Ok(Setup {
+            gpu,
+            kernels,
+            dtype,
+            layout,
+            workspace_limit,
+        })
+    }
+
+    pub fn gpu(&self) -> &Gpu {
+        &self.gpu
+    }
+
+    pub fn kernels(&self) -> &Kernels {
+        &self.kernels
+    }
+
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    pub fn layout(&self) -> Layout {
+        self.layout
+    }
+
+    pub fn workspace_limit(&self) -> usize {
+        self.workspace_limit
+    }
+
+    pub fn environment(&self, threads: usize, isa: Isa) -> Environment {
+        Environment {
+            gpu: Some(self.gpu.info.clone()),
+            ..Environment::here(threads, isa.name().into(), None, TIMER)
+        }
+    }
+
+    /// Where and in which precision and layout the models run.
+    pub fn labels(&self) -> RunKind {
+        (crate::results::Device::Gpu, self.dtype, self.layout.name())
+    }
+}
+
+pub use cnnbench_layers::cuda::device::compute_capability;
+
+fn gpu_err(e: GpuError) -> anyhow::Error {
+    anyhow::anyhow!("{e}")
+}
+
+/// Times one model on the GPU; an `OOM` record when it does not fit, and
+/// `None` when interrupted.
+pub fn run(
+    s: &Setup,
+    g: &Graph,
+    opts: &StepOptions,
+    data: Option<&DataPlan>,
+    policy: RunPolicy,
+    bar: &indicatif::ProgressBar,
+) -> Result<Option<ModelRecord>> {
+    let oom = |why: String| {
+        note!(
+            "cnnbench: {} at batch {} on the GPU: {why}: OOM",
+            g.name,
+            opts.batch
+        );
+        Ok(Some(base_record(g, opts.batch, "OOM", s.labels())))
+    };
+    let need = estimate(g, opts.batch, s.dtype);
+    let free = s.gpu.free_memory().map_err(gpu_err)? as u128;
+    if need > free / 10 * 9 {
+        return oom(format!(
+            "needs about {:.1} GiB, {:.1} GiB free",
+            need as f64 / (1u128 << 30) as f64,
+            free as f64 / (1u128 << 30) as f64
+        ));
+    }
+    bar.set_message(format!("{}: choosing convolution algorithms", g.name));
+    let gpu_opts = GpuOptions {
+        dtype: s.dtype,
+        layout: s.layout,
+        seed: opts.seed,
+        workspace_limit: s.workspace_limit,
+        per_layer: opts.per_layer,
+    };
+    let net = match GpuNet::new(&s.gpu, &s.kernels, g, opts.batch, gpu_opts) {
+        Ok(n) => n,
+        Err(e) if e.oom => return oom(e.to_string()),
+        Err(e) => return Err(gpu_err(e)).context(format!("{} on the GPU", g.name)),
+    };
+    let mut steps = NetSteps {
+        net,
+        update: opts.update,
+        hook: None,
+        feed: data.map(|d| d.start(g, opts.batch)).transpose()?,
+    };
+    let timed = match time_steps(g, &mut steps, policy, bar) {
+        Ok(Some(t)) => t,
+        Ok(None) => return Ok(None),
+        Err(e) => return Err(e).context(format!("{} on the GPU", g.name)),
+    };
+    let net = &steps.net;
+    let m = net.memory();
+    let mem = MemoryBytes {
+        params: m.params,
+        activations: m.activations,
+        workspace: m.workspace,
+        total: m.params + m.activations + m.workspace,
+    };
+    let loss = net.loss().map_err(gpu_err)?;
+    let mut base = base_record(g, opts.batch, "ok", s.labels());
+    if let Some(feed) = &steps.feed {
+        base.input = feed.record(&timed);
+        feed.note_skipped(&g.name);
+    }
+    Ok(Some(timed.record(
+        g,
+        opts,
+        base,
+        loss,
+        mem,
+        |i| net.kernels(i),
+        1,
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn compute_capability_parses() {
+        assert_eq!(compute_capability("9.0"), (9, 0));
+        assert_eq!(compute_capability("12.1"), (12, 1));
+        assert_eq!(compute_capability("?"), (0, 0));
+    }
+}

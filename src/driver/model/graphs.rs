@@ -1,0 +1,60 @@
+//! Which models a run takes: the zoo's graphs named on the command line,
+//! less those that cannot run in the run's layout.
+
+use crate::note::note;
+use anyhow::{bail, Result};
+use cnnbench_layers::net::{Graph, Op};
+use cnnbench_layers::{zoo, Layout};
+
+/// Recurrent layers run in NHWC only (a sequence's features innermost,
+/// as cuDNN's RNN API reads them): under `--layout nchw` a model named on
+/// the command line with them is refused, and those `all` brought in are
+/// left out, with a note.
+pub fn sequences_in_nhwc(graphs: &mut Vec<Graph>, names: &[String], layout: Layout) -> Result<()> {
+    if layout != Layout::Nchw {
+        return Ok(());
+    }
+    let recurrent = |g: &Graph| g.nodes.iter().any(|n| matches!(n.op, Op::Recurrent(_)));
+    if let Some(g) = graphs
+        .iter()
+        .find(|g| recurrent(g) && names.contains(&g.name))
+    {
+        bail!(
+            "{} has recurrent layers, which run in the nhwc layout only; use --layout nhwc",
+            g.name
+        );
+    }
+    let left: Vec<String> = graphs
+        .iter()
+        .filter(|g| recurrent(g))
+        .map(|g| g.name.clone())
+        .collect();
+    if !left.is_empty() {
+        note!(
+            "cnnbench: leaving out {} (recurrent layers run in the nhwc layout only)",
+            left.join(", ")
+        );
+        graphs.retain(|g| !recurrent(g));
+    }
+    Ok(())
+}
+
+/// The graphs named on the command line (`all` expands), or a one-line
+/// error naming the models there are.
+pub fn resolve(names: &[String]) -> Result<Vec<Graph>> {
+    let mut out = Vec::new();
+    for n in names {
+        if n == "all" {
+            out.extend(zoo::NAMES.iter().filter_map(|m| zoo::build(m)));
+            continue;
+        }
+        match zoo::build(n) {
+            Some(g) => out.push(g),
+            None => bail!(
+                "unknown model '{n}'; there are: {}, or all",
+                zoo::NAMES.join(", ")
+            ),
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,304 @@
+//! `cnnbench model`'s output: the records of a run as JSON, CSV or
+//! tables (the models, each model's layers, where real input came from,
+//! and projected data-parallel steps), rewritten after every model; and
+//! `--describe`'s layer tables ([`describe`]).
+
+pub mod describe;
+
+use super::sink::{end_run, save_run};
+use super::table::{aligned, Align};
+use super::Format;
+use crate::bench::Stats;
+use crate::results::model_record::MODEL_CSV_HEADER;
+use crate::results::store::{RunFile, Store, FORMAT_VERSION};
+use crate::results::{self, Environment, LayerTime, ModelRecord, ProjectionSet};
+use anyhow::{Context, Result};
+use serde::Serialize;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Renders and keeps the records of a model run.
+pub struct ModelOutput {
+    env: Environment,
+    records: Vec<ModelRecord>,
+    format: Format,
+    path: Option<PathBuf>,
+    store: Option<Store>,
+}
+
+impl ModelOutput {
+    /// The output of a run in `env` (priced, its `store` file made),
+    /// rendered in `format` to `path` (`--out`) or stdout: `path` and the
+    /// store file get the (empty) run at once.
+    pub fn new(
+        env: Environment,
+        format: Format,
+        path: Option<PathBuf>,
+        store: Option<Store>,
+    ) -> Result<ModelOutput> {
+        let out = ModelOutput {
+            store,
+            env,
+            records: Vec::new(),
+            format,
+            path,
+        };
+        out.save(false, false)?;
+        Ok(out)
+    }
+
+    pub fn push(&mut self, r: ModelRecord) -> Result<()> {
+        self.records.push(r);
+        self.save(false, false)
+    }
+
+    /// As the layer sink's: `last` is the run's final write.
+    fn save(&self, complete: bool, last: bool) -> Result<()> {
+        let file = RunFile {
+            format_version: FORMAT_VERSION,
+            subcommand: "model".into(),
+            environment: self.env.clone(),
+            records: self.records.clone(),
+            skipped: Vec::new(),
+            complete,
+        };
+        save_run(
+            self.path.as_deref(),
+            || self.render(complete),
+            self.store.as_ref(),
+            &file,
+            last,
+        )
+    }
+
+    /// As the layer sink's: JSON says whether the run is `complete`.
+    fn render(&self, complete: bool) -> Result<String> {
+        Ok(match self.format {
+            Format::Json => {
+                #[derive(Serialize)]
+                struct Doc<'a> {
+                    environment: &'a Environment,
+                    records: &'a [ModelRecord],
+                    complete: bool,
+                }
+                let doc = Doc {
+                    environment: &self.env,
+                    records: &self.records,
+                    complete,
+                };
+                serde_json::to_string_pretty(&doc)? + "\n"
+            }
+            Format::Csv => {
+                let mut w = csv::Writer::from_writer(Vec::new());
+                w.write_record(MODEL_CSV_HEADER)?;
+                for r in &self.records {
+                    w.write_record(r.csv_row())?;
+                }
+                String::from_utf8(w.into_inner().context("flushing CSV")?)?
+            }
+            Format::Table | Format::Md | Format::Benchdnn => {
+                let md = self.format == Format::Md;
+                let e = &self.env;
+                let (machine, clock) = match &e.gpu {
+                    Some(g) => (
+                        format!(
+                            "{} | cuDNN {} | cuBLAS {}",
+                            g.name,
+                            g.cudnn_label(),
+                            g.cublas
+                        ),
+                        "GPU time (CUDA events)",
+                    ),
+                    None => (
+                        format!("{} | {} threads | isa {}", e.cpu, e.threads, e.isa),
+                        "wall clock",
+                    ),
+                };
+                let mut s = format!(
+                    "# cnnbench {} ({}) | {machine} | training steps, median (min-max) of timed steps, {clock}\n",
+                    e.cnnbench.version, e.cnnbench.git
+                );
+                s += &models_table(&self.records, md);
+                for r in &self.records {
+                    if let Some(f) = &r.input.folder {
+                        s += &input_line(r, f);
+                    }
+                }
+                for r in self.records.iter().filter(|r| !r.layers.is_empty()) {
+                    s += &format!("\n## {} (batch {}), per layer\n", r.model, r.batch);
+                    s += &layers_table(&r.layers, md);
+                }
+                for r in &self.records {
+                    if let Some(p) = &r.projection {
+                        s += &projection_section(r, p, md);
+                    }
+                }
+                s
+            }
+        })
+    }
+
+    pub fn finish(&self, interrupted: bool) -> Result<ExitCode> {
+        self.save(!interrupted, true)?;
+        let out = self.path.as_deref();
+        let end = end_run(
+            out,
+            self.render(!interrupted)?,
+            self.records.len(),
+            self.store.as_ref(),
+            interrupted,
+        )?;
+        Ok(end.unwrap_or(ExitCode::SUCCESS))
+    }
+}
+
+fn ms_range(s: &Option<Stats>) -> String {
+    s.map_or("-".into(), |s| {
+        format!("{:.1} ({:.1}-{:.1})", s.median, s.min, s.max)
+    })
+}
+
+fn gib(b: usize) -> String {
+    format!("{:.2} GiB", b as f64 / (1u64 << 30) as f64)
+}
+
+fn models_table(records: &[ModelRecord], md: bool) -> String {
+    let header = [
+        "model", "batch", "params", "fwd ms", "bwd ms", "step ms", "img/s", "GFLOP/s", "memory",
+        "runs", "status",
+    ];
+    let rows: Vec<Vec<String>> = records
+        .iter()
+        .map(|r| {
+            vec![
+                r.model.clone(),
+                r.batch.to_string(),
+                r.params.to_string(),
+                ms_range(&r.forward_ms),
+                ms_range(&r.backward_ms),
+                ms_range(&r.total_ms),
+                r.images_per_sec.map_or("-".into(), |v| format!("{v:.1}")),
+                r.gflops.map_or("-".into(), |v| format!("{v:.1}")),
+                r.memory.map_or("-".into(), |m| gib(m.total)),
+                r.runs.to_string(),
+                r.status.clone(),
+            ]
+        })
+        .collect();
+    use Align::{Left as L, Right as R};
+    aligned(&header, &[L, R, R, R, R, R, R, R, R, R, L], &rows, md)
+}
+
+/// Where a real-data run's images came from and whether the loader kept
+/// up, in two lines under the table.
+fn input_line(r: &ModelRecord, f: &results::FolderInput) -> String {
+    let step = r.total_ms.map_or(0.0, |s| s.median);
+    let share = if step > 0.0 {
+        100.0 * f.wait_ms.median / step
+    } else {
+        0.0
+    };
+    format!(
+        "{} input: {} ({} images, {} classes{}), {} transform, {}, {} loader thread(s), prefetch {}
+           loader {:.1} img/s (its threads' capacity) vs step {:.1} img/s; each step waited {:.2} ms (median, {share:.1}% of the step): {}
+",
+        r.model,
+        f.path,
+        f.images,
+        f.classes,
+        if f.skipped > 0 {
+            format!(", {} skipped", f.skipped)
+        } else {
+            String::new()
+        },
+        f.transform,
+        f.decoder,
+        f.loader_threads,
+        f.prefetch,
+        f.loader_images_per_sec,
+        r.images_per_sec.unwrap_or(0.0),
+        f.wait_ms.median,
+        if f.input_bound {
+            "INPUT-BOUND"
+        } else {
+            "compute-bound"
+        },
+    )
+}
+
+/// A record's projections, marked as such, with every assumption.
+fn projection_section(r: &ModelRecord, p: &ProjectionSet, md: bool) -> String {
+    let mut s = format!(
+        "\n## {} (batch {} per GPU), PROJECTED data-parallel steps (a model from this run's per-layer backward times, not a measurement)\n",
+        r.model, r.batch
+    );
+    let rows: Vec<Vec<String>> = p
+        .rows
+        .iter()
+        .map(|x| {
+            vec![
+                x.gpus.to_string(),
+                x.nodes.to_string(),
+                x.buckets.to_string(),
+                x.algorithm.clone(),
+                format!("{:.2}", x.comm_ms),
+                format!("{:.2}", x.exposed_ms),
+                format!("{:.1}", x.step_ms),
+                format!("{:.0}", x.images_per_sec),
+                format!("{:.1}", x.speedup),
+                format!("{:.1}%", 100.0 * x.efficiency),
+            ]
+        })
+        .collect();
+    use Align::{Left as L, Right as R};
+    s += &aligned(
+        &[
+            "GPUs",
+            "nodes",
+            "buckets",
+            "all-reduce",
+            "comm ms",
+            "exposed ms",
+            "step ms",
+            "img/s",
+            "speedup",
+            "efficiency",
+        ],
+        &[R, R, R, L, R, R, R, R, R, R],
+        &rows,
+        md,
+    );
+    s += "\nAssumptions:\n";
+    for a in &p.assumptions {
+        s += &format!("{}- {a}\n", if md { "" } else { "  " });
+    }
+    s
+}
+
+fn layers_table(layers: &[LayerTime], md: bool) -> String {
+    let header = [
+        "layer",
+        "type",
+        "output",
+        "fwd ms",
+        "bwd ms",
+        "% step",
+        "algorithms",
+    ];
+    let rows: Vec<Vec<String>> = layers
+        .iter()
+        .map(|l| {
+            vec![
+                l.name.clone(),
+                l.kind.clone(),
+                l.output.clone(),
+                format!("{:.3}", l.forward_ms),
+                format!("{:.3}", l.backward_ms),
+                format!("{:.1}", l.percent),
+                l.kernels.clone(),
+            ]
+        })
+        .collect();
+    use Align::{Left as L, Right as R};
+    aligned(&header, &[L, L, R, R, R, R, L], &rows, md)
+}
