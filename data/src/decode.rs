@@ -11,7 +11,10 @@ mod png;
 #[cfg(test)]
 pub(crate) mod tests;
 
-use crate::transform::ImageError;
+use crate::image::ImageError;
+
+/// The decoded image, at its old path.
+pub use crate::image::Rgb;
 
 /// The most pixels an image may have (2^28, 16384²): more is refused from
 /// the header, before anything is allocated. ImageNet's largest photos are
@@ -24,32 +27,6 @@ pub const MAX_SIDE: usize = 32768;
 /// Cargo.toml pins).
 pub fn decoder_name() -> &'static str {
     "zune-jpeg 0.5.16-rc3 (JPEG), png 0.18 (PNG)"
-}
-
-/// An image decoded to RGB8, rows packed, in a buffer kept for the next.
-#[derive(Default)]
-pub struct Rgb {
-    pub width: usize,
-    pub height: usize,
-    /// `width·height·3` bytes (the buffer may be longer).
-    pub pixels: Vec<u8>,
-    /// The PNG decoder's own output before conversion to RGB.
-    png_raw: Vec<u8>,
-}
-
-impl Rgb {
-    pub fn data(&self) -> &[u8] {
-        &self.pixels[..self.width * self.height * 3]
-    }
-
-    /// `pixels` grown to at least `len` bytes (never shrunk: the next
-    /// image reuses it).
-    fn grow(&mut self, len: usize) -> &mut [u8] {
-        if self.pixels.len() < len {
-            self.pixels.resize(len, 0);
-        }
-        &mut self.pixels[..len]
-    }
 }
 
 /// One line, whatever the library's message holds.

@@ -2,10 +2,12 @@
 //! decoded ([`decode`]) and transformed as torchvision's ImageNet recipe
 //! ([`transform`]) by a bounded, prefetching loader on threads of its own
 //! ([`loader`]), and synthetic JPEG trees for machines without ImageNet
-//! ([`synth`]).
+//! ([`synth`]). At the bottom, what decoding and the transforms share: the
+//! decoded image and the error of an unusable one ([`image`]).
 
 pub mod decode;
 pub mod folder;
+pub mod image;
 pub mod loader;
 pub mod synth;
 pub mod transform;

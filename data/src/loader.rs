@@ -26,13 +26,13 @@ pub use stats::{LoaderStats, FIRST_SKIPPED};
 
 use crate::folder::ImageFolder;
 use crate::transform::Transform;
+use cnnbench_kernels::clock::Stopwatch;
 use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
 use order::{image_seed, Draw, EpochOrder};
 use rayon::prelude::*;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Instant;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LoaderConfig {
@@ -73,7 +73,7 @@ struct Shared {
     cfg: LoaderConfig,
     stats: Mutex<LoaderStats>,
     stop: AtomicBool,
-    started: Instant,
+    started: Stopwatch,
 }
 
 type Ready = Result<Box<BatchBuf>, LoaderError>;
@@ -175,7 +175,7 @@ impl Loader {
                 ..LoaderStats::default()
             }),
             stop: AtomicBool::new(false),
-            started: Instant::now(),
+            started: Stopwatch::start(),
         });
         let sh = shared.clone();
         let producer = std::thread::Builder::new()
@@ -242,7 +242,7 @@ impl Loader {
 
     pub fn stats(&self) -> LoaderStats {
         let mut s = lock(&self.shared.stats).clone();
-        s.wall = self.shared.started.elapsed().as_secs_f64();
+        s.wall = self.shared.started.elapsed_s();
         s
     }
 
@@ -299,9 +299,9 @@ fn produce(
 ) {
     let mut failures = FailureStreak::default();
     loop {
-        let t = Instant::now();
+        let waiting = Stopwatch::start();
         let Ok(mut buf) = free.recv() else { return };
-        lock(&sh.stats).blocked += t.elapsed().as_secs_f64();
+        lock(&sh.stats).blocked += waiting.elapsed_s();
         if sh.stop.load(Ordering::Relaxed) {
             return;
         }

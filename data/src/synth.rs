@@ -209,7 +209,7 @@ mod tests {
         );
         for (name, bytes) in &fa {
             assert!(!name.contains(".part"), "no temporary file left: {name}");
-            let mut rgb = crate::decode::Rgb::default();
+            let mut rgb = crate::image::Rgb::default();
             crate::decode::decode(bytes, &mut rgb).expect("decodes");
             assert_eq!((rgb.width, rgb.height), (40, 30));
             // The frame header's luma sampling: 2x2, i.e. chroma 4:2:0.

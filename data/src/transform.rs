@@ -10,11 +10,14 @@ mod pixels;
 #[cfg(test)]
 mod tests;
 
-use crate::decode::{self, Rgb};
+use crate::decode;
+use crate::image::Rgb;
+use cnnbench_kernels::clock::Stopwatch;
 use fast_image_resize::Resizer;
-use std::time::Instant;
 
 pub use crate::decode::decoder_name;
+/// The skipped image's error, at its old path.
+pub use crate::image::ImageError;
 pub use geometry::{
     center_crop, eval_resize, random_resized_crop, resized_size, round_half_even, Crop, Rng,
 };
@@ -45,18 +48,6 @@ pub struct StageTimes {
     pub copy: f64,
 }
 
-/// Why an image was skipped, in one line.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ImageError(pub String);
-
-impl std::fmt::Display for ImageError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for ImageError {}
-
 /// Buffers one thread reuses from image to image (decoded pixels, the
 /// resampled `size`² pixels, the resizer's own), so a steady stream of
 /// images allocates nothing new here.
@@ -86,9 +77,9 @@ pub fn load_image(
             out.len()
         )));
     }
-    let t0 = Instant::now();
+    let mut clock = Stopwatch::start();
     decode::decode(bytes, &mut scratch.rgb)?;
-    let t1 = Instant::now();
+    let decoding = clock.lap();
     let rgb = &scratch.rgb;
     let flip = match t.kind {
         TransformKind::Train => {
@@ -123,11 +114,11 @@ pub fn load_image(
             false
         }
     };
-    let t2 = Instant::now();
+    let augmenting = clock.lap();
     pixels::normalize(&scratch.resized, size, flip, out);
     Ok(StageTimes {
-        decode: (t1 - t0).as_secs_f64(),
-        augment: (t2 - t1).as_secs_f64(),
-        copy: t2.elapsed().as_secs_f64(),
+        decode: decoding.as_secs_f64(),
+        augment: augmenting.as_secs_f64(),
+        copy: clock.elapsed_s(),
     })
 }

@@ -1,11 +1,11 @@
 //! The runner: warm-up, then timed runs until both the minimum run count and
 //! the time budget are met (or exactly N runs when only `--iters` is given).
 
-use super::timer::Timer;
+use super::timer::{Stopwatch, Timer};
 use crate::note::note;
 use anyhow::Result;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How many times to run, decided from `--warmup`, `--iters`, `--min-time`.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -81,7 +81,7 @@ impl Runner<'_> {
             f()?;
         }
         let mut ms = Vec::with_capacity(self.policy.min_runs.min(4096));
-        let start = Instant::now();
+        let start = Stopwatch::start();
         while ms.len() < self.policy.max_runs
             && (ms.len() < self.policy.min_runs || start.elapsed() < self.policy.min_time)
         {

@@ -1,10 +1,12 @@
 //! Timers. The CPU path is synchronous, so a monotonic wall clock around the
 //! call measures exactly the work; the GPU path times with CUDA events
-//! recorded on the benchmark stream around the enqueued work.
+//! recorded on the benchmark stream around the enqueued work. The wall
+//! clock is the workspace's one [`Stopwatch`] (re-exported here for the
+//! binary's measurements outside a [`Timer`]).
 
 use anyhow::Result;
+pub use cnnbench_kernels::clock::Stopwatch;
 use cnnbench_layers::cuda::EventPair;
-use std::time::Instant;
 
 /// Measures one call of a closure, in milliseconds.
 pub trait Timer {
@@ -13,14 +15,14 @@ pub trait Timer {
     fn describe(&self) -> &'static str;
 }
 
-/// `std::time::Instant` around a synchronous call.
+/// The [`Stopwatch`] (`std::time::Instant`) around a synchronous call.
 pub struct WallClock;
 
 impl Timer for WallClock {
     fn time_ms(&mut self, f: &mut dyn FnMut() -> Result<()>) -> Result<f64> {
-        let t0 = Instant::now();
+        let t0 = Stopwatch::start();
         f()?;
-        Ok(t0.elapsed().as_secs_f64() * 1e3)
+        Ok(t0.elapsed_ms())
     }
     fn describe(&self) -> &'static str {
         "wall clock (std::time::Instant) around each synchronous call"
@@ -31,9 +33,9 @@ impl Timer for WallClock {
 /// `reps`), timed by [`WallClock`].
 pub fn cpu_peak_gflops(isa: cnnbench_kernels::Isa, threads: usize, reps: usize) -> Result<f64> {
     let seconds = |f: &mut dyn FnMut()| {
-        let t0 = Instant::now();
+        let t0 = Stopwatch::start();
         f();
-        t0.elapsed().as_secs_f64()
+        t0.elapsed_s()
     };
     cnnbench_kernels::peak::measure_gflops(isa, threads, reps, &seconds).map_err(anyhow::Error::msg)
 }

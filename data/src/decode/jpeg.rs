@@ -11,8 +11,8 @@
 //! zune's own roundings (IDCT, chroma upsampling): ±1 mostly, a few levels
 //! at most.
 
-use super::{check_size, err, Rgb, MAX_SIDE};
-use crate::transform::ImageError;
+use super::{check_size, err, MAX_SIDE};
+use crate::image::{ImageError, Rgb};
 use zune_core::bytestream::ZCursor;
 use zune_core::colorspace::ColorSpace;
 use zune_core::options::DecoderOptions;

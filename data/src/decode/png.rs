@@ -1,7 +1,7 @@
 //! PNG by the png crate, then to RGB8 as Pillow converts each mode.
 
-use super::{check_size, err, Rgb, MAX_PIXELS};
-use crate::transform::ImageError;
+use super::{check_size, err, MAX_PIXELS};
+use crate::image::{ImageError, Rgb};
 use png::{BitDepth, ColorType, Transformations};
 
 pub(super) fn decode(bytes: &[u8], out: &mut Rgb) -> Result<(), ImageError> {

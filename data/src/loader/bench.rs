@@ -3,8 +3,8 @@
 
 use super::{Loader, LoaderConfig, LoaderError, LoaderStats};
 use crate::folder::ImageFolder;
+use cnnbench_kernels::clock::Stopwatch;
 use std::sync::Arc;
-use std::time::Instant;
 
 /// Pulls batches, dropping each at once, until `images` images (whole
 /// batches, at least one) are delivered after a warm-up batch that is not
@@ -24,7 +24,7 @@ pub fn bench(
     // The warm-up: threads started, files and code in cache.
     drop(loader.next()?);
     let before = loader.stats();
-    let t0 = Instant::now();
+    let t0 = Stopwatch::start();
     let (mut delivered, mut batches) = (0, 0);
     while delivered < images.max(1) {
         let b = loader.next()?;
@@ -33,7 +33,7 @@ pub fn bench(
         drop(b);
         progress(delivered);
     }
-    let wall = t0.elapsed().as_secs_f64();
+    let wall = t0.elapsed_s();
     let mut s = loader.stats().since(&before);
     s.images = delivered;
     s.batches = batches;

@@ -4,11 +4,11 @@
 
 use super::stats::LoaderStats;
 use crate::transform::{load_image, Scratch, StageTimes, Transform};
+use cnnbench_kernels::clock::Stopwatch;
 use std::cell::RefCell;
 use std::io::Read;
 use std::path::Path;
 use std::sync::Mutex;
-use std::time::Instant;
 
 /// Files larger than this are skipped rather than read: no photo of a
 /// dataset is near it; a stray archive, or a link to a device, may be.
@@ -57,11 +57,11 @@ fn load_with(
     slot: &mut [f32],
     stats: &Mutex<LoaderStats>,
 ) -> Result<(), String> {
-    let t0 = Instant::now();
+    let t0 = Stopwatch::start();
     let read = read_file(path, &mut ws.file);
-    let read_s = t0.elapsed().as_secs_f64();
+    let read_s = t0.elapsed_s();
     let result = read.and_then(|()| transform(ws, t, seed, slot));
-    let busy = t0.elapsed().as_secs_f64();
+    let busy = t0.elapsed_s();
     let bytes = ws.file.len() as u64;
     if ws.file.capacity() > KEEP_FILE_BUFFER {
         ws.file = Vec::new();

@@ -6,7 +6,7 @@ use crate::synth::{synth, SynthOptions};
 use crate::transform::TransformKind;
 use std::collections::HashSet;
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// A tree of `images` 48x40 JPEGs in `classes` classes, under `t/tree`.
 fn tree(images: usize, classes: usize) -> (tempfile::TempDir, Arc<ImageFolder>) {

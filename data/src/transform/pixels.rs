@@ -3,8 +3,7 @@
 //! normalizes, flips and widens to f32 into the batch's slot.
 
 use super::geometry::Crop;
-use super::ImageError;
-use crate::decode::Rgb;
+use crate::image::{ImageError, Rgb};
 use fast_image_resize::images::{CroppedImage, Image, ImageRef};
 use fast_image_resize::{FilterType, PixelType, ResizeAlg, ResizeOptions, Resizer};
 use std::sync::OnceLock;

@@ -391,11 +391,11 @@ fn lstm_gate_pass_speed() {
     let mut pre = vec![0.3f32; 4 * n];
     let (cp, mut c, mut h) = (vec![0.1f32; n], vec![0f32; n], vec![0f32; n]);
     let reps = 20_000;
-    let t0 = std::time::Instant::now();
+    let t0 = crate::clock::Stopwatch::start();
     for r in 0..reps {
         pre[r % (4 * n)] = 0.3;
         lstm_fwd(isa, n, &mut pre, &cp, &mut c, &mut h);
     }
-    let ns = t0.elapsed().as_secs_f64() * 1e9 / (reps * n) as f64;
+    let ns = t0.elapsed_s() * 1e9 / (reps * n) as f64;
     println!("lstm_fwd {isa}: {ns:.3} ns per element");
 }

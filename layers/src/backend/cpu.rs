@@ -3,11 +3,11 @@
 
 use crate::core::backend::{Backend, BatchDims, Elem};
 use crate::core::error::{Error, Result};
+use cnnbench_kernels::clock::Stopwatch;
 use cnnbench_kernels::conv::{ConvShape, Direction};
 use cnnbench_kernels::eltwise;
 use cnnbench_kernels::Isa;
 use std::collections::HashMap;
-use std::time::Instant;
 
 /// What every layer may consult while it runs.
 pub struct Ctx {
@@ -42,9 +42,9 @@ impl Param {
 /// Milliseconds `f` took on the host's monotonic clock: the CPU backend's
 /// clock, which its timing events and the convolution autotuner read.
 pub fn time_ms(f: impl FnOnce()) -> f64 {
-    let t0 = Instant::now();
+    let t0 = Stopwatch::start();
     f();
-    t0.elapsed().as_secs_f64() * 1e3
+    t0.elapsed_ms()
 }
 
 /// The CPU backend: the ISA its kernels run at.
@@ -68,7 +68,7 @@ impl Backend for Cpu {
     type Out<'a> = &'a mut [f32];
     type Param = Param;
     type Ctx = Ctx;
-    type Event = Option<Instant>;
+    type Event = Option<Stopwatch>;
     type SumPlan = ();
     type Stage = Vec<f32>;
 
@@ -152,22 +152,22 @@ impl Backend for Cpu {
         0
     }
 
-    fn event(&self) -> Result<Option<Instant>> {
+    fn event(&self) -> Result<Option<Stopwatch>> {
         Ok(None)
     }
 
-    fn record(&self, e: &mut Option<Instant>) -> Result<()> {
-        *e = Some(Instant::now());
+    fn record(&self, e: &mut Option<Stopwatch>) -> Result<()> {
+        *e = Some(Stopwatch::start());
         Ok(())
     }
 
-    fn wait(&self, _e: &Option<Instant>) -> Result<()> {
+    fn wait(&self, _e: &Option<Stopwatch>) -> Result<()> {
         Ok(())
     }
 
-    fn elapsed_ms(&self, a: &Option<Instant>, b: &Option<Instant>) -> Result<f64> {
+    fn elapsed_ms(&self, a: &Option<Stopwatch>, b: &Option<Stopwatch>) -> Result<f64> {
         Ok(match (a, b) {
-            (Some(a), Some(b)) => b.duration_since(*a).as_secs_f64() * 1e3,
+            (Some(a), Some(b)) => a.until(b).as_secs_f64() * 1e3,
             _ => 0.0,
         })
     }

@@ -192,8 +192,8 @@ mod tests {
 #[test]
 #[ignore]
 fn rows_gemm_beside_sgemm() {
+    use crate::clock::Stopwatch;
     use crate::gemm::{sgemm_acc, GemmShape};
-    use std::time::Instant;
     let isa = Isa::detect();
     for (m, n, k) in [
         (256, 32, 64),
@@ -218,7 +218,7 @@ fn rows_gemm_beside_sgemm() {
         let (mut ours, mut theirs) = (Vec::new(), Vec::new());
         for round in 0..6 {
             for first in [round % 2 == 0, round % 2 == 1] {
-                let t0 = Instant::now();
+                let t0 = Stopwatch::start();
                 for _ in 0..reps {
                     if first {
                         rows_gemm(isa, m, n, k, &a, &b, &mut c, true);
@@ -226,7 +226,7 @@ fn rows_gemm_beside_sgemm() {
                         sgemm_acc(&s, &a, &b, &mut c, true);
                     }
                 }
-                let us = t0.elapsed().as_secs_f64() * 1e6 / reps as f64;
+                let us = t0.elapsed_s() * 1e6 / reps as f64;
                 if first {
                     ours.push(us)
                 } else {
