@@ -17,7 +17,6 @@ pub mod memory;
 pub mod nccl;
 pub mod nvrtc;
 mod probe;
-pub mod rnn;
 pub mod stage;
 
 pub use device::{DeviceInfo, Peak};

@@ -19,9 +19,12 @@
 //! goes back the same way into `dhy`, beside a sequence gradient kept at
 //! zero.
 
+use super::cudnn_algos::RnnAlgo;
+use super::cudnn_descs::RnnForm;
+use super::cudnn_space::{RnnSpace, RnnTensors};
+use super::cudnn_weights::Slot;
 use crate::backend::cuda::error::{check_driver, driver};
 use crate::backend::cuda::layer::{Cuda, DevPtr, GpuCtx, GpuParam, HostOrder};
-use crate::backend::cuda::rnn::{RnnAlgo, RnnForm, RnnSpace, RnnTensors, Slot};
 use crate::backend::cuda::{DeviceBuffer, Gpu, GpuResult};
 use crate::core::backend::Layer;
 use crate::core::dtype::Storage;
@@ -464,5 +467,7 @@ impl<'g> Layer<Cuda<'g>> for RecurrentGpuLayer {
     }
 }
 
+#[cfg(test)]
+mod cudnn_tests;
 #[cfg(test)]
 mod tests;

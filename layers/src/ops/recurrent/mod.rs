@@ -15,6 +15,11 @@
 
 pub mod cpu;
 pub mod cuda;
+pub mod cudnn_algos;
+pub mod cudnn_descs;
+pub mod cudnn_problem;
+pub mod cudnn_space;
+pub mod cudnn_weights;
 
 use crate::backend::cpu::Cpu;
 use crate::backend::cuda::layer::Cuda;

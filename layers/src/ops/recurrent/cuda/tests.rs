@@ -1,5 +1,5 @@
 use super::*;
-use crate::backend::cuda::rnn::lin_layers_in;
+use crate::ops::recurrent::cudnn_weights::lin_layers_in;
 use crate::ops::recurrent::RecurrentSpec;
 
 fn spec(cell: Cell, bidirectional: bool) -> RecurrentSpec {
