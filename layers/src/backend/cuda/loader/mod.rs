@@ -7,16 +7,17 @@
 //! library is loaded by its versioned soname from the first folder on
 //! `LD_LIBRARY_PATH` that holds it (by its full path, so nothing else can
 //! answer to the name), else by the soname through the system's search
-//! (`ld.so.cache`, the default folders). cuDNN, cuBLAS and NVRTC are then
-//! called through tables of our own ([`cudnn_sys`], [`cublas_sys`],
-//! [`nvrtc_sys`]); the driver stays with cudarc, which finds the file
-//! loaded here already open, and is refused if it opened another.
+//! (`ld.so.cache`, the default folders). cuDNN, cuBLAS, NVRTC and NCCL are
+//! then called through tables of our own ([`cudnn_sys`], [`cublas_sys`],
+//! [`nvrtc_sys`], [`nccl_sys`]); the driver stays with cudarc, which finds
+//! the file loaded here already open, and is refused if it opened another.
 
 #[macro_use]
 mod api;
 pub mod cublas_sys;
 pub mod cudnn_sys;
 mod driver;
+pub mod nccl_sys;
 pub mod nvrtc_sys;
 mod objects;
 #[cfg(test)]
@@ -103,7 +104,7 @@ pub fn libraries() -> Vec<LibraryInfo> {
     let mut all = vec![driver::info(), cudnn_sys::info()];
     all.extend(cublas_sys::info());
     all.push(nvrtc_sys::info());
-    all.push(super::nccl::library_info());
+    all.push(nccl_sys::info());
     all
 }
 
