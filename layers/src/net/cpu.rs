@@ -4,11 +4,10 @@
 //! by layer.
 
 use super::exec::{held, ExecOptions, Executor};
-use super::graph::{Graph, Op};
+use super::graph::Graph;
 use super::plan::passes_gradient;
 use crate::backend::cpu::{Cpu, Ctx, Param};
 use crate::core::error::Result;
-use cnnbench_kernels::rnn::Workspace;
 use cnnbench_kernels::Isa;
 use std::collections::HashMap;
 
@@ -157,18 +156,19 @@ pub fn estimate(graph: &Graph, batch: usize) -> u128 {
     let mut elems: u128 = graph.params() as u128 * 3;
     for (i, node) in graph.nodes.iter().enumerate() {
         let len = batch as u128 * node.out.len() as u128;
-        if !matches!(node.op, Op::Flatten(_)) {
+        if !node.op.spec().aliases_input() {
             elems += len; // the output
             elems += len * consumers[i].len() as u128; // its gradients
         }
     }
-    // Recurrent layers keep every step's gates for the backward pass.
+    // What layers keep beyond them (recurrent layers: every step's gates
+    // for the backward pass).
     let mut bytes = elems * 4;
     for (i, node) in graph.nodes.iter().enumerate() {
-        if let Op::Recurrent(r) = node.op {
-            let shape = r.shape(graph.nodes[graph.nodes[i].inputs[0]].out, batch);
-            bytes += Workspace::bytes_for(&shape).map_or(u128::MAX / 2, |b| b as u128);
-        }
+        bytes += node
+            .op
+            .spec()
+            .cpu_scratch_bytes(&graph.input_dims(i), batch);
     }
     bytes
 }

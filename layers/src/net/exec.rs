@@ -14,9 +14,15 @@
 //! forward pass (nor in the backward pass, for
 //! [`ReluFusion::ForwardBackward`]). The per-layer table books the ReLU's
 //! time under the layer and says so in the kernels column.
+//!
+//! The next batch's staging is in [`batch`]; what the host reads and sets
+//! (outputs, one node's passes for `check`, named parameters) in [`host`].
+
+mod batch;
+mod host;
 
 use super::fusion::relu_fusions;
-use super::graph::{Graph, Op};
+use super::graph::Graph;
 use super::init;
 use super::plan::{passes_gradient, BufferPlan};
 use crate::core::backend::{Backend, BatchDims, Elem, Layer, ReluFusion};
@@ -333,7 +339,7 @@ impl<B: Backend> Executor<B> {
 
     pub(super) fn forward_node(&mut self, i: usize) -> Result<()> {
         let node = &self.graph.nodes[i];
-        if matches!(node.op, Op::Flatten(_)) {
+        if node.op.spec().aliases_input() {
             return Ok(());
         }
         let Some(layer) = self.layers[i].as_mut() else {
@@ -503,184 +509,6 @@ impl<B: Backend> Executor<B> {
         })
     }
 
-    /// The loss of the last forward pass (waits for the device).
-    pub fn loss(&self) -> Result<f32> {
-        let last = self.graph.nodes.len() - 1;
-        let buf = held(&self.acts[self.act_of[last]]);
-        let d = dims(&self.graph, last, self.batch);
-        Ok(self.backend.download(buf, d, Elem::F32)?[0])
-    }
-
-    /// The dims of the tensor node `i`'s buffer holds: a flatten's buffer
-    /// is its input's, laid out as that input, so host values convert with
-    /// the input's dims.
-    fn buffer_dims(&self, mut i: usize) -> BatchDims {
-        while matches!(self.graph.nodes[i].op, Op::Flatten(_)) {
-            i = self.graph.nodes[i].inputs[0];
-        }
-        dims(&self.graph, i, self.batch)
-    }
-
-    /// The loss, and token ids, are f32 in every precision.
-    fn elem(&self, i: usize) -> Elem {
-        let ids = i == 0 && self.graph.input_vocab().is_some();
-        if i == self.graph.nodes.len() - 1 || ids {
-            Elem::F32
-        } else {
-            Elem::Run
-        }
-    }
-
-    /// Node `i`'s output as NHWC f32 (waits for the device).
-    pub fn output_host(&self, i: usize) -> Result<Vec<f32>> {
-        let buf = held(&self.acts[self.act_of[i]]);
-        self.backend
-            .download(buf, self.buffer_dims(i), self.elem(i))
-    }
-
-    /// Sets node `i`'s output from NHWC f32 values (`check` feeds each
-    /// layer the reference's inputs).
-    pub fn upload_output(&mut self, i: usize, host: &[f32]) -> Result<()> {
-        let (d, e) = (self.buffer_dims(i), self.elem(i));
-        let buf = self.acts[self.act_of[i]]
-            .as_mut()
-            .expect("a node's output is held");
-        self.backend.upload(buf, host, d, e)
-    }
-
-    /// Sets the next steps' batch: the images (NHWC f32, the graph's input
-    /// shape) and one label per image for the loss ([`Executor::stage_batch`]
-    /// then [`Executor::take_batch`]).
-    pub fn set_batch(&mut self, images: &[f32], labels: &[u32]) -> Result<()> {
-        self.stage_batch(images, labels)?;
-        self.take_batch()
-    }
-
-    /// Starts moving a batch towards the device (the images as NHWC f32
-    /// of the graph's input shape, one label per image for the loss) and
-    /// returns: on a GPU its copy overlaps the step run next, and
-    /// [`Executor::take_batch`] makes it the input before the step after.
-    pub fn stage_batch(&mut self, images: &[f32], labels: &[u32]) -> Result<()> {
-        let want = self.batch * self.graph.nodes[0].out.len();
-        if images.len() != want {
-            return Err(crate::core::error::Error::invalid(
-                "set batch",
-                format!("{} image values for a batch needing {want}", images.len()),
-            ));
-        }
-        let stage = match &mut self.stage {
-            Some(s) => s,
-            None => {
-                let s = self
-                    .backend
-                    .alloc_stage(self.buffer_dims(0), self.elem(0))?;
-                self.stage.insert(s)
-            }
-        };
-        if labels.len() != self.batch {
-            return Err(crate::core::error::Error::invalid(
-                "set batch",
-                format!("{} labels for a batch of {}", labels.len(), self.batch),
-            ));
-        }
-        self.backend.stage(stage, images)?;
-        self.staged_labels.clear();
-        self.staged_labels.extend_from_slice(labels);
-        self.staged = true;
-        Ok(())
-    }
-
-    /// Makes the staged batch the network's input and its labels the
-    /// loss's; returns once the images are in place.
-    pub fn take_batch(&mut self) -> Result<()> {
-        let stage = match (&mut self.stage, self.staged) {
-            (Some(s), true) => s,
-            _ => {
-                return Err(crate::core::error::Error::invalid(
-                    "set batch",
-                    "no batch was staged".into(),
-                ))
-            }
-        };
-        // The labels first: a label the loss refuses leaves the input as
-        // it was.
-        let mut taken = false;
-        for layer in self.layers.iter_mut().flatten() {
-            taken |= layer.set_labels(&mut self.cx, &self.staged_labels)?;
-        }
-        if !taken {
-            return Err(crate::core::error::Error::invalid(
-                "set batch",
-                "the graph has no loss layer to take labels".into(),
-            ));
-        }
-        let buf = self.acts[self.act_of[0]]
-            .as_mut()
-            .expect("the input's buffer is held");
-        self.backend.unstage(stage, buf)?;
-        self.staged = false;
-        Ok(())
-    }
-
-    /// Node `i`'s forward alone, after its inputs were set.
-    pub fn forward_one(&mut self, i: usize) -> Result<()> {
-        let seed = self.step_seed();
-        B::set_step_seed(&mut self.cx, seed);
-        self.forward_node(i)
-    }
-
-    /// Node `i`'s backward alone, reading `dy_parts` (NHWC f32, one per
-    /// consuming edge, in the plan's order) times `scale` as its output
-    /// gradients. The layer is linear in them, so its gradients come out
-    /// scaled by `scale` too: `check` scales half-precision runs so that
-    /// small gradients do not underflow, as mixed-precision training's
-    /// loss scaling does.
-    pub fn backward_one(&mut self, i: usize, dy_parts: &[&[f32]], scale: f32) -> Result<()> {
-        if passes_gradient(&self.graph.nodes[i].op) {
-            return Ok(());
-        }
-        let d = self.buffer_dims(i);
-        for (&b, host) in self.dy_parts[i].clone().iter().zip(dy_parts) {
-            let scaled: Vec<f32> = host.iter().map(|v| v * scale).collect();
-            let buf = self.grads[b].as_mut().expect("a gradient part is held");
-            self.backend.upload(buf, &scaled, d, Elem::Run)?;
-        }
-        self.backward_node(i)
-    }
-
-    /// Every parameter with its name (`conv1.weight`, `bn1.bias`), in
-    /// graph order.
-    pub fn named_params(&mut self) -> Vec<(String, &mut B::Param)> {
-        let mut out = Vec::new();
-        for (i, l) in self.layers.iter_mut().enumerate() {
-            if let Some(l) = l {
-                for (k, p) in l.params().into_iter().enumerate() {
-                    out.push((param_name(&self.graph, i, k), p));
-                }
-            }
-        }
-        out
-    }
-
-    /// Node `i`'s parameters, weight then bias.
-    pub fn node_params(&self, i: usize) -> Vec<&B::Param> {
-        self.layers[i]
-            .as_ref()
-            .map_or_else(Vec::new, |l| l.params_ref())
-    }
-
-    /// Node `i`'s parameter gradients with their names, f32 in the CPU
-    /// layers' order (waits for the device).
-    pub fn layer_grads(&self, i: usize) -> Result<Vec<(String, Vec<f32>)>> {
-        let mut out = Vec::new();
-        if let Some(l) = &self.layers[i] {
-            for (k, p) in l.params_ref().into_iter().enumerate() {
-                out.push((param_name(&self.graph, i, k), self.backend.param_grad(p)?));
-            }
-        }
-        Ok(out)
-    }
-
     /// The kernels each layer ran (convolutions: algorithm per direction).
     pub fn kernels(&self, i: usize) -> String {
         match self.fused_into[i] {
@@ -732,11 +560,4 @@ fn dims(graph: &Graph, i: usize, batch: usize) -> BatchDims {
         w: d.w,
         c: d.c,
     }
-}
-
-/// `conv1.weight`, `conv1.bias`, `lstm.weight_ih_l0`: parameter `k` of
-/// node `i`.
-fn param_name(graph: &Graph, i: usize, k: usize) -> String {
-    let node = &graph.nodes[i];
-    format!("{}.{}", node.name, node.op.spec().param_name(k))
 }

@@ -56,20 +56,21 @@ impl Graph {
     /// How many values a label takes: the classes, or 2 for a binary
     /// classifier's one logit (sigmoid with binary cross-entropy).
     pub fn label_classes(&self) -> usize {
-        match self.nodes.last().map(|n| n.op) {
-            Some(Op::SigmoidBce(_)) => 2,
-            _ => self.classes(),
-        }
+        let loss = self.nodes.last().expect("a graph has its input node");
+        loss.op
+            .spec()
+            .label_classes()
+            .unwrap_or_else(|| self.classes())
     }
 
     /// The vocabulary, when the input is a sequence of token ids read by
     /// an embedding (ids are held as f32 on every backend and in every
     /// precision, so that they stay whole numbers).
     pub fn input_vocab(&self) -> Option<usize> {
-        self.nodes.iter().find_map(|n| match n.op {
-            Op::Embedding(e) if n.inputs == [0] => Some(e.vocab),
-            _ => None,
-        })
+        self.nodes
+            .iter()
+            .filter(|n| n.inputs == [0])
+            .find_map(|n| n.op.spec().id_vocab())
     }
 
     /// The dims of node `i`'s inputs.
@@ -92,23 +93,7 @@ impl Graph {
     /// (beta)). They sum to [`Graph::node_params`]; the gradient buckets
     /// ([`super::buckets`]) are cut along them.
     pub fn node_param_sizes(&self, i: usize) -> Vec<usize> {
-        let x = self.input_dims(i);
-        // The same lengths the ops' `init` makes, without making them.
-        match self.nodes[i].op {
-            Op::Conv(s) => {
-                let weight = self.conv_shape(i, 1).wei_len();
-                if s.bias {
-                    vec![weight, s.oc]
-                } else {
-                    vec![weight]
-                }
-            }
-            Op::Linear(s) => vec![x[0].len() * s.out, s.out],
-            Op::BatchNorm(_) => vec![x[0].c, x[0].c],
-            Op::Embedding(e) => vec![e.vocab * e.dim],
-            Op::Recurrent(r) => r.param_sizes(x[0].c),
-            _ => Vec::new(),
-        }
+        self.nodes[i].op.spec().param_sizes(&self.input_dims(i))
     }
 
     pub fn params(&self) -> usize {
@@ -139,7 +124,7 @@ impl Graph {
         let node = &self.nodes[i];
         let first = node.inputs.first().copied();
         let flattened = first
-            .filter(|&t| matches!(self.nodes[t].op, Op::Flatten(_)))
+            .filter(|&t| self.nodes[t].op.spec().aliases_input())
             .map(|t| self.nodes[self.nodes[t].inputs[0]].out);
         NodeCx {
             index: i,
@@ -171,6 +156,12 @@ impl Graph {
             panic!("node {} ({}) is not a convolution", i, n.name)
         };
         s.shape(self.nodes[n.inputs[0]].out, n.out, mb)
+    }
+
+    /// Whether a layer runs in the NHWC layout only (recurrent layers: a
+    /// sequence's features innermost, as cuDNN's RNN API reads them).
+    pub fn nhwc_only(&self) -> bool {
+        self.nodes.iter().any(|n| n.op.spec().nhwc_only())
     }
 
     /// The layers that read each layer's output (more than one: its

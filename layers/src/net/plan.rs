@@ -13,7 +13,8 @@ use super::graph::{Graph, Op};
 pub struct BufferPlan {
     /// Elements of each activation buffer (the whole batch).
     pub act_len: Vec<usize>,
-    /// The activation buffer of each node (flatten shares its input's).
+    /// The activation buffer of each node (one that aliases its input, a
+    /// flatten, shares its input's).
     pub act_of: Vec<usize>,
     /// Elements of each gradient buffer.
     pub grad_len: Vec<usize>,
@@ -26,9 +27,10 @@ pub struct BufferPlan {
     pub dx_of: Vec<Vec<Option<usize>>>,
 }
 
-/// Nodes whose backward hands the output gradient to the inputs as is.
+/// Nodes whose backward hands the output gradient to the inputs as is
+/// ([`crate::ops::spec::OpSpec::passes_gradient`]).
 pub fn passes_gradient(op: &Op) -> bool {
-    matches!(op, Op::Add(_) | Op::Flatten(_))
+    op.spec().passes_gradient()
 }
 
 impl BufferPlan {
@@ -40,7 +42,7 @@ impl BufferPlan {
         let mut act_len = Vec::new();
         let mut act_of = Vec::with_capacity(n);
         for (i, node) in graph.nodes.iter().enumerate() {
-            if matches!(node.op, Op::Flatten(_)) {
+            if node.op.spec().aliases_input() {
                 act_of.push(act_of[node.inputs[0]]);
             } else {
                 act_len.push(len(i));

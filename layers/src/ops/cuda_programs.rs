@@ -23,7 +23,7 @@ pub fn compile_kernels(ctx: &Arc<CudaContext>, cc: (i32, i32)) -> GpuResult<Kern
 
 /// Every kernel the programs define.
 pub fn kernel_names(programs: &[Program]) -> Vec<&'static str> {
-    programs.iter().flat_map(|p| p.kernels).copied().collect()
+    programs.iter().flat_map(Program::kernel_names).collect()
 }
 
 #[cfg(test)]
@@ -32,7 +32,9 @@ mod tests {
     use crate::backend::cuda::nvrtc::tests::nvrtc_here;
     use crate::backend::cuda::nvrtc::{
         compile_all, compile_cubin, compile_ptx, supported_archs, unique_kernels, Target,
+        CAST_BF16_TO_F32, CAST_F16_TO_F32, CAST_F32_TO_BF16, CAST_F32_TO_F16, SGD_UPDATE,
     };
+    use crate::core::dtype::Storage;
 
     /// The kernels a PTX module defines (its `.entry` names), sorted.
     fn ptx_entries(ptx: &str) -> Vec<&str> {
@@ -52,6 +54,30 @@ mod tests {
         let twice = [programs[0], programs[0]];
         let e = unique_kernels(&twice).unwrap_err();
         assert!(e.contains("cast.cu and cast.cu both list kernel"), "{e}");
+    }
+
+    /// Every per-storage kernel is named by the one rule
+    /// (`backend::cuda::kernel_name`), and the backend's own kernels are
+    /// listed with the ops'.
+    #[test]
+    fn every_kernel_is_listed_by_the_one_rule() {
+        let programs = cuda_programs();
+        for k in programs.iter().flat_map(|p| p.per_storage) {
+            let base = k.name(Storage::F32).strip_suffix("_f32").unwrap();
+            let suffixes = [(Storage::F16, "_f16"), (Storage::Bf16, "_bf16")];
+            for (st, suffix) in suffixes {
+                assert_eq!(k.name(st), format!("{base}{suffix}"));
+            }
+        }
+        let listed = kernel_names(&programs);
+        let backend = [
+            CAST_F32_TO_F16,
+            CAST_F32_TO_BF16,
+            CAST_F16_TO_F32,
+            CAST_BF16_TO_F32,
+            SGD_UPDATE,
+        ];
+        assert!(backend.iter().all(|k| listed.contains(k)), "{listed:?}");
     }
 
     #[test]
@@ -78,7 +104,7 @@ mod tests {
             // the kernels the module defines.
             for (p, (file, ptx)) in programs_all.iter().zip(&ptx) {
                 assert_eq!(p.file, *file);
-                let mut want: Vec<&str> = p.kernels.to_vec();
+                let mut want: Vec<&str> = p.kernel_names().collect();
                 want.sort_unstable();
                 assert_eq!(ptx_entries(ptx), want, "{file} ({arch})");
             }
@@ -116,7 +142,7 @@ mod tests {
             // module they are looked up in.
             for (p, (file, bin, _)) in programs_all.iter().zip(&programs) {
                 assert_eq!(p.file, *file);
-                for name in p.kernels {
+                for name in p.kernel_names() {
                     let sym = format!("\0{name}\0");
                     let found = bin.windows(sym.len()).any(|w| w == sym.as_bytes());
                     assert!(found, "{name} not in {file} ({sm})");

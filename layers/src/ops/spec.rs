@@ -49,10 +49,17 @@ pub trait OpSpec {
         one_input(x)
     }
 
-    /// Learnable parameters (BN: weight and bias; running statistics are
-    /// buffers, not parameters).
-    fn params(&self, _x: &[Dims]) -> usize {
-        0
+    /// Element counts of the learnable parameters, in the order the
+    /// layers hold them and [`OpSpec::init`] makes them: weight, then bias
+    /// (BN: weight (gamma), then bias (beta); running statistics are
+    /// buffers, not parameters). The gradient buckets are cut along them.
+    fn param_sizes(&self, _x: &[Dims]) -> Vec<usize> {
+        Vec::new()
+    }
+
+    /// Learnable parameters: the sum of [`OpSpec::param_sizes`].
+    fn params(&self, x: &[Dims]) -> usize {
+        self.param_sizes(x).iter().sum()
     }
 
     /// Multiply-accumulates of the forward pass for one image (convolutions
@@ -69,6 +76,48 @@ pub trait OpSpec {
         } else {
             "bias"
         }
+    }
+
+    /// Whether the output is the first input's memory seen with other
+    /// dims (flatten): the executor gives it no buffer of its own and
+    /// runs nothing forward, and the layer after sees the input's dims
+    /// ([`NodeCx::flattened`]).
+    fn aliases_input(&self) -> bool {
+        false
+    }
+
+    /// Whether the backward hands the output gradient to every input as
+    /// is (residual add, flatten): the inputs' gradients share its
+    /// buffer, and nothing runs backward.
+    fn passes_gradient(&self) -> bool {
+        false
+    }
+
+    /// The value count of a label when this op is the loss, where it is
+    /// not the classes (the loss's input channels): a binary
+    /// classifier's one logit takes 2.
+    fn label_classes(&self) -> Option<usize> {
+        None
+    }
+
+    /// The vocabulary, when the op reads token ids (an embedding): read
+    /// from the network's input, they are held as f32 on every backend
+    /// and in every precision.
+    fn id_vocab(&self) -> Option<usize> {
+        None
+    }
+
+    /// Whether the op runs in the NHWC layout only (a sequence's features
+    /// innermost, as cuDNN's RNN API reads them).
+    fn nhwc_only(&self) -> bool {
+        false
+    }
+
+    /// Bytes the CPU layer keeps at batch `batch` beyond its output and
+    /// gradients (a recurrent layer: every step's gates, for the backward
+    /// pass), for the memory check made before allocating.
+    fn cpu_scratch_bytes(&self, _x: &[Dims], _batch: usize) -> u128 {
+        0
     }
 
     /// The initial parameters in the CPU layers' order (weight, then

@@ -11,6 +11,7 @@ pub mod device;
 #[cfg(test)]
 pub mod emu;
 pub(crate) mod error;
+pub mod kernel_name;
 pub mod layer;
 pub mod loader;
 pub mod memory;

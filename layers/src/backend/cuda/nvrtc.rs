@@ -19,6 +19,7 @@
 //! Rust never contracts a multiply and an add into one FMA.
 
 use super::error::{driver, GpuError, GpuResult};
+use super::kernel_name::PerStorage;
 use super::loader::nvrtc_sys;
 use super::probe::nvrtc_missing;
 use crate::core::dtype::Storage;
@@ -34,9 +35,10 @@ use std::sync::Arc;
 pub const PRELUDE: &str = include_str!("prelude.cuh");
 
 /// One CUDA C source (without the prelude) and the kernels it defines:
-/// `kernels` lists exactly the `extern "C"` kernels of `source` (tested
-/// against NVRTC's output in `ops::cuda_programs`), and only these are
-/// looked up in the program's module.
+/// `per_storage` and `single` together list exactly the `extern "C"`
+/// kernels of `source` (tested against NVRTC's output in
+/// `ops::cuda_programs`), and only these are looked up in the program's
+/// module.
 /// The backend's own are [`BACKEND_PROGRAMS`]; each op with kernels of its
 /// own keeps its program in its folder, and `ops::cuda_programs` gathers
 /// them all.
@@ -44,7 +46,19 @@ pub const PRELUDE: &str = include_str!("prelude.cuh");
 pub struct Program {
     pub file: &'static str,
     pub source: &'static str,
-    pub kernels: &'static [&'static str],
+    /// The kernels instantiated once per storage (three each; see
+    /// [`super::kernel_name`]).
+    pub per_storage: &'static [PerStorage],
+    /// The kernels defined once, by their names.
+    pub single: &'static [&'static str],
+}
+
+impl Program {
+    /// Every kernel the program defines.
+    pub fn kernel_names(&self) -> impl Iterator<Item = &'static str> {
+        let per_storage = self.per_storage.iter().flat_map(|k| k.names());
+        per_storage.chain(self.single.iter().copied())
+    }
 }
 
 pub(crate) const CAST_F32_TO_F16: &str = "cast_f32_to_f16";
@@ -58,7 +72,8 @@ pub const BACKEND_PROGRAMS: &[Program] = &[
     Program {
         file: "cast.cu",
         source: include_str!("cast.cu"),
-        kernels: &[
+        per_storage: &[],
+        single: &[
             CAST_F32_TO_F16,
             CAST_F32_TO_BF16,
             CAST_F16_TO_F32,
@@ -68,7 +83,8 @@ pub const BACKEND_PROGRAMS: &[Program] = &[
     Program {
         file: "sgd.cu",
         source: include_str!("sgd.cu"),
-        kernels: &[SGD_UPDATE],
+        per_storage: &[],
+        single: &[SGD_UPDATE],
     },
 ];
 
@@ -299,20 +315,12 @@ pub(crate) fn blocks_for(n: u64) -> u32 {
     n.div_ceil(u64::from(THREADS)).min(MAX_BLOCKS) as u32
 }
 
-pub(crate) fn pick(st: Storage, names: [&'static str; 3]) -> &'static str {
-    match st {
-        Storage::F32 => names[0],
-        Storage::F16 => names[1],
-        Storage::Bf16 => names[2],
-    }
-}
-
 /// Checks that no two of `programs` name the same kernel, so that each
 /// name is looked up in exactly one module.
 pub(crate) fn unique_kernels(programs: &[Program]) -> Result<(), String> {
     let mut seen = HashMap::new();
     for p in programs {
-        for &name in p.kernels {
+        for name in p.kernel_names() {
             if let Some(other) = seen.insert(name, p.file) {
                 return Err(format!("{other} and {} both list kernel {name}", p.file));
             }
@@ -377,7 +385,7 @@ impl Kernels {
                 };
                 err
             })?;
-            for &name in program.kernels {
+            for name in program.kernel_names() {
                 let f = module.load_function(name).map_err(|e| {
                     let mut err = driver("cuModuleGetFunction", e);
                     err.status = format!("{} for {name} in {file}", err.status);

@@ -1,5 +1,5 @@
 // Shared prelude of cnnbench's run-time compiled CUDA kernels. The Rust side
-// (layers/src/cuda/nvrtc.rs) prepends this text to every .cu file before
+// (layers/src/backend/cuda/nvrtc.rs) prepends this text to every .cu file before
 // handing it to NVRTC, so nothing here may #include anything: NVRTC ships
 // without the CUDA headers (cuda_fp16.h among them). Half-precision values
 // are therefore stored as raw 16-bit patterns (unsigned short) and converted
@@ -80,7 +80,8 @@ struct BF16 {
 // INSTANTIATE_STORAGES(M) expands M(suffix, D) once per storage, where M
 // defines `extern "C" __global__ void name_##suffix(...)` (unmangled, so
 // the host finds it by name) calling the template body with D. Inside M,
-// `D::T` is the storage type.
+// `D::T` is the storage type. The host derives the same names from `name`
+// in one place (backend/cuda/kernel_name.rs, whose tests read this line).
 #define INSTANTIATE_STORAGES(M) M(f32, F32) M(f16, F16) M(bf16, BF16)
 
 // SplitMix64, identical to cnnbench_kernels::rng::SplitMix64 (unsigned

@@ -1,5 +1,5 @@
 //! The residual add. Its backward is free: the executor hands the output
-//! gradient to both inputs as it is (no copy), see `net::cpu`.
+//! gradient to both inputs as it is (no copy), see `net::plan`.
 
 pub mod cpu;
 pub mod cuda;
@@ -28,6 +28,10 @@ impl OpSpec for AddSpec {
             [a, b] => Err(format!("adds {a} and {b}")),
             _ => Err(format!("takes two inputs, not {}", x.len())),
         }
+    }
+
+    fn passes_gradient(&self) -> bool {
+        true
     }
 
     fn cpu(&self, _cx: &NodeCx) -> Result<Box<dyn Layer<Cpu>>> {

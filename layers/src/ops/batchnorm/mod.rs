@@ -28,8 +28,8 @@ impl OpSpec for BatchNormSpec {
         "bn"
     }
 
-    fn params(&self, x: &[Dims]) -> usize {
-        2 * x[0].c
+    fn param_sizes(&self, x: &[Dims]) -> Vec<usize> {
+        vec![x[0].c, x[0].c]
     }
 
     fn init(&self, cx: &NodeCx) -> Vec<Vec<f32>> {

@@ -4,11 +4,10 @@
 use crate::backend::cuda::cudnn::{CudnnHandle, TensorDesc};
 use crate::backend::cuda::cudnn_ops::SCALARS;
 use crate::backend::cuda::device::compute_capability;
+use crate::backend::cuda::kernel_name::{per_storage, PerStorage};
 use crate::backend::cuda::layer::void;
 use crate::backend::cuda::loader::cudnn_sys as sys;
-use crate::backend::cuda::nvrtc::{
-    blocks_for, invalid, pick, to_i32, to_u64, Arg, Kernels, Program,
-};
+use crate::backend::cuda::nvrtc::{blocks_for, invalid, to_i32, to_u64, Arg, Kernels, Program};
 use crate::backend::cuda::{check_cudnn, DeviceBuffer, Gpu, GpuResult};
 use crate::core::dtype::Storage;
 use crate::core::{DType, Layout};
@@ -16,38 +15,17 @@ use cudarc::driver::sys::CUdeviceptr;
 use cudarc::driver::CudaStream;
 use std::sync::Arc;
 
-/// Per storage, in the order of `Storage`: F32, F16, Bf16.
-pub(crate) const BIAS_GRAD_ROWS: [&str; 3] = [
-    "bias_grad_rows_f32",
-    "bias_grad_rows_f16",
-    "bias_grad_rows_bf16",
-];
-pub(crate) const BIAS_GRAD_PLANES: [&str; 3] = [
-    "bias_grad_planes_f32",
-    "bias_grad_planes_f16",
-    "bias_grad_planes_bf16",
-];
-pub(crate) const BIAS_GRAD_FINISH: [&str; 3] = [
-    "bias_grad_finish_f32",
-    "bias_grad_finish_f16",
-    "bias_grad_finish_bf16",
-];
+/// One instance per storage ([`per_storage!`]).
+pub(crate) const BIAS_GRAD_ROWS: PerStorage = per_storage!("bias_grad_rows");
+pub(crate) const BIAS_GRAD_PLANES: PerStorage = per_storage!("bias_grad_planes");
+pub(crate) const BIAS_GRAD_FINISH: PerStorage = per_storage!("bias_grad_finish");
 
 /// `bias_grad.cu` and its kernels.
 pub const PROGRAM: Program = Program {
     file: "bias_grad.cu",
     source: include_str!("bias_grad.cu"),
-    kernels: &[
-        BIAS_GRAD_ROWS[0],
-        BIAS_GRAD_ROWS[1],
-        BIAS_GRAD_ROWS[2],
-        BIAS_GRAD_PLANES[0],
-        BIAS_GRAD_PLANES[1],
-        BIAS_GRAD_PLANES[2],
-        BIAS_GRAD_FINISH[0],
-        BIAS_GRAD_FINISH[1],
-        BIAS_GRAD_FINISH[2],
-    ],
+    per_storage: &[BIAS_GRAD_ROWS, BIAS_GRAD_PLANES, BIAS_GRAD_FINISH],
+    single: &[],
 };
 
 /// Who reduces a bias gradient.
@@ -143,13 +121,13 @@ impl BiasGradPlan {
     /// after the pointers (the first pass's `dy, part`; the finish's
     /// `part, db`).
     pub fn launches(&self, st: Storage) -> GpuResult<BiasGradLaunches> {
-        let finish = pick(st, BIAS_GRAD_FINISH);
+        let finish = BIAS_GRAD_FINISH.name(st);
         let c = to_i32(finish, "c", self.c)?;
         let chunks = to_i32(finish, "chunks", self.chunks)?;
-        let (names, first_grid) = self
+        let (kernel, first_grid) = self
             .first_pass()
             .ok_or_else(|| invalid(finish, format!("grid too large: {self:?}")))?;
-        let first = pick(st, names);
+        let first = kernel.name(st);
         let mut first_args = vec![
             Arg::U64(to_u64(first, self.outer)?),
             Arg::U64(to_u64(first, self.per_chunk)?),
@@ -172,8 +150,8 @@ impl BiasGradPlan {
     /// with a block per (chunk, channel) when each image's channel is a
     /// plane (NCHW), else `bias_grad_rows` with a block per (chunk, tile of
     /// 32 channels). `None` when the grid would not fit a launch.
-    fn first_pass(&self) -> Option<([&'static str; 3], u32)> {
-        let (names, per_chunk) = if self.inner > 1 {
+    fn first_pass(&self) -> Option<(PerStorage, u32)> {
+        let (kernel, per_chunk) = if self.inner > 1 {
             (BIAS_GRAD_PLANES, self.c)
         } else {
             (BIAS_GRAD_ROWS, self.c.div_ceil(LANES))
@@ -182,7 +160,7 @@ impl BiasGradPlan {
             .checked_mul(self.chunks)
             .and_then(|g| u32::try_from(g).ok())
             .filter(|&g| g <= i32::MAX as u32)?;
-        Some((names, grid))
+        Some((kernel, grid))
     }
 }
 

@@ -110,9 +110,13 @@ impl OpSpec for ConvSpec {
         Ok(Dims::new(h, w, self.oc))
     }
 
-    fn params(&self, x: &[Dims]) -> usize {
-        let bias = if self.bias { self.oc } else { 0 };
-        self.kh * self.kw * (x[0].c / self.groups) * self.oc + bias
+    fn param_sizes(&self, x: &[Dims]) -> Vec<usize> {
+        let weight = self.kh * self.kw * (x[0].c / self.groups) * self.oc;
+        if self.bias {
+            vec![weight, self.oc]
+        } else {
+            vec![weight]
+        }
     }
 
     fn macs(&self, x: &[Dims], y: Dims) -> u64 {

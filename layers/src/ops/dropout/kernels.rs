@@ -1,32 +1,23 @@
 //! Launch wrappers of `dropout.cu` (the CPU's mask), on the compiled
 //! [`Kernels`].
 
-use crate::backend::cuda::nvrtc::{
-    blocks_for, invalid, pick, to_i32, to_u64, Arg, Kernels, Program,
-};
+use crate::backend::cuda::kernel_name::{per_storage, PerStorage};
+use crate::backend::cuda::nvrtc::{blocks_for, invalid, to_i32, to_u64, Arg, Kernels, Program};
 use crate::backend::cuda::GpuResult;
 use crate::core::dtype::Storage;
 use cudarc::driver::sys::CUdeviceptr;
 use cudarc::driver::CudaStream;
 
-/// Per storage, in the order of `Storage`: F32, F16, Bf16.
-pub(crate) const DROPOUT_FWD: [&str; 3] =
-    ["dropout_fwd_f32", "dropout_fwd_f16", "dropout_fwd_bf16"];
-pub(crate) const DROPOUT_BWD: [&str; 3] =
-    ["dropout_bwd_f32", "dropout_bwd_f16", "dropout_bwd_bf16"];
+/// One instance per storage ([`per_storage!`]).
+pub(crate) const DROPOUT_FWD: PerStorage = per_storage!("dropout_fwd");
+pub(crate) const DROPOUT_BWD: PerStorage = per_storage!("dropout_bwd");
 
 /// `dropout.cu` and its kernels.
 pub const PROGRAM: Program = Program {
     file: "dropout.cu",
     source: include_str!("dropout.cu"),
-    kernels: &[
-        DROPOUT_FWD[0],
-        DROPOUT_FWD[1],
-        DROPOUT_FWD[2],
-        DROPOUT_BWD[0],
-        DROPOUT_BWD[1],
-        DROPOUT_BWD[2],
-    ],
+    per_storage: &[DROPOUT_FWD, DROPOUT_BWD],
+    single: &[],
 };
 
 impl Kernels {
@@ -54,7 +45,7 @@ impl Kernels {
         p: f32,
         seed: u64,
     ) -> GpuResult<()> {
-        let name = pick(st, DROPOUT_FWD);
+        let name = DROPOUT_FWD.name(st);
         let len = [n, c, h, w]
             .into_iter()
             .try_fold(1usize, usize::checked_mul)
@@ -99,7 +90,7 @@ impl Kernels {
         len: usize,
         p: f32,
     ) -> GpuResult<()> {
-        let name = pick(st, DROPOUT_BWD);
+        let name = DROPOUT_BWD.name(st);
         if len == 0 {
             return Ok(());
         }

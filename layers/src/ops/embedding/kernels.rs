@@ -1,39 +1,24 @@
 //! Launch wrappers of `embedding.cu` (row gather, atomic scatter-add
 //! gradient), on the compiled [`Kernels`].
 
-use crate::backend::cuda::nvrtc::{
-    blocks_for, invalid, pick, to_i32, to_u64, Arg, Kernels, Program,
-};
+use crate::backend::cuda::kernel_name::{per_storage, PerStorage};
+use crate::backend::cuda::nvrtc::{blocks_for, invalid, to_i32, to_u64, Arg, Kernels, Program};
 use crate::backend::cuda::GpuResult;
 use crate::core::dtype::Storage;
 use cudarc::driver::sys::CUdeviceptr;
 use cudarc::driver::CudaStream;
 
-/// Per storage of the output (and its gradient), in the order of
-/// `Storage`: F32, F16, Bf16.
-pub(crate) const EMBEDDING_FWD: [&str; 3] = [
-    "embedding_fwd_f32",
-    "embedding_fwd_f16",
-    "embedding_fwd_bf16",
-];
-pub(crate) const EMBEDDING_BWD: [&str; 3] = [
-    "embedding_bwd_f32",
-    "embedding_bwd_f16",
-    "embedding_bwd_bf16",
-];
+/// One instance per storage of the output (and its gradient)
+/// ([`per_storage!`]).
+pub(crate) const EMBEDDING_FWD: PerStorage = per_storage!("embedding_fwd");
+pub(crate) const EMBEDDING_BWD: PerStorage = per_storage!("embedding_bwd");
 
 /// `embedding.cu` and its kernels.
 pub const PROGRAM: Program = Program {
     file: "embedding.cu",
     source: include_str!("embedding.cu"),
-    kernels: &[
-        EMBEDDING_FWD[0],
-        EMBEDDING_FWD[1],
-        EMBEDDING_FWD[2],
-        EMBEDDING_BWD[0],
-        EMBEDDING_BWD[1],
-        EMBEDDING_BWD[2],
-    ],
+    per_storage: &[EMBEDDING_FWD, EMBEDDING_BWD],
+    single: &[],
 };
 
 /// An embedding's sizes: `n` sequences of `t` tokens, rows of `dim`
@@ -89,7 +74,7 @@ impl Kernels {
         y: CUdeviceptr,
         d: EmbeddingDims,
     ) -> GpuResult<()> {
-        let name = pick(st, EMBEDDING_FWD);
+        let name = EMBEDDING_FWD.name(st);
         let (rest, len) = d.args(name)?;
         if len == 0 {
             return Ok(());
@@ -120,7 +105,7 @@ impl Kernels {
         grad: CUdeviceptr,
         d: EmbeddingDims,
     ) -> GpuResult<()> {
-        let name = pick(st, EMBEDDING_BWD);
+        let name = EMBEDDING_BWD.name(st);
         let (rest, len) = d.args(name)?;
         if len == 0 {
             return Ok(());

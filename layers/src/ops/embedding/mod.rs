@@ -49,8 +49,12 @@ impl OpSpec for EmbeddingSpec {
         }
     }
 
-    fn params(&self, _x: &[Dims]) -> usize {
-        self.vocab * self.dim
+    fn param_sizes(&self, _x: &[Dims]) -> Vec<usize> {
+        vec![self.vocab * self.dim]
+    }
+
+    fn id_vocab(&self) -> Option<usize> {
+        Some(self.vocab)
     }
 
     fn init(&self, cx: &NodeCx) -> Vec<Vec<f32>> {

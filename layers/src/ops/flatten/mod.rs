@@ -26,6 +26,14 @@ impl OpSpec for FlattenSpec {
         Ok(Dims::new(1, 1, one_input(x)?.len()))
     }
 
+    fn aliases_input(&self) -> bool {
+        true
+    }
+
+    fn passes_gradient(&self) -> bool {
+        true
+    }
+
     fn cpu(&self, _cx: &NodeCx) -> Result<Box<dyn Layer<Cpu>>> {
         Ok(Box::new(FlattenLayer))
     }

@@ -36,8 +36,8 @@ impl OpSpec for LinearSpec {
         }
     }
 
-    fn params(&self, x: &[Dims]) -> usize {
-        x[0].c * self.out + self.out
+    fn param_sizes(&self, x: &[Dims]) -> Vec<usize> {
+        vec![x[0].c * self.out, self.out]
     }
 
     fn macs(&self, x: &[Dims], _y: Dims) -> u64 {

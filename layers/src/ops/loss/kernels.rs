@@ -1,9 +1,8 @@
 //! Launch wrappers of `loss.cu` (softmax cross-entropy), on the compiled
 //! [`Kernels`].
 
-use crate::backend::cuda::nvrtc::{
-    blocks_for, invalid, pick, to_i32, to_u64, Arg, Kernels, Program,
-};
+use crate::backend::cuda::kernel_name::{per_storage, PerStorage};
+use crate::backend::cuda::nvrtc::{blocks_for, invalid, to_i32, to_u64, Arg, Kernels, Program};
 use crate::backend::cuda::GpuResult;
 use crate::core::dtype::Storage;
 use cudarc::driver::sys::CUdeviceptr;
@@ -11,31 +10,16 @@ use cudarc::driver::CudaStream;
 
 pub(crate) const MEAN: &str = "mean_f32";
 
-/// Per storage, in the order of `Storage`: F32, F16, Bf16.
-pub(crate) const XENT_FWD: [&str; 3] = [
-    "softmax_xent_fwd_f32",
-    "softmax_xent_fwd_f16",
-    "softmax_xent_fwd_bf16",
-];
-pub(crate) const XENT_BWD: [&str; 3] = [
-    "softmax_xent_bwd_f32",
-    "softmax_xent_bwd_f16",
-    "softmax_xent_bwd_bf16",
-];
+/// One instance per storage ([`per_storage!`]).
+pub(crate) const XENT_FWD: PerStorage = per_storage!("softmax_xent_fwd");
+pub(crate) const XENT_BWD: PerStorage = per_storage!("softmax_xent_bwd");
 
 /// `loss.cu` and its kernels.
 pub const PROGRAM: Program = Program {
     file: "loss.cu",
     source: include_str!("loss.cu"),
-    kernels: &[
-        XENT_FWD[0],
-        XENT_FWD[1],
-        XENT_FWD[2],
-        XENT_BWD[0],
-        XENT_BWD[1],
-        XENT_BWD[2],
-        MEAN,
-    ],
+    per_storage: &[XENT_FWD, XENT_BWD],
+    single: &[MEAN],
 };
 
 impl Kernels {
@@ -63,7 +47,7 @@ impl Kernels {
         batch: usize,
         classes: usize,
     ) -> GpuResult<()> {
-        let name = pick(st, XENT_FWD);
+        let name = XENT_FWD.name(st);
         if batch == 0 || classes == 0 {
             return Err(invalid(
                 name,
@@ -112,7 +96,7 @@ impl Kernels {
         batch: usize,
         classes: usize,
     ) -> GpuResult<()> {
-        let name = pick(st, XENT_BWD);
+        let name = XENT_BWD.name(st);
         let n = batch
             .checked_mul(classes)
             .ok_or_else(|| invalid(name, format!("{batch}·{classes} elements")))?;

@@ -1,9 +1,8 @@
 //! Launch wrappers of `lrn.cu` (LRN across channels where cuDNN has none),
 //! and the choice of who runs an LRN.
 
-use crate::backend::cuda::nvrtc::{
-    blocks_for, invalid, pick, to_i32, to_u64, Arg, Kernels, Program,
-};
+use crate::backend::cuda::kernel_name::{per_storage, PerStorage};
+use crate::backend::cuda::nvrtc::{blocks_for, invalid, to_i32, to_u64, Arg, Kernels, Program};
 use crate::backend::cuda::GpuResult;
 use crate::core::dtype::Storage;
 use crate::core::DType;
@@ -11,17 +10,16 @@ use cnnbench_kernels::norm::lrn::LrnParams;
 use cudarc::driver::sys::CUdeviceptr;
 use cudarc::driver::CudaStream;
 
-/// Per storage, in the order of `Storage`: F32, F16, Bf16.
-pub(crate) const LRN_FWD: [&str; 3] = ["lrn_fwd_f32", "lrn_fwd_f16", "lrn_fwd_bf16"];
-pub(crate) const LRN_BWD: [&str; 3] = ["lrn_bwd_f32", "lrn_bwd_f16", "lrn_bwd_bf16"];
+/// One instance per storage ([`per_storage!`]).
+pub(crate) const LRN_FWD: PerStorage = per_storage!("lrn_fwd");
+pub(crate) const LRN_BWD: PerStorage = per_storage!("lrn_bwd");
 
 /// `lrn.cu` and its kernels.
 pub const PROGRAM: Program = Program {
     file: "lrn.cu",
     source: include_str!("lrn.cu"),
-    kernels: &[
-        LRN_FWD[0], LRN_FWD[1], LRN_FWD[2], LRN_BWD[0], LRN_BWD[1], LRN_BWD[2],
-    ],
+    per_storage: &[LRN_FWD, LRN_BWD],
+    single: &[],
 };
 
 /// Who runs an LRN, forward and backward.
@@ -68,7 +66,7 @@ impl Kernels {
         x: CUdeviceptr,
         y: CUdeviceptr,
     ) -> GpuResult<()> {
-        let name = pick(st, LRN_FWD);
+        let name = LRN_FWD.name(st);
         let Some((len, tail)) = lrn_args(name, shape, p)? else {
             return Ok(());
         };
@@ -98,7 +96,7 @@ impl Kernels {
         dy: CUdeviceptr,
         dx: CUdeviceptr,
     ) -> GpuResult<()> {
-        let name = pick(st, LRN_BWD);
+        let name = LRN_BWD.name(st);
         let Some((len, tail)) = lrn_args(name, shape, p)? else {
             return Ok(());
         };

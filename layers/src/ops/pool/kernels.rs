@@ -1,29 +1,24 @@
 //! Launch wrappers of `pool.cu` (ceil-mode pooling), on the compiled
 //! [`Kernels`].
 
-use crate::backend::cuda::nvrtc::{blocks_for, invalid, pick, to_i32, Arg, Kernels, Program};
+use crate::backend::cuda::kernel_name::{per_storage, PerStorage};
+use crate::backend::cuda::nvrtc::{blocks_for, invalid, to_i32, Arg, Kernels, Program};
 use crate::backend::cuda::GpuResult;
 use crate::core::dtype::Storage;
 use cnnbench_kernels::pool::PoolShape;
 use cudarc::driver::sys::CUdeviceptr;
 use cudarc::driver::CudaStream;
 
-/// Per storage, in the order of `Storage`: F32, F16, Bf16.
-pub(crate) const POOL_FWD: [&str; 3] = ["pool_fwd_f32", "pool_fwd_f16", "pool_fwd_bf16"];
-pub(crate) const POOL_BWD: [&str; 3] = ["pool_bwd_f32", "pool_bwd_f16", "pool_bwd_bf16"];
+/// One instance per storage ([`per_storage!`]).
+pub(crate) const POOL_FWD: PerStorage = per_storage!("pool_fwd");
+pub(crate) const POOL_BWD: PerStorage = per_storage!("pool_bwd");
 
 /// `pool.cu` and its kernels.
 pub const PROGRAM: Program = Program {
     file: "pool.cu",
     source: include_str!("pool.cu"),
-    kernels: &[
-        POOL_FWD[0],
-        POOL_FWD[1],
-        POOL_FWD[2],
-        POOL_BWD[0],
-        POOL_BWD[1],
-        POOL_BWD[2],
-    ],
+    per_storage: &[POOL_FWD, POOL_BWD],
+    single: &[],
 };
 
 impl Kernels {
@@ -46,7 +41,7 @@ impl Kernels {
         x: CUdeviceptr,
         y: CUdeviceptr,
     ) -> GpuResult<()> {
-        let name = pick(st, POOL_FWD);
+        let name = POOL_FWD.name(st);
         let (ints, n_out, _) = pool_ints(name, shape, max, nchw)?;
         if n_out == 0 {
             return Ok(());
@@ -79,7 +74,7 @@ impl Kernels {
         dy: CUdeviceptr,
         dx: CUdeviceptr,
     ) -> GpuResult<()> {
-        let name = pick(st, POOL_BWD);
+        let name = POOL_BWD.name(st);
         let (ints, _, n_in) = pool_ints(name, shape, max, nchw)?;
         if n_in == 0 {
             return Ok(());

@@ -30,7 +30,7 @@ use crate::core::init::fan_in_uniform;
 use crate::core::shape::Dims;
 use crate::ops::spec::{one_input, NodeCx, OpSpec};
 pub use cnnbench_kernels::rnn::Cell;
-use cnnbench_kernels::rnn::{Direction, RnnShape};
+use cnnbench_kernels::rnn::{Direction, RnnShape, Workspace};
 pub use cpu::RecurrentLayer;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -121,8 +121,19 @@ impl OpSpec for RecurrentSpec {
         })
     }
 
-    fn params(&self, x: &[Dims]) -> usize {
-        self.param_sizes(x[0].c).iter().sum()
+    fn param_sizes(&self, x: &[Dims]) -> Vec<usize> {
+        // The inherent `param_sizes`, of the input's features.
+        RecurrentSpec::param_sizes(self, x[0].c)
+    }
+
+    fn nhwc_only(&self) -> bool {
+        true
+    }
+
+    /// Every step's gates, kept for the backward pass.
+    fn cpu_scratch_bytes(&self, x: &[Dims], batch: usize) -> u128 {
+        let shape = self.shape(x[0], batch);
+        Workspace::bytes_for(&shape).map_or(u128::MAX / 2, |b| b as u128)
     }
 
     /// The GEMMs: per step and direction, `gates·h·(c + h)`.

@@ -1,31 +1,23 @@
 //! Launch wrappers of `sigmoid_bce.cu` (sigmoid with binary cross-entropy,
 //! mean over the batch), on the compiled [`Kernels`].
 
-use crate::backend::cuda::nvrtc::{blocks_for, invalid, pick, to_i32, Arg, Kernels, Program};
+use crate::backend::cuda::kernel_name::{per_storage, PerStorage};
+use crate::backend::cuda::nvrtc::{blocks_for, invalid, to_i32, Arg, Kernels, Program};
 use crate::backend::cuda::GpuResult;
 use crate::core::dtype::Storage;
 use cudarc::driver::sys::CUdeviceptr;
 use cudarc::driver::CudaStream;
 
-/// Per storage of the logits, in the order of `Storage`: F32, F16, Bf16.
-pub(crate) const BCE_FWD: [&str; 3] = [
-    "sigmoid_bce_fwd_f32",
-    "sigmoid_bce_fwd_f16",
-    "sigmoid_bce_fwd_bf16",
-];
-pub(crate) const BCE_BWD: [&str; 3] = [
-    "sigmoid_bce_bwd_f32",
-    "sigmoid_bce_bwd_f16",
-    "sigmoid_bce_bwd_bf16",
-];
+/// One instance per storage of the logits ([`per_storage!`]).
+pub(crate) const BCE_FWD: PerStorage = per_storage!("sigmoid_bce_fwd");
+pub(crate) const BCE_BWD: PerStorage = per_storage!("sigmoid_bce_bwd");
 
 /// `sigmoid_bce.cu` and its kernels.
 pub const PROGRAM: Program = Program {
     file: "sigmoid_bce.cu",
     source: include_str!("sigmoid_bce.cu"),
-    kernels: &[
-        BCE_FWD[0], BCE_FWD[1], BCE_FWD[2], BCE_BWD[0], BCE_BWD[1], BCE_BWD[2],
-    ],
+    per_storage: &[BCE_FWD, BCE_BWD],
+    single: &[],
 };
 
 impl Kernels {
@@ -46,7 +38,7 @@ impl Kernels {
         loss_out: CUdeviceptr,
         batch: usize,
     ) -> GpuResult<()> {
-        let name = pick(st, BCE_FWD);
+        let name = BCE_FWD.name(st);
         if batch == 0 {
             return Err(invalid(name, "an empty batch".into()));
         }
@@ -78,7 +70,7 @@ impl Kernels {
         dlogits: CUdeviceptr,
         batch: usize,
     ) -> GpuResult<()> {
-        let name = pick(st, BCE_BWD);
+        let name = BCE_BWD.name(st);
         if batch == 0 {
             return Ok(());
         }

@@ -32,6 +32,10 @@ impl OpSpec for SigmoidBceSpec {
         }
     }
 
+    fn label_classes(&self) -> Option<usize> {
+        Some(2)
+    }
+
     fn cpu(&self, cx: &NodeCx) -> Result<Box<dyn Layer<Cpu>>> {
         Ok(Box::new(SigmoidBceLayer::new(cx.labels.to_vec())))
     }
