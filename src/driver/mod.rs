@@ -6,6 +6,7 @@
 //! checked against the reference where asked, and the record is made,
 //! complete, from the samples.
 
+pub mod data;
 pub mod gpu;
 pub mod model;
 pub mod replicas;

@@ -4,6 +4,7 @@
 //! CSV for machines ([`writers`]), and the sink every layer subcommand
 //! writes its records through ([`sink`]).
 
+pub mod data;
 pub mod model;
 pub mod sink;
 pub mod table;

@@ -5,6 +5,7 @@ pub mod atomic;
 pub mod dump;
 pub mod environment;
 pub mod kinds;
+pub mod loader_record;
 pub mod memory;
 pub mod model_record;
 pub mod price;
