@@ -72,7 +72,7 @@ struct OnCuda<'g> {
 }
 
 impl<'g> OnBackend for OnCuda<'g> {
-    type B = crate::backend::cuda::layer::Cuda<'g>;
+    type B = crate::backend::cuda::backend::Cuda<'g>;
 
     fn net(&self, g: &Graph, batch: usize) -> GpuNet<'g> {
         let opts = GpuOptions {

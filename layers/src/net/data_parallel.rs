@@ -25,8 +25,8 @@
 use super::buckets::{self, Bucket, GradParam};
 use super::exec::GradientHook;
 use super::gpu::GpuNet;
+use crate::backend::cuda::backend::DevPtr;
 use crate::backend::cuda::error::{driver, GpuResult};
-use crate::backend::cuda::layer::DevPtr;
 use crate::backend::cuda::nccl::{self, Comm, Elem, Reduce};
 use crate::core::error::Result;
 use cudarc::driver::sys::CUevent_flags;

@@ -10,8 +10,8 @@
 use super::exec::{ExecOptions, Executor};
 use super::graph::Graph;
 use super::plan::BufferPlan;
+use crate::backend::cuda::backend::Cuda;
 use crate::backend::cuda::cudnn;
-use crate::backend::cuda::layer::{Cuda, GpuCtx};
 use crate::backend::cuda::memory::Workspace;
 use crate::backend::cuda::nvrtc::Kernels;
 use crate::backend::cuda::{DeviceBuffer, Gpu, GpuResult};
@@ -72,16 +72,7 @@ impl<'g> Executor<Cuda<'g>> {
         opts: GpuOptions,
     ) -> GpuResult<GpuNet<'g>> {
         let backend = Cuda::new(gpu, kernels, opts.dtype, opts.layout)?;
-        let cx = GpuCtx {
-            gpu,
-            kernels,
-            dtype: opts.dtype,
-            layout: opts.layout,
-            step_seed: opts.seed,
-            workspace: Workspace::NONE,
-            workspace_limit: opts.workspace_limit,
-            workspace_buf: None,
-        };
+        let cx = backend.ctx(opts.seed, opts.workspace_limit);
         let exec = ExecOptions {
             seed: opts.seed,
             per_layer: opts.per_layer,

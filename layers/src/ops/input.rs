@@ -2,7 +2,7 @@
 //! any backend; the executor fills its buffer.
 
 use crate::backend::cpu::Cpu;
-use crate::backend::cuda::layer::Cuda;
+use crate::backend::cuda::backend::Cuda;
 use crate::backend::cuda::GpuResult;
 use crate::core::backend::Layer;
 use crate::core::error::{Error, Result};

@@ -6,7 +6,7 @@
 //! starts from the same parameters ([`OpSpec::init`]).
 
 use crate::backend::cpu::Cpu;
-use crate::backend::cuda::layer::Cuda;
+use crate::backend::cuda::backend::Cuda;
 use crate::backend::cuda::GpuResult;
 use crate::core::backend::{Backend, Layer};
 use crate::core::error::Result;

@@ -4,6 +4,7 @@
 //! (cudarc's dynamic loading), so the binary builds and runs without CUDA:
 //! [`Gpu::open`] says in one line what is missing.
 
+pub mod backend;
 pub mod cublas;
 pub mod cudnn;
 pub mod cudnn_ops;
@@ -12,7 +13,6 @@ pub mod device;
 pub mod emu;
 pub(crate) mod error;
 pub mod kernel_name;
-pub mod layer;
 pub mod loader;
 pub mod memory;
 pub mod nccl;

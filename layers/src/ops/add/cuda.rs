@@ -2,9 +2,9 @@
 //! gradient to both inputs unchanged, which the executor does by sharing
 //! the buffer, so it has no backward work.
 
+use crate::backend::cuda::backend::{add_into, Cuda, DevPtr, GpuCtx};
 use crate::backend::cuda::cudnn::TensorDesc;
 use crate::backend::cuda::cudnn_ops::OpTensorDesc;
-use crate::backend::cuda::layer::{add_into, Cuda, DevPtr, GpuCtx};
 use crate::backend::cuda::GpuResult;
 use crate::core::backend::Layer;
 

@@ -9,9 +9,9 @@
 //! space kept from the forward pass to the backward. Both are sized and
 //! allocated once, here.
 
+use crate::backend::cuda::backend::{void, Cuda, DevPtr, GpuCtx, GpuParam};
 use crate::backend::cuda::cudnn::TensorDesc;
 use crate::backend::cuda::cudnn_ops::{bn_epsilon, bn_mode, SCALARS};
-use crate::backend::cuda::layer::{void, Cuda, DevPtr, GpuCtx, GpuParam};
 use crate::backend::cuda::loader::cudnn_sys as sys;
 use crate::backend::cuda::{check_cudnn, DeviceBuffer, Gpu, GpuResult};
 use crate::core::backend::Layer;

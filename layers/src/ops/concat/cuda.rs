@@ -3,7 +3,7 @@
 //! images), so one 2-D device copy per input moves it, and the backward
 //! copies the same blocks back out.
 
-use crate::backend::cuda::layer::{Cuda, DevPtr, GpuCtx};
+use crate::backend::cuda::backend::{Cuda, DevPtr, GpuCtx};
 use crate::backend::cuda::{error_driver, GpuResult};
 use crate::core::backend::Layer;
 use crate::core::Layout;

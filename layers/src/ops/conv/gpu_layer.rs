@@ -9,7 +9,7 @@ use super::cuda::first_usable;
 use super::cudnn_algos;
 use super::cudnn_conv::{BiasCx, ConvDescs, ConvPtrs};
 use super::kernels::BiasGrad;
-use crate::backend::cuda::layer::{void, Cuda, DevPtr, GpuCtx, GpuParam};
+use crate::backend::cuda::backend::{void, Cuda, DevPtr, GpuCtx, GpuParam};
 use crate::backend::cuda::{cudnn, GpuError, GpuResult};
 use crate::core::backend::Layer;
 use crate::core::{DType, Layout};

@@ -1,11 +1,11 @@
 //! Launch wrappers of `bias_grad.cu`, the bias gradient cuDNN lacks for
 //! bf16, and the choice of who computes a bias gradient.
 
+use crate::backend::cuda::backend::void;
 use crate::backend::cuda::cudnn::{CudnnHandle, TensorDesc};
 use crate::backend::cuda::cudnn_ops::SCALARS;
 use crate::backend::cuda::device::compute_capability;
 use crate::backend::cuda::kernel_name::{per_storage, PerStorage};
-use crate::backend::cuda::layer::void;
 use crate::backend::cuda::loader::cudnn_sys as sys;
 use crate::backend::cuda::nvrtc::{blocks_for, invalid, to_i32, to_u64, Arg, Kernels, Program};
 use crate::backend::cuda::{check_cudnn, DeviceBuffer, Gpu, GpuResult};

@@ -13,7 +13,7 @@ pub mod kernels;
 mod tests;
 
 use crate::backend::cpu::Cpu;
-use crate::backend::cuda::layer::{Cuda, HostOrder};
+use crate::backend::cuda::backend::{Cuda, HostOrder};
 use crate::backend::cuda::GpuResult;
 use crate::core::backend::Layer;
 use crate::core::error::Result;

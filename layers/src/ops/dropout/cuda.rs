@@ -3,7 +3,7 @@
 //! position, so both backends drop the same elements and `check` can
 //! compare them.
 
-use crate::backend::cuda::layer::{Cuda, DevPtr, GpuCtx};
+use crate::backend::cuda::backend::{Cuda, DevPtr, GpuCtx};
 use crate::backend::cuda::{DeviceBuffer, Gpu, GpuResult};
 use crate::core::backend::Layer;
 use crate::core::{DType, Layout};

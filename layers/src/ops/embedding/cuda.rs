@@ -10,7 +10,7 @@
 //! host round trip per step.
 
 use super::kernels::EmbeddingDims;
-use crate::backend::cuda::layer::{Cuda, DevPtr, GpuCtx, GpuParam, HostOrder};
+use crate::backend::cuda::backend::{Cuda, DevPtr, GpuCtx, GpuParam, HostOrder};
 use crate::backend::cuda::GpuResult;
 use crate::core::backend::Layer;
 use crate::core::error::Error;

@@ -8,7 +8,7 @@ pub mod cuda;
 pub mod kernels;
 
 use crate::backend::cpu::Cpu;
-use crate::backend::cuda::layer::Cuda;
+use crate::backend::cuda::backend::Cuda;
 use crate::backend::cuda::GpuResult;
 use crate::core::backend::Layer;
 use crate::core::error::Result;

@@ -2,9 +2,9 @@
 //! accumulation), the bias added by cuDNN and its gradient reduced by cuDNN
 //! (or, for bf16, which cuDNN refuses there, by `conv/bias_grad.cu`).
 
+use crate::backend::cuda::backend::{void, Cuda, DevPtr, GpuCtx, GpuParam};
 use crate::backend::cuda::cudnn::TensorDesc;
 use crate::backend::cuda::cudnn_ops::SCALARS;
-use crate::backend::cuda::layer::{void, Cuda, DevPtr, GpuCtx, GpuParam};
 use crate::backend::cuda::loader::cudnn_sys as sys;
 use crate::backend::cuda::{check_cudnn, GpuResult};
 use crate::core::backend::Layer;

@@ -2,7 +2,7 @@
 //! dtype, probabilities and the loss in fp32 (the loss node's buffer is
 //! fp32 whatever the dtype).
 
-use crate::backend::cuda::layer::{Cuda, DevPtr, GpuCtx};
+use crate::backend::cuda::backend::{Cuda, DevPtr, GpuCtx};
 use crate::backend::cuda::{DeviceBuffer, Gpu, GpuResult};
 use crate::core::backend::Layer;
 use crate::core::DType;

@@ -2,9 +2,9 @@
 //! dtype (bf16).
 
 use super::kernels::{LrnBy, LrnShape};
+use crate::backend::cuda::backend::{void, Cuda, DevPtr, GpuCtx};
 use crate::backend::cuda::cudnn::TensorDesc;
 use crate::backend::cuda::cudnn_ops::{LrnDesc, SCALARS};
-use crate::backend::cuda::layer::{void, Cuda, DevPtr, GpuCtx};
 use crate::backend::cuda::loader::cudnn_sys as sys;
 use crate::backend::cuda::{check_cudnn, GpuResult};
 use crate::core::backend::Layer;

@@ -2,9 +2,9 @@
 //! rounded down) is the layer's, cnnbench's NVRTC kernel (same window rule
 //! as the CPU's) for ceil-mode layers whose output is one larger.
 
+use crate::backend::cuda::backend::{void, Cuda, DevPtr, GpuCtx};
 use crate::backend::cuda::cudnn::TensorDesc;
 use crate::backend::cuda::cudnn_ops::{cudnn_pool_size, PoolMode, PoolingDesc, SCALARS};
-use crate::backend::cuda::layer::{void, Cuda, DevPtr, GpuCtx};
 use crate::backend::cuda::loader::cudnn_sys as sys;
 use crate::backend::cuda::{check_cudnn, GpuResult};
 use crate::core::backend::Layer;

@@ -22,7 +22,7 @@ pub mod cudnn_space;
 pub mod cudnn_weights;
 
 use crate::backend::cpu::Cpu;
-use crate::backend::cuda::layer::Cuda;
+use crate::backend::cuda::backend::Cuda;
 use crate::backend::cuda::GpuResult;
 use crate::core::backend::Layer;
 use crate::core::error::Result;

@@ -1,8 +1,8 @@
 //! ReLU on cuDNN's activation forward and backward.
 
+use crate::backend::cuda::backend::{void, Cuda, DevPtr, GpuCtx};
 use crate::backend::cuda::cudnn::TensorDesc;
 use crate::backend::cuda::cudnn_ops::{ActivationDesc, SCALARS};
-use crate::backend::cuda::layer::{void, Cuda, DevPtr, GpuCtx};
 use crate::backend::cuda::loader::cudnn_sys as sys;
 use crate::backend::cuda::{check_cudnn, GpuResult};
 use crate::core::backend::Layer;

@@ -5,7 +5,7 @@ pub mod cpu;
 pub mod cuda;
 
 use crate::backend::cpu::Cpu;
-use crate::backend::cuda::layer::Cuda;
+use crate::backend::cuda::backend::Cuda;
 use crate::backend::cuda::GpuResult;
 use crate::core::backend::Layer;
 use crate::core::error::Result;

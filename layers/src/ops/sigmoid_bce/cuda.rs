@@ -3,7 +3,7 @@
 //! run's dtype, the loss in f32 (the loss node's buffer is f32 whatever
 //! the dtype), labels (0 or 1) on the device.
 
-use crate::backend::cuda::layer::{Cuda, DevPtr, GpuCtx};
+use crate::backend::cuda::backend::{Cuda, DevPtr, GpuCtx};
 use crate::backend::cuda::{DeviceBuffer, Gpu, GpuResult};
 use crate::core::backend::Layer;
 use crate::core::DType;

@@ -1,6 +1,11 @@
 //! The CUDA backend ([`Cuda`]): what the executor asks of the device, the
 //! context each op's CUDA layer runs in, and the parameters the GPU keeps.
 //!
+//! The GPU, its kernels and the run's dtype and layout are one [`Device`],
+//! made once by [`Cuda::new`]; the backend and every context it makes
+//! ([`Cuda::ctx`]) refer to that one value and read its fields through
+//! `Deref` (`b.gpu`, `cx.dtype`).
+//!
 //! Tensors cross the layer interface as raw device pointers: the executor
 //! owns every buffer and sizes it from the graph, and a layer only enqueues
 //! work on the benchmark stream. Parameters are fp32 master copies with fp32 gradients
@@ -23,6 +28,8 @@ use cudarc::driver::sys::CUdeviceptr;
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::CudaEvent;
 use std::ffi::c_void;
+use std::ops::Deref;
+use std::rc::Rc;
 
 pub type DevPtr = CUdeviceptr;
 
@@ -30,12 +37,19 @@ pub fn void(p: DevPtr) -> *mut c_void {
     p as *mut c_void
 }
 
-/// What every layer may consult while it runs.
-pub struct GpuCtx<'g> {
+/// One run's device, shared by the backend and the layers' contexts: one
+/// GPU, the NVRTC kernels, and the run's dtype and layout.
+pub struct Device<'g> {
     pub gpu: &'g Gpu,
     pub kernels: &'g Kernels,
     pub dtype: DType,
     pub layout: Layout,
+}
+
+/// What every layer may consult while it runs: the run's [`Device`]
+/// (through `Deref`: `cx.gpu`, `cx.dtype`) and the state that changes.
+pub struct GpuCtx<'g> {
+    device: Rc<Device<'g>>,
     /// Changes every training step (dropout draws a new mask).
     pub step_seed: u64,
     /// The convolutions' shared workspace (while planning: the search
@@ -45,6 +59,14 @@ pub struct GpuCtx<'g> {
     pub workspace_limit: usize,
     /// The allocation `workspace` points into.
     pub workspace_buf: Option<DeviceBuffer>,
+}
+
+impl<'g> Deref for GpuCtx<'g> {
+    type Target = Device<'g>;
+
+    fn deref(&self) -> &Device<'g> {
+        &self.device
+    }
 }
 
 impl GpuCtx<'_> {
@@ -227,14 +249,19 @@ impl GpuParam {
 }
 
 /// The CUDA backend: one GPU, the NVRTC kernels, and the run's dtype and
-/// layout.
+/// layout (its [`Device`], read through `Deref`: `b.gpu`, `b.dtype`).
 pub struct Cuda<'g> {
-    pub gpu: &'g Gpu,
-    pub kernels: &'g Kernels,
-    pub dtype: DType,
-    pub layout: Layout,
+    device: Rc<Device<'g>>,
     /// cuDNN's op-tensor add, for gradient sums.
     add: OpTensorDesc,
+}
+
+impl<'g> Deref for Cuda<'g> {
+    type Target = Device<'g>;
+
+    fn deref(&self) -> &Device<'g> {
+        &self.device
+    }
 }
 
 impl<'g> Cuda<'g> {
@@ -245,12 +272,26 @@ impl<'g> Cuda<'g> {
         layout: Layout,
     ) -> GpuResult<Self> {
         Ok(Cuda {
-            gpu,
-            kernels,
-            dtype,
-            layout,
+            device: Rc::new(Device {
+                gpu,
+                kernels,
+                dtype,
+                layout,
+            }),
             add: OpTensorDesc::add()?,
         })
+    }
+
+    /// The layers' context on this backend's device: `step_seed` for the
+    /// first step, no workspace yet, and `workspace_limit` for planning.
+    pub fn ctx(&self, step_seed: u64, workspace_limit: usize) -> GpuCtx<'g> {
+        GpuCtx {
+            device: Rc::clone(&self.device),
+            step_seed,
+            workspace: Workspace::NONE,
+            workspace_limit,
+            workspace_buf: None,
+        }
     }
 
     /// cuDNN's descriptor of a tensor of `batch` images of `d`.
