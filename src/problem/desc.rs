@@ -10,6 +10,7 @@
 //! problem). Dilation is oneDNN's: `dh0` is dense, `dh1` skips one pixel.
 //! oh/ow are computed when absent and must match when given.
 
+use super::fields::{scan, Fault, Fields, Syntax};
 use anyhow::{bail, Context, Result};
 use cnnbench_kernels::conv::ConvShape;
 use std::fmt;
@@ -21,34 +22,56 @@ pub struct ConvProblem {
     pub name: Option<String>,
 }
 
-/// The keys benchdnn knows for 2-D convolutions, longest first so that
-/// greedy matching is unambiguous.
-const KEYS: [&str; 17] = [
-    "mb", "ic", "ih", "iw", "oc", "oh", "ow", "kh", "kw", "sh", "sw", "ph", "pw", "dh", "dw", "g",
-    "n",
-];
+/// benchdnn's 2-D convolution descriptor, for the shared scanner.
+struct ConvSyntax;
 
 /// Keys of 3-D problems, recognised only to reject them clearly.
 const KEYS_3D: [&str; 6] = ["id", "od", "kd", "sd", "pd", "dd"];
 
-#[derive(Default)]
-struct Fields {
-    vals: [Option<usize>; 16],
-    name: Option<String>,
-}
+impl Syntax for ConvSyntax {
+    /// The keys benchdnn knows for 2-D convolutions, longest first so that
+    /// greedy matching is unambiguous (the name, `n`, is read apart).
+    const KEYS: &'static [&'static str] = &[
+        "mb", "ic", "ih", "iw", "oc", "oh", "ow", "kh", "kw", "sh", "sw", "ph", "pw", "dh", "dw",
+        "g",
+    ];
 
-impl Fields {
-    fn get(&self, key: &str) -> Option<usize> {
-        KEYS.iter()
-            .position(|k| *k == key)
-            .and_then(|i| self.vals[i])
+    fn refuse(rest: &str, desc: &str) -> Result<()> {
+        if let Some(k3) = KEYS_3D.iter().find(|k| rest.starts_with(**k)) {
+            bail!("'{k3}' in '{desc}': only 2-D convolutions are supported");
+        }
+        Ok(())
+    }
+
+    /// `n"..."`, quoted, anywhere among the keys.
+    fn name(desc: &str, after: &str, named: bool) -> Result<(String, usize)> {
+        let Some(body) = after.strip_prefix('"') else {
+            bail!("name in '{desc}' must be quoted: n\"...\"");
+        };
+        let Some(end) = body.find('"') else {
+            bail!("unterminated name n\"... in '{desc}'");
+        };
+        if named {
+            bail!("'n' given twice in '{desc}'");
+        }
+        Ok((body[..end].to_string(), 1 + end + 1))
+    }
+
+    fn fault(fault: Fault<'_>, desc: &str) -> String {
+        match fault {
+            Fault::NumberWithoutKey(bad) => format!("number '{bad}' in '{desc}' has no key before it (expected one of g mb ic ih iw oc oh ow kh kw sh sw ph pw dh dw)"),
+            Fault::UnknownToken(bad) => format!("unknown token '{bad}' in '{desc}' (expected one of g mb ic ih iw oc oh ow kh kw sh sw ph pw dh dw n\"...\")"),
+            Fault::NoNumber { key, got } => format!("'{key}' in '{desc}' must be followed by a non-negative number, got {got}"),
+            Fault::TooLarge { key, digits } => format!("'{key}{digits}' in '{desc}' is too large"),
+            Fault::Twice(key) => format!("'{key}' given twice in '{desc}'"),
+        }
     }
 }
 
 impl ConvProblem {
     /// Parses and validates one descriptor.
     pub fn parse(desc: &str) -> Result<ConvProblem> {
-        let fields = tokenize(desc)?;
+        let fields = scan::<ConvSyntax>(desc)?;
         build(&fields).with_context(|| format!("in problem '{desc}'"))
     }
 
@@ -101,73 +124,6 @@ impl fmt::Display for ConvProblem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.canonical())
     }
-}
-
-fn tokenize(desc: &str) -> Result<Fields> {
-    let mut fields = Fields::default();
-    let bytes = desc.as_bytes();
-    let mut i = 0;
-    if desc.trim().is_empty() {
-        bail!("empty problem descriptor");
-    }
-    while i < bytes.len() {
-        if bytes[i] == b'_' {
-            i += 1;
-            continue;
-        }
-        let rest = &desc[i..];
-        if let Some(k3) = KEYS_3D.iter().find(|k| rest.starts_with(**k)) {
-            bail!("'{k3}' in '{desc}': only 2-D convolutions are supported");
-        }
-        let Some(key) = KEYS.iter().find(|k| rest.starts_with(**k)) else {
-            let mut bad: String = rest
-                .chars()
-                .take_while(|c| !c.is_ascii_digit() && *c != '_')
-                .collect();
-            if bad.is_empty() {
-                // A number where a key belongs: name the number.
-                bad = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
-                bail!("number '{bad}' in '{desc}' has no key before it (expected one of g mb ic ih iw oc oh ow kh kw sh sw ph pw dh dw)");
-            }
-            bail!("unknown token '{bad}' in '{desc}' (expected one of g mb ic ih iw oc oh ow kh kw sh sw ph pw dh dw n\"...\")");
-        };
-        i += key.len();
-        if *key == "n" {
-            let rest = &desc[i..];
-            let Some(body) = rest.strip_prefix('"') else {
-                bail!("name in '{desc}' must be quoted: n\"...\"");
-            };
-            let Some(end) = body.find('"') else {
-                bail!("unterminated name n\"... in '{desc}'");
-            };
-            if fields.name.is_some() {
-                bail!("'n' given twice in '{desc}'");
-            }
-            fields.name = Some(body[..end].to_string());
-            i += 1 + end + 1;
-            continue;
-        }
-        let digits: String = desc[i..]
-            .chars()
-            .take_while(|c| c.is_ascii_digit())
-            .collect();
-        if digits.is_empty() {
-            let got = desc[i..]
-                .chars()
-                .next()
-                .map_or("end of input".to_string(), |c| format!("'{c}'"));
-            bail!("'{key}' in '{desc}' must be followed by a non-negative number, got {got}");
-        }
-        i += digits.len();
-        let value: usize = digits
-            .parse()
-            .map_err(|_| anyhow::anyhow!("'{key}{digits}' in '{desc}' is too large"))?;
-        let slot = KEYS.iter().position(|k| k == key).expect("key is in KEYS");
-        if fields.vals[slot].replace(value).is_some() {
-            bail!("'{key}' given twice in '{desc}'");
-        }
-    }
-    Ok(fields)
 }
 
 fn build(f: &Fields) -> Result<ConvProblem> {

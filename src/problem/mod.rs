@@ -3,6 +3,7 @@
 
 mod builtin;
 mod desc;
+mod fields;
 pub mod gemm;
 #[cfg(test)]
 mod proptests;
