@@ -6,6 +6,8 @@
 //! checked against the reference where asked, and the record is made,
 //! complete, from the samples.
 
+pub mod allreduce;
+pub mod compare;
 pub mod data;
 pub mod gpu;
 pub mod model;

@@ -4,9 +4,12 @@
 //! CSV for machines ([`writers`]), and the sink every layer subcommand
 //! writes its records through ([`sink`]).
 
+pub mod allreduce;
+pub mod compare;
 pub mod data;
 pub mod model;
 pub mod sink;
+pub mod sweep;
 pub mod table;
 pub mod writers;
 

@@ -1,6 +1,7 @@
 //! Records of what was measured, the environment they were measured in,
 //! and the results store that keeps them.
 
+pub mod allreduce_record;
 pub mod atomic;
 pub mod dump;
 pub mod environment;
