@@ -1,7 +1,7 @@
 //! cuBLAS through its C API: a handle on the benchmark's stream, and
 //! GemmEx with the compute type each dtype asks for.
 
-use super::error::{check_cublas, GpuResult};
+use super::error::{check_cublas, GpuError, GpuResult};
 use crate::backend::cuda::loader::cublas_sys::{
     self as sys, cublasComputeType_t, cublasOperation_t, cudaDataType,
 };
@@ -53,7 +53,7 @@ impl CublasHandle {
         c: *mut c_void,
     ) -> GpuResult<()> {
         if !gemm_fits([m, n, k]) {
-            return Err(super::GpuError {
+            return Err(GpuError {
                 call: "cublasGemmEx",
                 status: format!("dimensions {m}x{n}x{k} do not fit in a C int"),
                 oom: false,
