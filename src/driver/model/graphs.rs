@@ -3,18 +3,19 @@
 
 use crate::note::note;
 use anyhow::{bail, Result};
-use cnnbench_layers::net::{Graph, Op};
+use cnnbench_layers::net::Graph;
 use cnnbench_layers::{zoo, Layout};
 
-/// Recurrent layers run in NHWC only (a sequence's features innermost,
-/// as cuDNN's RNN API reads them): under `--layout nchw` a model named on
+/// Some layers run in NHWC only, as each op's spec says (today the
+/// recurrent ones: a sequence's features innermost, as cuDNN's RNN API
+/// reads them, hence the wording): under `--layout nchw` a model named on
 /// the command line with them is refused, and those `all` brought in are
 /// left out, with a note.
 pub fn sequences_in_nhwc(graphs: &mut Vec<Graph>, names: &[String], layout: Layout) -> Result<()> {
     if layout != Layout::Nchw {
         return Ok(());
     }
-    let recurrent = |g: &Graph| g.nodes.iter().any(|n| matches!(n.op, Op::Recurrent(_)));
+    let recurrent = |g: &Graph| g.nhwc_only();
     if let Some(g) = graphs
         .iter()
         .find(|g| recurrent(g) && names.contains(&g.name))
