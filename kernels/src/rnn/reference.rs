@@ -6,7 +6,7 @@
 // Index loops mirror the equations; iterator chains would hide them.
 #![allow(clippy::needless_range_loop)]
 
-use super::{Cell, Direction, Outputs, RnnShape, Weights};
+use super::shape::{Cell, Direction, Outputs, RnnShape, Weights};
 
 fn sig(x: f64) -> f64 {
     1.0 / (1.0 + (-x).exp())

@@ -1,9 +1,11 @@
 //! Every cell, direction and ISA against the f64 reference: outputs,
 //! final states and every gradient.
 
+use super::matrix::PER_STEP_INPUT_BYTES;
 use super::*;
 use crate::conv::reference::rel_l2_error;
 use crate::rng::fill_uniform;
+use crate::Isa;
 
 /// Seeded inputs of `shape`: weights at PyTorch's init scale (1/sqrt(h)).
 struct Case {

@@ -1,0 +1,211 @@
+//! The backward passes: data (back through time), then weights.
+
+use super::gates;
+use super::matrix::{gemm, row_sums, step_gemm, to_columns, transpose, transpose_add};
+use super::shape::{Cell, Direction, RnnShape, Weights};
+use super::workspace::{check, Inputs, Workspace};
+use crate::Isa;
+
+/// Gradients reaching a pass's outputs.
+pub struct OutputGrads<'a> {
+    /// `[t][mb][output]`
+    pub dy: &'a [f32],
+    /// `[layers·directions][mb][h]`
+    pub dhy: &'a [f32],
+    /// LSTM only.
+    pub dcy: &'a [f32],
+}
+
+/// The backward pass for data, after [`forward`] on the same `ws`: `dx`
+/// (`[t][mb][input]`; empty when the input needs no gradient, as a
+/// network's own input, and then not computed) and the initial states'
+/// gradients `dhx`, `dcx` (LSTM); the gates' gradients stay in `ws` for
+/// [`backward_weights`].
+#[allow(clippy::too_many_arguments)]
+pub fn backward_data(
+    isa: Isa,
+    shape: &RnnShape,
+    inp: &Inputs,
+    grads: &OutputGrads,
+    ws: &mut Workspace,
+    dx: &mut [f32],
+    dhx: &mut [f32],
+    dcx: &mut [f32],
+) {
+    check(shape, ws, inp);
+    assert_eq!(grads.dy.len(), shape.y_len(), "dy");
+    assert_eq!(grads.dhy.len(), shape.state_len(), "dhy");
+    assert!(dx.is_empty() || dx.len() == shape.x_len(), "dx");
+    assert_eq!(dhx.len(), shape.state_len(), "dhx");
+    let lstm = shape.cell == Cell::Lstm;
+    if lstm {
+        assert_eq!(grads.dcy.len(), shape.state_len(), "dcy");
+        assert_eq!(dcx.len(), shape.state_len(), "dcx");
+    }
+    let dirs = shape.direction.count();
+    let (mb, h, t) = (shape.mb, shape.hidden, shape.t);
+    let (state, tb) = (mb * h, t * mb);
+    let gh = shape.cell.gates() * h;
+    let row = mb * gh;
+    let out = shape.output();
+    ws.dlayer[..tb * out].copy_from_slice(grads.dy);
+    for l in (0..shape.layers).rev() {
+        let in_f = shape.layer_input(l);
+        for d in 0..dirs {
+            let s = l * dirs + d;
+            let w = &inp.weights[s];
+            let reversed = shape.direction.reversed(d);
+            transpose(&w.w_hh, gh, h, &mut ws.w_hh_t);
+            transpose(&grads.dhy[s * state..][..state], mb, h, &mut ws.dh);
+            transpose(&inp.hx[s * state..][..state], mb, h, &mut ws.h0);
+            if lstm {
+                transpose(&grads.dcy[s * state..][..state], mb, h, &mut ws.dc);
+                transpose(&inp.cx[s * state..][..state], mb, h, &mut ws.c0);
+            }
+            // This direction's columns of the output gradient.
+            let offset = if shape.direction == Direction::Concat {
+                d * h
+            } else {
+                0
+            };
+            let set = &mut ws.sets[s];
+            // The `i`-th step processed, as a time index.
+            let at = |i: usize| if reversed { t - 1 - i } else { i };
+            for i in (0..t).rev() {
+                let k = at(i);
+                let prev = i.checked_sub(1).map(at);
+                transpose_add(
+                    &ws.dlayer[k * mb * out..][..mb * out],
+                    mb,
+                    h,
+                    out,
+                    offset,
+                    &mut ws.dh,
+                );
+                let h_prev = prev.map_or(&ws.h0[..], |p| &set.h[p * state..][..state]);
+                let act = &set.gates[k * row..][..row];
+                let dgx = &mut set.dgx[k * row..][..row];
+                match shape.cell {
+                    Cell::Lstm => {
+                        let c_prev = prev.map_or(&ws.c0[..], |p| &set.aux[p * state..][..state]);
+                        let c = &set.aux[k * state..][..state];
+                        gates::lstm_bwd(isa, state, act, c_prev, c, &ws.dh, &mut ws.dc, dgx);
+                        step_gemm(isa, h, mb, gh, &ws.w_hh_t, dgx, &mut ws.dh, false);
+                    }
+                    Cell::Gru => {
+                        let hn = &set.aux[k * state..][..state];
+                        let dgh = &mut set.dgh[k * row..][..row];
+                        gates::gru_bwd(
+                            isa,
+                            state,
+                            act,
+                            hn,
+                            h_prev,
+                            &ws.dh,
+                            dgx,
+                            dgh,
+                            &mut ws.dh_prev,
+                        );
+                        step_gemm(isa, h, mb, gh, &ws.w_hh_t, dgh, &mut ws.dh_prev, true);
+                        std::mem::swap(&mut ws.dh, &mut ws.dh_prev);
+                    }
+                    Cell::RnnRelu | Cell::RnnTanh => {
+                        let hk = &set.h[k * state..][..state];
+                        gates::rnn_bwd(isa, shape.cell == Cell::RnnRelu, hk, &ws.dh, dgx);
+                        step_gemm(isa, h, mb, gh, &ws.w_hh_t, dgx, &mut ws.dh, false);
+                    }
+                }
+            }
+            // The input's gradient for every step at once,
+            // `[t·mb][in] = dG^T·W_ih`, summed over the directions.
+            if l > 0 || !dx.is_empty() {
+                to_columns(&set.dgx, t, gh, mb, &mut ws.dg_cols);
+                let dst: &mut [f32] = if l == 0 {
+                    &mut *dx
+                } else {
+                    &mut ws.dlayer_next[..tb * in_f]
+                };
+                gemm(tb, in_f, gh, &ws.dg_cols, true, &w.w_ih, false, dst, d > 0);
+            }
+            transpose(&ws.dh, h, mb, &mut dhx[s * state..][..state]);
+            if lstm {
+                transpose(&ws.dc, h, mb, &mut dcx[s * state..][..state]);
+            }
+        }
+        std::mem::swap(&mut ws.dlayer, &mut ws.dlayer_next);
+    }
+}
+
+/// The weight gradients, after [`backward_data`] on the same `ws`: one
+/// [`Weights`] per layer and direction, overwritten.
+pub fn backward_weights(
+    isa: Isa,
+    shape: &RnnShape,
+    inp: &Inputs,
+    ws: &mut Workspace,
+    dw: &mut [Weights],
+) {
+    check(shape, ws, inp);
+    assert_eq!(dw.len(), shape.sets(), "gradient sets");
+    let dirs = shape.direction.count();
+    let (mb, h, t) = (shape.mb, shape.hidden, shape.t);
+    let state = mb * h;
+    let gh = shape.cell.gates() * h;
+    let tb = t * mb;
+    for l in 0..shape.layers {
+        let in_f = shape.layer_input(l);
+        let input: &[f32] = if l == 0 { inp.x } else { &ws.outs[l - 1] };
+        for d in 0..dirs {
+            let s = l * dirs + d;
+            let set = &ws.sets[s];
+            let g = &mut dw[s];
+            let reversed = shape.direction.reversed(d);
+            transpose(&inp.hx[s * state..][..state], mb, h, &mut ws.h0);
+            if t == 0 {
+                for v in g.tensors_mut() {
+                    v.fill(0.0);
+                }
+                continue;
+            }
+            // The states each step started from, as rows `[t·mb][h]`.
+            for k in 0..t {
+                let from = if reversed { k + 1 } else { k.wrapping_sub(1) };
+                let src = if from < t {
+                    &set.h[from * state..][..state]
+                } else {
+                    &ws.h0[..]
+                };
+                transpose(src, h, mb, &mut ws.hprev_rows[k * state..][..state]);
+            }
+            // dW_ih = dG·X and dW_hh = dG_h·H_prev over the whole sequence.
+            to_columns(&set.dgx, t, gh, mb, &mut ws.dg_cols);
+            gemm(
+                gh,
+                in_f,
+                tb,
+                &ws.dg_cols,
+                false,
+                &input[..tb * in_f],
+                false,
+                &mut g.w_ih,
+                false,
+            );
+            row_sums(isa, &ws.dg_cols, tb, &mut g.b_ih);
+            if shape.cell == Cell::Gru {
+                to_columns(&set.dgh, t, gh, mb, &mut ws.dg_cols);
+            }
+            gemm(
+                gh,
+                h,
+                tb,
+                &ws.dg_cols,
+                false,
+                &ws.hprev_rows,
+                false,
+                &mut g.w_hh,
+                false,
+            );
+            row_sums(isa, &ws.dg_cols, tb, &mut g.b_hh);
+        }
+    }
+}

@@ -1,0 +1,241 @@
+//! The matrix work around the gate passes: the GEMMs (one per step, or
+//! one over the whole sequence), transposes between the `[feature][mb]`
+//! steps and row-major tensors, and row sums.
+
+use super::shape::RnnShape;
+use crate::conv::direct::rows_gemm;
+use crate::gemm::{sgemm_acc, GemmShape, SendPtr};
+use crate::Isa;
+use rayon::prelude::*;
+
+/// Time-step order of a direction.
+pub(super) fn steps(t: usize, reversed: bool) -> impl Iterator<Item = usize> {
+    (0..t).map(move |k| if reversed { t - 1 - k } else { k })
+}
+
+/// The largest `W_ih` (bytes) whose input product is computed step by
+/// step (see `set_forward`): half of a 1 MiB L2, beside the states.
+pub(super) const PER_STEP_INPUT_BYTES: usize = 512 * 1024;
+
+/// Whether layer `l`'s forward computes its input product step by step
+/// (its `W_ih` fits in [`PER_STEP_INPUT_BYTES`]) rather than as one GEMM
+/// over every step.
+pub fn input_product_per_step(shape: &RnnShape, l: usize) -> bool {
+    shape.cell.gates() * shape.hidden * shape.layer_input(l) * 4 <= PER_STEP_INPUT_BYTES
+}
+
+/// One step's recurrent product, `C[m×n] (+)= A[m×k]·B[k×n]` (weights ×
+/// states, `n` the batch): the no-packing GEMM, whose weights stream once
+/// and whose states stay in cache, unless the batch is narrower than one
+/// vector, where the tiled GEMM wastes fewer lanes. Measured beside the
+/// tiled GEMM on the per-step shapes with `rows_gemm_beside_sgemm`.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn step_gemm(
+    isa: Isa,
+    m: usize,
+    n: usize,
+    k: usize,
+    a: &[f32],
+    b: &[f32],
+    c: &mut [f32],
+    acc: bool,
+) {
+    if n >= isa.f32_lanes() {
+        rows_gemm(isa, m, n, k, a, b, c, acc);
+    } else {
+        gemm(m, n, k, a, false, b, false, c, acc);
+    }
+}
+
+/// `C = op(A)·op(B)` (or `+=`) on contiguous row-major operands.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn gemm(
+    m: usize,
+    n: usize,
+    k: usize,
+    a: &[f32],
+    ta: bool,
+    b: &[f32],
+    tb: bool,
+    c: &mut [f32],
+    acc: bool,
+) {
+    let s = GemmShape {
+        m,
+        n,
+        k,
+        trans_a: ta,
+        trans_b: tb,
+    };
+    sgemm_acc(&s, a, b, c, acc);
+}
+
+/// `row[r][..] += v[r]` over a `[rows][width]` matrix.
+pub(super) fn add_rows(isa: Isa, m: &mut [f32], width: usize, v: &[f32]) {
+    crate::on_isa!(isa, {
+        for (row, &b) in m.chunks_mut(width).zip(v) {
+            for x in row {
+                *x += b;
+            }
+        }
+    });
+}
+
+/// `dst[c][r] = src[r][c]` for a `rows x cols` row-major `src`: tiles
+/// of `T x T` copied through a small buffer, so that a tile touches `T`
+/// pages of each side (large weights span a page per row, and walking one
+/// side by columns would miss the TLB at every element), bands of `T` rows
+/// of `src` in parallel.
+pub(super) fn transpose(src: &[f32], rows: usize, cols: usize, dst: &mut [f32]) {
+    assert_eq!(dst.len(), rows * cols);
+    transpose_strided(src, rows, cols, dst, rows);
+}
+
+/// [`transpose`] into rows of `dst` `stride` apart:
+/// `dst[c·stride + r] = src[r][c]`.
+// `tile[r][c]` reads the tile by columns: an index loop says so best.
+#[allow(clippy::needless_range_loop)]
+pub(super) fn transpose_strided(
+    src: &[f32],
+    rows: usize,
+    cols: usize,
+    dst: &mut [f32],
+    stride: usize,
+) {
+    const T: usize = 32;
+    assert_eq!(src.len(), rows * cols);
+    assert!(stride >= rows);
+    if rows == 0 || cols == 0 {
+        return;
+    }
+    assert!(dst.len() >= (cols - 1) * stride + rows);
+    let out = SendPtr(dst.as_mut_ptr());
+    let band = |r0: usize| {
+        let rn = T.min(rows - r0);
+        let mut tile = [[0f32; T]; T];
+        for c0 in (0..cols).step_by(T) {
+            let cn = T.min(cols - c0);
+            for (r, t) in tile.iter_mut().enumerate().take(rn) {
+                let row = &src[(r0 + r) * cols + c0..];
+                if cn == T {
+                    // A constant length: vector moves, not a memmove call.
+                    t.copy_from_slice(&row[..T]);
+                } else {
+                    t[..cn].copy_from_slice(&row[..cn]);
+                }
+            }
+            for c in 0..cn {
+                // SAFETY: row c0+c of dst, columns r0..r0+rn: inside dst,
+                // and only this band writes those columns.
+                let d = unsafe {
+                    std::slice::from_raw_parts_mut(out.get().add((c0 + c) * stride + r0), rn)
+                };
+                for (r, v) in d.iter_mut().enumerate() {
+                    *v = tile[r][c];
+                }
+            }
+        }
+    };
+    let bands = rows.div_ceil(T);
+    // Per-step transposes stay on the calling thread: waking the pool
+    // once per step costs more than it saves below about 2^18 values.
+    if rows * cols < 1 << 18 {
+        (0..bands).for_each(|b| band(b * T));
+    } else {
+        (0..bands).into_par_iter().for_each(|b| band(b * T));
+    }
+}
+
+/// `dst[c][r] += src[r][c]` (`src` `rows x cols` with row stride
+/// `stride`, starting at column `offset`).
+#[allow(clippy::needless_range_loop)] // as in `transpose_strided`
+pub(super) fn transpose_add(
+    src: &[f32],
+    rows: usize,
+    cols: usize,
+    stride: usize,
+    offset: usize,
+    dst: &mut [f32],
+) {
+    // In 32 x 32 tiles, so that both sides are read in runs of 32.
+    const T: usize = 32;
+    let mut tile = [[0f32; T]; T];
+    for r0 in (0..rows).step_by(T) {
+        let rn = T.min(rows - r0);
+        for c0 in (0..cols).step_by(T) {
+            let cn = T.min(cols - c0);
+            for (r, t) in tile.iter_mut().enumerate().take(rn) {
+                t[..cn].copy_from_slice(&src[(r0 + r) * stride + offset + c0..][..cn]);
+            }
+            for c in 0..cn {
+                let d = &mut dst[(c0 + c) * rows + r0..][..rn];
+                for (r, v) in d.iter_mut().enumerate() {
+                    *v += tile[r][c];
+                }
+            }
+        }
+    }
+}
+
+/// Row `prev` of `rows` (or `first` when there is none) to read and row
+/// `k` to write: rows of `len` values.
+pub(super) fn split_rows<'a>(
+    rows: &'a mut [f32],
+    prev: Option<usize>,
+    k: usize,
+    len: usize,
+    first: &'a [f32],
+) -> (&'a [f32], &'a mut [f32]) {
+    match prev {
+        None => (first, &mut rows[k * len..][..len]),
+        Some(p) if p < k => {
+            let (a, b) = rows.split_at_mut(k * len);
+            (&a[p * len..][..len], &mut b[..len])
+        }
+        Some(p) => {
+            let (a, b) = rows.split_at_mut(p * len);
+            (&b[..len], &mut a[k * len..][..len])
+        }
+    }
+}
+
+/// `out[r] = Σ_c m[r][c]` over rows of `width`.
+pub(super) fn row_sums(isa: Isa, m: &[f32], width: usize, out: &mut [f32]) {
+    // Sixteen running sums per row: a single one is a chain of dependent
+    // additions that the compiler may not reorder, so it would not
+    // vectorise.
+    const L: usize = 16;
+    crate::on_isa!(isa, {
+        for (o, r) in out.iter_mut().zip(m.chunks(width.max(1))) {
+            let mut acc = [0f32; L];
+            let mut lanes = r.chunks_exact(L);
+            for c in &mut lanes {
+                for (a, &v) in acc.iter_mut().zip(c) {
+                    *a += v;
+                }
+            }
+            *o = acc.iter().sum::<f32>() + lanes.remainder().iter().sum::<f32>();
+        }
+    });
+}
+
+/// `[t][rows][mb]` as `[rows][t·mb]`: each step's block side by side.
+pub(super) fn to_columns(src: &[f32], t: usize, rows: usize, mb: usize, dst: &mut [f32]) {
+    let tb = t * mb;
+    let dst = &mut dst[..rows * tb];
+    if tb == 0 {
+        return;
+    }
+    let fill = |r: usize, out: &mut [f32]| {
+        for (k, o) in out.chunks_mut(mb).enumerate() {
+            o.copy_from_slice(&src[(k * rows + r) * mb..][..mb]);
+        }
+    };
+    if rows * tb < 1 << 18 {
+        dst.chunks_mut(tb).enumerate().for_each(|(r, o)| fill(r, o));
+    } else {
+        dst.par_chunks_mut(tb)
+            .enumerate()
+            .for_each(|(r, o)| fill(r, o));
+    }
+}

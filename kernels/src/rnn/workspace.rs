@@ -1,0 +1,214 @@
+//! The buffers the passes share, allocated once, and the inputs a pass
+//! reads.
+
+use super::shape::{Cell, RnnShape, Weights};
+
+/// What one layer and direction keeps from forward to backward, and its
+/// backward's gradients. Every per-step tensor is `[t][feature][mb]`.
+pub(super) struct SetState {
+    /// `[t][gates·h][mb]`: the activated gates.
+    pub(super) gates: Vec<f32>,
+    /// `[t][h][mb]`: the outputs.
+    pub(super) h: Vec<f32>,
+    /// LSTM: the cell states; GRU: the hidden state's `n` product with its
+    /// bias (`[t][h][mb]`). Else empty.
+    pub(super) aux: Vec<f32>,
+    /// `[t][gates·h][mb]`: the input side's pre-activation gradients.
+    pub(super) dgx: Vec<f32>,
+    /// GRU only: the hidden side's (they differ in `n`).
+    pub(super) dgh: Vec<f32>,
+}
+
+/// Every buffer the passes use, allocated once ([`Workspace::new`]) so
+/// that nothing is allocated while they are timed.
+pub struct Workspace {
+    pub(super) shape: RnnShape,
+    pub(super) sets: Vec<SetState>,
+    /// Each layer's output but the last's (`[t][mb][output]`, the next
+    /// layer's input).
+    pub(super) outs: Vec<Vec<f32>>,
+    /// `[gates·h][mb]`: the GRU's hidden-state product of one step.
+    pub(super) hproj: Vec<f32>,
+    /// `[h][gates·h]`: the recurrent weights transposed for the
+    /// backward's per-step GEMM.
+    pub(super) w_hh_t: Vec<f32>,
+    /// `[h][mb]`: the initial states transposed, and the gradients carried
+    /// back one step.
+    pub(super) h0: Vec<f32>,
+    pub(super) c0: Vec<f32>,
+    pub(super) dh: Vec<f32>,
+    pub(super) dc: Vec<f32>,
+    pub(super) dh_prev: Vec<f32>,
+    /// `[gates·h][t·mb]`: one set's gate gradients with the steps side by
+    /// side, so that the input's and the weights' gradients are each one
+    /// GEMM over the whole sequence (`k = t·mb`) rather than one per step
+    /// with `k = mb`.
+    pub(super) dg_cols: Vec<f32>,
+    /// `[t·mb][h]`: the states each step started from, as rows.
+    pub(super) hprev_rows: Vec<f32>,
+    /// `[t][mb][output]`: the gradient reaching a layer's output, and the
+    /// one reaching the layer below's.
+    pub(super) dlayer: Vec<f32>,
+    pub(super) dlayer_next: Vec<f32>,
+}
+
+impl Workspace {
+    /// The float counts of every buffer, in one place for `new` and
+    /// `bytes_for` (`None` past `usize`).
+    fn sizes(shape: &RnnShape) -> Option<[usize; 12]> {
+        let tb = shape.t.checked_mul(shape.mb)?;
+        let h = shape.hidden;
+        let gh = shape.cell.gates().checked_mul(h)?;
+        let widest_in = (0..shape.layers)
+            .map(|l| shape.layer_input(l))
+            .max()
+            .unwrap_or(0);
+        let widest = widest_in.max(shape.output());
+        let aux = match shape.cell {
+            Cell::Lstm | Cell::Gru => tb.checked_mul(h)?,
+            _ => 0,
+        };
+        let dgh = match shape.cell {
+            Cell::Gru => tb.checked_mul(gh)?,
+            _ => 0,
+        };
+        let per_set = tb
+            .checked_mul(gh)?
+            .checked_mul(2)?
+            .checked_add(tb.checked_mul(h)?)?
+            .checked_add(aux)?
+            .checked_add(dgh)?;
+        Some([
+            per_set.checked_mul(shape.sets())?,
+            tb.checked_mul(shape.output())?
+                .checked_mul(shape.layers.saturating_sub(1))?,
+            shape.mb.checked_mul(gh)?,
+            h.checked_mul(gh)?,
+            0,
+            shape.mb.checked_mul(h)?.checked_mul(5)?,
+            tb.checked_mul(gh)?.checked_add(tb.checked_mul(h)?)?,
+            tb.checked_mul(widest)?.checked_mul(2)?,
+            0,
+            0,
+            0,
+            0,
+        ])
+    }
+
+    /// Every buffer `shape`'s passes use, for callers that know the memory
+    /// is there (tests); the others use [`Workspace::try_new`].
+    pub fn new(shape: &RnnShape) -> Workspace {
+        Workspace::try_new(shape).expect("memory for the RNN workspace")
+    }
+
+    /// [`Workspace::new`], or `None` where the allocator refuses a buffer.
+    pub fn try_new(shape: &RnnShape) -> Option<Workspace> {
+        let (tb, h) = (shape.t * shape.mb, shape.hidden);
+        fn z(len: usize) -> Option<Vec<f32>> {
+            let mut v = Vec::new();
+            v.try_reserve_exact(len).ok()?;
+            v.resize(len, 0.0);
+            Some(v)
+        }
+        let gh = shape.cell.gates() * h;
+        let set = || -> Option<SetState> {
+            Some(SetState {
+                gates: z(tb * gh)?,
+                h: z(tb * h)?,
+                aux: match shape.cell {
+                    Cell::Lstm | Cell::Gru => z(tb * h)?,
+                    _ => Vec::new(),
+                },
+                dgx: z(tb * gh)?,
+                dgh: match shape.cell {
+                    Cell::Gru => z(tb * gh)?,
+                    _ => Vec::new(),
+                },
+            })
+        };
+        let widest_in = (0..shape.layers)
+            .map(|l| shape.layer_input(l))
+            .max()
+            .unwrap_or(0);
+        let widest = widest_in.max(shape.output());
+        let state = shape.mb * h;
+        Some(Workspace {
+            shape: *shape,
+            sets: (0..shape.sets()).map(|_| set()).collect::<Option<_>>()?,
+            outs: (1..shape.layers)
+                .map(|_| z(tb * shape.output()))
+                .collect::<Option<_>>()?,
+            hproj: z(shape.mb * gh)?,
+            w_hh_t: z(h * gh)?,
+            h0: z(state)?,
+            c0: z(state)?,
+            dh: z(state)?,
+            dc: z(state)?,
+            dh_prev: z(state)?,
+            dg_cols: z(tb * gh)?,
+            hprev_rows: z(tb * h)?,
+            dlayer: z(tb * widest)?,
+            dlayer_next: z(tb * widest)?,
+        })
+    }
+
+    /// Bytes [`Workspace::new`] would allocate for `shape` (`None` past
+    /// `usize`), so that a problem too large is refused before it is.
+    pub fn bytes_for(shape: &RnnShape) -> Option<usize> {
+        Workspace::sizes(shape)?
+            .iter()
+            .try_fold(0usize, |a, &b| a.checked_add(b))?
+            .checked_mul(4)
+    }
+
+    /// Bytes the workspace holds.
+    pub fn bytes(&self) -> usize {
+        let sets: usize = self
+            .sets
+            .iter()
+            .map(|s| s.gates.len() + s.h.len() + s.aux.len() + s.dgx.len() + s.dgh.len())
+            .sum();
+        let outs: usize = self.outs.iter().map(Vec::len).sum();
+        let rest = [
+            &self.hproj,
+            &self.w_hh_t,
+            &self.h0,
+            &self.c0,
+            &self.dh,
+            &self.dc,
+            &self.dh_prev,
+            &self.dg_cols,
+            &self.hprev_rows,
+            &self.dlayer,
+            &self.dlayer_next,
+        ];
+        4 * (sets + outs + rest.iter().map(|v| v.len()).sum::<usize>())
+    }
+}
+
+/// The inputs of a pass: the sequence, the initial states and the weights.
+pub struct Inputs<'a> {
+    /// `[t][mb][input]`
+    pub x: &'a [f32],
+    /// `[layers·directions][mb][h]`
+    pub hx: &'a [f32],
+    /// LSTM only (else ignored).
+    pub cx: &'a [f32],
+    /// One per layer and direction.
+    pub weights: &'a [Weights],
+}
+
+pub(super) fn check(shape: &RnnShape, ws: &Workspace, inp: &Inputs) {
+    assert_eq!(ws.shape, *shape, "workspace of another shape");
+    assert_eq!(inp.x.len(), shape.x_len(), "x");
+    assert_eq!(inp.hx.len(), shape.state_len(), "hx");
+    if shape.cell == Cell::Lstm {
+        assert_eq!(inp.cx.len(), shape.state_len(), "cx");
+    }
+    assert_eq!(inp.weights.len(), shape.sets(), "weight sets");
+    for (s, w) in inp.weights.iter().enumerate() {
+        for (t, d) in w.tensors().iter().zip(shape.set_shapes(s)) {
+            assert_eq!(t.len(), d.iter().product::<usize>(), "weights of set {s}");
+        }
+    }
+}
