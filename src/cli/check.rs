@@ -5,9 +5,9 @@
 //! step each, from the same weights and data, compared on the loss, every
 //! layer's output (the logits included) and every parameter gradient.
 
-use crate::driver::model::resolve;
 use super::session::{self, Needs, Target};
 use super::{init_threads, Device};
+use crate::driver::model::resolve;
 use crate::note::note;
 use crate::output::table::{aligned, Align};
 use crate::output::{self, Format, TABLE_OR_JSON};
@@ -134,7 +134,7 @@ pub fn run(args: CheckArgs) -> Result<ExitCode> {
     let mut checked = 0;
     let mut all = Vec::new();
     if let Some(gpu) = gpu {
-        super::conv::dtype_supported(&gpu.info.compute_capability, dtype)?;
+        crate::driver::gpu::dtype_supported(&gpu.info.compute_capability, dtype)?;
         for g in &graphs {
             cnnbench_layers::net::gpu::within_tensor_limit(g, args.batch)
                 .map_err(|e| anyhow::anyhow!("{} on the GPU: {e}", g.name))?;
@@ -153,7 +153,7 @@ pub fn run(args: CheckArgs) -> Result<ExitCode> {
                 dtype,
                 layout,
                 seed: args.seed,
-                workspace_limit: super::conv::DEFAULT_WORKSPACE_LIMIT,
+                workspace_limit: crate::driver::conv::DEFAULT_WORKSPACE_LIMIT,
                 per_layer: false,
             };
             let found = compare_gpu(&gpu, &kernels, g, args.batch, opts)

@@ -176,7 +176,7 @@ pub fn run(mut args: ModelArgs) -> Result<ExitCode> {
         .context("--workspace-limit")?
         // A whole network's search may try this much cuDNN workspace per
         // convolution (as `conv`'s default).
-        .unwrap_or(super::conv::DEFAULT_WORKSPACE_LIMIT);
+        .unwrap_or(crate::driver::conv::DEFAULT_WORKSPACE_LIMIT);
     let gpu = match &replicas {
         // The first replica's GPU describes the run.
         Some(r) => Some(Gpu::open_ordinal(r.first_device()).map_err(|e| anyhow::anyhow!("{e}"))?),

@@ -1,31 +1,22 @@
 //! `cnnbench rnn`: time recurrent layers (DeepBench's RNN kernels)
 //! forward, backward data and backward weights, as cuDNN splits them: on
-//! the CPU through our kernels, on a GPU through cuDNN's RNN API.
+//! the CPU through our kernels, on a GPU through cuDNN's RNN API. The
+//! arguments are here; the pipeline is [`crate::driver::rnn`].
 
 use super::output::OutputArgs;
 use super::session::{self, Needs, Session, Target};
 use super::{Device, TimingArgs};
-use crate::bench::timer::{CudaEvents, Timer, WallClock};
-use crate::bench::{Samples, Stats};
-use crate::driver::{self, Case};
+use crate::driver::context::Context;
+use crate::driver::rnn::{self as pipeline, PASSES};
 use crate::note::note;
 use crate::problem::rnn::{self as desc, RnnProblem};
-use crate::results::record::{Ran, Subject, Timing};
-use crate::results::{self, Check, Dir, Environment, Record};
-use anyhow::{bail, Context, Result};
+use crate::results::Dir;
+use anyhow::{bail, Context as _, Result};
 use clap::Args;
-use cnnbench_kernels::rnn::{reference, Cell, Direction, Outputs, RnnShape, Workspace};
-use cnnbench_kernels::{peak, Isa};
-use cnnbench_layers::backend::cuda::Gpu;
-use cnnbench_layers::gemm::cuda::ensure_peak;
 use cnnbench_layers::ops::recurrent::cudnn_algos::RnnAlgo;
-use cnnbench_layers::ops::recurrent::cudnn_problem::GpuRnn;
 use cnnbench_layers::DType;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use tensors::Tensors;
-
-mod tensors;
 
 #[derive(Args)]
 #[command(after_help = "Examples:\n  \
@@ -75,9 +66,6 @@ pub struct RnnArgs {
     quiet: bool,
 }
 
-/// The three passes, in the order they must first run.
-const PASSES: [Dir; 3] = [Dir::Fwd, Dir::BwdData, Dir::BwdWeights];
-
 fn parse_passes(s: &str) -> Result<Vec<Dir>> {
     let mut out = Vec::new();
     for part in s.split(',') {
@@ -91,165 +79,6 @@ fn parse_passes(s: &str) -> Result<Vec<Dir>> {
     }
     // Each pass once, in pass order.
     Ok(PASSES.into_iter().filter(|d| out.contains(d)).collect())
-}
-
-/// The kernels' shape of a parsed problem.
-pub fn shape_of(p: &RnnProblem) -> RnnShape {
-    RnnShape {
-        cell: match p.cell {
-            desc::Cell::RnnRelu => Cell::RnnRelu,
-            desc::Cell::RnnTanh => Cell::RnnTanh,
-            desc::Cell::Lstm => Cell::Lstm,
-            desc::Cell::Gru => Cell::Gru,
-        },
-        direction: match p.direction {
-            desc::Direction::Left2Right => Direction::Left2Right,
-            desc::Direction::Right2Left => Direction::Right2Left,
-            desc::Direction::BidirectionalConcat => Direction::Concat,
-            desc::Direction::BidirectionalSum => Direction::Sum,
-        },
-        layers: p.layers,
-        t: p.t,
-        mb: p.mb,
-        input: p.slc,
-        hidden: p.dhc,
-    }
-}
-
-/// A problem as a line `--from` reads back.
-pub fn reproducer(p: &RnnProblem) -> String {
-    let mut s = format!("--cell={}", p.cell.name());
-    if p.direction != desc::Direction::Left2Right {
-        s += &format!(" --direction={}", p.direction.name());
-    }
-    format!("{s} {p}")
-}
-
-/// Where the passes run.
-enum Engine<'g> {
-    /// Our kernels, on the ISA chosen at run time, with their workspace
-    /// (what a pass leaves for the next one).
-    Cpu(Isa, Box<Workspace>),
-    /// cuDNN, on one algorithm.
-    Gpu(Box<GpuRnn<'g>>),
-}
-
-/// One pass of one problem.
-struct PassCase<'a, 'g> {
-    t: &'a mut Tensors,
-    engine: &'a mut Engine<'g>,
-    shape: RnnShape,
-    problem: String,
-    pass: Dir,
-    dtype: DType,
-    algo: &'static str,
-    want: Option<&'a Outputs>,
-    peak_gflops: f64,
-}
-
-impl Case for PassCase<'_, '_> {
-    type Record = Record;
-
-    fn run(&mut self) -> Result<()> {
-        run_pass(self.engine, self.t, &self.shape, self.pass)
-    }
-
-    fn check(&mut self) -> Result<Option<Check>> {
-        let Some(want) = self.want else {
-            return Ok(None);
-        };
-        if let Engine::Gpu(g) = &self.engine {
-            // The device's outputs into the host tensors the check reads.
-            let o = g.download_outputs()?;
-            let t = &mut *self.t;
-            match self.pass {
-                Dir::Fwd => (t.out.y, t.out.hy, t.out.cy) = (o.y, o.hy, o.cy),
-                Dir::BwdData => (t.out.dx, t.out.dhx, t.out.dcx) = (o.dx, o.dhx, o.dcx),
-                _ => t.out.dw = g.download_weight_grads()?,
-            }
-        }
-        let rel_err = self.t.worst_error(self.pass, want);
-        Ok(Some(Check {
-            rel_err,
-            passed: rel_err <= tolerance(&self.shape, self.dtype),
-        }))
-    }
-
-    fn record(&mut self, samples: &Samples, check: Option<Check>) -> Result<Record> {
-        let (device, kernel, workspace_bytes) = match &self.engine {
-            Engine::Cpu(isa, ws) => (
-                results::Device::Cpu,
-                format!(
-                    "gemm_f32({}) + {} gates({isa})",
-                    cnnbench_kernels::gemm::gemm_isa(),
-                    cell_name(self.shape.cell)
-                ),
-                ws.bytes(),
-            ),
-            Engine::Gpu(g) => {
-                let (weights, work, reserve) = g.sizes();
-                let call = match self.pass {
-                    Dir::Fwd => "cudnnRNNForward",
-                    Dir::BwdData => "cudnnRNNBackwardData_v8",
-                    _ => "cudnnRNNBackwardWeights_v8",
-                };
-                (
-                    results::Device::Gpu,
-                    format!(
-                        "{call} ({}, {}): weight space {weights} B, reserve {reserve} B",
-                        self.algo,
-                        self.dtype.math()
-                    ),
-                    work,
-                )
-            }
-        };
-        Ok(Record::new(
-            Subject {
-                problem: self.problem.clone(),
-                dir: self.pass,
-                device,
-                dtype: self.dtype,
-                layout: "time-major".into(),
-                algo: self.algo.into(),
-            },
-            Timing {
-                ms: Stats::of(&samples.ms).context("no timed runs")?,
-                runs: samples.ms.len(),
-                flops: self.shape.flops(),
-                peak_gflops: Some(self.peak_gflops),
-            },
-            Ran {
-                check,
-                kernel,
-                bias: true,
-                workspace_bytes,
-                cudnn_find_ms: None,
-            },
-        ))
-    }
-}
-
-fn cell_name(c: Cell) -> &'static str {
-    match c {
-        Cell::RnnRelu => "rnn-relu",
-        Cell::RnnTanh => "rnn-tanh",
-        Cell::Lstm => "lstm",
-        Cell::Gru => "gru",
-    }
-}
-
-/// How far a pass may drift from the f64 reference. In f32, rounding grows
-/// with the length of each dot product and with the steps it is carried
-/// through (about the square root of their product, as for a
-/// convolution's reduction), never below 1e-5; TF32 and half precision as
-/// the other subcommands allow them.
-fn tolerance(s: &RnnShape, dtype: DType) -> f64 {
-    let reduction = (s.input.max(s.output()) + s.hidden) * s.t.max(1);
-    match dtype {
-        DType::F32 => cnnbench_kernels::conv::f32_tolerance_for_len(reduction),
-        other => other.tolerance(reduction),
-    }
 }
 
 /// The cuDNN algorithms `--algo` names (`all`: every one).
@@ -277,7 +106,16 @@ pub fn run(args: RnnArgs) -> Result<ExitCode> {
     let passes = parse_passes(&args.dir)?;
     let dtype = DType::parse(&args.dtype)?;
     let algos = parse_algos(&args.algo)?;
-    let mut gpu = match session::choose_device(args.device, Needs::Cudnn)? {
+    let req = pipeline::Request {
+        problems,
+        passes,
+        dtype,
+        algos,
+        check: args.check,
+        seed: args.timing.seed,
+        dump: args.dump.clone(),
+    };
+    let gpu = match session::choose_device(args.device, Needs::Cudnn)? {
         Target::Gpu(g) => Some(*g),
         Target::Cpu(why) => {
             if let (Some(why), false) = (why, args.quiet) {
@@ -294,22 +132,7 @@ pub fn run(args: RnnArgs) -> Result<ExitCode> {
             .with_context(|| format!("--dump: cannot create '{}'", root.display()))?;
     }
     let avail = crate::results::memory::available(super::thread_count(args.threads).unwrap_or(1));
-    for p in &problems {
-        let need = Tensors::bytes_needed(&shape_of(p), args.check, gpu.is_none());
-        match (need, avail) {
-            (None, _) => bail!("problem {} is too large to address", reproducer(p)),
-            (Some(n), Some(a)) if n as u128 > a.bytes => bail!(
-                "problem {} needs {} of host memory, but only {}",
-                reproducer(p),
-                crate::results::memory::size(n as u128),
-                a.describe()
-            ),
-            _ => {}
-        }
-    }
-    // With several cuDNN algorithms, one that fails does not stop the
-    // others.
-    let several = gpu.is_some() && algos.len() > 1;
+    req.check_host_memory(gpu.is_none(), avail)?;
     if gpu.is_none() && dtype != DType::F32 {
         bail!("--dtype {dtype}: the CPU RNN path is f32 only");
     }
@@ -319,179 +142,18 @@ pub fn run(args: RnnArgs) -> Result<ExitCode> {
             args.algo
         );
     }
-    let runs_per_problem = passes.len() * if gpu.is_some() { algos.len() } else { 1 };
-    let total = problems.len() * runs_per_problem;
+    let total = req.runs(gpu.is_some());
     let session = Session::start(args.threads, total as u64, args.quiet)?;
-    let (threads, bar) = (session.threads, &session.bar);
-    let runner = session.runner(policy);
-    let isa = Isa::detect();
-    let (peak_gflops, timer_text, gpu_info) = match &mut gpu {
-        Some(g) => (
-            ensure_peak(g, dtype)?.tflops * 1e3,
-            CudaEvents::DESCRIPTION,
-            Some(g.info.clone()),
-        ),
-        None => (
-            crate::bench::timer::cpu_peak_gflops(isa, threads, peak::DEFAULT_REPS)?,
-            WallClock.describe(),
-            None,
-        ),
+    let ctx = Context {
+        threads: session.threads,
+        bar: &session.bar,
+        runner: session.runner(policy),
     };
-    let env = Environment {
-        gpu: gpu_info,
-        ..Environment::here(threads, isa.name().into(), Some(peak_gflops), timer_text)
-    };
-    let mut out = args.output.open(env, "rnn", dtype)?;
-    let mut done = 0;
-    'problems: for (index, p) in problems.iter().enumerate() {
-        let shape = shape_of(p);
-        let problem = reproducer(p);
-        let mut t = Tensors::new(&shape, args.timing.seed);
-        // The device computes on what its dtype can hold: so does the
-        // reference.
-        t.round_to(dtype);
-        let want = args.check.then(|| {
-            bar.set_message(format!("{problem}: the f64 reference"));
-            reference::run(
-                &shape, &t.x, &t.hx, &t.cx, &t.weights, &t.dy, &t.dhy, &t.dcy,
-            )
-        });
-        let names: Vec<&'static str> = match &gpu {
-            None => vec!["gemm+fused-gates"],
-            Some(_) => algos.iter().map(|a| a.name()).collect(),
-        };
-        'engines: for (ai, algo) in names.into_iter().enumerate() {
-            // One engine at a time: each holds its own device buffers.
-            let engine = match &gpu {
-                None => Workspace::try_new(&shape)
-                    .map(|ws| Engine::Cpu(isa, Box::new(ws)))
-                    .ok_or_else(|| anyhow::anyhow!("out of host memory for the workspace")),
-                Some(g) => gpu_engine(g, &shape, dtype, algos[ai], &t),
-            };
-            let mut engine = match engine {
-                Ok(e) => e,
-                Err(e) if several => {
-                    // One algorithm cuDNN refuses does not stop the others.
-                    note!("cnnbench: {problem} --algo {algo}: {e:#}");
-                    done += passes.len();
-                    bar.set_position(done as u64);
-                    continue;
-                }
-                Err(e) => return Err(e.context(format!("{problem} --algo {algo}"))),
-            };
-            let mut ran = [false; 3];
-            for (pi, &pass) in passes.iter().enumerate() {
-                // A backward pass reads what the passes before it left in
-                // the workspace: run those once, untimed, if they were not
-                // timed.
-                let k = PASSES.iter().position(|&d| d == pass).unwrap_or(0);
-                for (j, &before) in PASSES[..k].iter().enumerate() {
-                    if !ran[j] {
-                        match run_pass(&mut engine, &mut t, &shape, before) {
-                            Ok(()) => ran[j] = true,
-                            Err(e) if several => {
-                                note!("cnnbench: {problem} --algo {algo}: {e:#}");
-                                done += passes.len() - pi;
-                                continue 'engines;
-                            }
-                            Err(e) => return Err(e.context(problem.clone())),
-                        }
-                    }
-                }
-                ran[k] = true;
-                bar.set_message(format!("{problem} {} {algo}", pass.name()));
-                let mut timer: Box<dyn Timer> = match &gpu {
-                    Some(g) => Box::new(CudaEvents(g.event_pair()?)),
-                    None => Box::new(WallClock),
-                };
-                let mut case = PassCase {
-                    t: &mut t,
-                    engine: &mut engine,
-                    shape,
-                    problem: problem.clone(),
-                    pass,
-                    dtype,
-                    algo,
-                    want: want.as_ref(),
-                    peak_gflops,
-                };
-                let rec = match driver::drive(&mut case, &runner, timer.as_mut()) {
-                    Ok(Some(rec)) => rec,
-                    Ok(None) => break 'problems,
-                    Err(e) if several => {
-                        note!("cnnbench: {problem} --algo {algo}: {e:#}");
-                        done += passes.len() - pi;
-                        continue 'engines;
-                    }
-                    Err(e) => return Err(e),
-                };
-                done += 1;
-                bar.set_position(done as u64);
-                bar.println(format!(
-                    "[{done}/{total}] {} {} {algo}: {:.3} ms median, {:.1} GFLOP/s{}",
-                    rec.problem,
-                    pass.name(),
-                    rec.ms.median,
-                    rec.gflops,
-                    rec.check.map_or(String::new(), |c| format!(
-                        ", check {}",
-                        if c.passed { "ok" } else { "FAILED" }
-                    ))
-                ));
-                out.push(rec)?;
-            }
-            if let Some(root) = &args.dump {
-                let folder = if problems.len() == 1 {
-                    root.clone()
-                } else {
-                    root.join(dump_folder_name(index, p))
-                };
-                t.dump(&folder, p, &shape, args.timing.seed, &passes)
-                    .context("--dump")?;
-            }
-        }
-    }
-    bar.finish_and_clear();
+    let out = pipeline::run(&req, gpu, &ctx, |env, dtype| {
+        args.output.open(env, "rnn", dtype)
+    })?;
+    session.bar.finish_and_clear();
     out.finish(session.interrupted())
-}
-
-/// cuDNN on `algo` for a problem, its weights and inputs uploaded.
-fn gpu_engine<'g>(
-    g: &'g Gpu,
-    shape: &RnnShape,
-    dtype: DType,
-    algo: RnnAlgo,
-    t: &Tensors,
-) -> Result<Engine<'g>> {
-    let mut r = GpuRnn::new(g, *shape, dtype, algo)?;
-    r.set_weights(&t.weights)?;
-    r.upload_inputs(&t.x, &t.hx, &t.cx, &t.dy, &t.dhy, &t.dcy)?;
-    Ok(Engine::Gpu(Box::new(r)))
-}
-
-/// One pass: timed by the driver, or once before a later pass that reads
-/// what it leaves.
-fn run_pass(engine: &mut Engine, t: &mut Tensors, shape: &RnnShape, pass: Dir) -> Result<()> {
-    match engine {
-        Engine::Cpu(isa, ws) => {
-            t.run(*isa, ws, shape, pass);
-            Ok(())
-        }
-        Engine::Gpu(g) => match pass {
-            Dir::Fwd => g.forward(),
-            Dir::BwdData => g.backward_data(),
-            _ => g.backward_weights(),
-        }
-        .map_err(Into::into),
-    }
-}
-
-/// `003_deepbench-lstm-h512-mb16-t25`, or `003_lstm-l1t25...` for unnamed
-/// problems.
-fn dump_folder_name(index: usize, p: &RnnProblem) -> String {
-    crate::results::dump::folder_name(index, p.name.as_deref(), || {
-        format!("{}-{p}", p.cell.name())
-    })
 }
 
 #[cfg(test)]

@@ -8,10 +8,14 @@
 
 pub mod allreduce;
 pub mod compare;
+pub mod context;
+pub mod conv;
 pub mod data;
+pub mod gemm;
 pub mod gpu;
 pub mod model;
 pub mod replicas;
+pub mod rnn;
 
 use crate::bench::timer::Timer;
 use crate::bench::{Runner, Samples};
