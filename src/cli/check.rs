@@ -4,25 +4,17 @@
 //! the cuDNN/cuBLAS layers run against the CPU's fast layers. One training
 //! step each, from the same weights and data, compared on the loss, every
 //! layer's output (the logits included) and every parameter gradient.
+//! The arguments are here; the pipeline is [`crate::driver::check`].
 
 use super::session::{self, Needs, Target};
 use super::{init_threads, Device};
+use crate::driver::check as pipeline;
 use crate::driver::model::resolve;
 use crate::note::note;
-use crate::output::table::{aligned, Align};
 use crate::output::{self, Format, TABLE_OR_JSON};
 use anyhow::{bail, Result};
 use clap::Args;
-use cnnbench_kernels::conv::reference::rel_l2_error;
-use cnnbench_kernels::Isa;
-use cnnbench_layers::cuda::nvrtc::Kernels;
-use cnnbench_layers::cuda::{Gpu, GpuResult};
-use cnnbench_layers::net::compare;
-use cnnbench_layers::net::cpu::{CpuNet, CpuOptions};
-use cnnbench_layers::net::gpu::{GpuNet, GpuOptions};
-use cnnbench_layers::net::Graph;
 use cnnbench_layers::{DType, Layout};
-use serde::Serialize;
 use std::process::ExitCode;
 
 #[derive(Args, Debug)]
@@ -60,36 +52,6 @@ pub struct CheckArgs {
     pub format: Format,
 }
 
-/// Relative L2 error allowed per layer output and per parameter gradient,
-/// each computed from the same inputs: the fp32 threshold of one layer
-/// (`conv --check`: 1e-5), times 10 for the end-to-end loss and for the
-/// long sums of batch norm and the classifier. Correct layers here show
-/// 1e-7 to 1e-5; a real mistake gives errors of order 1.
-pub const NETWORK_TOLERANCE: f64 = 1e-4;
-
-#[derive(Serialize)]
-struct Compared {
-    model: String,
-    tensor: String,
-    rel_err: f64,
-    tolerance: f64,
-    passed: bool,
-}
-
-/// The GPU's thresholds against the CPU, per dtype, on the same relative
-/// L2 errors. f32 allows for cuDNN's FFT and Winograd algorithms, which
-/// round differently from direct summation; tf32 and f16 round every
-/// product's inputs to 10 mantissa bits (2^-11), bf16 to 7 (2^-8), and a
-/// layer's output adds its own rounding to the storage type. A real
-/// mistake gives errors of order 1.
-pub fn gpu_tolerance(d: DType) -> f64 {
-    match d {
-        DType::F32 => 1e-3,
-        DType::Tf32 | DType::F16 => 1e-2,
-        DType::Bf16 => 5e-2,
-    }
-}
-
 pub fn run(args: CheckArgs) -> Result<ExitCode> {
     let mut graphs = resolve(&args.models)?;
     if args.batch == 0 {
@@ -98,22 +60,8 @@ pub fn run(args: CheckArgs) -> Result<ExitCode> {
     let dtype = DType::parse(&args.dtype)?;
     let layout = Layout::parse(&args.layout)?;
     crate::driver::model::sequences_in_nhwc(&mut graphs, &args.models, layout)?;
-    // The CPU side holds two networks (fast and reference, or the CPU's
-    // beside the device's copies of what it compares): refuse in one line
-    // what cannot fit, before anything is allocated.
     let avail = crate::results::memory::available(super::thread_count(args.threads).unwrap_or(1));
-    for g in &graphs {
-        let need = cnnbench_layers::net::cpu::estimate(g, args.batch).saturating_mul(2);
-        if let Some(a) = avail.filter(|a| need > a.bytes / 10 * 9) {
-            bail!(
-                "{} at batch {}: the check needs about {} of host memory, but only {}",
-                g.name,
-                args.batch,
-                crate::results::memory::size(need as u128),
-                a.describe()
-            );
-        }
-    }
+    pipeline::check_host_memory(&graphs, args.batch, avail)?;
     let gpu = match session::choose_device(args.device, Needs::CudnnAndNvrtc)? {
         Target::Gpu(g) => Some(*g),
         Target::Cpu(why) => {
@@ -131,55 +79,15 @@ pub fn run(args: CheckArgs) -> Result<ExitCode> {
     // models checked so far are printed (a second signal ends it at once).
     crate::signals::install()?;
     let stopped = || crate::signals::stopped();
-    let mut checked = 0;
-    let mut all = Vec::new();
-    if let Some(gpu) = gpu {
-        crate::driver::gpu::dtype_supported(&gpu.info.compute_capability, dtype)?;
-        for g in &graphs {
-            cnnbench_layers::net::gpu::within_tensor_limit(g, args.batch)
-                .map_err(|e| anyhow::anyhow!("{} on the GPU: {e}", g.name))?;
-        }
-        let cc = crate::driver::model::gpu::compute_capability(&gpu.info.compute_capability);
-        let kernels = cnnbench_layers::ops::cuda_programs::compile_kernels(&gpu.ctx, cc)
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
-        for g in graphs.iter().take_while(|_| !stopped()) {
-            note!(
-                "cnnbench: checking {} at batch {} on {} ({dtype}, {layout}) against the CPU",
-                g.name,
-                args.batch,
-                gpu.info.name
-            );
-            let opts = GpuOptions {
-                dtype,
-                layout,
-                seed: args.seed,
-                workspace_limit: crate::driver::conv::DEFAULT_WORKSPACE_LIMIT,
-                per_layer: false,
-            };
-            let found = compare_gpu(&gpu, &kernels, g, args.batch, opts)
-                .map_err(|e| anyhow::anyhow!("{} on the GPU: {e}", g.name))?;
-            all.extend(found);
-            checked += 1;
-        }
-    } else {
-        for g in graphs.iter().take_while(|_| !stopped()) {
-            note!(
-                "cnnbench: checking {} at batch {} on the CPU ({threads} threads; the reference is slow)",
-                g.name, args.batch
-            );
-            all.extend(
-                compare_cpu(g, args.batch, args.seed)
-                    .map_err(|e| anyhow::anyhow!("{}: {e}", g.name))?,
-            );
-            checked += 1;
-        }
-    }
+    let req = pipeline::Request {
+        batch: args.batch,
+        seed: args.seed,
+        dtype,
+        layout,
+    };
+    let (all, checked) = pipeline::run(&graphs, gpu, &req, threads)?;
     let failed = all.iter().filter(|c| !c.passed).count();
-    match args.format {
-        Format::Json => crate::output::print(&(serde_json::to_string_pretty(&all)? + "\n"))?,
-        // Table is the only other format `check` accepts.
-        _ => crate::output::print(&table(&all, args.verbose))?,
-    }
+    crate::output::print(&output::check::render(&all, args.format, args.verbose)?)?;
     if failed > 0 {
         crate::output::note(&format!("cnnbench: {failed} tensor(s) failed the check"));
     }
@@ -196,201 +104,4 @@ pub fn run(args: CheckArgs) -> Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
-}
-
-fn compared(model: &str, tensor: String, rel_err: f64, tolerance: f64) -> Compared {
-    Compared {
-        model: model.into(),
-        tensor,
-        rel_err,
-        tolerance,
-        // NaN (a tensor left unwritten) fails.
-        passed: rel_err <= tolerance,
-    }
-}
-
-/// One training step on the GPU and on the CPU's fast layers, compared as
-/// `compare_cpu` compares the CPU's: the loss end to end, then each GPU
-/// layer on the CPU's inputs and output gradients.
-fn compare_gpu(
-    gpu: &Gpu,
-    kernels: &Kernels,
-    g: &Graph,
-    batch: usize,
-    opts: GpuOptions,
-) -> GpuResult<Vec<Compared>> {
-    let tol = gpu_tolerance(opts.dtype);
-    let mut cpu = CpuNet::new(
-        g,
-        batch,
-        CpuOptions {
-            isa: Isa::detect(),
-            reference: false,
-            seed: opts.seed,
-            // Each GPU layer is compared with its own CPU layer's output.
-            fuse_relu: false,
-        },
-    )?;
-    cpu.forward()?;
-    cpu.backward()?;
-    let mut dev = GpuNet::new(gpu, kernels, g, batch, opts)?;
-    let mut out = Vec::new();
-    for p in compare::outputs(&mut dev, &cpu)? {
-        let err = rel_l2_error(&p.got, &p.want);
-        out.push(compared(&g.name, p.tensor, err, tol));
-    }
-    let scale = |parts: &[&[f32]]| compare::loss_scale(opts.dtype, parts);
-    let grads = compare::gradients(&mut dev, &mut cpu, scale)?;
-    let rms = rms_of(grads.iter().map(|p| &p.want[..]));
-    for p in grads {
-        // A gradient the GPU did not produce is an error, not a pass.
-        let err = if p.got.is_empty() {
-            f64::NAN
-        } else {
-            grad_error(&p.got, &p.want, rms)
-        };
-        out.push(compared(&g.name, p.tensor, err, tol));
-    }
-    Ok(out)
-}
-
-/// One training step of the fast network and of the reference network,
-/// compared tensor by tensor.
-fn compare_cpu(g: &Graph, batch: usize, seed: u64) -> GpuResult<Vec<Compared>> {
-    let opts = |reference| CpuOptions {
-        isa: Isa::detect(),
-        reference,
-        seed,
-        fuse_relu: !reference,
-    };
-    let mut fast = CpuNet::new(g, batch, opts(false))?;
-    let mut slow = CpuNet::new(g, batch, opts(true))?;
-    let mut out = Vec::new();
-    let mut push = |tensor: String, rel_err: f64| {
-        out.push(compared(&g.name, tensor, rel_err, NETWORK_TOLERANCE))
-    };
-    // End to end: the loss of each network run on its own.
-    fast.forward()?;
-    slow.forward()?;
-    let (lf, ls) = (fast.loss()?, slow.loss()?);
-    push("loss (end to end)".into(), rel_l2_error(&[lf], &[ls]));
-    // Layer by layer: each reference layer reads the fast network's inputs
-    // and output gradients (see `CpuNet::forward_from`).
-    let errs = slow.forward_from(&fast)?;
-    for (i, e) in errs.iter().enumerate().skip(1) {
-        // A fused layer's own output is not formed: its ReLU's row checks
-        // the fused output, named for both.
-        let Some(e) = *e else { continue };
-        let name = match fast.fused_into(i) {
-            Some(p) => format!("{}+{}", g.nodes[p].name, g.nodes[i].name),
-            None => g.nodes[i].name.clone(),
-        };
-        push(format!("{name}.output"), e);
-    }
-    fast.backward()?;
-    slow.backward_from(&fast)?;
-    let want: Vec<Vec<f32>> = slow.params_mut().iter().map(|p| p.grad.clone()).collect();
-    let rms = rms_of(want.iter().map(|g| &g[..]));
-    for ((name, p), w) in fast.named_params().into_iter().zip(&want) {
-        push(format!("{name}.grad"), grad_error(&p.grad, w, rms));
-    }
-    Ok(out)
-}
-
-/// The root mean square of every element of every gradient.
-fn rms_of<'a>(grads: impl Iterator<Item = &'a [f32]>) -> f64 {
-    let (sq, n) = grads
-        .flatten()
-        .fold((0.0, 0usize), |(s, n), &g| (s + (g as f64).powi(2), n + 1));
-    (sq / n.max(1) as f64).sqrt()
-}
-
-/// A gradient's L2 error relative to the larger of its own norm and the
-/// norm it would have at the network's RMS gradient. The floor matters
-/// for sums that cancel (a batch norm's bias gradient sums dy over the
-/// batch, and the next batch norm's backward makes dy sum to nearly zero):
-/// their tiny true value would turn rounding noise into a large relative
-/// error, while the error against the gradients training sees stays small.
-fn grad_error(got: &[f32], want: &[f32], rms: f64) -> f64 {
-    let diff: f64 = got
-        .iter()
-        .zip(want)
-        .map(|(&g, &w)| (g as f64 - w as f64).powi(2))
-        .sum::<f64>()
-        .sqrt();
-    let norm: f64 = want.iter().map(|&w| (w as f64).powi(2)).sum::<f64>().sqrt();
-    diff / norm
-        .max(rms * (want.len() as f64).sqrt())
-        .max(f64::MIN_POSITIVE)
-}
-
-fn table(all: &[Compared], verbose: bool) -> String {
-    let fmt = |c: &Compared| {
-        vec![
-            c.model.clone(),
-            c.tensor.clone(),
-            format!("{:.2e}", c.rel_err),
-            format!("{:.0e}", c.tolerance),
-            if c.passed { "pass" } else { "FAIL" }.into(),
-        ]
-    };
-    let mut rows = Vec::new();
-    let mut models: Vec<&str> = all.iter().map(|c| c.model.as_str()).collect();
-    models.dedup();
-    for m in models {
-        let of: Vec<&Compared> = all.iter().filter(|c| c.model == m).collect();
-        if verbose {
-            rows.extend(of.iter().map(|c| fmt(c)));
-            continue;
-        }
-        // The loss, then the worst layer output and the worst gradient,
-        // with how many were compared.
-        rows.push(fmt(of[0]));
-        for (what, suffix) in [("layer outputs", ".output"), ("gradients", ".grad")] {
-            let part: Vec<&Compared> = of
-                .iter()
-                .copied()
-                .filter(|c| c.tensor.ends_with(suffix))
-                .collect();
-            if let Some(worst) = part.iter().max_by(|a, b| a.rel_err.total_cmp(&b.rel_err)) {
-                let mut row = fmt(worst);
-                row[1] = format!("worst of {} {what}: {}", part.len(), worst.tensor);
-                let failed = part.iter().filter(|c| !c.passed).count();
-                if failed > 0 {
-                    row[4] = format!("FAIL ({failed})");
-                }
-                rows.push(row);
-            }
-        }
-    }
-    use Align::{Left as L, Right as R};
-    aligned(
-        &["model", "compared", "rel. L2 error", "tolerance", "result"],
-        &[L, L, R, R, L],
-        &rows,
-        false,
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn half_runs_scale_gradients_by_a_power_of_two() {
-        let parts: [&[f32]; 2] = [&[1e-6, -3e-6], &[2e-6]];
-        assert_eq!(compare::loss_scale(DType::F32, &parts), 1.0);
-        let s = compare::loss_scale(DType::F16, &parts);
-        assert_eq!(s.log2().fract(), 0.0, "{s}");
-        let top = 3e-6 * s;
-        assert!((1.0 / 32.0..=1.0 / 16.0).contains(&top), "{top}");
-        assert_eq!(compare::loss_scale(DType::Bf16, &[&[0.0]]), 1.0);
-    }
-
-    #[test]
-    fn tolerances_widen_with_lower_precision() {
-        let t: Vec<f64> = DType::ALL.iter().map(|&d| gpu_tolerance(d)).collect();
-        assert!(t.windows(2).all(|w| w[0] <= w[1]), "{t:?}");
-        assert!(NETWORK_TOLERANCE < gpu_tolerance(DType::F32));
-    }
 }

@@ -7,6 +7,7 @@
 //! complete, from the samples.
 
 pub mod allreduce;
+pub mod check;
 pub mod compare;
 pub mod context;
 pub mod conv;

@@ -5,6 +5,7 @@
 //! writes its records through ([`sink`]).
 
 pub mod allreduce;
+pub mod check;
 pub mod compare;
 pub mod data;
 pub mod model;

@@ -3,6 +3,7 @@
 
 pub mod allreduce_record;
 pub mod atomic;
+pub mod compared;
 pub mod dump;
 pub mod environment;
 pub mod kinds;
