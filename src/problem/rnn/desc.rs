@@ -206,7 +206,7 @@ impl RnnProblem {
     /// the problem reads at a glance), `slc`, `dhc` and `dic` only where
     /// they differ from their defaults, and the name last, quoted, as the
     /// convolution descriptors write theirs. Cell and direction are not
-    /// part of it (see `cli::rnn::reproducer` for a whole batch line).
+    /// part of it (see `driver::rnn::reproducer` for a whole batch line).
     pub fn canonical(&self) -> String {
         let mut s = format!("l{}t{}mb{}sic{}", self.layers, self.t, self.mb, self.sic);
         if self.slc != self.sic {
