@@ -14,6 +14,7 @@ pub mod conv;
 pub mod data;
 pub mod gemm;
 pub mod gpu;
+pub mod info;
 pub mod model;
 pub mod replicas;
 pub mod rnn;

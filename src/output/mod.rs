@@ -8,6 +8,7 @@ pub mod allreduce;
 pub mod check;
 pub mod compare;
 pub mod data;
+pub mod info;
 pub mod model;
 pub mod sink;
 pub mod sweep;

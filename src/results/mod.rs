@@ -8,6 +8,7 @@ pub mod dump;
 pub mod environment;
 pub mod kinds;
 pub mod loader_record;
+pub mod machine_info;
 pub mod memory;
 pub mod model_record;
 pub mod price;
