@@ -89,14 +89,14 @@ pub fn run(args: CheckArgs) -> Result<ExitCode> {
     let failed = all.iter().filter(|c| !c.passed).count();
     crate::output::print(&output::check::render(&all, args.format, args.verbose)?)?;
     if failed > 0 {
-        crate::output::note(&format!("cnnbench: {failed} tensor(s) failed the check"));
+        note!("cnnbench: {failed} tensor(s) failed the check");
     }
     if stopped() {
-        crate::output::note(&format!(
+        note!(
             "cnnbench: {}: checked {checked} of {} model(s)",
             crate::signals::stopped_by(),
             graphs.len()
-        ));
+        );
         return Ok(crate::signals::exit_code());
     }
     Ok(if failed > 0 {

@@ -156,11 +156,11 @@ pub fn run(
         None => crate::output::print(&rendered)?,
     }
     if stopped {
-        crate::output::note(&format!(
+        note!(
             "cnnbench: {}; kept {} finished configurations and the records of the one stopped",
             crate::signals::stopped_by(),
             done.iter().filter(|(_, f)| f.complete).count()
-        ));
+        );
         return Ok(crate::signals::exit_code());
     }
     Ok(if failed {
