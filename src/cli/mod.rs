@@ -11,7 +11,6 @@ mod info;
 mod model;
 mod output;
 mod progress;
-mod replicas;
 mod report;
 mod rnn;
 mod session;
