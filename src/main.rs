@@ -1,7 +1,7 @@
 //! cnnbench: how fast convolutional networks train, layer by layer.
 
 // Everything reaches stdout through `output::print` and stderr through
-// `output::note`, which turn a closed pipe or a full disk into an exit
+// `note!` (`note.rs`), which turn a closed pipe or a full disk into an exit
 // code instead of the panic `println!` and `eprintln!` would raise.
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
@@ -19,6 +19,7 @@ mod report;
 mod results;
 mod signals;
 
+use note::note;
 use std::process::ExitCode;
 
 /// Most characters an error line shows of its message.
@@ -55,7 +56,7 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
 fn main() -> ExitCode {
     // A bug should still end in one line, not a backtrace.
     std::panic::set_hook(Box::new(|info| {
-        output::note(&format!("cnnbench: internal error: {info}"));
+        note!("cnnbench: internal error: {info}");
         results::atomic::release_fifo_readers();
     }));
     let result = cli::run();
@@ -70,7 +71,7 @@ fn main() -> ExitCode {
             None => ExitCode::from(141),
         },
         Err(e) => {
-            output::note(&format!("cnnbench: error: {}", one_line(&format!("{e:#}"))));
+            note!("cnnbench: error: {}", one_line(&format!("{e:#}")));
             // An error on the way out of a stopped run (a FIFO nobody read)
             // still ends with the stop signal's code.
             match signals::received() {

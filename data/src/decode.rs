@@ -12,9 +12,7 @@ mod png;
 pub(crate) mod tests;
 
 use crate::image::ImageError;
-
-/// The decoded image, at its old path.
-pub use crate::image::Rgb;
+use crate::image::Rgb;
 
 /// The most pixels an image may have (2^28, 16384²): more is refused from
 /// the header, before anything is allocated. ImageNet's largest photos are

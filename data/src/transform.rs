@@ -11,13 +11,12 @@ mod pixels;
 mod tests;
 
 use crate::decode;
+use crate::image::ImageError;
 use crate::image::Rgb;
 use cnnbench_kernels::clock::Stopwatch;
 use fast_image_resize::Resizer;
 
 pub use crate::decode::decoder_name;
-/// The skipped image's error, at its old path.
-pub use crate::image::ImageError;
 pub use geometry::{
     center_crop, eval_resize, random_resized_crop, resized_size, round_half_even, Crop, Rng,
 };

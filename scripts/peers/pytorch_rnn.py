@@ -69,7 +69,7 @@ def parse(line, cell, direction):
             sys.exit(f"pytorch_rnn.py: error: {tok!r} in {line!r}: not an option this script reads")
         else:
             desc = tok
-    # benchdnn's names, as cnnbench reads them (src/problem/rnn.rs).
+    # benchdnn's names, as cnnbench reads them (src/problem/rnn/cell.rs).
     if alg is not None:
         cells = {"VANILLA_LSTM": "lstm", "LBR_GRU": "gru",
                  "VANILLA_RNN": "rnn-tanh" if activation == "TANH" else "rnn-relu"}

@@ -60,6 +60,17 @@ pub struct Runner<'a> {
     pub interrupted: &'a AtomicBool,
 }
 
+impl Runner<'static> {
+    /// The one timing loop under `policy`, stopping at a stop signal
+    /// (SIGINT, SIGTERM, SIGHUP: [`crate::signals`]).
+    pub fn until_signal(policy: RunPolicy) -> Self {
+        Runner {
+            policy,
+            interrupted: crate::signals::stop_flag(),
+        }
+    }
+}
+
 /// Timed samples in milliseconds; `interrupted` when Ctrl-C cut it short.
 pub struct Samples {
     pub ms: Vec<f64>,

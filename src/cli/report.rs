@@ -60,11 +60,11 @@ pub fn run(args: ReportArgs) -> Result<ExitCode> {
     let runs = merge::load_files(inputs.layers, &mut unreadable);
     let model_runs = models::load_files(inputs.models, &mut unreadable);
     for u in &unreadable {
-        crate::output::note(&format!(
+        note!(
             "cnnbench: warning: not read: '{}': {}",
             u.path.display(),
             u.why
-        ));
+        );
     }
     if runs.is_empty() && model_runs.is_empty() {
         let not_read = match unreadable.len() {
@@ -128,10 +128,10 @@ pub fn run(args: ReportArgs) -> Result<ExitCode> {
     Ok(if unreadable.is_empty() {
         ExitCode::SUCCESS
     } else {
-        crate::output::note(&format!(
+        note!(
             "cnnbench: {} input(s) could not be read; the report covers the rest (exit code 1)",
             unreadable.len()
-        ));
+        );
         ExitCode::from(1)
     })
 }

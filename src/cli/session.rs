@@ -26,26 +26,15 @@ impl Session {
     }
 
     /// The one timing loop under `policy`, stopping at a stop signal.
+    /// The one timing loop under `policy`, stopping at a stop signal.
     pub fn runner(&self, policy: RunPolicy) -> Runner<'static> {
-        runner(policy)
+        Runner::until_signal(policy)
     }
 
+    /// Whether a stop signal (SIGINT, SIGTERM, SIGHUP) arrived.
     pub fn interrupted(&self) -> bool {
-        interrupted()
+        crate::signals::stopped()
     }
-}
-
-/// The one timing loop under `policy`, stopping at a stop signal.
-pub fn runner(policy: RunPolicy) -> Runner<'static> {
-    Runner {
-        policy,
-        interrupted: crate::signals::stop_flag(),
-    }
-}
-
-/// Whether a stop signal (SIGINT, SIGTERM, SIGHUP) arrived.
-pub fn interrupted() -> bool {
-    crate::signals::stopped()
 }
 
 /// Where a run goes: a GPU, or the CPU with the reason it is not a GPU

@@ -43,7 +43,7 @@ pub const DEFAULT_WARMUP: usize = 5;
 /// nccl-tests' bus bandwidth of an all-reduce among `ranks`
 /// (`AllReduceGetBw` in its `src/all_reduce.cu`): algbw x 2(n-1)/n at every
 /// world size, so 0 on one rank, where nccl-tests prints 0.00 too.
-pub fn bus_bandwidth(algbw: f64, ranks: usize) -> f64 {
+fn bus_bandwidth(algbw: f64, ranks: usize) -> f64 {
     if ranks == 0 {
         return 0.0;
     }

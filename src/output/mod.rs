@@ -49,9 +49,6 @@ pub fn print(s: &str) -> anyhow::Result<()> {
     }
 }
 
-/// One line on stderr that cannot panic (see [`crate::note`]).
-pub use crate::note::line as note;
-
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
     Table,

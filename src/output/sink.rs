@@ -196,19 +196,16 @@ pub fn end_run(
     interrupted: bool,
 ) -> Result<Option<ExitCode>> {
     match out {
-        Some(path) => super::note(&format!(
-            "cnnbench: wrote {records} records to {}",
-            path.display()
-        )),
+        Some(path) => note!("cnnbench: wrote {records} records to {}", path.display()),
         None => super::print(&rendered)?,
     }
     if !interrupted {
         return Ok(None);
     }
     let kept = store.map_or(String::new(), |s| format!(" (in {})", s.path.display()));
-    super::note(&format!(
+    note!(
         "cnnbench: {}; kept the {records} finished records{kept}",
         crate::signals::stopped_by()
-    ));
+    );
     Ok(Some(crate::signals::exit_code()))
 }

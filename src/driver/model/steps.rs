@@ -69,11 +69,7 @@ pub fn time_steps(
     bar: &indicatif::ProgressBar,
 ) -> Result<Option<Timed>> {
     let warmup = policy.warmup.max(1);
-    // The one timing loop, stopping at a stop signal.
-    let runner = Runner {
-        policy: RunPolicy { warmup, ..policy },
-        interrupted: crate::signals::stop_flag(),
-    };
+    let runner = Runner::until_signal(RunPolicy { warmup, ..policy });
     let step_ms = Cell::new(0.0);
     let n = g.nodes.len();
     let mut case = StepsCase {
