@@ -6,6 +6,7 @@
 //! layer's output (the logits included) and every parameter gradient.
 //! The arguments are here; the pipeline is [`crate::driver::check`].
 
+use super::gpu_paths::GpuPathArgs;
 use super::session::{self, Needs, Target};
 use super::{init_threads, Device};
 use crate::driver::check as pipeline;
@@ -50,6 +51,8 @@ pub struct CheckArgs {
     pub verbose: bool,
     #[arg(long, default_value = "table", value_parser = output::parser(TABLE_OR_JSON))]
     pub format: Format,
+    #[command(flatten)]
+    pub gpu_paths: GpuPathArgs,
 }
 
 pub fn run(args: CheckArgs) -> Result<ExitCode> {
@@ -62,15 +65,14 @@ pub fn run(args: CheckArgs) -> Result<ExitCode> {
     crate::driver::model::sequences_in_nhwc(&mut graphs, &args.models, layout)?;
     let avail = crate::results::memory::available(super::thread_count(args.threads).unwrap_or(1));
     pipeline::check_host_memory(&graphs, args.batch, avail)?;
-    let gpu = match session::choose_device(args.device, Needs::CudnnAndNvrtc)? {
-        Target::Gpu(g) => Some(*g),
-        Target::Cpu(why) => {
-            if let Some(why) = why {
-                note!("cnnbench: device auto: {why}; checking the CPU");
-            }
-            None
-        }
+    let (gpu, cpu_why) = match session::choose_device(args.device, Needs::CudnnAndNvrtc)? {
+        Target::Gpu(g) => (Some(*g), None),
+        Target::Cpu(why) => (None, why),
     };
+    let paths = args.gpu_paths.paths(gpu.is_some(), cpu_why.as_deref())?;
+    if let Some(why) = &cpu_why {
+        note!("cnnbench: device auto: {why}; checking the CPU");
+    }
     if gpu.is_none() && (dtype != DType::F32 || layout != Layout::Nhwc) {
         bail!("--dtype {dtype} --layout {layout}: the CPU path runs f32 in nhwc only");
     }
@@ -84,6 +86,7 @@ pub fn run(args: CheckArgs) -> Result<ExitCode> {
         seed: args.seed,
         dtype,
         layout,
+        paths,
     };
     let (all, checked) = pipeline::run(&graphs, gpu, &req, threads)?;
     let failed = all.iter().filter(|c| !c.passed).count();

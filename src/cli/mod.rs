@@ -7,6 +7,7 @@ mod compare;
 mod conv;
 mod data;
 mod gemm;
+mod gpu_paths;
 mod info;
 mod model;
 mod output;

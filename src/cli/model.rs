@@ -3,6 +3,7 @@
 //! model's layers without running it. This file parses and checks the
 //! options and hands the run to [`crate::driver::model`].
 
+use super::gpu_paths::GpuPathArgs;
 use super::output::StoreArgs;
 use super::session::{self, Needs, Session, Target};
 use super::{Device, TimingArgs};
@@ -61,6 +62,8 @@ pub struct ModelArgs {
     /// does, rather than inside the batch norm or residual add before it
     #[arg(long)]
     pub no_fuse: bool,
+    #[command(flatten)]
+    pub gpu_paths: GpuPathArgs,
     /// Include a weight update in every step (SGD, momentum 0.9, lr 0.01)
     #[arg(long, value_enum)]
     pub update: Option<Update>,
@@ -177,19 +180,25 @@ pub fn run(mut args: ModelArgs) -> Result<ExitCode> {
         // A whole network's search may try this much cuDNN workspace per
         // convolution (as `conv`'s default).
         .unwrap_or(crate::driver::conv::DEFAULT_WORKSPACE_LIMIT);
+    let mut cpu_why = None;
     let gpu = match &replicas {
         // The first replica's GPU describes the run.
         Some(r) => Some(Gpu::open_ordinal(r.first_device()).map_err(|e| anyhow::anyhow!("{e}"))?),
         None => match session::choose_device(args.device, Needs::CudnnAndNvrtc)? {
             Target::Gpu(g) => Some(*g),
             Target::Cpu(why) => {
-                if let (Some(why), false) = (why, args.quiet) {
-                    note!("cnnbench: device auto: {why}; using the CPU");
-                }
+                cpu_why = why;
                 None
             }
         },
     };
+    let paths = args.gpu_paths.paths(gpu.is_some(), cpu_why.as_deref())?;
+    if let (Some(why), false) = (&cpu_why, args.quiet) {
+        note!("cnnbench: device auto: {why}; using the CPU");
+    }
+    if let Some(line) = paths.unverified_note() {
+        note!("cnnbench: {line}");
+    }
     if gpu.is_none() && (dtype != DType::F32 || layout != Layout::Nhwc) {
         bail!("--dtype {dtype} --layout {layout}: the CPU path runs f32 in nhwc only");
     }
@@ -210,6 +219,7 @@ pub fn run(mut args: ModelArgs) -> Result<ExitCode> {
             per_layer: args.per_layer,
             seed: args.timing.seed,
             fuse_relu: !args.no_fuse,
+            paths,
         },
         policy,
         dtype,

@@ -66,6 +66,8 @@ pub struct Request {
     /// The GPU's precision and activation layout.
     pub dtype: DType,
     pub layout: Layout,
+    /// The optional GPU paths the checked step takes.
+    pub paths: cnnbench_layers::cuda::GpuPaths,
 }
 
 /// Checks each model in turn, on `gpu` against the CPU or, without one,
@@ -104,6 +106,7 @@ pub fn run(
                 seed: req.seed,
                 workspace_limit: crate::driver::conv::DEFAULT_WORKSPACE_LIMIT,
                 per_layer: false,
+                paths: req.paths,
             };
             let found = compare_gpu(&gpu, &kernels, g, req.batch, opts)
                 .map_err(|e| anyhow::anyhow!("{} on the GPU: {e}", g.name))?;

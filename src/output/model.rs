@@ -124,6 +124,11 @@ impl ModelOutput {
                         s += &input_line(r, f);
                     }
                 }
+                for r in &self.records {
+                    if let Some(p) = &r.gpu_paths {
+                        s += &format!("{}: GPU paths {p}\n", r.model);
+                    }
+                }
                 for r in self.records.iter().filter(|r| !r.layers.is_empty()) {
                     s += &format!("\n## {} (batch {}), per layer\n", r.model, r.batch);
                     s += &layers_table(&r.layers, md);

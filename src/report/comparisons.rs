@@ -355,6 +355,7 @@ mod tests {
             loss: Some(6.9),
             memory: None,
             fused: None,
+        gpu_paths: None,
             layers: Vec::new(),
             data_parallel: None,
             projection: None,

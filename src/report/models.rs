@@ -151,6 +151,7 @@ fn read_model_csv(path: &Path) -> Result<ModelRun> {
             loss: None,
             memory: None,
             fused: None,
+        gpu_paths: None,
             layers: Vec::new(),
             data_parallel: None,
             projection: None,

@@ -42,6 +42,11 @@ pub struct ModelRecord {
     /// unless `--no-fuse`); absent when every layer ran on its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fused: Option<String>,
+    /// The optional GPU paths the run took, `+`-joined
+    /// (`own-kernels+fuse-bn+cuda-graph+api-graph`); absent on the default
+    /// path and on the CPU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_paths: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub layers: Vec<LayerTime>,
     /// A data-parallel run over several GPUs (then `batch` is per GPU, as
@@ -185,7 +190,7 @@ pub struct LayerTime {
 /// The peer script's columns, then `gpus` (replicas of a data-parallel
 /// run; 1 otherwise) and `input` (`synthetic`, or `folder`), which
 /// readers by column name take or pass over.
-pub const MODEL_CSV_HEADER: [&str; 23] = [
+pub const MODEL_CSV_HEADER: [&str; 24] = [
     "model",
     "batch",
     "device",
@@ -209,6 +214,7 @@ pub const MODEL_CSV_HEADER: [&str; 23] = [
     "status",
     "gpus",
     "input",
+    "gpu_paths",
 ];
 
 impl ModelRecord {
@@ -251,6 +257,7 @@ impl ModelRecord {
                 .to_string(),
         );
         row.push(self.input.source.name().to_string());
+        row.push(self.gpu_paths.clone().unwrap_or_default());
         row
     }
 }

@@ -169,6 +169,7 @@ fn model_run() -> RunFile<ModelRecord> {
                 total: 2_306_696_729,
             }),
             fused: Some("relu".into()),
+            gpu_paths: Some("own-kernels+cuda-graph".into()),
             layers: vec![LayerTime {
                 name: "conv1".into(),
                 kind: "conv".into(),

@@ -15,7 +15,7 @@ use super::graph::Graph;
 use super::tests::{every_op_net, preact_net, sequence_net, token_net};
 use crate::backend::cuda::device::{compute_capability, supports_dtype};
 use crate::backend::cuda::nvrtc::Kernels;
-use crate::backend::cuda::{no_gpu_for_test, Gpu};
+use crate::backend::cuda::{no_gpu_for_test, ConvApi, Gpu, GpuPaths};
 use crate::core::backend::Backend;
 use crate::core::{DType, Layout};
 use crate::ops::cuda_programs::compile_kernels;
@@ -69,6 +69,8 @@ struct OnCuda<'g> {
     kernels: &'g Kernels,
     dtype: DType,
     layout: Layout,
+    /// The optional GPU paths the network takes.
+    paths: GpuPaths,
 }
 
 impl<'g> OnBackend for OnCuda<'g> {
@@ -81,6 +83,7 @@ impl<'g> OnBackend for OnCuda<'g> {
             seed: SEED,
             workspace_limit: 256 << 20,
             per_layer: false,
+            paths: self.paths,
         };
         GpuNet::new(self.gpu, self.kernels, g, batch, opts).expect("a GPU network")
     }
@@ -94,7 +97,10 @@ impl<'g> OnBackend for OnCuda<'g> {
     }
 
     fn name(&self) -> String {
-        format!("cuda {} {}", self.dtype, self.layout)
+        match self.paths.record_name() {
+            Some(p) => format!("cuda {} {} {p}", self.dtype, self.layout),
+            None => format!("cuda {} {}", self.dtype, self.layout),
+        }
     }
 
     fn dtype(&self) -> DType {
@@ -106,7 +112,39 @@ impl<'g> OnBackend for OnCuda<'g> {
     }
 }
 
-/// Runs `body` on every dtype and layout of the GPU, or says why not.
+/// The default path, each optional GPU path alone, and all of them: every
+/// test body runs on each.
+fn paths_tested() -> Vec<GpuPaths> {
+    let on = GpuPaths::default();
+    vec![
+        on,
+        GpuPaths {
+            own_kernels: true,
+            ..on
+        },
+        GpuPaths {
+            fuse_bn: true,
+            ..on
+        },
+        GpuPaths {
+            cuda_graph: true,
+            ..on
+        },
+        GpuPaths {
+            conv_api: ConvApi::Graph,
+            ..on
+        },
+        GpuPaths {
+            own_kernels: true,
+            fuse_bn: true,
+            cuda_graph: true,
+            conv_api: ConvApi::Graph,
+        },
+    ]
+}
+
+/// Runs `body` on every dtype, layout and optional path of the GPU, or
+/// says why not.
 fn on_every_gpu_config(body: impl Fn(&OnCuda)) {
     let gpu = match Gpu::open() {
         Ok(g) => g,
@@ -122,12 +160,15 @@ fn on_every_gpu_config(body: impl Fn(&OnCuda)) {
             continue;
         }
         for layout in [Layout::Nhwc, Layout::Nchw] {
-            body(&OnCuda {
-                gpu: &gpu,
-                kernels: &kernels,
-                dtype,
-                layout,
-            });
+            for paths in paths_tested() {
+                body(&OnCuda {
+                    gpu: &gpu,
+                    kernels: &kernels,
+                    dtype,
+                    layout,
+                    paths,
+                });
+            }
         }
     }
 }

@@ -14,7 +14,7 @@ use crate::backend::cuda::backend::Cuda;
 use crate::backend::cuda::cudnn;
 use crate::backend::cuda::memory::Workspace;
 use crate::backend::cuda::nvrtc::Kernels;
-use crate::backend::cuda::{DeviceBuffer, Gpu, GpuResult};
+use crate::backend::cuda::{DeviceBuffer, Gpu, GpuPaths, GpuResult};
 use crate::core::{DType, Layout};
 
 pub use super::exec::{Memory as GpuMemory, StepMs};
@@ -28,6 +28,8 @@ pub struct GpuOptions {
     pub workspace_limit: usize,
     /// Time every layer with CUDA events (`--per-layer`).
     pub per_layer: bool,
+    /// The optional paths the run takes (all off by default).
+    pub paths: GpuPaths,
 }
 
 pub type GpuNet<'g> = Executor<Cuda<'g>>;
@@ -71,7 +73,7 @@ impl<'g> Executor<Cuda<'g>> {
         batch: usize,
         opts: GpuOptions,
     ) -> GpuResult<GpuNet<'g>> {
-        let backend = Cuda::new(gpu, kernels, opts.dtype, opts.layout)?;
+        let backend = Cuda::new(gpu, kernels, opts.dtype, opts.layout, opts.paths)?;
         let cx = backend.ctx(opts.seed, opts.workspace_limit);
         let exec = ExecOptions {
             seed: opts.seed,

@@ -138,6 +138,7 @@ fn replica(
         seed: cfg.opts.seed,
         workspace_limit: cfg.workspace_limit,
         per_layer: cfg.per_layer,
+        paths: cfg.opts.paths,
     };
     let net = GpuNet::new(gpu, kernels, g, cfg.opts.batch, opts).map_err(|e| anyhow!("{e}"))?;
     let comm = from.comm(gpu)?;
@@ -212,7 +213,10 @@ fn records(
     let gpus = results.len();
     let r0 = results.first().context("no replica ran")?;
     let kernel = |i: usize| r0.kernels.get(i).cloned().unwrap_or_default();
-    let base = || base_record(g, opts.batch, "ok", cfg.labels);
+    let base = || ModelRecord {
+        gpu_paths: opts.paths.record_name(),
+        ..base_record(g, opts.batch, "ok", cfg.labels)
+    };
     if r0.data_parallel.is_none() {
         // Stopped before the data-parallel steps: what finished, if any.
         if r0.single.runs() == 0 {

@@ -120,6 +120,7 @@ pub fn run(
         seed: opts.seed,
         workspace_limit: s.workspace_limit,
         per_layer: opts.per_layer,
+        paths: opts.paths,
     };
     let net = match GpuNet::new(&s.gpu, &s.kernels, g, opts.batch, gpu_opts) {
         Ok(n) => n,
@@ -147,6 +148,7 @@ pub fn run(
     };
     let loss = net.loss().map_err(gpu_err)?;
     let mut base = base_record(g, opts.batch, "ok", s.labels());
+    base.gpu_paths = opts.paths.record_name();
     if let Some(feed) = &steps.feed {
         base.input = feed.record(&timed);
         feed.note_skipped(&g.name);

@@ -14,4 +14,6 @@ pub struct StepOptions {
     pub seed: u64,
     /// CPU: run each ReLU inside the batch norm or residual add before it.
     pub fuse_relu: bool,
+    /// GPU: the optional paths the steps take (all off by default).
+    pub paths: cnnbench_layers::cuda::GpuPaths,
 }

@@ -55,6 +55,7 @@ pub fn base_record(
         loss: None,
         memory: None,
         fused: None,
+        gpu_paths: None,
         layers: Vec::new(),
         data_parallel: None,
         projection: None,

@@ -16,6 +16,7 @@
 use super::cudnn::TensorDesc;
 use super::cudnn_ops::{OpTensorDesc, SCALARS};
 use super::memory::Workspace;
+use super::paths::GpuPaths;
 use super::nvrtc::Kernels;
 use super::stage::InputStage;
 use super::{check_cudnn, DeviceBuffer, Gpu, GpuError, GpuResult};
@@ -38,12 +39,14 @@ pub fn void(p: DevPtr) -> *mut c_void {
 }
 
 /// One run's device, shared by the backend and the layers' contexts: one
-/// GPU, the NVRTC kernels, and the run's dtype and layout.
+/// GPU, the NVRTC kernels, the run's dtype and layout, and the optional
+/// paths it takes.
 pub struct Device<'g> {
     pub gpu: &'g Gpu,
     pub kernels: &'g Kernels,
     pub dtype: DType,
     pub layout: Layout,
+    pub paths: GpuPaths,
 }
 
 /// What every layer may consult while it runs: the run's [`Device`]
@@ -270,6 +273,7 @@ impl<'g> Cuda<'g> {
         kernels: &'g Kernels,
         dtype: DType,
         layout: Layout,
+        paths: GpuPaths,
     ) -> GpuResult<Self> {
         Ok(Cuda {
             device: Rc::new(Device {
@@ -277,6 +281,7 @@ impl<'g> Cuda<'g> {
                 kernels,
                 dtype,
                 layout,
+                paths,
             }),
             add: OpTensorDesc::add()?,
         })

@@ -17,12 +17,14 @@ pub mod loader;
 pub mod memory;
 pub mod nccl;
 pub mod nvrtc;
+pub mod paths;
 mod probe;
 pub mod stage;
 
 pub use device::{DeviceInfo, Peak};
 pub use error::{check_cudnn, check_driver as error_driver, GpuError, GpuResult};
 pub use memory::DeviceBuffer;
+pub use paths::{ConvApi, GpuPaths};
 pub use probe::{gpu_lib_for_test, no_gpu_for_test, nvrtc_missing, Presence};
 
 use crate::core::DType;

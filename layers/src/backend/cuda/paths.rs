@@ -1,0 +1,131 @@
+//! The GPU's optional paths: each one a switch a user can turn on to see
+//! what it buys (own memory-bound kernels, batch norm fused with what
+//! follows it, a CUDA-graph step, cuDNN's graph API for convolutions).
+//! Each is off by default until a GPU run shows it correct and faster;
+//! records name the ones that ran ([`GpuPaths::names`]).
+
+/// Which cuDNN API runs the convolutions.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum ConvApi {
+    /// `cudnnConvolution{Forward,BackwardData,BackwardFilter}` with the
+    /// algorithm FindEx chose.
+    #[default]
+    Legacy,
+    /// The graph (backend) API: an operation graph per direction, the
+    /// engine configurations cuDNN's heuristics offer, each timed, the
+    /// fastest kept (as PyTorch's `cudnn.benchmark`).
+    Graph,
+}
+
+impl ConvApi {
+    pub fn name(self) -> &'static str {
+        match self {
+            ConvApi::Legacy => "legacy",
+            ConvApi::Graph => "graph",
+        }
+    }
+
+    pub fn parse(s: &str) -> Result<ConvApi, String> {
+        match s {
+            "legacy" => Ok(ConvApi::Legacy),
+            "graph" => Ok(ConvApi::Graph),
+            _ => Err(format!("unknown cuDNN API '{s}' (legacy or graph)")),
+        }
+    }
+}
+
+/// The optional GPU paths of one run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GpuPaths {
+    /// ReLU, the residual add and NHWC max-pool backward on cnnbench's
+    /// vectorized NVRTC kernels instead of cuDNN's (`--own-kernels`).
+    pub own_kernels: bool,
+    /// Batch norm runs the ReLU after it, and the residual add before that
+    /// ReLU, in its own passes (`--fuse-bn`).
+    pub fuse_bn: bool,
+    /// One training step captured as a CUDA graph and replayed
+    /// (`--cuda-graph`).
+    pub cuda_graph: bool,
+    /// The convolutions' cuDNN API (`--api`).
+    pub conv_api: ConvApi,
+}
+
+/// The paths no GPU run has yet shown correct and faster; each is named in
+/// the one-line note a run that takes it prints.
+const UNVERIFIED: &[&str] = &["own-kernels", "fuse-bn", "cuda-graph", "api-graph"];
+
+impl GpuPaths {
+    /// The paths taken, by their record names, in a fixed order.
+    pub fn names(&self) -> Vec<&'static str> {
+        let mut n = Vec::new();
+        if self.own_kernels {
+            n.push("own-kernels");
+        }
+        if self.fuse_bn {
+            n.push("fuse-bn");
+        }
+        if self.cuda_graph {
+            n.push("cuda-graph");
+        }
+        if self.conv_api == ConvApi::Graph {
+            n.push("api-graph");
+        }
+        n
+    }
+
+    /// The record's value: the names joined by `+`; `None` on the default
+    /// path.
+    pub fn record_name(&self) -> Option<String> {
+        let n = self.names();
+        (!n.is_empty()).then(|| n.join("+"))
+    }
+
+    /// The one line a run taking an unverified path prints, or `None`.
+    pub fn unverified_note(&self) -> Option<String> {
+        let n: Vec<&str> = self
+            .names()
+            .into_iter()
+            .filter(|n| UNVERIFIED.contains(n))
+            .collect();
+        (!n.is_empty()).then(|| {
+            format!(
+                "{} not yet verified on a GPU: check its numbers with `cnnbench check --device gpu`",
+                n.join(", ")
+            )
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_in_a_fixed_order_and_empty_by_default() {
+        assert_eq!(GpuPaths::default().names(), Vec::<&str>::new());
+        assert_eq!(GpuPaths::default().record_name(), None);
+        assert_eq!(GpuPaths::default().unverified_note(), None);
+        let all = GpuPaths {
+            own_kernels: true,
+            fuse_bn: true,
+            cuda_graph: true,
+            conv_api: ConvApi::Graph,
+        };
+        assert_eq!(
+            all.record_name().as_deref(),
+            Some("own-kernels+fuse-bn+cuda-graph+api-graph")
+        );
+        let note = all.unverified_note().unwrap();
+        assert!(note.starts_with("own-kernels, fuse-bn, cuda-graph, api-graph not yet verified"));
+    }
+
+    #[test]
+    fn apis_parse_by_name() {
+        for api in [ConvApi::Legacy, ConvApi::Graph] {
+            assert_eq!(ConvApi::parse(api.name()), Ok(api));
+        }
+        assert!(ConvApi::parse("v8")
+            .unwrap_err()
+            .contains("legacy or graph"));
+    }
+}

@@ -1,0 +1,85 @@
+//! The switches of the GPU's optional paths, shared by `model` and
+//! `check`: each is off by default, runs on the GPU only, and is refused in
+//! one line on a run that lands on the CPU.
+
+use anyhow::{bail, Result};
+use clap::Args;
+use cnnbench_layers::cuda::{ConvApi, GpuPaths};
+
+#[derive(Args, Debug, Clone, Default)]
+pub struct GpuPathArgs {
+    /// GPU: ReLU, the residual add and NHWC max-pool backward on cnnbench's vectorized NVRTC
+    /// kernels instead of cuDNN's (not yet verified on a GPU)
+    #[arg(long)]
+    pub own_kernels: bool,
+    /// GPU: batch norm runs the ReLU after it, and the residual add before that ReLU, in its
+    /// own passes (cuDNN's BN-Ex calls where it takes them, cnnbench's kernels elsewhere; not
+    /// yet verified on a GPU)
+    #[arg(long)]
+    pub fuse_bn: bool,
+    /// GPU: capture one training step as a CUDA graph and replay it; the eager step is timed
+    /// too (not yet verified on a GPU)
+    #[arg(long)]
+    pub cuda_graph: bool,
+    /// GPU: the convolutions' cuDNN API: legacy (FindEx's algorithm) or graph (the backend
+    /// API's engine configurations, each timed, the fastest kept; not yet verified on a GPU)
+    #[arg(long, value_name = "API", default_value = "legacy", value_parser = parse_api)]
+    pub api: ConvApi,
+}
+
+fn parse_api(s: &str) -> Result<ConvApi, String> {
+    ConvApi::parse(s)
+}
+
+impl GpuPathArgs {
+    /// The paths asked for; refused when any is asked for and the run is on
+    /// the CPU (`cpu_why`: why it is, when not asked for).
+    pub fn paths(&self, on_gpu: bool, cpu_why: Option<&str>) -> Result<GpuPaths> {
+        let paths = GpuPaths {
+            own_kernels: self.own_kernels,
+            fuse_bn: self.fuse_bn,
+            cuda_graph: self.cuda_graph,
+            conv_api: self.api,
+        };
+        if on_gpu || paths == GpuPaths::default() {
+            return Ok(paths);
+        }
+        let flags: Vec<String> = paths
+            .names()
+            .iter()
+            .map(|n| match *n {
+                "api-graph" => "--api graph".to_string(),
+                n => format!("--{n}"),
+            })
+            .collect();
+        match cpu_why {
+            Some(why) => bail!("{}: GPU only: {why}", flags.join(" ")),
+            None => bail!("{}: GPU only: add --device gpu", flags.join(" ")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_on_the_cpu_are_refused_in_one_line() {
+        let none = GpuPathArgs::default();
+        assert_eq!(none.paths(false, None).unwrap(), GpuPaths::default());
+        let graph = GpuPathArgs {
+            cuda_graph: true,
+            api: ConvApi::Graph,
+            ..GpuPathArgs::default()
+        };
+        assert!(graph.paths(true, None).unwrap().cuda_graph);
+        let e = graph.paths(false, None).unwrap_err().to_string();
+        assert_eq!(e, "--cuda-graph --api graph: GPU only: add --device gpu");
+        let e = graph
+            .paths(false, Some("no NVIDIA driver"))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(e, "--cuda-graph --api graph: GPU only: no NVIDIA driver");
+        assert!(!e.contains('\n'));
+    }
+}
