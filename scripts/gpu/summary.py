@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Markdown summaries of scripts/gpu/verify.sh's logs.
 
-    summary.py --part N LOGS       the summary of verify.sh part N (1, 2, 3 or quick)
+    summary.py --part N LOGS       the summary of verify.sh part N (1, 2, 3, quick or
+                                   paths: summary_paths.py)
                                    from its logs folder (steps.tsv, *.out,
                                    *.err, check/ and time/ JSON, models/ CSV)
     summary.py --per-layer DIR     the per-layer tables of the `cnnbench model`
@@ -1285,7 +1286,11 @@ def quick(logs):
 
 
 def main(argv):
-    if len(argv) == 3 and argv[0] == "--part" and argv[1] in ("1", "2", "3", "quick"):
+    if len(argv) == 3 and argv[0] == "--part" and argv[1] == "paths":
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import summary_paths
+        lines = summary_paths.paths(argv[2])
+    elif len(argv) == 3 and argv[0] == "--part" and argv[1] in ("1", "2", "3", "quick"):
         logs = argv[2]
         lines = {"1": part1, "2": part2, "3": part3, "quick": quick}[argv[1]](logs)
         if argv[1] == "2":

@@ -5,6 +5,7 @@
 # checkout, then run one command there:
 #
 #   scripts/gpu/verify.sh quick OUTDIR         the short one (issue 27): at most 6 minutes
+#   scripts/gpu/verify.sh paths OUTDIR         issue 28's optional GPU paths: at most 6 minutes
 #   scripts/gpu/verify.sh PART OUTDIR          PART: 1, 2, 3 or 4 (issue 13): the long parts
 #
 # Every form runs each step under `timeout`, starts none after a time
@@ -83,6 +84,39 @@
 # LSTM and Keras ratios, compute-sanitizer's summary lines, NCCL, the cuDNN
 # comparison, the libraries cnnbench loaded, and a closing note),
 # quick-logs.tar.gz, quick-info.json.
+#
+# paths (issue 28; same budget as quick): the optional GPU paths, each off
+# by default until a run like this shows it correct and faster:
+# own-kernels (--own-kernels), fuse-bn (--fuse-bn), cuda-graph
+# (--cuda-graph), api-graph (--api graph), and all (all four; per-layer
+# runs leave out --cuda-graph, which refuses --per-layer). A word of
+# PATHS_STEPS (default all) names each part:
+#   check     side by side, at most JOBS=8 at once: the layers crate's GPU
+#             tests (backend_tests runs every body on each path and on all
+#             of them); `check --device gpu --batch 2` on resnet50,
+#             mnist-cnn, imdb-fasttext and imdb-bilstm with each path and
+#             with all, in f16 NHWC and f32 NCHW, and with all in bf16
+#             and tf32 NHWC (resnet50); `conv --from builtin:resnet50
+#             --batch 2 --check --api graph` in f16 NHWC and f32 NCHW;
+#             compute-sanitizer memcheck over one resnet18 step at batch 8
+#             with all paths.
+#   r50       ResNet-50 f16 NHWC batch 256 (--warmup 5 --iters 20): the
+#             default step, all paths and PyTorch in ABBA order (default,
+#             all, PyTorch, PyTorch, all, default); then each path alone,
+#             forward then reverse order, while the budget lasts.
+#   keras     the six Keras models at batch 128, f32: default,
+#             --cuda-graph, all, PyTorch, PyTorch, all, --cuda-graph,
+#             default.
+#   f32       ResNet-50 f32 batch 64: --api legacy against --api graph, ABBA.
+#   per-layer `model resnet50 --per-layer` at f16, batch 256 (--iters 10),
+#             default and with --own-kernels --fuse-bn --api graph: the
+#             bytes, GB/s and roofline columns of each layer.
+#   conv      `conv --from builtin:resnet50 --batch 64 --dtype f32 --dir
+#             FWD_D,BWD_D,BWD_W`, --api legacy then --api graph: the engine
+#             each direction of each layer gets.
+# Files: paths-summary.md (the correctness rows, the ResNet-50 and Keras
+# tables with ratios to the default and to PyTorch, the per-layer kind
+# table of both per-layer runs), paths-logs.tar.gz, paths-info.json.
 #
 # The long parts, for a machine lent for longer (each meant to take under 8
 # minutes on an H100 with 16 cores):
@@ -225,7 +259,7 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 usage() {
-    echo "usage: scripts/gpu/verify.sh quick|1|2|3|4 OUTDIR    (see the header of this script)" >&2
+    echo "usage: scripts/gpu/verify.sh quick|paths|1|2|3|4 OUTDIR    (see the header of this script)" >&2
     exit 64
 }
 [ $# -eq 2 ] || usage
@@ -234,13 +268,14 @@ out=$2
 # tag: the files' prefix; label: the name in messages.
 case $part in
     quick) tag=quick label=quick ;;
+    paths) tag=paths label=paths ;;
     1 | 2 | 3 | 4) tag=part$part label="part $part" ;;
     *) usage ;;
 esac
 
 pack=${PACK:-$root/gpu-pack}
 py=${PYTHON:-python3}
-if [ "$part" = quick ]; then
+if [ "$part" = quick ] || [ "$part" = paths ]; then
     budget=${BUDGET_S:-330}
     grace=${GRACE_S:-25}
 else
@@ -373,7 +408,7 @@ bg_wait() {
 }
 # The summary and the archive, rewritten after every step; key files beside.
 case $part in
-    quick) key_files="info.json" ;;
+    quick | paths) key_files="info.json" ;;
     1) key_files="info.txt info.json" ;;
     2) key_files="r50-algos.md" ;;
     3) key_files="per-layer.md" ;;
@@ -1443,8 +1478,183 @@ PIPCUDNN
     "$py" "$here/summary.py" --per-layer "$logs/results" > "$logs/per-layer.md" 2>> "$logs/summary.err" || true
 }
 
+# --------------------------------------------------------------------------
+# paths: issue 28's optional GPU paths (see the header).
+
+# path_flags WORD: the command-line flags of a path word.
+path_flags() {
+    case $1 in
+        default) ;;
+        own-kernels) echo --own-kernels ;;
+        fuse-bn) echo --fuse-bn ;;
+        cuda-graph) echo --cuda-graph ;;
+        api-graph) echo --api graph ;;
+        all) echo --own-kernels --fuse-bn --cuda-graph --api graph ;;
+        per-layer-all) echo --own-kernels --fuse-bn --api graph ;;
+    esac
+}
+
+paths() {
+    local wanted=" ${PATHS_STEPS:-check r50 keras f32 per-layer conv} "
+    local singles="own-kernels fuse-bn cuda-graph api-graph"
+    local nogpu="skipped: no GPU" p dl dt l layers cs w n
+    local keras="mnist-mlp mnist-cnn cifar10-cnn imdb-fasttext imdb-bilstm lstm-text"
+    local store=(--results "$logs/results")
+    [ $gpu_listed = 1 ] && nogpu="skipped: the GPU is not usable (see the gpu step)"
+    mkdir -p "$logs/check" "$logs/results"
+    want() { case $wanted in *" $1 "*) return 0 ;; esac; return 1; }
+    gpu_or_skip() {
+        [ $usable = 1 ] && return 0
+        local n
+        for n in "$@"; do record "$n" "$nogpu" 0 "$why"; done
+        return 1
+    }
+    cs=$(sanitizer)
+    torch_ok=0
+    if [ $usable = 1 ] && { want r50 || want keras; }; then
+        "$py" -c 'import torch; print("torch", torch.__version__, "cudnn", torch.backends.cudnn.version())' \
+            > "$logs/torch.txt" 2>&1 && torch_ok=1
+    fi
+    pt_ready() {
+        [ "$torch_ok" = 1 ] && return 0
+        record "$1" "skipped: PyTorch not importable by $py" 0 "$(tail -n 1 "$logs/torch.txt" 2> /dev/null)"
+        return 1
+    }
+
+    if want check; then
+        rerun_hint=check
+        local names="tests_gpu memcheck_all conv_api_f16_nhwc conv_api_f32_nchw check_all_bf16 check_all_tf32"
+        for p in $singles all; do names="$names check_${p}_f16_nhwc check_${p}_f32_nchw"; done
+        # shellcheck disable=SC2086 # one name per word
+        if gpu_or_skip $names; then
+            maxjobs=$(gpu_jobs "${JOBS:-8}")
+            layers=$(test_bin cnnbench_layers)
+            if [ -z "$layers" ]; then
+                record tests_gpu "FAILED: no cnnbench_layers test binary (run scripts/gpu/pack.sh)" 0
+            else
+                bg tests_gpu 200 sh -c 'exec "$@" 2>&1' sh env CNNBENCH_GPU_LIBS=required \
+                    CNNBENCH_GPU=required "$layers" backend_tests real_libs cuda_programs backend::cuda \
+                    ::cuda net::gpu --test-threads=2
+            fi
+            for p in all $singles; do
+                for dl in f16:nhwc f32:nchw; do
+                    dt=${dl%%:*}
+                    l=${dl#*:}
+                    # shellcheck disable=SC2046 # one flag per word
+                    bg "check_${p}_${dt}_$l" 150 "$bin" check --device gpu --model resnet50 --model mnist-cnn \
+                        --model imdb-fasttext --model imdb-bilstm --batch 2 --dtype "$dt" --layout "$l" \
+                        --threads 2 --format json $(path_flags "$p")
+                done
+            done
+            for dt in bf16 tf32; do
+                # shellcheck disable=SC2046
+                bg "check_all_$dt" 150 "$bin" check --device gpu --model resnet50 --batch 2 --dtype "$dt" \
+                    --layout nhwc --threads 2 --format json $(path_flags all)
+            done
+            for dl in f16:nhwc f32:nchw; do
+                dt=${dl%%:*}
+                l=${dl#*:}
+                bg "conv_api_${dt}_$l" 150 "$bin" conv --from builtin:resnet50 --device gpu --dtype "$dt" \
+                    --layout "$l" --batch 2 --check --api graph --threads 2 --iters 3 --warmup 1 \
+                    --format json --out "$logs/check/conv_api_${dt}_$l.json" "${store[@]}" -q
+            done
+            if [ -z "$cs" ]; then
+                record memcheck_all "skipped: compute-sanitizer not found" 0
+            else
+                # shellcheck disable=SC2046
+                bg memcheck_all 120 "$cs" --tool memcheck --error-exitcode 1 "$bin" model resnet18 \
+                    --device gpu --batch 8 --warmup 1 --iters 1 --no-save -q $(path_flags all)
+            fi
+            bg_wait
+        fi
+    fi
+
+    # p_run NAME PATH MODELS BATCH DTYPE: one cnnbench run, CSV on stdout.
+    p_run() {
+        local name=$1 p=$2 models=$3 b=$4 dt=$5 iters=20
+        [ "$b" = 128 ] && iters=50
+        # shellcheck disable=SC2046,SC2086 # one flag / model per word
+        run "$name" 0 120 "$bin" model $models --device gpu --batch "$b" --dtype "$dt" --layout nhwc \
+            --warmup 5 --iters "$iters" --format csv "${store[@]}" -q $(path_flags "$p")
+    }
+    p_pt() {
+        local name=$1 models=$2 b=$3 dt=$4 iters=20
+        [ "$b" = 128 ] && iters=50
+        pt_ready "$name" || return 0
+        # shellcheck disable=SC2086
+        run "$name" 0 150 "$py" "$root/scripts/peers/pytorch_model.py" $models --device cuda --batch "$b" \
+            --dtype "$dt" --layout nhwc --warmup 5 --iters "$iters"
+    }
+    if want r50 && gpu_or_skip r50_paths; then
+        rerun_hint=r50
+        if [ "$(left)" -lt 60 ]; then
+            record r50_paths "skipped: time budget ($(left) s left, about 90 s needed)" 0 "rerun: r50"
+        else
+            p_run p_default_r50_1 default resnet50 256 f16
+            p_run p_all_r50_1 all resnet50 256 f16
+            p_pt p_pt_r50_1 resnet50 256 f16
+            p_pt p_pt_r50_2 resnet50 256 f16
+            p_run p_all_r50_2 all resnet50 256 f16
+            p_run p_default_r50_2 default resnet50 256 f16
+            for p in $singles; do
+                [ "$(left)" -lt 60 ] && break
+                p_run "p_${p}_r50_1" "$p" resnet50 256 f16
+            done
+            for w in $(echo "$singles" | tr ' ' '\n' | tac); do
+                [ -f "$logs/p_${w}_r50_1.out" ] || continue
+                [ "$(left)" -lt 20 ] && break
+                p_run "p_${w}_r50_2" "$w" resnet50 256 f16
+            done
+        fi
+    fi
+    if want keras && gpu_or_skip keras_paths; then
+        rerun_hint=keras
+        if [ "$(left)" -lt 30 ]; then
+            record keras_paths "skipped: time budget ($(left) s left, about 40 s needed)" 0 "rerun: keras"
+        else
+            p_run p_default_keras_1 default "$keras" 128 f32
+            p_run p_cuda-graph_keras_1 cuda-graph "$keras" 128 f32
+            p_run p_all_keras_1 all "$keras" 128 f32
+            p_pt p_pt_keras_1 "$keras" 128 f32
+            p_pt p_pt_keras_2 "$keras" 128 f32
+            p_run p_all_keras_2 all "$keras" 128 f32
+            p_run p_cuda-graph_keras_2 cuda-graph "$keras" 128 f32
+            p_run p_default_keras_2 default "$keras" 128 f32
+        fi
+    fi
+    if want f32 && gpu_or_skip f32_api; then
+        rerun_hint=f32
+        if [ "$(left)" -lt 40 ]; then
+            record f32_api "skipped: time budget ($(left) s left, about 50 s needed)" 0 "rerun: f32"
+        else
+            p_run p_default_f32_1 default resnet50 64 f32
+            p_run p_api-graph_f32_1 api-graph resnet50 64 f32
+            p_run p_api-graph_f32_2 api-graph resnet50 64 f32
+            p_run p_default_f32_2 default resnet50 64 f32
+        fi
+    fi
+    if want per-layer && gpu_or_skip per_layer_default per_layer_paths; then
+        rerun_hint=per-layer
+        run per_layer_default 20 90 "$bin" model resnet50 --device gpu --batch 256 --dtype f16 --layout nhwc \
+            --warmup 3 --iters 10 --per-layer --format json "${store[@]}" -q
+        # shellcheck disable=SC2046
+        run per_layer_paths 20 90 "$bin" model resnet50 --device gpu --batch 256 --dtype f16 --layout nhwc \
+            --warmup 3 --iters 10 --per-layer --format json "${store[@]}" -q $(path_flags per-layer-all)
+    fi
+    if want conv && gpu_or_skip conv_legacy_f32 conv_graph_f32; then
+        rerun_hint=conv
+        for w in legacy graph; do
+            run "conv_${w}_f32" 20 120 "$bin" conv --from builtin:resnet50 --device gpu --batch 64 \
+                --dtype f32 --layout nhwc --dir FWD_D,BWD_D,BWD_W --api "$w" --warmup 3 --iters 10 \
+                --format json --out "$logs/conv_${w}_f32.json" "${store[@]}" -q
+        done
+    fi
+    "$py" "$here/summary.py" --per-layer "$logs/results" > "$logs/per-layer.md" 2>> "$logs/summary.err" || true
+}
+
 case $part in
     quick) quick ;;
+    paths) paths ;;
     1) part1 ;;
     2)
         if [ $usable = 0 ]; then

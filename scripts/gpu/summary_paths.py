@@ -1,0 +1,145 @@
+"""The summary of `scripts/gpu/verify.sh paths` (issue 28's optional GPU paths): correctness per
+path, ResNet-50 and the Keras models per path beside the default step and PyTorch, the f32 API
+comparison, and where the step goes with and without the paths. Called by summary.py
+(`summary.py --part paths LOGS`); only the standard library; never fails on a missing or partial
+file."""
+import csv
+import io
+import os
+import re
+from collections import OrderedDict
+
+import summary as s
+
+PATH_FLAGS = OrderedDict([
+    ("default", "(none)"),
+    ("own-kernels", "--own-kernels"),
+    ("fuse-bn", "--fuse-bn"),
+    ("cuda-graph", "--cuda-graph"),
+    ("api-graph", "--api graph"),
+    ("all", "--own-kernels --fuse-bn --cuda-graph --api graph"),
+    ("pt", "PyTorch eager"),
+])
+
+
+def path_runs(logs):
+    """{(group, model, batch, dtype): {path: {round: total ms or None}}} from the CSV each
+    `p_<path>_<group>_<round>` step printed."""
+    out = OrderedDict()
+    for name in s.steps(logs):
+        m = re.match(r"^p_(.+)_(r50|keras|f32)_([12])$", name)
+        if not m:
+            continue
+        path, group, rnd = m.group(1), m.group(2), int(m.group(3))
+        try:
+            rows = list(csv.DictReader(io.StringIO(s.read(os.path.join(logs, name + ".out")))))
+        except csv.Error:
+            continue
+        for r in rows:
+            try:
+                key = (group, r["model"], int(r["batch"]), r["dtype"])
+            except (KeyError, TypeError, ValueError):
+                continue
+            try:
+                ms = float(r["total_ms_median"]) if r.get("status") == "ok" else None
+            except (TypeError, ValueError):
+                ms = None
+            out.setdefault(key, OrderedDict()).setdefault(path, {})[rnd] = ms
+    return out
+
+
+def runs_table(runs, group, title, intro):
+    rows = {k: v for k, v in runs.items() if k[0] == group}
+    if not rows:
+        return []
+    lines = [f"## {title}", "", intro, "",
+             "| model | batch | dtype | path | runs (ms) | median ms | img/s | default ms / this ms | "
+             "PyTorch ms / this ms |", "|---|---:|---|---|---|---:|---:|---:|---:|"]
+    for (_, model, b, dt), paths in rows.items():
+        med = {p: s.median_or_none([v for v in d.values() if v is not None]) for p, d in paths.items()}
+        base, pt = med.get("default"), med.get("pt")
+        for p in PATH_FLAGS:
+            if p not in paths:
+                continue
+            m = med[p]
+            ips = f"{b * 1000.0 / m:,.0f}" if m else "n/a"
+            lines.append(f"| {model} | {b} | {dt} | {PATH_FLAGS[p]} | {s.rounds_text(paths[p])} | "
+                         f"{s.fmt_opt_ms(m)} | {ips} | {s.fmt_ratio(base / m if base and m else None)} | "
+                         f"{s.fmt_ratio(pt / m if pt and m else None)} |")
+    return lines + [""]
+
+
+def per_layer_kinds(logs, name):
+    doc = s.load_json(os.path.join(logs, name + ".out"))
+    recs = doc.get("records", []) if isinstance(doc, dict) else []
+    rec = next((r for r in recs if r.get("layers")), None)
+    if rec is None:
+        return None, {}
+    kinds = OrderedDict()
+    for lay in rec["layers"]:
+        k = kinds.setdefault(lay.get("kind") or "?", [0, 0.0])
+        k[0] += 1
+        k[1] += (lay.get("forward_ms") or 0.0) + (lay.get("backward_ms") or 0.0)
+    return (rec.get("total_ms") or {}).get("median"), kinds
+
+
+def per_layer_section(logs):
+    a_tot, a = per_layer_kinds(logs, "per_layer_default")
+    b_tot, b = per_layer_kinds(logs, "per_layer_paths")
+    if not a and not b:
+        return []
+    lines = ["## Where the f16 batch-256 step goes, default against `--own-kernels --fuse-bn --api graph`",
+             "", f"Step: default {s.fmt_opt_ms(a_tot)} ms, with the paths {s.fmt_opt_ms(b_tot)} ms "
+             "(`--per-layer`, --iters 10; fused layers' time is counted in the layer that runs them).", "",
+             "| layer type | default ms | with the paths ms |", "|---|---:|---:|"]
+    for kind in OrderedDict.fromkeys(list(a) + list(b)):
+        fa = f"{a[kind][1]:.2f}" if kind in a else "-"
+        fb = f"{b[kind][1]:.2f}" if kind in b else "-"
+        lines.append(f"| {kind} | {fa} | {fb} |")
+    return lines + ["", "(Every layer's bytes, GB/s and roofline columns: `per-layer.md` in the logs.)", ""]
+
+
+def paths(logs):
+    lines = s.header(logs, "cnnbench GPU verification, issue 28's paths (`scripts/gpu/verify.sh paths`)")
+    torch = s.read(os.path.join(logs, "torch.txt")).strip().splitlines()
+    if torch:
+        lines.insert(-1, f"- PyTorch: {torch[-1]}")
+    st = s.steps(logs)
+    lines += ["## Steps", "", "| step | result | s |", "|---|---|---:|"]
+    for name, v in st.items():
+        res = s.quick_result(logs, name, v)
+        lines.append(f"| `{name}` | {res} | {v[1]} |")
+    lines.append("")
+    runs = path_runs(logs)
+    lines += runs_table(runs, "r50", "ResNet-50 f16 NHWC, batch 256, per path",
+                        "`cnnbench model resnet50 --device gpu --dtype f16 --layout nhwc --batch 256 --warmup 5 "
+                        "--iters 20` with each path's flags, beside `scripts/peers/pytorch_model.py`; order: "
+                        "default, all, PyTorch, PyTorch, all, default, then each path alone forward and back. "
+                        "Medians of each run's median step; ratios above 1: this path faster.")
+    lines += runs_table(runs, "keras", "The Keras models, batch 128, f32, per path",
+                        "`cnnbench model ... --batch 128 --dtype f32 --warmup 5 --iters 50`: default, "
+                        "--cuda-graph, all, PyTorch, PyTorch, all, --cuda-graph, default.")
+    lines += runs_table(runs, "f32", "ResNet-50 f32, batch 64: the legacy API against the graph API",
+                        "default (legacy), --api graph, --api graph, default.")
+    lines += per_layer_section(logs)
+    gpu = st.get("gpu", ("", "", ""))
+    fails = s.failed_steps(logs)
+    skips = s.skipped_steps(logs)
+    lines += ["## Closing note", ""]
+    if gpu[0] != "ok":
+        lines.append(f"No usable GPU here ({gpu[2] or gpu[0]}): every GPU step is reported as skipped.")
+        return lines
+    text = [f"Paths verification on {gpu[2]}.",
+            f"{sum(1 for v in st.values() if v[0] == 'ok')} steps ok, {len(fails)} failed, {len(skips)} skipped."]
+    if fails:
+        text.append("Failed or cut: " + ", ".join(f"{n} ({v})" for n, v in fails) + ".")
+    words = []
+    for name, v in st.items():
+        m = re.match(r"^rerun: (\S+)$", v[2].strip())
+        if v[0].startswith("skipped") and m and m.group(1) not in words:
+            words.append(m.group(1))
+    if words:
+        text.append(f'The budget skipped {", ".join(words)}: `PATHS_STEPS="{" ".join(words)}" '
+                    "scripts/gpu/verify.sh paths OUT2` runs just that.")
+    lines.append(" ".join(text))
+    return lines
