@@ -11,6 +11,8 @@ pub(super) enum Fail {
     Closed,
     /// The deadline passed.
     TimedOut,
+    /// A stop signal arrived (SIGINT, SIGTERM, SIGHUP) while waiting.
+    Stopped,
     Io(io::Error),
 }
 
@@ -19,6 +21,7 @@ impl Fail {
         match self {
             Fail::Closed => "the connection was closed".to_string(),
             Fail::TimedOut => "timed out".to_string(),
+            Fail::Stopped => crate::signals::stopped_by(),
             Fail::Io(e) => e.to_string(),
         }
     }
@@ -47,6 +50,15 @@ fn is_retry(e: &io::Error) -> bool {
     matches!(e.kind(), WouldBlock | TimedOut | Interrupted)
 }
 
+/// Longest a read or write blocks before it looks at the stop flag: a
+/// rank waiting for its peers stops within this of the first signal.
+pub(super) const STOP_POLL: Duration = Duration::from_millis(100);
+
+/// Whether a stop signal arrived.
+pub(super) fn stopped() -> bool {
+    crate::signals::stopped()
+}
+
 /// Time left before `deadline`; `None` once it has passed.
 pub(super) fn remaining(deadline: Instant) -> Option<Duration> {
     deadline
@@ -54,8 +66,9 @@ pub(super) fn remaining(deadline: Instant) -> Option<Duration> {
         .filter(|d| !d.is_zero())
 }
 
-/// `read_exact` that gives up at `deadline`: the socket's timeout is
-/// renewed before each read, as a peer may trickle bytes forever.
+/// `read_exact` that gives up at `deadline` or at a stop signal: the
+/// socket's timeout is renewed before each read (at most [`STOP_POLL`]),
+/// as a peer may trickle bytes forever.
 pub(super) fn read_exact_by(
     stream: &mut TcpStream,
     buf: &mut [u8],
@@ -63,8 +76,13 @@ pub(super) fn read_exact_by(
 ) -> std::result::Result<(), Fail> {
     let mut got = 0;
     while got < buf.len() {
+        if stopped() {
+            return Err(Fail::Stopped);
+        }
         let left = remaining(deadline).ok_or(Fail::TimedOut)?;
-        stream.set_read_timeout(Some(left)).map_err(Fail::Io)?;
+        stream
+            .set_read_timeout(Some(left.min(STOP_POLL)))
+            .map_err(Fail::Io)?;
         match stream.read(&mut buf[got..]) {
             Ok(0) => return Err(Fail::Closed),
             Ok(n) => got += n,
@@ -75,16 +93,40 @@ pub(super) fn read_exact_by(
     Ok(())
 }
 
-/// `write_all` that gives up at `deadline`.
+/// `write_all` that gives up at `deadline` or at a stop signal.
 pub(super) fn write_all_by(
     stream: &mut TcpStream,
     buf: &[u8],
     deadline: Instant,
 ) -> std::result::Result<(), Fail> {
+    write_all(stream, buf, deadline, true)
+}
+
+/// `write_all` of a short answer (bounded by a deadline of seconds) that a
+/// stop signal does not cut: rank 0, stopped, still tells the ranks why.
+pub(super) fn answer_by(
+    stream: &mut TcpStream,
+    buf: &[u8],
+    deadline: Instant,
+) -> std::result::Result<(), Fail> {
+    write_all(stream, buf, deadline, false)
+}
+
+fn write_all(
+    stream: &mut TcpStream,
+    buf: &[u8],
+    deadline: Instant,
+    watch_stop: bool,
+) -> std::result::Result<(), Fail> {
     let mut sent = 0;
     while sent < buf.len() {
+        if watch_stop && stopped() {
+            return Err(Fail::Stopped);
+        }
         let left = remaining(deadline).ok_or(Fail::TimedOut)?;
-        stream.set_write_timeout(Some(left)).map_err(Fail::Io)?;
+        stream
+            .set_write_timeout(Some(left.min(STOP_POLL)))
+            .map_err(Fail::Io)?;
         match stream.write(&buf[sent..]) {
             Ok(0) => return Err(Fail::Closed),
             Ok(n) => sent += n,

@@ -9,9 +9,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Result};
 
-use super::deadline::{is_gone, write_all_by};
+use super::deadline::{answer_by, is_gone, stopped};
 use super::wire::{
-    parse_hello, refuse, Parsed, ANSWER_TIMEOUT, HEADER_BYTES, ID_BYTES, STATUS_OK, VERSION,
+    id_answer, parse_hello, refuse, refuse_other_version, Parsed, ANSWER_TIMEOUT, HEADER_BYTES,
+    ID_BYTES, VERSION,
 };
 
 /// How long rank 0 waits for a connection's hello once it is accepted:
@@ -195,13 +196,11 @@ impl Joins {
     /// Sends the id to every rank; the streams in rank order, from rank 1.
     pub(super) fn send_id(self, id: &[u8; ID_BYTES]) -> Result<Vec<TcpStream>> {
         let deadline = Instant::now() + ANSWER_TIMEOUT;
-        let mut answer = Vec::with_capacity(1 + ID_BYTES);
-        answer.push(STATUS_OK);
-        answer.extend_from_slice(id);
+        let answer = id_answer(id);
         let mut streams = Vec::with_capacity(self.world_size.saturating_sub(1));
         for h in self.joined.into_iter().flatten() {
             let mut stream = h.stream;
-            write_all_by(&mut stream, &answer, deadline).map_err(|f| {
+            answer_by(&mut stream, &answer, deadline).map_err(|f| {
                 anyhow!(
                     "rendezvous: could not send the NCCL id to rank {} at {}: {}",
                     h.rank,
@@ -224,7 +223,8 @@ fn other_version(peer: SocketAddr, version: u32) -> String {
 
 /// Rank 0 accepts connections and reads hellos until every rank has
 /// joined, the deadline passes, or [`PROBLEM_GRACE`] after the run is
-/// known to be refused. Polls a non-blocking listener and connections, so
+/// known to be refused; a stop signal ends the wait at once, an error
+/// that says so (the ranks joined so far hear it too). Polls a non-blocking listener and connections, so
 /// that neither a silent stranger nor a slow rank holds up the others.
 pub(super) fn wait_for_ranks(
     listener: &TcpListener,
@@ -240,6 +240,15 @@ pub(super) fn wait_for_ranks(
     let mut joins = Joins::new(world_size);
     let mut pending: Vec<Pending> = Vec::new();
     loop {
+        if stopped() {
+            let joined = world_size - joins.missing().len();
+            let how = crate::signals::stopped_by();
+            joins.refuse_all(&format!("rank 0 was {how} before every rank had joined"));
+            bail!(
+                "rendezvous at {at}: {how} while waiting for the ranks to join ({joined} of \
+                 {world_size} had, rank 0 included)"
+            );
+        }
         let mut busy = accept_all(listener, at, &mut pending)?;
         for p in std::mem::take(&mut pending) {
             let had = p.buf.len();
@@ -251,7 +260,7 @@ pub(super) fn wait_for_ranks(
                 Step::Drop => {}
                 Step::OtherVersion(mut p, v) => {
                     discard_waiting(&mut p.stream);
-                    let _ = refuse(&mut p.stream, &other_version(p.peer, v));
+                    let _ = refuse_other_version(&mut p.stream, &other_version(p.peer, v));
                     joins.versions.push((p.peer, v));
                     joins.problem();
                 }

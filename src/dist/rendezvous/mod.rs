@@ -5,16 +5,21 @@
 //! results over the same connections. Gradients never pass here: only the
 //! id, a check that all ranks run the same configuration, and the results.
 //!
-//! # Protocol (version 1)
+//! # Protocol (version 2)
 //!
-//! Integers are little endian. Rank 0 listens on `0.0.0.0:MASTER_PORT`;
-//! every other rank connects (retrying every 100 ms until its deadline, as
-//! rank 0 may start later) and sends a hello:
+//! Integers are little endian. Every message, in both directions, starts
+//! with the tag `cnnbench-rdv` (12 bytes) and the protocol version (u32,
+//! 2), and its reader checks both before anything else: a joining rank
+//! that meets a stranger on `MASTER_PORT` fails in one line naming the
+//! address and the bytes it received, instead of taking them for an id.
+//! Rank 0 listens on `0.0.0.0:MASTER_PORT`; every other rank connects
+//! (retrying every 100 ms until its deadline, as rank 0 may start later)
+//! and sends a hello:
 //!
 //! | bytes | field                                        |
 //! |-------|----------------------------------------------|
 //! | 12    | `cnnbench-rdv`                               |
-//! | 4     | protocol version, u32 (1)                    |
+//! | 4     | protocol version, u32 (2)                    |
 //! | 4     | rank, u32                                    |
 //! | 4     | world size, u32                              |
 //! | 4     | fingerprint length, u32, at most 64 KiB      |
@@ -24,15 +29,24 @@
 //! on the port) or send nothing for 5 s, and waits until every rank from 1
 //! to world size - 1 has said hello. It then checks, in rank order, each
 //! rank's world size, that no rank is claimed twice, and the fingerprint,
-//! and answers every rank with one status byte: 0 followed by the 128-byte
-//! id, or 1 followed by a u32 length and a one-line UTF-8 reason, so that
-//! every rank fails with the reason rank 0 fails with. Once a problem is
-//! seen rank 0 waits at most 2 s more for the missing ranks, so that those
-//! started at the same moment hear the reason too.
+//! and answers every rank with the tag, the version and one status byte: 0
+//! followed by the 128-byte id, or 1 followed by a u32 length and a
+//! one-line UTF-8 reason, so that every rank fails with the reason rank 0
+//! fails with. A process that says hello in another protocol version is
+//! refused in version 1's answer format (status, length, reason: no tag),
+//! which every older build reads. Once a problem is seen rank 0 waits at
+//! most 2 s more for the missing ranks, so that those started at the same
+//! moment hear the reason too.
 //!
-//! [`Rendezvous::gather`]: every rank other than 0 sends its payload as a
-//! u64 length (at most 64 MiB) and the bytes; rank 0 reads them in rank
-//! order. Nothing answers them: a rank's results matter only to rank 0.
+//! [`Rendezvous::gather`]: every rank other than 0 sends the tag, the
+//! version, its payload's length (u64, at most 64 MiB) and the bytes; rank
+//! 0 reads them in rank order. Nothing answers them: a rank's results
+//! matter only to rank 0.
+//!
+//! Every wait (connecting, the hellos, the answer, the results) ends
+//! within a second of the first stop signal (SIGINT, SIGTERM, SIGHUP) with
+//! an error that says the rank was stopped; rank 0, stopped, tells the
+//! ranks that joined.
 
 mod deadline;
 mod join;
@@ -47,7 +61,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Result};
 
 use super::launch::World;
-use deadline::{remaining, seconds, write_all_by, Fail};
+use deadline::{remaining, seconds, stopped, write_all_by, Fail};
 use join::wait_for_ranks;
 use wire::{hello, read_answer, receive_payload, send_payload};
 pub use wire::{ID_BYTES, MAX_FINGERPRINT_BYTES, MAX_PAYLOAD_BYTES};
@@ -218,12 +232,22 @@ impl Rendezvous {
                 seconds(timeout)
             )
         };
-        let mut stream = connect(&addrs, deadline).ok_or_else(no_answer)?;
+        let stopped = || {
+            anyhow!(
+                "rendezvous: {} while waiting for rank 0 at {rank0}",
+                crate::signals::stopped_by()
+            )
+        };
+        let mut stream = connect(&addrs, deadline).map_err(|f| match f {
+            Fail::Stopped => stopped(),
+            _ => no_answer(),
+        })?;
         // Small messages, each awaited: Nagle's algorithm would only delay them.
         let _ = stream.set_nodelay(true);
         let hello = hello(world.rank, world.world_size, fingerprint.as_bytes())?;
         write_all_by(&mut stream, &hello, deadline).map_err(|f| match f {
             Fail::TimedOut => no_answer(),
+            Fail::Stopped => stopped(),
             f => anyhow!(
                 "rendezvous: lost the connection to rank 0 at {rank0}: {}",
                 f.reason()
@@ -301,16 +325,24 @@ fn resolve(host: &str, port: u16) -> Result<Vec<SocketAddr>> {
 }
 
 /// A connection to one of `addrs`, tried in turn every [`RETRY_EVERY`]
-/// until `deadline`; `None` when none answered.
-fn connect(addrs: &[SocketAddr], deadline: Instant) -> Option<TcpStream> {
+/// until `deadline` (`Fail::TimedOut`) or a stop signal (`Fail::Stopped`).
+fn connect(addrs: &[SocketAddr], deadline: Instant) -> std::result::Result<TcpStream, Fail> {
     loop {
         for addr in addrs {
-            let left = remaining(deadline)?;
+            if stopped() {
+                return Err(Fail::Stopped);
+            }
+            let left = remaining(deadline).ok_or(Fail::TimedOut)?;
+            // A stop signal is seen within CONNECT_ATTEMPT even where an
+            // address drops packets.
             if let Ok(stream) = TcpStream::connect_timeout(addr, left.min(CONNECT_ATTEMPT)) {
-                return Some(stream);
+                return Ok(stream);
             }
         }
-        thread::sleep(remaining(deadline)?.min(RETRY_EVERY));
+        if stopped() {
+            return Err(Fail::Stopped);
+        }
+        thread::sleep(remaining(deadline).ok_or(Fail::TimedOut)?.min(RETRY_EVERY));
     }
 }
 

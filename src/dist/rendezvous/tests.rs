@@ -1,5 +1,8 @@
 use super::join::PROBLEM_GRACE;
-use super::wire::{hello, parse_hello, Parsed, HEADER_BYTES, STATUS_REFUSED, TAG};
+use super::wire::{
+    hello, parse_hello, prefix, Parsed, HEADER_BYTES, PREFIX_BYTES, STATUS_OK, STATUS_REFUSED, TAG,
+    VERSION,
+};
 use super::*;
 use crate::dist::launch::Launcher;
 use std::collections::hash_map::RandomState;
@@ -412,21 +415,21 @@ fn another_protocol_version_is_refused() {
     let (listener, port) = loopback();
     let mut old = TcpStream::connect(("127.0.0.1", port)).unwrap();
     let mut h = hello(1, 2, b"").unwrap();
-    h[TAG.len()..TAG.len() + 4].copy_from_slice(&2u32.to_le_bytes());
+    h[TAG.len()..TAG.len() + 4].copy_from_slice(&1u32.to_le_bytes());
     old.write_all(&h[..TAG.len() + 4]).unwrap();
     let rank1 = spawn_rank(world(1, 2, port), FP, LONG);
     let msg = error_of(host(listener, &world(0, 2, port), random_id(), FP, LONG));
     assert!(
-        msg.contains("speaks rendezvous protocol version 2, rank 0 speaks 1"),
+        msg.contains("speaks rendezvous protocol version 1, rank 0 speaks 2"),
         "{msg}"
     );
-    assert!(error_of(rank1.join().unwrap()).contains("protocol version 2"));
+    assert!(error_of(rank1.join().unwrap()).contains("protocol version 1"));
     // The other version hears why, in the answer format all versions share.
     old.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let mut answer = Vec::new();
     let _ = old.read_to_end(&mut answer);
     assert_eq!(answer.first(), Some(&STATUS_REFUSED));
-    assert!(String::from_utf8_lossy(&answer[5..]).contains("version 2"));
+    assert!(String::from_utf8_lossy(&answer[5..]).contains("version 1"));
 }
 
 #[test]
@@ -475,6 +478,7 @@ fn oversized_payloads_are_refused() {
     let (listener, port) = loopback();
     let mut liar = TcpStream::connect(("127.0.0.1", port)).unwrap();
     let (mut stream, _) = listener.accept().unwrap();
+    liar.write_all(&prefix()).unwrap();
     liar.write_all(&u64::MAX.to_le_bytes()).unwrap();
     let msg = error_of(receive_payload(&mut stream, 3, Instant::now() + LONG, LONG));
     assert!(
@@ -541,4 +545,223 @@ fn hello_parsing() {
                 .join(", ")
         )
     );
+}
+
+/// A fake rank 0 on a loopback port: reads a hello, answers `answer`, and
+/// keeps the connection open until the rank has read it.
+fn fake_rank0(answer: Vec<u8>) -> (u16, thread::JoinHandle<()>) {
+    let (listener, port) = loopback();
+    let t = thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        let mut h = vec![0u8; HEADER_BYTES + FP.len()];
+        let _ = s.read_exact(&mut h);
+        let _ = s.write_all(&answer);
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let _ = s.read_to_end(&mut Vec::new());
+    });
+    (port, t)
+}
+
+#[test]
+fn a_stranger_answering_zero_bytes_is_refused_in_one_line() {
+    // Version 1 took these 129 bytes for status 0 and an all-zero id.
+    let (port, fake) = fake_rank0(vec![0u8; 1 + ID_BYTES]);
+    let start = Instant::now();
+    let msg = error_of(Rendezvous::join(&world(1, 2, port), None, FP, LONG));
+    assert_eq!(
+        msg,
+        format!(
+            "rendezvous: the process at 127.0.0.1:{port} (MASTER_PORT) is not a cnnbench rank \
+             0: it answered 1 byte (00) where the rendezvous tag 'cnnbench-rdv' was due"
+        )
+    );
+    assert!(start.elapsed() < Duration::from_secs(2));
+    drop(fake);
+    // Half the tag, then a wrong byte; and half the tag, then closed.
+    let (port, _fake) = fake_rank0(b"cnnbXXXX".to_vec());
+    let msg = error_of(Rendezvous::join(&world(1, 2, port), None, FP, LONG));
+    assert!(msg.contains("answered 5 bytes (63 6e 6e 62 58)"), "{msg}");
+}
+
+#[test]
+fn answers_of_another_version_and_unknown_status_are_refused() {
+    let mut other = TAG.to_vec();
+    other.extend_from_slice(&9u32.to_le_bytes());
+    other.push(STATUS_OK);
+    other.extend_from_slice(&[7u8; ID_BYTES]);
+    let (port, _fake) = fake_rank0(other);
+    let msg = error_of(Rendezvous::join(&world(1, 2, port), None, FP, LONG));
+    assert_eq!(
+        msg,
+        format!(
+            "rendezvous: rank 0 at 127.0.0.1:{port} speaks rendezvous protocol version 9, this \
+             rank speaks {VERSION} (are all ranks the same cnnbench build?)"
+        )
+    );
+    let mut odd = prefix().to_vec();
+    odd.push(42);
+    let (port, _fake) = fake_rank0(odd);
+    let msg = error_of(Rendezvous::join(&world(1, 2, port), None, FP, LONG));
+    assert!(msg.ends_with("answered with unknown status 42"), "{msg}");
+}
+
+#[test]
+fn rank0_answers_carry_the_tag_and_version() {
+    // The id, to a rank that joined.
+    let (listener, port) = loopback();
+    let mut rank1 = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    rank1
+        .write_all(&hello(1, 2, FP.as_bytes()).unwrap())
+        .unwrap();
+    let id = random_id();
+    let (_rdv, _) = host(listener, &world(0, 2, port), id, FP, LONG).unwrap();
+    let mut answer = vec![0u8; PREFIX_BYTES + 1 + ID_BYTES];
+    rank1.read_exact(&mut answer).unwrap();
+    assert_eq!(&answer[..PREFIX_BYTES], &prefix());
+    assert_eq!(&answer[..TAG.len()], TAG);
+    assert_eq!(answer[PREFIX_BYTES], STATUS_OK);
+    assert_eq!(&answer[PREFIX_BYTES + 1..], &id);
+    // A refusal, to a rank of another configuration.
+    let (listener, port) = loopback();
+    let mut rank1 = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    rank1.write_all(&hello(1, 2, b"other").unwrap()).unwrap();
+    error_of(host(listener, &world(0, 2, port), random_id(), FP, LONG));
+    let mut answer = Vec::new();
+    rank1
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let _ = rank1.read_to_end(&mut answer);
+    assert_eq!(&answer[..PREFIX_BYTES], &prefix());
+    assert_eq!(answer[PREFIX_BYTES], STATUS_REFUSED);
+}
+
+#[test]
+fn results_carry_the_tag_both_ways() {
+    // What a joining rank sends.
+    let (listener, port) = loopback();
+    let mut out = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let (mut inn, _) = listener.accept().unwrap();
+    let deadline = Instant::now() + LONG;
+    super::wire::send_payload(&mut out, "rank 0", b"abc", deadline, LONG).unwrap();
+    let mut raw = vec![0u8; PREFIX_BYTES + 8 + 3];
+    inn.read_exact(&mut raw).unwrap();
+    assert_eq!(&raw[..PREFIX_BYTES], &prefix());
+    assert_eq!(&raw[PREFIX_BYTES..PREFIX_BYTES + 8], &3u64.to_le_bytes());
+    assert_eq!(&raw[PREFIX_BYTES + 8..], b"abc");
+    // What rank 0 refuses: results without the tag, or of another version.
+    out.write_all(&[0u8; 24]).unwrap();
+    let msg = error_of(receive_payload(&mut inn, 3, deadline, LONG));
+    assert_eq!(
+        msg,
+        "rendezvous: rank 3 sent 1 byte (00) where its results' tag 'cnnbench-rdv' was due"
+    );
+    let (listener, port) = loopback();
+    let mut out = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let (mut inn, _) = listener.accept().unwrap();
+    let mut old = TAG.to_vec();
+    old.extend_from_slice(&1u32.to_le_bytes());
+    out.write_all(&old).unwrap();
+    let msg = error_of(receive_payload(&mut inn, 1, deadline, LONG));
+    assert!(msg.contains("protocol version 1, rank 0 speaks 2"), "{msg}");
+}
+
+/// Tells a child process to wait at the rendezvous until a signal stops
+/// it: `rank,port`.
+const STOP_CHILD_VAR: &str = "CNNBENCH_RDV_STOP_CHILD";
+
+/// A rank waiting (rank 0 for its ranks, or rank 1 for rank 0's answer)
+/// in a process of its own, started by `a_stop_signal_ends_the_wait`; the
+/// error it prints is checked there. Does nothing in a normal test run.
+#[test]
+fn child_waiting_rank() {
+    let Ok(spec) = std::env::var(STOP_CHILD_VAR) else {
+        return;
+    };
+    let (rank, port) = spec.split_once(',').unwrap();
+    let (rank, port): (usize, u16) = (rank.parse().unwrap(), port.parse().unwrap());
+    crate::signals::install().unwrap();
+    let long = Duration::from_secs(120);
+    let msg = match rank {
+        0 => error_of(Rendezvous::join(
+            &world(0, 3, port),
+            Some(random_id()),
+            FP,
+            long,
+        )),
+        _ => error_of(Rendezvous::join(&world(rank, 3, port), None, FP, long)),
+    };
+    // The parent reads the child's stdout; a test may print.
+    #[allow(clippy::print_stdout)]
+    {
+        println!("ERROR: {msg}");
+    }
+}
+
+#[test]
+fn a_stop_signal_ends_the_wait() {
+    let exe = std::env::current_exe().unwrap();
+    // Rank 1 waiting for an answer from a rank 0 that never answers (the
+    // listener accepts into its backlog), and rank 0 waiting for ranks 1
+    // and 2 (a raw rank 1 joins, rank 2 never comes).
+    let (_silent, silent_port) = loopback();
+    let rank0_port = free_port();
+    for (rank, port, want) in [
+        (1, silent_port, format!("rendezvous: stopped by SIGTERM while waiting for rank 0 at 127.0.0.1:{silent_port} to answer")),
+        (2, free_port(), "rendezvous: stopped by SIGTERM while waiting for rank 0 at 127.0.0.1:".to_string()),
+        (0, rank0_port, format!("rendezvous at 0.0.0.0:{rank0_port}: stopped by SIGTERM while waiting for the ranks to join (2 of 3 had, rank 0 included)")),
+    ] {
+        let mut child = Children(vec![Command::new(&exe)
+            .args(["--exact", "dist::rendezvous::tests::child_waiting_rank"])
+            .args(["--nocapture", "--test-threads=1"])
+            .env(STOP_CHILD_VAR, format!("{rank},{port}"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()]);
+        let c = &mut child.0[0];
+        let mut joined = None;
+        if rank == 0 {
+            // Rank 1 says hello once rank 0 listens.
+            let deadline = Instant::now() + LONG;
+            let mut s = loop {
+                if let Ok(s) = TcpStream::connect(("127.0.0.1", port)) {
+                    break s;
+                }
+                assert!(Instant::now() < deadline, "rank 0 never listened");
+                thread::sleep(Duration::from_millis(20));
+            };
+            s.write_all(&hello(1, 3, FP.as_bytes()).unwrap()).unwrap();
+            joined = Some(s);
+        }
+        thread::sleep(Duration::from_millis(700));
+        crate::signals::send(c.id(), crate::signals::SIGTERM);
+        let sent = Instant::now();
+        let status = loop {
+            if let Some(status) = c.try_wait().unwrap() {
+                break status;
+            }
+            assert!(sent.elapsed() < Duration::from_secs(10), "rank {rank} ignored SIGTERM");
+            thread::sleep(Duration::from_millis(10));
+        };
+        assert!(
+            sent.elapsed() < Duration::from_secs(3),
+            "rank {rank} took {:?} to stop",
+            sent.elapsed()
+        );
+        let mut out = String::new();
+        c.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+        assert!(status.success(), "rank {rank}: {out}");
+        assert!(out.contains(&format!("ERROR: {want}")), "rank {rank}: {out}");
+        assert!(!out.contains("missing"), "rank {rank} blames missing ranks: {out}");
+        if let Some(mut s) = joined {
+            // The rank that joined hears that rank 0 was stopped.
+            let answer = read_answer(&mut s, "rank 0", Instant::now() + LONG, LONG);
+            assert_eq!(
+                error_of(answer),
+                "rendezvous: rank 0 refused this rank: rank 0 was stopped by SIGTERM before \
+                 every rank had joined"
+            );
+        }
+    }
 }
