@@ -101,7 +101,7 @@ pub struct Executor<B: Backend> {
     pub(super) dx_of: Vec<Vec<Option<usize>>>,
     /// Per ReLU node: the node whose layer runs it, and how much of it.
     fused_into: Vec<Option<(usize, ReluFusion)>>,
-    per_layer: bool,
+    pub(super) per_layer: bool,
     /// Before forward, after forward, after backward, after the gradient
     /// exchange, after the update.
     phase: [B::Event; 5],
@@ -314,7 +314,7 @@ impl<B: Backend> Executor<B> {
         self.step += 1;
     }
 
-    fn step_seed(&self) -> u64 {
+    pub(super) fn step_seed(&self) -> u64 {
         self.step.wrapping_mul(0x2545_F491_4F6C_DD1D) ^ self.seed
     }
 

@@ -9,6 +9,7 @@ mod backend_tests;
 pub mod buckets;
 pub mod compare;
 pub mod cpu;
+pub mod cuda_graph;
 pub mod data_parallel;
 pub mod exec;
 pub mod fusion;

@@ -55,6 +55,10 @@ pub struct GpuCtx<'g> {
     device: Rc<Device<'g>>,
     /// Changes every training step (dropout draws a new mask).
     pub step_seed: u64,
+    /// While a step is captured as a CUDA graph (`--cuda-graph`): the
+    /// device address of the u64 the replayed step reads its seed from
+    /// (set before each launch, outside the graph); 0 in an eager step.
+    pub step_seed_at: DevPtr,
     /// The convolutions' shared workspace (while planning: the search
     /// workspace).
     pub workspace: Workspace,
@@ -293,6 +297,7 @@ impl<'g> Cuda<'g> {
         GpuCtx {
             device: Rc::clone(&self.device),
             step_seed,
+            step_seed_at: 0,
             workspace: Workspace::NONE,
             workspace_limit,
             workspace_buf: None,

@@ -24,6 +24,32 @@ impl CublasHandle {
         Ok(handle)
     }
 
+    /// Makes cuBLAS use `bytes` at `ptr` as its workspace from now on, so
+    /// that a captured CUDA graph's GEMMs use memory the caller owns and
+    /// keeps alive while the graph exists (cuBLAS's advice for graph
+    /// capture); [`CublasHandle::default_workspace`] undoes it.
+    ///
+    /// # Safety
+    /// `ptr` must hold `bytes` of device memory (256-byte aligned) that
+    /// outlives every cuBLAS call until the workspace is reset.
+    pub unsafe fn set_workspace(&self, ptr: *mut c_void, bytes: usize) -> GpuResult<()> {
+        check_cublas("cublasSetWorkspace_v2", unsafe {
+            sys::cublasSetWorkspace_v2(self.0, ptr, bytes)
+        })
+    }
+
+    /// Back to cuBLAS's own workspace pool: setting the stream again resets
+    /// it (cuBLAS's documented behaviour of `cublasSetStream`).
+    pub fn default_workspace(
+        &self,
+        stream: &std::sync::Arc<cudarc::driver::CudaStream>,
+    ) -> GpuResult<()> {
+        // SAFETY: valid handle and stream.
+        check_cublas("cublasSetStream_v2", unsafe {
+            sys::cublasSetStream_v2(self.0, stream.cu_stream() as sys::cudaStream_t)
+        })
+    }
+
     /// The loaded cuBLAS's version, e.g. `13.0.0`.
     pub fn version(&self) -> GpuResult<String> {
         let mut v = 0;

@@ -41,8 +41,15 @@ impl DropoutGpuLayer {
 
 impl<'g> Layer<Cuda<'g>> for DropoutGpuLayer {
     fn forward(&mut self, cx: &mut GpuCtx<'g>, x: &[DevPtr], y: DevPtr) -> GpuResult<()> {
-        let seed = cx.step_seed ^ self.salt.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        // SAFETY: x, y and the mask hold N·C·H·W elements.
+        let salt = self.salt.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        // A captured step reads the step's seed from the device at each
+        // replay; an eager one passes it.
+        let seed = match cx.step_seed_at {
+            0 => cx.step_seed ^ salt,
+            _ => salt,
+        };
+        // SAFETY: x, y and the mask hold N·C·H·W elements; a nonzero
+        // `step_seed_at` holds a u64 (the capture's seed cell).
         unsafe {
             cx.kernels.dropout_fwd(
                 &cx.gpu.stream,
@@ -54,6 +61,7 @@ impl<'g> Layer<Cuda<'g>> for DropoutGpuLayer {
                 self.layout == Layout::Nchw,
                 self.p,
                 seed,
+                cx.step_seed_at,
             )
         }
     }

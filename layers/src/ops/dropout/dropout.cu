@@ -3,12 +3,19 @@
 // element's NHWC index over the whole batch. An NCHW tensor therefore gets
 // exactly the mask the CPU draws for the same tensor in NHWC, and any grid
 // shape draws the same bits.
+//
+// The seed is `seed`, or, where `seed_at` is not null, `seed` XOR the u64 it
+// points to: a step captured in a CUDA graph reads the step's seed from
+// device memory that a copy outside the graph sets before each replay, so
+// that each replay draws a new mask as an eager step does.
 
 template <class D>
 __device__ __forceinline__ void dropout_fwd_body(const typename D::T* x, typename D::T* y,
-                                                 u8* mask, u64 n, float p, u64 seed, int c,
-                                                 int h, int w, int nchw) {
+                                                 u8* mask, u64 n, float p, u64 seed,
+                                                 const u64* seed_at, int c, int h, int w,
+                                                 int nchw) {
     float scale = 1.0f / (1.0f - p);
+    if (seed_at) seed ^= *seed_at;
     GRID_STRIDE(e, n) {
         u64 idx = e;
         if (nchw) {
@@ -36,9 +43,9 @@ __device__ __forceinline__ void dropout_bwd_body(const typename D::T* dy, const 
 
 #define DROPOUT(sfx, D)                                                                  \
     extern "C" __global__ void dropout_fwd_##sfx(const D::T* x, D::T* y, u8* mask, u64 n, \
-                                                 float p, u64 seed, int c, int h, int w, \
-                                                 int nchw) {                             \
-        dropout_fwd_body<D>(x, y, mask, n, p, seed, c, h, w, nchw);                      \
+                                                 float p, u64 seed, const u64* seed_at,  \
+                                                 int c, int h, int w, int nchw) {        \
+        dropout_fwd_body<D>(x, y, mask, n, p, seed, seed_at, c, h, w, nchw);             \
     }                                                                                    \
     extern "C" __global__ void dropout_bwd_##sfx(const D::T* dy, const u8* mask, D::T* dx, \
                                                  u64 n, float p) {                       \

@@ -25,13 +25,16 @@ impl Kernels {
     /// `st`, NCHW when `nchw` else NHWC: `mask` gets the keep bits (one
     /// byte each, in the tensor's memory order) and `y = x·mask/(1 − p)`.
     /// The mask is the CPU's (`cnnbench_kernels::eltwise::dropout_keep`
-    /// over NHWC indices) for either layout.
+    /// over NHWC indices) for either layout, drawn with `seed`, or, where
+    /// `seed_at` is not 0, with `seed` XOR the u64 at `seed_at` (a step
+    /// replayed from a CUDA graph reads its seed there).
     ///
     /// # Safety
     ///
     /// `x` and `y` must hold `n·c·h·w` elements of `st` and `mask` as many
     /// bytes, live until the work completes on `stream`; `y` and `mask`
-    /// must not overlap anything (`y` may equal `x`).
+    /// must not overlap anything (`y` may equal `x`); `seed_at`, where not
+    /// 0, must hold a u64 on the device.
     #[allow(clippy::too_many_arguments)]
     pub unsafe fn dropout_fwd(
         &self,
@@ -44,6 +47,7 @@ impl Kernels {
         nchw: bool,
         p: f32,
         seed: u64,
+        seed_at: CUdeviceptr,
     ) -> GpuResult<()> {
         let name = DROPOUT_FWD.name(st);
         let len = [n, c, h, w]
@@ -61,13 +65,15 @@ impl Kernels {
             Arg::U64(len),
             Arg::F32(p),
             Arg::U64(seed),
+            Arg::Ptr(seed_at),
             Arg::I32(to_i32(name, "c", c)?),
             Arg::I32(to_i32(name, "h", h)?),
             Arg::I32(to_i32(name, "w", w)?),
             Arg::I32(nchw as i32),
         ];
         // SAFETY: (const T* x, T* y, u8* mask, u64 n, float p, u64 seed,
-        // int c, int h, int w, int nchw) with the caller's sizes.
+        // const u64* seed_at, int c, int h, int w, int nchw) with the
+        // caller's sizes.
         unsafe { self.launch(stream, name, blocks_for(len), &args) }
     }
 
@@ -125,6 +131,7 @@ mod tests {
             return;
         }
         let (n, c, h, w, p, seed) = (2, 3, 4, 5, 0.3f32, 1234u64);
+        let salt = 0x9E37_79B9_7F4A_7C15u64;
         let len = n * c * h * w;
         let (mut x, mut dy) = (vec![0.0f32; len], vec![0.0f32; len]);
         fill_uniform(&mut x, 1, 1.0);
@@ -148,8 +155,13 @@ mod tests {
                  auto dy = emu_load<F32>(\"dy{nchw}.bin\", {len});
                  std::vector<float> y({len}), dx({len}), m({len});
                  std::vector<u8> mask({len}, 7);
+                 // NCHW reads the seed as a replayed CUDA graph does: a
+                 // salt in the argument, the step's seed in memory.
+                 const u64 step_seed = {seed}ull ^ {salt}ull;
+                 const u64* seed_at = {nchw} ? &step_seed : nullptr;
+                 const u64 seed = {nchw} ? {salt}ull : {seed}ull;
                  emu_launch(1, [&] {{ dropout_fwd_f32(x.data(), y.data(), mask.data(), {len}ull,
-                     {p:?}f, {seed}ull, {c}, {h}, {w}, {}); }});
+                     {p:?}f, seed, seed_at, {c}, {h}, {w}, {}); }});
                  emu_launch(1, [&] {{ dropout_bwd_f32(dy.data(), mask.data(), dx.data(), {len}ull, {p:?}f); }});
                  for (int i = 0; i < {len}; ++i) m[i] = mask[i];
                  emu_save<F32>(\"y{nchw}.bin\", y);
