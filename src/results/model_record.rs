@@ -39,7 +39,10 @@ pub struct ModelRecord {
     pub memory: Option<MemoryBytes>,
     /// Layers run inside others' passes: `relu` when each ReLU that alone
     /// reads a batch norm's or residual add's output ran inside it (CPU,
-    /// unless `--no-fuse`); absent when every layer ran on its own.
+    /// unless `--no-fuse`; GPU batch norms with `--fuse-bn`), `add+relu`
+    /// when residual adds ran with their ReLUs inside the batch norm before
+    /// them (GPU, `--fuse-bn`), comma-separated; absent when every layer
+    /// ran on its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fused: Option<String>,
     /// The optional GPU paths the run took, `+`-joined

@@ -197,6 +197,19 @@ pub trait Layer<B: Backend> {
         ReluFusion::None
     }
 
+    /// Takes over the residual add that alone reads this layer's output
+    /// and the ReLU that alone reads the add's, forward and backward;
+    /// returns whether it does (the default: no). The executor then runs
+    /// this layer at the ReLU's place in both passes, with two inputs
+    /// (its own and the add's other input `z`) and the ReLU's output as
+    /// its output: `y = relu(f(x) + z)`. Its backward reads the ReLU's
+    /// output gradient (one tensor) and writes two: `dx[0]` for `x`, and
+    /// `dx[1]` the add's output gradient `relu'(y) * dy` (what the add
+    /// hands on to `z`).
+    fn fuse_add_relu(&mut self) -> bool {
+        false
+    }
+
     /// The kernels that ran, for the per-layer table.
     fn kernels(&self) -> String {
         String::new()

@@ -12,7 +12,7 @@ use super::cpu::{CpuNet, CpuOptions};
 use super::exec::Executor;
 use super::gpu::{GpuNet, GpuOptions};
 use super::graph::Graph;
-use super::tests::{every_op_net, preact_net, sequence_net, token_net};
+use super::tests::{every_op_net, preact_net, residual_net, sequence_net, token_net};
 use crate::backend::cuda::device::{compute_capability, supports_dtype};
 use crate::backend::cuda::nvrtc::Kernels;
 use crate::backend::cuda::{no_gpu_for_test, ConvApi, Gpu, GpuPaths};
@@ -237,6 +237,13 @@ fn preactivation_blocks_match_the_reference<T: OnBackend>(t: &T) {
     matches_the_reference(t, &preact_net(), 2);
 }
 
+/// ResNet's blocks: with `--fuse-bn` (f16/bf16 NHWC) every block end runs
+/// as one fused batch norm, add and ReLU, the ReLU's two-part gradient
+/// summed before it.
+fn residual_blocks_match_the_reference<T: OnBackend>(t: &T) {
+    matches_the_reference(t, &residual_net(), 2);
+}
+
 /// Recurrent layers run in NHWC only (a sequence's features innermost).
 fn sequence_ops_match_the_reference<T: OnBackend>(t: &T) {
     if t.layout() == Layout::Nchw {
@@ -249,6 +256,7 @@ fn sequence_ops_match_the_reference<T: OnBackend>(t: &T) {
 on_every_backend!(every_op_matches_the_reference);
 on_every_backend!(sequence_ops_match_the_reference);
 on_every_backend!(preactivation_blocks_match_the_reference);
+on_every_backend!(residual_blocks_match_the_reference);
 
 /// Records what a data-parallel step's gradient exchange hears.
 #[derive(Default)]

@@ -21,11 +21,15 @@ pub struct Pair {
 
 /// The loss of `dev` run on its own against `reference`'s, then every
 /// layer's output with the reference's inputs. `reference` has run its
-/// forward pass; `dev` is unfused and has the same graph, batch and seed.
+/// forward pass unfused; `dev` has the same graph, batch and seed, and may
+/// be fused: a fused layer's own output (and a fused add's) is not formed,
+/// so its ReLU's row checks the fused output against the reference's ReLU
+/// output, named for everything the layer ran (`bn1+relu1`,
+/// `bn3+add+relu3`), as the CPU's `check` names them.
 pub fn outputs<B: Backend>(dev: &mut Executor<B>, reference: &CpuNet) -> Result<Vec<Pair>> {
     let g = dev.graph.clone();
     let n = g.nodes.len();
-    assert_eq!(dev.fused_relus(), 0, "the network under test runs unfused");
+    assert_eq!(reference.fused_relus(), 0, "the reference runs unfused");
     dev.forward()?;
     let mut out = vec![Pair {
         tensor: "loss (end to end)".into(),
@@ -37,17 +41,20 @@ pub fn outputs<B: Backend>(dev: &mut Executor<B>, reference: &CpuNet) -> Result<
         if g.nodes[i].op.spec().aliases_input() {
             continue;
         }
-        for &t in &g.nodes[i].inputs {
+        let Some(runner) = dev.forward_runner(i) else {
+            continue;
+        };
+        for t in dev.layer_inputs(runner) {
             dev.upload_output(t, reference.output(t))?;
         }
-        dev.forward_one(i)?;
+        dev.forward_one(runner)?;
         let (got, want) = if i == n - 1 {
             (vec![dev.loss()?], vec![reference.loss()?])
         } else {
             (dev.output_host(i)?, reference.output(i).to_vec())
         };
         out.push(Pair {
-            tensor: format!("{}.output", g.nodes[i].name),
+            tensor: format!("{}.output", dev.fused_name(i)),
             got,
             want,
         });
@@ -58,7 +65,9 @@ pub fn outputs<B: Backend>(dev: &mut Executor<B>, reference: &CpuNet) -> Result<
 /// Every parameter gradient, each layer's backward reading the
 /// reference's output gradients times `scale(parts)` (divided out again:
 /// the layer is linear in them), in the reference's (graph) order.
-/// `reference` has run its backward pass.
+/// `reference` has run its backward pass unfused. A layer of `dev` that
+/// took a ReLU's backward reads the reference's gradient of the ReLU's
+/// output; the ReLU (and a fused add) has no backward of its own.
 pub fn gradients<B: Backend>(
     dev: &mut Executor<B>,
     reference: &mut CpuNet,
@@ -67,10 +76,10 @@ pub fn gradients<B: Backend>(
     let g = dev.graph.clone();
     let mut got = Vec::new();
     for i in (1..g.nodes.len()).rev() {
-        if passes_gradient(&g.nodes[i].op) {
+        if passes_gradient(&g.nodes[i].op) || dev.backward_taken(i) {
             continue;
         }
-        let parts = reference.dy_parts(i);
+        let parts = reference.dy_parts(dev.reads_gradient_of(i));
         let s = scale(&parts);
         dev.backward_one(i, &parts, s)?;
         for (name, mut grad) in dev.layer_grads(i)? {

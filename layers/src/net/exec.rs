@@ -12,16 +12,18 @@
 //! it (the pass in [`super::fusion`]): the layer writes the ReLU's output buffer,
 //! its own output buffer is freed, and the ReLU's node does nothing in the
 //! forward pass (nor in the backward pass, for
-//! [`ReluFusion::ForwardBackward`]). The per-layer table books the ReLU's
-//! time under the layer and says so in the kernels column.
+//! [`ReluFusion::ForwardBackward`]). With [`ExecOptions::fuse_add`], a
+//! residual add and its ReLU may run inside the layer before the add
+//! too. The per-layer table books the ReLU's time under the layer and says
+//! so in the kernels column. The rewiring is in [`fuse`].
 //!
 //! The next batch's staging is in [`batch`]; what the host reads and sets
 //! (outputs, one node's passes for `check`, named parameters) in [`host`].
 
 mod batch;
+mod fuse;
 mod host;
 
-use super::fusion::relu_fusions;
 use super::graph::Graph;
 use super::init;
 use super::plan::{passes_gradient, BufferPlan};
@@ -38,6 +40,9 @@ pub struct ExecOptions {
     /// Fuse each ReLU into the layer before it where that layer's backend
     /// takes it.
     pub fuse_relu: bool,
+    /// With `fuse_relu`, also offer each residual add with its ReLU to
+    /// the layer before the add (the GPU's batch norm with `--fuse-bn`).
+    pub fuse_add: bool,
 }
 
 /// Bytes held, by kind.
@@ -96,11 +101,11 @@ pub struct Executor<B: Backend> {
     pub(super) dy_parts: Vec<Vec<usize>>,
     /// Where the parts are summed when the layer does not sum them itself.
     pub(super) dy_sum: Vec<Option<usize>>,
-    sum_plans: Vec<Option<B::SumPlan>>,
+    pub(super) sum_plans: Vec<Option<B::SumPlan>>,
     /// The buffer each node's backward writes per input.
     pub(super) dx_of: Vec<Vec<Option<usize>>>,
-    /// Per ReLU node: the node whose layer runs it, and how much of it.
-    fused_into: Vec<Option<(usize, ReluFusion)>>,
+    /// What the fusion pass decided ([`fuse`]).
+    pub(super) fused: fuse::Fused,
     pub(super) per_layer: bool,
     /// Before forward, after forward, after backward, after the gradient
     /// exchange, after the update.
@@ -189,7 +194,7 @@ impl<B: MakeLayer> Executor<B> {
             dy_sum: plan.dy_sum,
             sum_plans,
             dx_of: plan.dx_of,
-            fused_into: vec![None; n],
+            fused: fuse::Fused::new(n),
             per_layer: opts.per_layer,
             fwd_ms: vec![0.0; n],
             bwd_ms: vec![0.0; n],
@@ -201,7 +206,7 @@ impl<B: MakeLayer> Executor<B> {
         };
         net.upload_output(0, &init::input(graph, batch, opts.seed))?;
         if opts.fuse_relu {
-            net.fuse_relus();
+            net.fuse_relus(opts.fuse_add);
         }
         Ok(net)
     }
@@ -214,55 +219,6 @@ impl<B: Backend> Executor<B> {
 
     pub fn ctx_mut(&mut self) -> &mut B::Ctx {
         &mut self.cx
-    }
-
-    /// Runs the fusion pass ([`relu_fusions`]) against this backend's
-    /// layers and rewires the buffers to what they took.
-    fn fuse_relus(&mut self) {
-        let (dy_parts, dy_sum, layers) = (&self.dy_parts, &self.dy_sum, &mut self.layers);
-        let one_gradient = |r: usize| dy_parts[r].len() == 1 && dy_sum[r].is_none();
-        let offer = |p: usize, backward: bool| match layers[p].as_mut() {
-            Some(layer) => layer.fuse_relu(backward),
-            None => ReluFusion::None,
-        };
-        for f in relu_fusions(&self.graph, one_gradient, offer) {
-            let (r, p) = (f.relu, f.into);
-            // The producer writes the ReLU's output; its own is not needed.
-            let relu_out = self.act_of[r];
-            let own = std::mem::replace(&mut self.act_of[p], relu_out);
-            self.acts[own] = None;
-            if f.how == ReluFusion::ForwardBackward {
-                // The producer reads the ReLU's output gradient, and the
-                // gradient between the two is never formed. (A producer
-                // that passed gradients through would hand that freed
-                // buffer on to its inputs.)
-                assert!(!passes_gradient(&self.graph.nodes[p].op));
-                if let Some(between) = self.dx_of[r][0].take() {
-                    self.grads[between] = None;
-                }
-                self.dy_parts[p] = self.dy_parts[r].clone();
-                self.dy_sum[p] = None;
-            }
-            self.fused_into[r] = Some((p, f.how));
-        }
-    }
-
-    /// The node whose layer runs ReLU node `i`, if it was fused.
-    pub fn fused_into(&self, i: usize) -> Option<usize> {
-        self.fused_into[i].map(|(p, _)| p)
-    }
-
-    /// How many ReLUs run inside the layer before them.
-    pub fn fused_relus(&self) -> usize {
-        self.fused_into.iter().flatten().count()
-    }
-
-    fn skips_forward(&self, i: usize) -> bool {
-        self.fused_into[i].is_some()
-    }
-
-    fn skips_backward(&self, i: usize) -> bool {
-        matches!(self.fused_into[i], Some((_, ReluFusion::ForwardBackward)))
     }
 
     /// Each layer's `plan` on the network's own tensors (the GPU's
@@ -287,6 +243,7 @@ impl<B: Backend> Executor<B> {
             let x: Vec<B::In<'_>> = node
                 .inputs
                 .iter()
+                .chain(&self.fused.z[i])
                 .filter_map(|&t| self.acts[self.act_of[t]].as_ref().map(B::input))
                 .collect();
             let y = B::input(held(&self.acts[self.act_of[i]]));
@@ -327,7 +284,10 @@ impl<B: Backend> Executor<B> {
             if self.per_layer {
                 self.backend.record(&mut self.fwd_events[i - 1])?;
             }
-            if !self.skips_forward(i) {
+            if let Some(b) = self.fused.runs_here[i] {
+                // A layer that took the add before this ReLU runs here.
+                self.forward_node(b)?;
+            } else if !self.skips_forward(i) {
                 self.forward_node(i)?;
             }
         }
@@ -351,6 +311,7 @@ impl<B: Backend> Executor<B> {
             let x: Vec<B::In<'_>> = node
                 .inputs
                 .iter()
+                .chain(&self.fused.z[i])
                 .map(|&t| B::input(held(&self.acts[self.act_of[t]])))
                 .collect();
             layer.forward(&mut self.cx, &x, B::output(&mut out))
@@ -375,7 +336,9 @@ impl<B: Backend> Executor<B> {
             if self.per_layer {
                 self.backend.record(&mut self.bwd_events[n - 1 - i])?;
             }
-            if self.skips_backward(i) {
+            if let Some(b) = self.fused.runs_here[i] {
+                self.backward_node(b)?;
+            } else if self.skips_backward(i) {
                 // The producer's backward masks the gradient itself.
             } else if passes_gradient(&self.graph.nodes[i].op) {
                 // Nothing to compute, but the gradient handed through may
@@ -436,6 +399,7 @@ impl<B: Backend> Executor<B> {
             let x: Vec<B::In<'_>> = node
                 .inputs
                 .iter()
+                .chain(&self.fused.z[i])
                 .map(|&t| B::input(held(&self.acts[self.act_of[t]])))
                 .collect();
             let y = B::input(held(&self.acts[self.act_of[i]]));
@@ -500,7 +464,9 @@ impl<B: Backend> Executor<B> {
                 self.bwd_ms[i] =
                     b.elapsed_ms(&self.bwd_events[n - 1 - i], &self.bwd_events[n - i])?;
             }
+            self.book_moved_times();
         }
+        let b = &self.backend;
         Ok(StepMs {
             forward: b.elapsed_ms(&self.phase[0], &self.phase[1])?,
             backward: b.elapsed_ms(&self.phase[1], &self.phase[2])?,
@@ -511,7 +477,7 @@ impl<B: Backend> Executor<B> {
 
     /// The kernels each layer ran (convolutions: algorithm per direction).
     pub fn kernels(&self, i: usize) -> String {
-        match self.fused_into[i] {
+        match self.fused.into[i] {
             Some((p, ReluFusion::Forward)) => {
                 format!("forward fused into {}", self.graph.nodes[p].name)
             }

@@ -78,8 +78,11 @@ impl<'g> Executor<Cuda<'g>> {
         let exec = ExecOptions {
             seed: opts.seed,
             per_layer: opts.per_layer,
-            // No CUDA layer takes a ReLU yet.
-            fuse_relu: false,
+            // `--fuse-bn`: the batch norm takes the ReLU after it, and the
+            // residual add before that ReLU, where cuDNN's fused kernels
+            // apply (see ops::batchnorm::cuda).
+            fuse_relu: opts.paths.fuse_bn,
+            fuse_add: opts.paths.fuse_bn,
         };
         let mut net = Executor::build(backend, cx, graph, batch, exec)?;
         net.choose_algorithms(opts.workspace_limit)?;

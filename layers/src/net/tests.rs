@@ -304,6 +304,56 @@ pub fn preact_net() -> Graph {
     b.finish(f)
 }
 
+/// Post-activation residual blocks as ResNet's: a projection shortcut
+/// built after the block's last batch norm (the add's other input comes
+/// later in graph order), an identity shortcut (the block's input, read by
+/// two layers), and one built before it. Every channel count is a
+/// multiple of 4, so cuDNN's fused batch norm takes each block end.
+pub fn residual_net() -> Graph {
+    let (mut b, x) = Builder::new("residual", Dims::new(6, 6, 3));
+    let y = b.conv("conv", x, ConvSpec::square(8, 3, 1, 1));
+    let y = b.bn("bn", y);
+    let mut s = b.relu("relu", y);
+    for (blk, c, project) in [("b1", 12, true), ("b2", 12, false), ("b3", 16, true)] {
+        let cv = |b: &mut Builder, t, name: &str, k| {
+            b.conv(
+                &format!("{blk}.{name}"),
+                t,
+                ConvSpec::square(c, k, 1, k / 2),
+            )
+        };
+        // b3 builds its shortcut first: the add's first input is then the
+        // shortcut's batch norm.
+        let early = (blk == "b3").then(|| {
+            let d = cv(&mut b, s, "downsample.0", 1);
+            b.bn(&format!("{blk}.downsample.1"), d)
+        });
+        let y = cv(&mut b, s, "conv1", 3);
+        let y = b.bn(&format!("{blk}.bn1"), y);
+        let y = b.relu(&format!("{blk}.relu1"), y);
+        let y = cv(&mut b, y, "conv2", 3);
+        let y = b.bn(&format!("{blk}.bn2"), y);
+        let sum = match (early, project) {
+            (Some(d), _) => b.add(&format!("{blk}.add"), d, y),
+            (None, true) => {
+                let d = cv(&mut b, s, "downsample.0", 1);
+                let d = b.bn(&format!("{blk}.downsample.1"), d);
+                b.add(&format!("{blk}.add"), y, d)
+            }
+            (None, false) => b.add(&format!("{blk}.add"), y, s),
+        };
+        s = b.relu(&format!("{blk}.relu2"), sum);
+    }
+    let p = b.global_avg_pool("gap", s);
+    let f = b.linear("fc", p, 5);
+    b.finish(f)
+}
+
+#[test]
+fn residual_blocks_match_finite_differences() {
+    check_finite_differences(&residual_net(), 2);
+}
+
 #[test]
 fn an_add_read_twice_matches_finite_differences() {
     check_finite_differences(&preact_net(), 2);

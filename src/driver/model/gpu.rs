@@ -149,6 +149,8 @@ pub fn run(
     let loss = net.loss().map_err(gpu_err)?;
     let mut base = base_record(g, opts.batch, "ok", s.labels());
     base.gpu_paths = opts.paths.record_name();
+    // `--fuse-bn`: what the batch norms took (`relu`, `add+relu`).
+    base.fused = net.fused_names();
     if let Some(feed) = &steps.feed {
         base.input = feed.record(&timed);
         feed.note_skipped(&g.name);

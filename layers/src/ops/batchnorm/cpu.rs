@@ -17,6 +17,11 @@ pub struct BatchNormLayer {
     stats: BatchStats,
     /// The ReLU after it runs inside its passes (see [`ReluFusion`]).
     relu: ReluFusion,
+    /// The residual add after it and that add's ReLU run inside it
+    /// ([`Layer::fuse_add_relu`]), in plain loops after the kernels: the
+    /// executor offers it only where asked (`ExecOptions::fuse_add`, the
+    /// tests of the GPU's fused path on the CPU), never in a CPU run.
+    add_relu: bool,
 }
 
 impl BatchNormLayer {
@@ -34,6 +39,7 @@ impl BatchNormLayer {
             running_var: vec![1.0; c],
             stats: BatchStats::new(c),
             relu: ReluFusion::None,
+            add_relu: false,
         }
     }
 }
@@ -51,6 +57,12 @@ impl Layer<Cpu> for BatchNormLayer {
             let relu = self.relu != ReluFusion::None;
             kernel::fwd_train(ctx.isa, self.c, x, g, b, self.eps, relu, out, st);
         }
+        if self.add_relu {
+            // y = relu(bn(x) + z), as the add and the ReLU compute it.
+            for (y, z) in out.iter_mut().zip(inputs[1]) {
+                *y = (*y + z).max(0.0);
+            }
+        }
         let rows = (x.len() / self.c) as f32;
         let unbias = rows / (rows - 1.0).max(1.0);
         for i in 0..self.c {
@@ -65,13 +77,25 @@ impl Layer<Cpu> for BatchNormLayer {
         &mut self,
         ctx: &mut Ctx,
         inputs: &[&[f32]],
-        _out: &[f32],
+        out: &[f32],
         dys: &[&[f32]],
         dxs: &mut [Option<&mut [f32]>],
     ) -> Result<()> {
-        let (x, dy) = (inputs[0], dys[0]);
+        let (x, mut dy) = (inputs[0], dys[0]);
+        let (first, rest) = dxs.split_at_mut(1);
+        if self.add_relu {
+            // The add's output gradient relu'(y)·dy: what the add hands on
+            // to z, and this layer's own output gradient.
+            let dz = rest[0]
+                .as_deref_mut()
+                .expect("a fused add's gradient buffer");
+            for ((d, &g), &y) in dz.iter_mut().zip(dy).zip(out) {
+                *d = if y > 0.0 { g } else { 0.0 };
+            }
+            dy = dz;
+        }
         let mut scratch;
-        let dx = match dxs[0].as_deref_mut() {
+        let dx = match first[0].as_deref_mut() {
             Some(dx) => dx,
             None => {
                 scratch = vec![0.0; x.len()];
@@ -100,6 +124,13 @@ impl Layer<Cpu> for BatchNormLayer {
         self.relu
     }
 
+    /// Forward and backward, where the executor offers it (see
+    /// `add_relu`).
+    fn fuse_add_relu(&mut self) -> bool {
+        self.add_relu = true;
+        true
+    }
+
     fn params(&mut self) -> Vec<&mut Param> {
         vec![&mut self.gamma, &mut self.beta]
     }
@@ -114,6 +145,9 @@ impl Layer<Cpu> for BatchNormLayer {
     }
 
     fn kernels(&self) -> String {
+        if self.add_relu {
+            return "add+relu fused (forward, backward)".into();
+        }
         match self.relu {
             ReluFusion::None => String::new(),
             ReluFusion::Forward => "relu fused (forward)".into(),

@@ -8,13 +8,21 @@
 //! cuDNN's persistent NHWC kernels, which need a workspace and a reserve
 //! space kept from the forward pass to the backward. Both are sized and
 //! allocated once, here.
+//!
+//! With `--fuse-bn`, where cuDNN's fused kernels apply
+//! ([`super::fused::cudnn_fusion`]), the layer also takes the ReLU after
+//! it (`BN_ACTIVATION`), or the residual add after it with the add's ReLU
+//! (`BN_ADD_ACTIVATION`: `y = relu(bn(x) + z)`, and `dz` in the backward
+//! pass), as the executor's fusion pass offers them. Its workspace and
+//! reserve space are then sized for whichever it takes.
 
+use super::fused::{cudnn_fusion, BnFused};
 use crate::backend::cuda::backend::{void, Cuda, DevPtr, GpuCtx, GpuParam};
 use crate::backend::cuda::cudnn::TensorDesc;
-use crate::backend::cuda::cudnn_ops::{bn_epsilon, bn_mode, SCALARS};
+use crate::backend::cuda::cudnn_ops::{bn_epsilon, bn_mode, ActivationDesc, SCALARS};
 use crate::backend::cuda::loader::cudnn_sys as sys;
 use crate::backend::cuda::{check_cudnn, DeviceBuffer, Gpu, GpuResult};
-use crate::core::backend::Layer;
+use crate::core::backend::{Layer, ReluFusion};
 use crate::core::{DType, Layout};
 
 pub struct BatchNormGpuLayer {
@@ -33,9 +41,12 @@ pub struct BatchNormGpuLayer {
     dx_sink: Option<DeviceBuffer>,
     workspace: DeviceBuffer,
     reserve: DeviceBuffer,
+    /// The ReLU's descriptor where the layer may fuse (`--fuse-bn` and a
+    /// case cuDNN fuses); `None` otherwise.
+    relu: Option<ActivationDesc>,
+    /// What it runs besides the batch norm, as the fusion pass decided.
+    fused: BnFused,
 }
-
-const OPS: sys::cudnnBatchNormOps_t = sys::cudnnBatchNormOps_t::CUDNN_BATCHNORM_OPS_BN;
 
 impl BatchNormGpuLayer {
     #[allow(clippy::too_many_arguments)]
@@ -49,6 +60,7 @@ impl BatchNormGpuLayer {
         gamma: GpuParam,
         beta: GpuParam,
         input_grad: bool,
+        fuse: bool,
     ) -> GpuResult<BatchNormGpuLayer> {
         let x = TensorDesc::new(layout, dtype, n, c, h, w)?;
         let mode = bn_mode(layout);
@@ -57,7 +69,21 @@ impl BatchNormGpuLayer {
         let f32s = |v: f32| -> GpuResult<DeviceBuffer> {
             DeviceBuffer::from_bytes(s, &DType::F32.encode(&vec![v; c]))
         };
-        let (ws, reserve) = scratch_sizes(gpu, &x, &param, mode)?;
+        let relu = if fuse && cudnn_fusion(layout, dtype, c).is_ok() {
+            Some(ActivationDesc::relu()?)
+        } else {
+            None
+        };
+        let mut ops = vec![BnFused::None];
+        if relu.is_some() {
+            ops.extend([BnFused::Relu, BnFused::AddRelu]);
+        }
+        let (mut ws, mut reserve) = (0, 0);
+        for f in ops {
+            let act = relu.as_ref().filter(|_| f != BnFused::None);
+            let (w, r) = scratch_sizes(gpu, &x, &param, mode, f, act)?;
+            (ws, reserve) = (ws.max(w), reserve.max(r));
+        }
         let dx_sink = if input_grad {
             None
         } else {
@@ -78,35 +104,66 @@ impl BatchNormGpuLayer {
             dx_sink,
             workspace: DeviceBuffer::alloc(s, ws)?,
             reserve: DeviceBuffer::alloc(s, reserve)?,
+            relu,
+            fused: BnFused::None,
         })
+    }
+
+    /// The activation descriptor the fused calls take (null unfused).
+    fn act(&self) -> sys::cudnnActivationDescriptor_t {
+        match (&self.relu, self.fused) {
+            (Some(a), BnFused::Relu | BnFused::AddRelu) => a.0,
+            _ => std::ptr::null_mut(),
+        }
+    }
+
+    /// The descriptor of a tensor the call reads or writes only when it
+    /// runs `with` (null otherwise).
+    fn desc_if(&self, with: bool) -> sys::cudnnTensorDescriptor_t {
+        if with {
+            self.x.0
+        } else {
+            std::ptr::null_mut()
+        }
     }
 }
 
 /// The workspace (the larger of the two passes') and the reserve space the
-/// `Ex` calls want.
+/// `Ex` calls want for `fused` (with its activation `act`).
 fn scratch_sizes(
     gpu: &Gpu,
     x: &TensorDesc,
     param: &TensorDesc,
     mode: sys::cudnnBatchNormMode_t,
+    fused: BnFused,
+    act: Option<&ActivationDesc>,
 ) -> GpuResult<(usize, usize)> {
     let h = gpu.cudnn.0;
-    let null_act = std::ptr::null_mut();
+    let act = act.map_or(std::ptr::null_mut(), |a| a.0);
+    // z (and dz) only with the add; y in the backward pass only with the
+    // activation, whose mask it recomputes from y.
     let null_t = std::ptr::null_mut();
+    let z = if fused == BnFused::AddRelu {
+        x.0
+    } else {
+        null_t
+    };
+    let y = if fused == BnFused::None { null_t } else { x.0 };
+    let ops = fused.ops();
     let (mut fwd, mut bwd, mut reserve) = (0usize, 0usize, 0usize);
-    // SAFETY: valid handle and descriptors; no z tensor or activation
-    // (plain batch norm); out-pointers to locals.
+    // SAFETY: valid handle and descriptors (or null where the ops read no
+    // such tensor); out-pointers to locals.
     unsafe {
         check_cudnn(
             "cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize",
             sys::cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(
-                h, mode, OPS, x.0, null_t, x.0, param.0, null_act, &mut fwd,
+                h, mode, ops, x.0, z, x.0, param.0, act, &mut fwd,
             ),
         )?;
         check_cudnn(
             "cudnnGetBatchNormalizationBackwardExWorkspaceSize",
             sys::cudnnGetBatchNormalizationBackwardExWorkspaceSize(
-                h, mode, OPS, x.0, x.0, x.0, null_t, x.0, param.0, null_act, &mut bwd,
+                h, mode, ops, x.0, y, x.0, z, x.0, param.0, act, &mut bwd,
             ),
         )?;
         check_cudnn(
@@ -114,8 +171,8 @@ fn scratch_sizes(
             sys::cudnnGetBatchNormalizationTrainingExReserveSpaceSize(
                 h,
                 mode,
-                OPS,
-                null_act,
+                ops,
+                act,
                 x.0,
                 &mut reserve,
             ),
@@ -126,20 +183,22 @@ fn scratch_sizes(
 
 impl<'g> Layer<Cuda<'g>> for BatchNormGpuLayer {
     fn forward(&mut self, cx: &mut GpuCtx<'g>, x: &[DevPtr], y: DevPtr) -> GpuResult<()> {
-        // SAFETY: x and y hold the described tensor; the statistics and
-        // parameters hold C floats; workspace and reserve were sized for
-        // these descriptors.
+        let add = self.fused == BnFused::AddRelu;
+        let z = if add { void(x[1]) } else { std::ptr::null() };
+        // SAFETY: x, y (and z, with the add) hold the described tensor;
+        // the statistics and parameters hold C floats; workspace and
+        // reserve were sized for these descriptors and ops.
         check_cudnn("cudnnBatchNormalizationForwardTrainingEx", unsafe {
             sys::cudnnBatchNormalizationForwardTrainingEx(
                 cx.cudnn(),
                 self.mode,
-                OPS,
+                self.fused.ops(),
                 SCALARS.one(),
                 SCALARS.zero(),
                 self.x.0,
                 void(x[0]),
-                std::ptr::null_mut(),
-                std::ptr::null(),
+                self.desc_if(add),
+                z,
                 self.x.0,
                 void(y),
                 self.param.0,
@@ -151,7 +210,7 @@ impl<'g> Layer<Cuda<'g>> for BatchNormGpuLayer {
                 self.eps,
                 self.save_mean.as_void(),
                 self.save_invstd.as_void(),
-                std::ptr::null_mut(),
+                self.act(),
                 self.workspace.as_void(),
                 self.workspace.bytes(),
                 self.reserve.as_void(),
@@ -164,31 +223,47 @@ impl<'g> Layer<Cuda<'g>> for BatchNormGpuLayer {
         &mut self,
         cx: &mut GpuCtx<'g>,
         x: &[DevPtr],
-        _y: DevPtr,
+        y: DevPtr,
         dy: &[DevPtr],
         dx: &mut [Option<DevPtr>],
     ) -> GpuResult<()> {
         let dy = dy[0];
+        let (act, add) = (self.fused != BnFused::None, self.fused == BnFused::AddRelu);
+        // The add's output gradient: the executor always gives the fused
+        // layer its buffer (the one the add hands on to z).
+        let dz = match (add, dx.get(1).copied().flatten()) {
+            (true, Some(p)) => void(p),
+            (true, None) => {
+                return Err(crate::backend::cuda::GpuError {
+                    call: "cudnnBatchNormalizationBackwardEx",
+                    status: "a fused add without its gradient buffer".into(),
+                    oom: false,
+                })
+            }
+            (false, _) => std::ptr::null_mut(),
+        };
         let dx = dx[0].unwrap_or_else(|| self.dx_sink.as_ref().map_or(0, |b| b.ptr()));
-        // SAFETY: as in `forward`; dx is sized like x; the reserve space
-        // holds what this layer's forward left.
+        let y = if act { void(y) } else { std::ptr::null() };
+        // SAFETY: as in `forward`; dx (and dz) are sized like x; y is the
+        // fused forward's output; the reserve space holds what this
+        // layer's forward left.
         check_cudnn("cudnnBatchNormalizationBackwardEx", unsafe {
             sys::cudnnBatchNormalizationBackwardEx(
                 cx.cudnn(),
                 self.mode,
-                OPS,
+                self.fused.ops(),
                 SCALARS.one(),
                 SCALARS.zero(),
                 SCALARS.one(),
                 SCALARS.zero(),
                 self.x.0,
                 void(x[0]),
-                std::ptr::null_mut(),
-                std::ptr::null(),
+                self.desc_if(act),
+                y,
                 self.x.0,
                 void(dy),
-                std::ptr::null_mut(),
-                std::ptr::null_mut(),
+                self.desc_if(add),
+                dz,
                 self.x.0,
                 void(dx),
                 self.param.0,
@@ -199,13 +274,32 @@ impl<'g> Layer<Cuda<'g>> for BatchNormGpuLayer {
                 self.eps,
                 self.save_mean.as_void(),
                 self.save_invstd.as_void(),
-                std::ptr::null_mut(),
+                self.act(),
                 self.workspace.as_void(),
                 self.workspace.bytes(),
                 self.reserve.as_void(),
                 self.reserve.bytes(),
             )
         })
+    }
+
+    /// Forward and backward together (cuDNN's fused backward reads the
+    /// ReLU's output gradient), where cuDNN fuses and the executor allows
+    /// the backward; otherwise nothing.
+    fn fuse_relu(&mut self, backward: bool) -> ReluFusion {
+        if self.relu.is_none() || !backward {
+            return ReluFusion::None;
+        }
+        self.fused = BnFused::Relu;
+        ReluFusion::ForwardBackward
+    }
+
+    fn fuse_add_relu(&mut self) -> bool {
+        if self.relu.is_none() {
+            return false;
+        }
+        self.fused = BnFused::AddRelu;
+        true
     }
 
     fn params(&mut self) -> Vec<&mut GpuParam> {
@@ -224,8 +318,9 @@ impl<'g> Layer<Cuda<'g>> for BatchNormGpuLayer {
     }
 
     fn kernels(&self) -> String {
-        format!("cudnn batchnorm {:?}", self.mode)
+        let mode = format!("cudnn batchnorm {:?}", self.mode)
             .replace("CUDNN_BATCHNORM_", "")
-            .to_lowercase()
+            .to_lowercase();
+        mode + self.fused.suffix()
     }
 }

@@ -4,6 +4,7 @@
 
 pub mod cpu;
 pub mod cuda;
+pub mod fused;
 
 use crate::backend::cpu::Cpu;
 use crate::backend::cuda::backend::Cuda;
@@ -60,6 +61,8 @@ impl OpSpec for BatchNormSpec {
             b.param(&gamma, HostOrder::Plain, None)?,
             b.param(&beta, HostOrder::Plain, None)?,
             cx.input_grad,
+            // `--fuse-bn`: the layer may take what follows it.
+            b.paths.fuse_bn,
         )?;
         Ok(Some(Box::new(l)))
     }

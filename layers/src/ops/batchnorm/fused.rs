@@ -1,0 +1,104 @@
+//! What the CUDA batch norm runs of what follows it (`--fuse-bn`): the
+//! ReLU, or the residual add and its ReLU, through cuDNN's `Ex` calls, and
+//! where cuDNN's fused kernels apply. Kept apart from the calls so that the
+//! choices are testable without a GPU.
+//!
+//! cuDNN fuses only in its persistent NHWC kernels
+//! (`CUDNN_BATCHNORM_SPATIAL_PERSISTENT`, which this layer uses for NHWC
+//! data): `BN_ACTIVATION` and `BN_ADD_ACTIVATION` need NHWC-packed tensors,
+//! and its documentation names half data with channels a multiple of 4
+//! (and a workspace) as the case its fast kernels cover; MXNet's and
+//! NVIDIA's MLPerf ResNet-50 run exactly that. Elsewhere (NCHW, f32/tf32,
+//! odd channels) the layer stays unfused: a fused kernel of its own would
+//! have to replace cuDNN's statistics pass too (a batch norm of its own),
+//! while a ReLU applied after cuDNN's output moves the same bytes as the
+//! separate ReLU layer (`--own-kernels` makes that one fast).
+
+use crate::backend::cuda::loader::cudnn_sys as sys;
+use crate::core::{DType, Layout};
+
+/// What the layer runs besides the batch norm.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BnFused {
+    None,
+    /// `y = relu(bn(x))`, and the ReLU's mask in the backward pass.
+    Relu,
+    /// `y = relu(bn(x) + z)`; the backward pass also writes `dz`.
+    AddRelu,
+}
+
+impl BnFused {
+    /// cuDNN's name for it.
+    pub fn ops(self) -> sys::cudnnBatchNormOps_t {
+        use sys::cudnnBatchNormOps_t as O;
+        match self {
+            BnFused::None => O::CUDNN_BATCHNORM_OPS_BN,
+            BnFused::Relu => O::CUDNN_BATCHNORM_OPS_BN_ACTIVATION,
+            BnFused::AddRelu => O::CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION,
+        }
+    }
+
+    /// For the per-layer table's kernels column.
+    pub fn suffix(self) -> &'static str {
+        match self {
+            BnFused::None => "",
+            BnFused::Relu => " +relu",
+            BnFused::AddRelu => " +add+relu",
+        }
+    }
+}
+
+/// Whether cuDNN's fused kernels take a batch norm over `c` channels of
+/// `dtype` data laid out as `layout`; if not, why, in a few words.
+pub fn cudnn_fusion(layout: Layout, dtype: DType, c: usize) -> Result<(), &'static str> {
+    if layout != Layout::Nhwc {
+        return Err("cuDNN fuses in NHWC only");
+    }
+    if !matches!(dtype, DType::F16 | DType::Bf16) {
+        return Err("cuDNN's fused kernels are for half data");
+    }
+    if !c.is_multiple_of(4) {
+        return Err("channels not a multiple of 4");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cudnn_fuses_half_nhwc_with_channels_in_fours() {
+        assert_eq!(cudnn_fusion(Layout::Nhwc, DType::F16, 64), Ok(()));
+        assert_eq!(cudnn_fusion(Layout::Nhwc, DType::Bf16, 2048), Ok(()));
+        assert!(cudnn_fusion(Layout::Nchw, DType::F16, 64).is_err());
+        assert!(cudnn_fusion(Layout::Nhwc, DType::F32, 64).is_err());
+        assert!(cudnn_fusion(Layout::Nhwc, DType::Tf32, 64).is_err());
+        assert!(cudnn_fusion(Layout::Nhwc, DType::F16, 6).is_err());
+        // Every batch norm of ResNet-50 qualifies.
+        let g = crate::zoo::build("resnet50").expect("zoo model");
+        for (i, n) in g.nodes.iter().enumerate() {
+            if n.op.spec().kind() == "bn" {
+                let c = g.input_dims(i)[0].c;
+                assert_eq!(
+                    cudnn_fusion(Layout::Nhwc, DType::F16, c),
+                    Ok(()),
+                    "{}",
+                    n.name
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn each_fusion_names_its_cudnn_ops() {
+        use sys::cudnnBatchNormOps_t as O;
+        assert_eq!(BnFused::None.ops(), O::CUDNN_BATCHNORM_OPS_BN);
+        assert_eq!(BnFused::Relu.ops(), O::CUDNN_BATCHNORM_OPS_BN_ACTIVATION);
+        assert_eq!(
+            BnFused::AddRelu.ops(),
+            O::CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION
+        );
+        assert_eq!(BnFused::None.suffix(), "");
+    }
+}
