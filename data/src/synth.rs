@@ -13,7 +13,7 @@ use crate::transform::Rng;
 use jpeg_encoder::{ColorType, Encoder, SamplingFactor};
 use rayon::prelude::*;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 /// The widest and tallest image written: a scene is held whole in memory
 /// on each thread.
@@ -35,7 +35,10 @@ pub struct SynthOptions {
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct SynthSummary {
+    /// Whole JPEGs written: all of them, or fewer when stopped.
     pub files: usize,
+    /// False when `stop` ended the run before every image was written.
+    pub complete: bool,
     pub bytes: u64,
     pub mean_bytes: f64,
     pub mean_width: f64,
@@ -66,6 +69,19 @@ pub fn synth(
     opts: &SynthOptions,
     progress: &(dyn Fn(usize) + Sync),
 ) -> Result<SynthSummary, SynthError> {
+    synth_until(dir, opts, progress, &AtomicBool::new(false))
+}
+
+/// [`synth`], stopping between images once `stop` is set: the images
+/// being written finish (or their temporary files are removed), no other
+/// starts, and the summary counts the whole JPEGs kept
+/// (`complete: false`).
+pub fn synth_until(
+    dir: &Path,
+    opts: &SynthOptions,
+    progress: &(dyn Fn(usize) + Sync),
+    stop: &AtomicBool,
+) -> Result<SynthSummary, SynthError> {
     let bad = |what: &str, p: &Path, e: std::io::Error| {
         SynthError(format!("cannot {what} '{}': {e}", p.display()))
     };
@@ -87,9 +103,12 @@ pub fn synth(
         std::fs::create_dir_all(&d).map_err(|e| bad("create", &d, e))?;
     }
     let done = AtomicUsize::new(0);
-    let sizes: Vec<(u64, usize, usize)> = (0..opts.images)
+    let sizes: Vec<Option<(u64, usize, usize)>> = (0..opts.images)
         .into_par_iter()
         .map(|i| {
+            if stop.load(Ordering::Relaxed) {
+                return Ok(None);
+            }
             let class = i % opts.classes;
             let mut rng = Rng::new(opts.seed ^ (i as u64).wrapping_mul(0xD134_2543_DE82_EF95));
             let (w, h) = opts.size.unwrap_or_else(|| photo_size(&mut rng));
@@ -102,17 +121,26 @@ pub fn synth(
             let folder = dir.join(class_name(class));
             let name = format!("img_{i:07}.jpg");
             let tmp: PathBuf = folder.join(format!(".{name}.part"));
-            std::fs::write(&tmp, &jpeg).map_err(|e| bad("write", &tmp, e))?;
             let path = folder.join(&name);
-            std::fs::rename(&tmp, &path).map_err(|e| bad("write", &path, e))?;
+            // A failed write (a full disk, a file size limit) leaves no
+            // temporary file behind.
+            std::fs::write(&tmp, &jpeg)
+                .map_err(|e| bad("write", &tmp, e))
+                .and_then(|()| std::fs::rename(&tmp, &path).map_err(|e| bad("write", &path, e)))
+                .inspect_err(|_| {
+                    let _ = std::fs::remove_file(&tmp);
+                })?;
             progress(done.fetch_add(1, Ordering::Relaxed) + 1);
-            Ok((jpeg.len() as u64, w, h))
+            Ok(Some((jpeg.len() as u64, w, h)))
         })
         .collect::<Result<_, SynthError>>()?;
-    let n = sizes.len() as f64;
+    let complete = sizes.iter().all(Option::is_some);
+    let sizes: Vec<(u64, usize, usize)> = sizes.into_iter().flatten().collect();
+    let n = sizes.len().max(1) as f64;
     let bytes: u64 = sizes.iter().map(|s| s.0).sum();
     Ok(SynthSummary {
         files: sizes.len(),
+        complete,
         bytes,
         mean_bytes: bytes as f64 / n,
         mean_width: sizes.iter().map(|s| s.1 as f64).sum::<f64>() / n,
@@ -239,6 +267,36 @@ mod tests {
         // ImageNet's JPEGs average about 110 KB; a scene of flat colour
         // would be a few KB.
         assert!(s.mean_bytes > 40e3 && s.mean_bytes < 300e3, "{s:?}");
+    }
+
+    #[test]
+    fn a_stop_keeps_whole_jpegs_only() {
+        let t = tempfile::tempdir().expect("tmp");
+        let d = t.path().join("t");
+        let stop = AtomicBool::new(false);
+        // Stopped after the third image: the ones started finish, no other
+        // starts.
+        let s = synth_until(
+            &d,
+            &opts(200),
+            &|done| {
+                if done == 3 {
+                    stop.store(true, Ordering::Relaxed)
+                }
+            },
+            &stop,
+        )
+        .expect("a partial tree");
+        assert!(!s.complete);
+        assert!(s.files >= 3 && s.files < 200, "{s:?}");
+        let fs = files(&d);
+        assert_eq!(fs.len(), s.files);
+        assert!(fs.iter().all(|(n, _)| !n.contains(".part")), "{fs:?}");
+        // Stopped before the first: nothing written, an empty summary.
+        let e = t.path().join("e");
+        let s = synth_until(&e, &opts(5), &|_| {}, &AtomicBool::new(true)).expect("empty");
+        assert_eq!((s.files, s.complete, s.bytes), (0, false, 0));
+        assert!(files(&e).is_empty());
     }
 
     #[test]

@@ -140,35 +140,36 @@ pub fn run(args: CompareArgs) -> Result<ExitCode> {
     if variants.len() < 2 {
         bail!("compare needs at least two runs (--cudnn DIR or --variant NAME:ENV=VALUE, twice or more)");
     }
-    let (table, libraries, stopped): (SideBySide, Vec<(String, Option<DeviceInfo>)>, bool) =
-        match kind {
-            Kind::Records => {
-                let (runs, stopped) = run_all::<RunFile>(&args, &variants, children::Output::File)?;
-                let libs = runs
-                    .iter()
-                    .map(|(n, f)| (n.clone(), f.environment.gpu.clone()))
-                    .collect();
-                (side_by_side(&runs), libs, stopped)
-            }
-            Kind::Models => {
-                let (runs, stopped) =
-                    run_all::<ModelFile>(&args, &variants, children::Output::File)?;
-                let libs = runs
-                    .iter()
-                    .map(|(n, f)| (n.clone(), f.environment.gpu.clone()))
-                    .collect();
-                (models_side_by_side(&runs), libs, stopped)
-            }
-            Kind::Info => {
-                let (runs, stopped) =
-                    run_all::<InfoFile>(&args, &variants, children::Output::Stdout)?;
-                let libs = runs
-                    .iter()
-                    .map(|(n, f)| (n.clone(), Some(f.gpu.as_device_info())))
-                    .collect();
-                (libraries_side_by_side(&runs), libs, stopped)
-            }
-        };
+    let (table, libraries, stopped): (
+        SideBySide,
+        Vec<(String, Option<DeviceInfo>)>,
+        Option<Stopped>,
+    ) = match kind {
+        Kind::Records => {
+            let (runs, stopped) = run_all::<RunFile>(&args, &variants, children::Output::File)?;
+            let libs = runs
+                .iter()
+                .map(|(n, f)| (n.clone(), f.environment.gpu.clone()))
+                .collect();
+            (side_by_side(&runs), libs, stopped)
+        }
+        Kind::Models => {
+            let (runs, stopped) = run_all::<ModelFile>(&args, &variants, children::Output::File)?;
+            let libs = runs
+                .iter()
+                .map(|(n, f)| (n.clone(), f.environment.gpu.clone()))
+                .collect();
+            (models_side_by_side(&runs), libs, stopped)
+        }
+        Kind::Info => {
+            let (runs, stopped) = run_all::<InfoFile>(&args, &variants, children::Output::Stdout)?;
+            let libs = runs
+                .iter()
+                .map(|(n, f)| (n.clone(), Some(f.gpu.as_device_info())))
+                .collect();
+            (libraries_side_by_side(&runs), libs, stopped)
+        }
+    };
     let folders: Vec<(String, PathBuf)> = args
         .cudnn
         .iter()
@@ -178,26 +179,70 @@ pub fn run(args: CompareArgs) -> Result<ExitCode> {
         note!("cnnbench: warning: {w}");
     }
     crate::output::print(&table.render(args.format)?)?;
-    Ok(if stopped {
-        crate::signals::exit_code()
-    } else {
-        ExitCode::SUCCESS
-    })
+    if let Some(stop) = stopped {
+        note!("cnnbench: {}", stop.kept(&variants));
+        return Ok(crate::signals::exit_code());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Where a stop signal left a comparison: the variants that ran to the
+/// end, and the one it stopped (if one was running).
+struct Stopped {
+    finished: usize,
+    cut: Option<String>,
+}
+
+impl Stopped {
+    /// The line that says what was kept: `stopped by SIGTERM; kept 1 of 3
+    /// runs whole (a), b stopped early with its finished records; not run:
+    /// c. They are in the table above (and in the results store, unless
+    /// --no-save)`.
+    fn kept(&self, variants: &[Variant]) -> String {
+        let names = |vs: &[Variant]| {
+            vs.iter()
+                .map(|v| v.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let whole = &variants[..self.finished.min(variants.len())];
+        let ran = self.finished + usize::from(self.cut.is_some());
+        let rest = &variants[ran.min(variants.len())..];
+        let mut line = format!(
+            "{}; kept {} of {} runs whole",
+            crate::signals::stopped_by(),
+            whole.len(),
+            variants.len()
+        );
+        if !whole.is_empty() {
+            line += &format!(" ({})", names(whole));
+        }
+        if let Some(cut) = &self.cut {
+            line += &format!(", {cut} stopped early with its finished records");
+        }
+        if !rest.is_empty() {
+            line += &format!("; not run: {}", names(rest));
+        }
+        line + ". They are in the table above (and in the results store, unless --no-save)"
+    }
 }
 
 /// Runs every variant in turn (each a child process); stops at the first
-/// signal, keeping what finished.
+/// signal, keeping what finished (and saying where it stopped).
 fn run_all<T: serde::de::DeserializeOwned + Default>(
     args: &CompareArgs,
     variants: &[Variant],
     output: children::Output,
-) -> Result<(Vec<(String, T)>, bool)> {
+) -> Result<(Vec<(String, T)>, Option<Stopped>)> {
     let bar = super::progress::bar(variants.len() as u64, args.quiet);
     let mut runs = Vec::new();
-    let mut stopped = false;
+    let mut stopped = None;
     for v in variants {
         if crate::signals::stopped() {
-            stopped = true;
+            stopped = Some(Stopped {
+                finished: runs.len(),
+                cut: None,
+            });
             break;
         }
         bar.set_message(v.name.clone());
@@ -206,14 +251,24 @@ fn run_all<T: serde::de::DeserializeOwned + Default>(
         match children::run_as::<T>(&args.benchmark, &env, output)? {
             ChildRun::Done { file, .. } => runs.push((v.name.clone(), file)),
             ChildRun::Interrupted(file) => {
+                stopped = Some(Stopped {
+                    finished: runs.len(),
+                    cut: Some(v.name.clone()),
+                });
                 runs.push((v.name.clone(), file));
-                stopped = true;
                 break;
             }
         }
         bar.inc(1);
     }
     bar.finish_and_clear();
+    // A signal after the last child finished: everything was kept.
+    if stopped.is_none() && crate::signals::stopped() {
+        stopped = Some(Stopped {
+            finished: runs.len(),
+            cut: None,
+        });
+    }
     Ok((runs, stopped))
 }
 
@@ -230,5 +285,37 @@ mod tests {
         assert!(parse_variant("x:NOVALUE").is_err());
         let c = cudnn_variant(std::path::Path::new("/opt/cudnn"), Some("/usr/lib"));
         assert_eq!(c.env[0].1, "/opt/cudnn:/usr/lib");
+    }
+
+    #[test]
+    fn a_stopped_comparison_says_what_it_kept() {
+        let vs: Vec<Variant> = ["a:X=1", "b:X=2", "c:X=3"]
+            .iter()
+            .map(|v| parse_variant(v).unwrap())
+            .collect();
+        let cut = Stopped {
+            finished: 1,
+            cut: Some("b".into()),
+        };
+        assert_eq!(
+            cut.kept(&vs),
+            "interrupted; kept 1 of 3 runs whole (a), b stopped early with its finished \
+             records; not run: c. They are in the table above (and in the results store, \
+             unless --no-save)"
+        );
+        let first = Stopped {
+            finished: 0,
+            cut: Some("a".into()),
+        };
+        assert!(first
+            .kept(&vs)
+            .starts_with("interrupted; kept 0 of 3 runs whole, a stopped early"));
+        let after = Stopped {
+            finished: 3,
+            cut: None,
+        };
+        assert!(after
+            .kept(&vs)
+            .contains("kept 3 of 3 runs whole (a, b, c). They"));
     }
 }

@@ -262,6 +262,41 @@ fn describe(hierarchical: bool, exchanges: &[Exchange]) -> String {
     }
 }
 
+/// The largest gradient [`finite_links`] checks a link with: a terabyte,
+/// past any model's gradients.
+const LARGEST_CHECKED_BYTES: f64 = 1e12;
+
+/// Buckets a step may send: far past a model's (a 25 MB bucket of a
+/// terabyte of gradients is 40,000).
+const MOST_BUCKETS: f64 = 1e6;
+
+/// That the links of `t` give finite times: an all-reduce of one byte and
+/// of a terabyte, a million times over, must take a finite time. A
+/// `GBps:us` link such as `1e-308:1e308` parses (both are positive and
+/// finite) but would project steps of infinite length, written as `null`
+/// and `inf`; it is refused up front in one line instead.
+pub fn finite_links(t: &Topology) -> Result<()> {
+    nodes(t)?;
+    for bytes in [1.0, LARGEST_CHECKED_BYTES] {
+        let us = all_reduce(t, bytes).us;
+        if !(us * MOST_BUCKETS).is_finite() {
+            bail!(
+                "--interconnect {}{}: an all-reduce of {bytes} bytes among {} GPUs would take \
+                 {us} us, and projected steps would not be finite; give a bandwidth and a \
+                 latency a link could have",
+                t.links.intra.name,
+                if t.links.inter == t.links.intra {
+                    String::new()
+                } else {
+                    format!(",{}", t.links.inter.name)
+                },
+                t.gpus
+            );
+        }
+    }
+    Ok(())
+}
+
 /// The projected step of `m` on `t` (see the module's doc and
 /// [`assumptions`]).
 pub fn project(m: &Measured, t: &Topology) -> Result<Projection> {
@@ -291,6 +326,14 @@ pub fn project(m: &Measured, t: &Topology) -> Result<Projection> {
     // One GPU's step exactly, plus what the backward does not hide.
     let step_ms = step_1 + exposed_ms;
     let speedup = n as f64 * step_1 / step_ms;
+    // Links are checked up front (finite_links); measured times that still
+    // overflow are refused rather than written as null.
+    if !(comm_ms.is_finite() && step_ms.is_finite() && speedup.is_finite() && speedup > 0.0) {
+        bail!(
+            "projecting {n} GPUs gives a step of {step_ms} ms with {comm_ms} ms of all-reduce: \
+             not a finite projection"
+        );
+    }
     Ok(Projection {
         gpus: n,
         nodes,

@@ -8,6 +8,7 @@
 use super::model::input::TransformArg;
 use crate::bench::timer::Stopwatch;
 use crate::bench::Stats;
+use crate::note::note;
 use crate::output::{self, Format};
 use crate::results::loader_record::LoaderRecord;
 use crate::results::store::{RunFile, Store};
@@ -22,13 +23,31 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 /// Writes the synthetic tree `opts` asks for into `dir`, with progress on
-/// `bar`, and says what it wrote.
+/// `bar`, and says what it wrote. A stop signal ends it between images:
+/// the whole JPEGs written are kept (no temporary file is left), one line
+/// says how many, and the exit code is the signal's.
 pub fn synth(dir: &Path, opts: &SynthOptions, bar: &ProgressBar) -> Result<ExitCode> {
     bar.set_message("writing JPEGs");
     let t0 = Stopwatch::start();
-    let summary = synth::synth(dir, opts, &|done| bar.set_position(done as u64))
-        .map_err(|e| anyhow!("{e}"))?;
+    let summary = synth::synth_until(
+        dir,
+        opts,
+        &|done| bar.set_position(done as u64),
+        crate::signals::stop_flag(),
+    )
+    .map_err(|e| anyhow!("{e}"))?;
     bar.finish_and_clear();
+    if !summary.complete {
+        note!(
+            "cnnbench: {}; kept the {} whole JPEGs of {} written to {} (no partial file; the \
+             tree is incomplete)",
+            crate::signals::stopped_by(),
+            summary.files,
+            opts.images,
+            dir.display()
+        );
+        return Ok(crate::signals::exit_code());
+    }
     output::print(&output::data::synth_summary(
         &summary,
         opts.classes,
@@ -129,6 +148,9 @@ fn bench_one(
     };
     let loader = Loader::start(plan.folder.clone(), cfg).map_err(|e| anyhow!("{e}"))?;
     for _ in 0..plan.warmup {
+        if crate::signals::stopped() {
+            return Ok(None);
+        }
         drop(loader.next().map_err(|e| anyhow!("{e}"))?);
     }
     let before = loader.stats();

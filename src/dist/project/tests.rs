@@ -370,3 +370,33 @@ fn resnet50_scales_sensibly() {
     let slow = project(&m, &topo(8, 8, "pcie4")).unwrap();
     assert!(slow.efficiency < p.efficiency, "{slow:?}");
 }
+
+#[test]
+fn links_whose_projections_are_not_finite_are_refused_up_front() {
+    for (links, gpus) in [
+        ("1e-308:1e308", 64),
+        ("1e-308:1", 2),
+        ("1:1e308", 2),
+        ("nvlink4,1e-300:1", 16),
+    ] {
+        let e = finite_links(&topo(gpus, 8, links))
+            .expect_err(links)
+            .to_string();
+        assert!(
+            e.starts_with(&format!("--interconnect {links}: an all-reduce of "))
+                && e.contains("not be finite")
+                && !e.contains('\n'),
+            "{e}"
+        );
+    }
+    // Slow and fast links that a machine could have stay accepted, as do
+    // the intra-node links of a projection that never leaves the node.
+    for (links, gpus) in [
+        ("0.001:100000", 64),
+        ("1e6:0.001", 64),
+        ("nvlink4,eth100", 1024),
+        ("nvlink4,1e-300:1", 8),
+    ] {
+        finite_links(&topo(gpus, 8, links)).unwrap();
+    }
+}

@@ -30,6 +30,13 @@ impl ProjectionPlan {
         if let Some(n) = gpus.iter().find(|&&n| n > g && n % g != 0) {
             bail!("--project-gpus: {n} GPUs do not fill whole nodes of {g} (--gpus-per-node)");
         }
+        for &n in &gpus {
+            project::finite_links(&project::Topology {
+                gpus: n,
+                gpus_per_node: g,
+                links: links.clone(),
+            })?;
+        }
         Ok(ProjectionPlan {
             gpus,
             links,
