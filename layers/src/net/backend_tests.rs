@@ -38,6 +38,22 @@ trait OnBackend {
     fn layout(&self) -> Layout {
         Layout::Nhwc
     }
+    /// On the CUDA-graph path: the captured step against the reference's
+    /// loss and the eager step's gradients
+    /// ([`super::cuda_graph::replayed_against_eager`]); elsewhere nothing.
+    fn replayed(&self, _net: &mut Executor<Self::B>, _reference: &CpuNet) -> Vec<Pair> {
+        Vec::new()
+    }
+    /// On the CUDA-graph path: `steps` training steps with `update`
+    /// through the captured graph, each step's loss; `None` elsewhere.
+    fn graph_steps(
+        &self,
+        _net: &mut Executor<Self::B>,
+        _steps: usize,
+        _update: Option<(f32, f32)>,
+    ) -> Option<Vec<f32>> {
+        None
+    }
 }
 
 struct OnCpu;
@@ -109,6 +125,35 @@ impl<'g> OnBackend for OnCuda<'g> {
 
     fn layout(&self) -> Layout {
         self.layout
+    }
+
+    fn replayed(&self, net: &mut GpuNet<'g>, reference: &CpuNet) -> Vec<Pair> {
+        if !self.paths.cuda_graph {
+            return Vec::new();
+        }
+        super::cuda_graph::replayed_against_eager(net, reference)
+            .unwrap_or_else(|e| panic!("{}: the captured step: {e}", self.name()))
+    }
+
+    fn graph_steps(
+        &self,
+        net: &mut GpuNet<'g>,
+        steps: usize,
+        update: Option<(f32, f32)>,
+    ) -> Option<Vec<f32>> {
+        if !self.paths.cuda_graph {
+            return None;
+        }
+        let mut slot = None;
+        let losses = (0..steps)
+            .map(|_| {
+                let ms = net.graph_step(&mut slot, update)?;
+                assert!(ms > 0.0 && ms.is_finite(), "{}: {ms} ms", self.name());
+                net.loss()
+            })
+            .collect::<crate::core::error::Result<Vec<f32>>>()
+            .unwrap_or_else(|e| panic!("{}: graph steps: {e}", self.name()));
+        Some(losses)
     }
 }
 
@@ -227,6 +272,8 @@ fn matches_the_reference<T: OnBackend>(t: &T, g: &Graph, batch: usize) {
     let grads = compare::gradients(&mut net, &mut want, scale).expect("backward");
     assert!(!grads.is_empty());
     assert_close(&t.name(), &grads, t.tolerance());
+    // On the CUDA-graph path, the same step replayed from its graph.
+    assert_close(&t.name(), &t.replayed(&mut net, &want), t.tolerance());
 }
 
 fn every_op_matches_the_reference<T: OnBackend>(t: &T) {
@@ -314,6 +361,43 @@ fn a_hooked_step_hears_every_node_and_changes_nothing<T: OnBackend>(t: &T) {
 }
 
 on_every_backend!(a_hooked_step_hears_every_node_and_changes_nothing);
+
+/// On the CUDA-graph path: training steps with the SGD update replayed
+/// from one captured graph train as eager steps do (each step's loss, and
+/// the last step's gradients, which read the weights every earlier update
+/// wrote, and the masks of a new seed each step); elsewhere nothing runs.
+fn graph_steps_train_as_eager_steps<T: OnBackend>(t: &T) {
+    let g = every_op_net();
+    let (mut eager, mut graphed) = (t.net(&g, 2), t.net(&g, 2));
+    let sgd = Some((0.01, 0.9));
+    let Some(replayed) = t.graph_steps(&mut graphed, 3, sgd) else {
+        return;
+    };
+    let mut losses = Vec::new();
+    for _ in 0..3 {
+        eager.step(sgd).expect("an eager step");
+        losses.push(eager.loss().expect("loss"));
+    }
+    let mut pairs = vec![Pair {
+        tensor: "losses".into(),
+        got: replayed,
+        want: losses,
+    }];
+    for i in 1..g.nodes.len() {
+        let want = eager.layer_grads(i).expect("gradients");
+        for ((tensor, got), (_, want)) in graphed
+            .layer_grads(i)
+            .expect("gradients")
+            .into_iter()
+            .zip(want)
+        {
+            pairs.push(Pair { tensor, got, want });
+        }
+    }
+    assert_close(&t.name(), &pairs, t.tolerance());
+}
+
+on_every_backend!(graph_steps_train_as_eager_steps);
 
 /// A batch set from outside (a real-data step's images and labels) is
 /// what the network computes on, on every backend as in the reference;

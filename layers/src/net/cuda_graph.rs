@@ -19,7 +19,10 @@
 //! and a data-parallel step's gradient exchange; the command line refuses
 //! `--cuda-graph` with either.
 
+use super::compare::Pair;
+use super::cpu::CpuNet;
 use super::exec::Executor;
+use super::gpu::GpuNet;
 use crate::backend::cuda::backend::Cuda;
 use crate::backend::cuda::device::compute_capability;
 use crate::backend::cuda::error::driver;
@@ -126,10 +129,11 @@ fn capture_failed(e: GpuError) -> GpuError {
 
 impl<'g> Executor<Cuda<'g>> {
     /// Captures one training step (forward, backward, and the update when
-    /// `update` is given) as a CUDA graph, without running it. Call it
-    /// after the algorithm search and at least one eager step, which
-    /// leaves every library's lazy setup done; nothing else may use the
-    /// stream meanwhile.
+    /// `update` is given) as a CUDA graph, without running it; nothing
+    /// else may use the stream meanwhile. An eager forward and backward
+    /// pass comes first (no update: the weights stay as they are), so that
+    /// every library's first-call setup is done outside the capture, and
+    /// cuBLAS already works in the workspace the graph keeps.
     pub fn capture_step(&mut self, update: Option<(f32, f32)>) -> GpuResult<StepGraph<'g>> {
         if self.per_layer {
             return Err(GpuError::invalid(
@@ -145,6 +149,8 @@ impl<'g> Executor<Cuda<'g>> {
                 .map_err(|e| driver("cuEventCreate", e))
         };
         let (start, end) = (event()?, event()?);
+        self.forward()?;
+        self.backward()?;
         // Whatever ran before has finished: the capture starts clean.
         gpu.synchronize()?;
         self.cx.step_seed_at = held.seed_cell.ptr();
@@ -235,6 +241,61 @@ impl<'g> Executor<Cuda<'g>> {
         let g = slot.as_mut().expect("captured above");
         self.replay_step(g)
     }
+}
+
+/// Every parameter gradient of `dev`'s last backward pass, by name.
+fn all_grads(dev: &GpuNet<'_>) -> GpuResult<Vec<(String, Vec<f32>)>> {
+    let mut out = Vec::new();
+    for i in 1..dev.graph.nodes.len() {
+        out.extend(dev.layer_grads(i)?);
+    }
+    Ok(out)
+}
+
+/// The captured step checked (`check --device gpu --cuda-graph` and the
+/// GPU tests on that path): a step without update captured on `dev` and
+/// replayed at its current step, its loss against `reference`'s (which ran
+/// the same step: same weights, batch and dropout masks) and each
+/// parameter gradient against an eager step's at the same seed on the
+/// same device (the eager layers are checked against the CPU's layer by
+/// layer, [`super::compare`]); then the next step, whose new seed the
+/// replay must read, its loss and every gradient together against the
+/// eager step's. Leaves `dev` one step further on.
+pub fn replayed_against_eager(dev: &mut GpuNet<'_>, reference: &CpuNet) -> GpuResult<Vec<Pair>> {
+    let mut g = dev.capture_step(None)?;
+    dev.replay_step(&mut g)?;
+    let mut out = vec![Pair {
+        tensor: "loss (CUDA graph, end to end)".into(),
+        got: vec![dev.loss()?],
+        want: vec![reference.loss()?],
+    }];
+    let replayed = all_grads(dev)?;
+    dev.forward()?;
+    dev.backward()?;
+    for ((name, got), (_, want)) in replayed.into_iter().zip(all_grads(dev)?) {
+        out.push(Pair {
+            tensor: format!("{name}.grad (CUDA graph against eager)"),
+            got,
+            want,
+        });
+    }
+    dev.next_step();
+    dev.replay_step(&mut g)?;
+    let (loss, grads) = (dev.loss()?, all_grads(dev)?);
+    dev.forward()?;
+    dev.backward()?;
+    out.push(Pair {
+        tensor: "loss (CUDA graph against eager, next step)".into(),
+        got: vec![loss],
+        want: vec![dev.loss()?],
+    });
+    let flat = |v: Vec<(String, Vec<f32>)>| v.into_iter().flat_map(|(_, g)| g).collect();
+    out.push(Pair {
+        tensor: "every gradient (CUDA graph against eager, next step)".into(),
+        got: flat(grads),
+        want: flat(all_grads(dev)?),
+    });
+    Ok(out)
 }
 
 #[cfg(test)]
