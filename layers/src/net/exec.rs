@@ -41,7 +41,9 @@ pub struct ExecOptions {
     /// takes it.
     pub fuse_relu: bool,
     /// With `fuse_relu`, also offer each residual add with its ReLU to
-    /// the layer before the add (the GPU's batch norm with `--fuse-bn`).
+    /// the layer before the add (the GPU's batch norm with `--fuse-bn`),
+    /// and let a layer take the backward of a ReLU that would have summed
+    /// its readers' gradients itself (the executor sums them for it).
     pub fuse_add: bool,
 }
 
@@ -206,7 +208,7 @@ impl<B: MakeLayer> Executor<B> {
         };
         net.upload_output(0, &init::input(graph, batch, opts.seed))?;
         if opts.fuse_relu {
-            net.fuse_relus(opts.fuse_add);
+            net.fuse_relus(opts.fuse_add)?;
         }
         Ok(net)
     }

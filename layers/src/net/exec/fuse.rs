@@ -15,11 +15,16 @@
 //!   the add hands on to `z`, as its second input gradient. The outputs
 //!   of `b` and of the add are freed.
 //!
-//! A ReLU's output gradient that the backend sums from several parts is
-//! summed by the fused layer's backward first, into the same buffer.
+//! A ReLU's output gradient that the executor sums from several parts is
+//! summed before the fused layer's backward, into the same buffer. One
+//! that the ReLU's own layer would have summed on the way (the CPU's, and
+//! the GPU's own kernel) is, with `with_add`, summed by the executor into
+//! a buffer of its own for the fused layer: one gradient buffer more,
+//! against the activation (and gradient) buffers the fusion frees.
 
-use super::Executor;
-use crate::core::backend::{Backend, ReluFusion};
+use super::{dims, Executor};
+use crate::core::backend::{Backend, Elem, ReluFusion};
+use crate::core::error::Result;
 use crate::net::fusion::relu_fusions;
 use crate::net::plan::passes_gradient;
 
@@ -54,11 +59,15 @@ impl Fused {
 
 impl<B: Backend> Executor<B> {
     /// Runs the fusion pass against this backend's layers (the add with
-    /// its ReLU offered only with `with_add`) and rewires the buffers to
-    /// what they took.
-    pub(super) fn fuse_relus(&mut self, with_add: bool) {
+    /// its ReLU offered, and a ReLU's gradient summed for the layer that
+    /// takes it, only with `with_add`) and rewires the buffers to what
+    /// they took.
+    pub(super) fn fuse_relus(&mut self, with_add: bool) -> Result<()> {
         let (dy_parts, dy_sum) = (&self.dy_parts, &self.dy_sum);
-        let one_gradient = |r: usize| dy_parts[r].len() == 1 || dy_sum[r].is_some();
+        let one_gradient = |r: usize| {
+            let parts = dy_parts[r].len();
+            parts == 1 || dy_sum[r].is_some() || (with_add && parts > 1)
+        };
         let layers = std::cell::RefCell::new(&mut self.layers);
         let offer = |p: usize, backward: bool| match layers.borrow_mut()[p].as_mut() {
             Some(layer) => layer.fuse_relu(backward),
@@ -98,6 +107,14 @@ impl<B: Backend> Executor<B> {
                 self.dy_parts[p] = self.dy_parts[r].clone();
                 self.dy_sum[p] = self.dy_sum[r].take();
                 self.sum_plans[p] = self.sum_plans[r].take();
+                if self.dy_sum[p].is_none() && self.dy_parts[p].len() > 1 {
+                    // The ReLU's layer would have summed them on the way.
+                    let d = dims(&self.graph, r, self.batch);
+                    self.grads
+                        .push(Some(self.backend.alloc(d.len(), Elem::Run)?));
+                    self.dy_sum[p] = Some(self.grads.len() - 1);
+                    self.sum_plans[p] = Some(self.backend.plan_sum(d)?);
+                }
             }
             if let Some(add) = f.add {
                 let a = add.node;
@@ -111,6 +128,7 @@ impl<B: Backend> Executor<B> {
             self.fused.into[r] = Some((p, f.how));
             self.fused.relu_of[p] = Some(r);
         }
+        Ok(())
     }
 
     /// The node whose layer runs ReLU node `i` (or residual add `i`), if
