@@ -17,6 +17,7 @@ pub mod gpu;
 pub mod graph;
 pub mod init;
 pub mod plan;
+pub mod traffic;
 #[cfg(test)]
 mod real_libs_tests;
 #[cfg(test)]

@@ -7,7 +7,7 @@ use crate::backend::cuda::GpuResult;
 use crate::core::backend::Layer;
 use crate::core::error::{Error, Result};
 use crate::core::shape::Dims;
-use crate::ops::spec::{NodeCx, OpSpec};
+use crate::ops::spec::{NodeCx, OpSpec, Traffic};
 
 /// The input image.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -20,6 +20,11 @@ impl OpSpec for InputSpec {
 
     fn out(&self, _x: &[Dims]) -> std::result::Result<Dims, String> {
         Err("is node 0 only: `Builder::new` adds it, with the network's image dims".into())
+    }
+
+    /// Nothing: the executor fills the image outside the step's passes.
+    fn traffic(&self, _x: &[Dims], _y: Dims, _input_grad: bool) -> Traffic {
+        Traffic::default()
     }
 
     fn cpu(&self, _cx: &NodeCx) -> Result<Box<dyn Layer<Cpu>>> {

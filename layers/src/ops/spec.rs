@@ -68,6 +68,27 @@ pub trait OpSpec {
         0
     }
 
+    /// The least memory traffic of the forward and backward passes, in
+    /// elements ([`Traffic`]): every tensor the pass must touch, read or
+    /// written once, as if nothing stayed in a cache between passes or
+    /// came back from one within a pass. The backward reads one output
+    /// gradient (where the output has several readers, the graph adds the
+    /// other parts: `net::traffic`) and writes the first input's gradient
+    /// only when `input_grad` (the image gets none). Parameters count in
+    /// [`Elements::fixed`]: read by the forward, their gradients written by
+    /// the backward.
+    ///
+    /// By default, an op without parameters that touches each element
+    /// once: the forward reads every input and writes the output, the
+    /// backward reads the output gradient and writes the inputs'
+    /// gradients.
+    fn traffic(&self, x: &[Dims], y: Dims, input_grad: bool) -> Traffic {
+        Traffic {
+            forward: Elements::per_image(total(x) + y.len()),
+            backward: Elements::per_image(y.len() + input_grads(x, input_grad)),
+        }
+    }
+
     /// The name of parameter `k` in the layers' order (`weight`, then
     /// `bias`, unless the op says otherwise).
     fn param_name(&self, k: usize) -> &'static str {
@@ -161,5 +182,71 @@ pub fn one_input(x: &[Dims]) -> std::result::Result<Dims, String> {
     match x {
         [x] => Ok(*x),
         _ => Err(format!("takes one input, not {}", x.len())),
+    }
+}
+
+/// Element counts of one pass's least memory traffic: what scales with the
+/// batch (activations and their gradients, per image) and what does not
+/// (parameters and their gradients, per step). The caller prices them at
+/// the run's element size ([`Elements::bytes`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Elements {
+    pub per_image: u64,
+    pub fixed: u64,
+}
+
+impl Elements {
+    /// `n` elements per image, nothing fixed.
+    pub fn per_image(n: usize) -> Elements {
+        Elements {
+            per_image: n as u64,
+            fixed: 0,
+        }
+    }
+
+    /// `self` plus `n` fixed elements (parameters, their gradients).
+    pub fn plus_fixed(self, n: usize) -> Elements {
+        Elements {
+            fixed: self.fixed + n as u64,
+            ..self
+        }
+    }
+
+    /// Bytes at batch `batch`, every element `elem_bytes` wide.
+    pub fn bytes(self, batch: usize, elem_bytes: usize) -> u64 {
+        (self.per_image * batch as u64 + self.fixed) * elem_bytes as u64
+    }
+}
+
+/// The least memory traffic of an op's passes ([`OpSpec::traffic`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Traffic {
+    pub forward: Elements,
+    pub backward: Elements,
+}
+
+/// Elements of all of `x`.
+pub fn total(x: &[Dims]) -> usize {
+    x.iter().map(Dims::len).sum()
+}
+
+/// Elements of the input gradients a backward writes: every input's, but
+/// the first input's only when it needs one (`input_grad`).
+pub fn input_grads(x: &[Dims], input_grad: bool) -> usize {
+    let skip = usize::from(!input_grad).min(x.len());
+    total(&x[skip..])
+}
+
+/// A layer with weights (convolution, fully connected, recurrent): the
+/// forward reads `x` and the parameters and writes `y`; the backward reads
+/// `dy` and `x` and writes the parameters' gradients (the weight's from
+/// `dy` and `x`, a bias's from `dy`), and, when `input_grad`, also reads
+/// the weight and writes `dx`.
+pub fn weighted(x: Dims, y: Dims, weight: usize, params: usize, input_grad: bool) -> Traffic {
+    let dx = if input_grad { x.len() } else { 0 };
+    let weight_read = if input_grad { weight } else { 0 };
+    Traffic {
+        forward: Elements::per_image(x.len() + y.len()).plus_fixed(params),
+        backward: Elements::per_image(y.len() + x.len() + dx).plus_fixed(params + weight_read),
     }
 }

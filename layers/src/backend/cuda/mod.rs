@@ -5,6 +5,7 @@
 //! [`Gpu::open`] says in one line what is missing.
 
 pub mod backend;
+pub mod bandwidth;
 pub mod cublas;
 pub mod cudnn;
 pub mod cudnn_ops;

@@ -10,7 +10,7 @@ use crate::backend::cuda::GpuResult;
 use crate::core::backend::Layer;
 use crate::core::error::Result;
 use crate::core::shape::Dims;
-use crate::ops::spec::{NodeCx, OpSpec};
+use crate::ops::spec::{total, Elements, NodeCx, OpSpec, Traffic};
 pub use cpu::AddLayer;
 
 /// The elementwise sum of two inputs (the residual add).
@@ -32,6 +32,16 @@ impl OpSpec for AddSpec {
 
     fn passes_gradient(&self) -> bool {
         true
+    }
+
+    /// Forward: both inputs read, `y` written. Backward: nothing (the
+    /// inputs share the output gradient's buffer; where that gradient is a
+    /// sum, the graph counts it).
+    fn traffic(&self, x: &[Dims], y: Dims, _input_grad: bool) -> Traffic {
+        Traffic {
+            forward: Elements::per_image(total(x) + y.len()),
+            backward: Elements::default(),
+        }
     }
 
     fn cpu(&self, _cx: &NodeCx) -> Result<Box<dyn Layer<Cpu>>> {

@@ -13,7 +13,7 @@ use crate::backend::cuda::GpuResult;
 use crate::core::backend::Layer;
 use crate::core::error::Result;
 use crate::core::shape::Dims;
-use crate::ops::spec::{NodeCx, OpSpec};
+use crate::ops::spec::{Elements, NodeCx, OpSpec, Traffic};
 pub use cpu::BatchNormLayer;
 
 /// Batch normalisation in training mode: batch statistics, running
@@ -36,6 +36,22 @@ impl OpSpec for BatchNormSpec {
     fn init(&self, cx: &NodeCx) -> Vec<Vec<f32>> {
         let c = cx.x[0].c;
         vec![vec![1.0; c], vec![0.0; c]]
+    }
+
+    /// Two passes each way: the statistics need the whole batch before
+    /// any output, so a tensor larger than the caches is read twice.
+    /// Forward: `x` for the statistics, `x` again and `y` written for the
+    /// normalisation (gamma and beta read). Backward: `x` and `dy` for the
+    /// gradient sums, again for `dx`, and `dx` written (gamma read, the
+    /// gradients of gamma and beta written). Running and saved statistics
+    /// (a few values per channel) are not counted.
+    fn traffic(&self, x: &[Dims], y: Dims, input_grad: bool) -> Traffic {
+        let (xn, c) = (x[0].len(), x[0].c);
+        let dx = if input_grad { xn } else { 0 };
+        Traffic {
+            forward: Elements::per_image(2 * xn + y.len()).plus_fixed(2 * c),
+            backward: Elements::per_image(2 * (xn + y.len()) + dx).plus_fixed(3 * c),
+        }
     }
 
     fn cpu(&self, cx: &NodeCx) -> Result<Box<dyn Layer<Cpu>>> {

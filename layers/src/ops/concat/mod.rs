@@ -10,7 +10,7 @@ use crate::backend::cuda::GpuResult;
 use crate::core::backend::Layer;
 use crate::core::error::Result;
 use crate::core::shape::Dims;
-use crate::ops::spec::{NodeCx, OpSpec};
+use crate::ops::spec::{input_grads, total, Elements, NodeCx, OpSpec, Traffic};
 pub use cpu::ConcatLayer;
 
 /// Channel concatenation of all inputs, in order.
@@ -34,6 +34,15 @@ impl OpSpec for ConcatSpec {
             c += d.c;
         }
         Ok(Dims::new(d0.h, d0.w, c))
+    }
+
+    /// Forward: the inputs read, `y` written; backward: `dy` read, each
+    /// input's gradient written.
+    fn traffic(&self, x: &[Dims], y: Dims, input_grad: bool) -> Traffic {
+        Traffic {
+            forward: Elements::per_image(total(x) + y.len()),
+            backward: Elements::per_image(y.len() + input_grads(x, input_grad)),
+        }
     }
 
     fn cpu(&self, cx: &NodeCx) -> Result<Box<dyn Layer<Cpu>>> {

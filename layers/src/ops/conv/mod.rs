@@ -19,7 +19,7 @@ use crate::core::backend::Layer;
 use crate::core::error::Result;
 use crate::core::init::fan_in_uniform;
 use crate::core::shape::{window_out, Dims};
-use crate::ops::spec::{one_input, NodeCx, OpSpec};
+use crate::ops::spec::{one_input, weighted, NodeCx, OpSpec, Traffic};
 use cnnbench_kernels::conv::{reference, ConvShape, Direction};
 use cnnbench_kernels::rng::fill_uniform;
 
@@ -132,6 +132,13 @@ impl OpSpec for ConvSpec {
             p.push(fan_in_uniform(self.oc, fan_in, s ^ 1));
         }
         p
+    }
+
+    /// Forward `x + w + y`; backward `dy + x (+ w + dx)` and the
+    /// parameters' gradients ([`weighted`]).
+    fn traffic(&self, x: &[Dims], y: Dims, input_grad: bool) -> Traffic {
+        let p = self.param_sizes(x);
+        weighted(x[0], y, p[0], p.iter().sum(), input_grad)
     }
 
     fn cpu(&self, cx: &NodeCx) -> Result<Box<dyn Layer<Cpu>>> {

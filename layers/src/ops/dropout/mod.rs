@@ -10,7 +10,8 @@ use crate::backend::cuda::backend::Cuda;
 use crate::backend::cuda::GpuResult;
 use crate::core::backend::Layer;
 use crate::core::error::Result;
-use crate::ops::spec::{NodeCx, OpSpec};
+use crate::core::shape::Dims;
+use crate::ops::spec::{input_grads, total, Elements, NodeCx, OpSpec, Traffic};
 pub use cpu::DropoutLayer;
 
 /// Inverted dropout with probability `p`, its mask drawn per step.
@@ -22,6 +23,16 @@ pub struct DropoutSpec {
 impl OpSpec for DropoutSpec {
     fn kind(&self) -> &'static str {
         "dropout"
+    }
+
+    /// Forward `x` read, `y` written; backward `dy` read, `dx` written.
+    /// The mask is counted as regenerated from the step's seed (no
+    /// traffic).
+    fn traffic(&self, x: &[Dims], y: Dims, input_grad: bool) -> Traffic {
+        Traffic {
+            forward: Elements::per_image(total(x) + y.len()),
+            backward: Elements::per_image(y.len() + input_grads(x, input_grad)),
+        }
     }
 
     fn cpu(&self, cx: &NodeCx) -> Result<Box<dyn Layer<Cpu>>> {

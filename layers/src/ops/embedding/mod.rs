@@ -13,7 +13,7 @@ use crate::backend::cuda::GpuResult;
 use crate::core::backend::Layer;
 use crate::core::error::Result;
 use crate::core::shape::Dims;
-use crate::ops::spec::{one_input, NodeCx, OpSpec};
+use crate::ops::spec::{one_input, Elements, NodeCx, OpSpec, Traffic};
 use cnnbench_kernels::rng::fill_uniform;
 pub use cpu::EmbeddingLayer;
 
@@ -61,6 +61,19 @@ impl OpSpec for EmbeddingSpec {
         let mut table = vec![0.0; self.vocab * self.dim];
         fill_uniform(&mut table, cx.layer_seed(), INIT_SCALE);
         vec![table]
+    }
+
+    /// Forward: the ids read, a table row read and written per id.
+    /// Backward: `dy` and the ids read, and the table's whole gradient
+    /// written (dense, as the SGD step reads it; rows no id chose are
+    /// zeros). The ids count at the run's element size, though they are
+    /// held as f32.
+    fn traffic(&self, x: &[Dims], y: Dims, _input_grad: bool) -> Traffic {
+        let ids = x[0].len();
+        Traffic {
+            forward: Elements::per_image(ids + 2 * y.len()),
+            backward: Elements::per_image(ids + y.len()).plus_fixed(self.vocab * self.dim),
+        }
     }
 
     fn cpu(&self, cx: &NodeCx) -> Result<Box<dyn Layer<Cpu>>> {

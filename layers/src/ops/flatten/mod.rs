@@ -10,7 +10,7 @@ use crate::backend::cuda::GpuResult;
 use crate::core::backend::Layer;
 use crate::core::error::Result;
 use crate::core::shape::Dims;
-use crate::ops::spec::{one_input, NodeCx, OpSpec};
+use crate::ops::spec::{one_input, NodeCx, OpSpec, Traffic};
 pub use cpu::FlattenLayer;
 
 /// `h x w x c` to `1 x 1 x (h·w·c)`: its output aliases its input.
@@ -32,6 +32,11 @@ impl OpSpec for FlattenSpec {
 
     fn passes_gradient(&self) -> bool {
         true
+    }
+
+    /// Nothing: the output is the input's memory.
+    fn traffic(&self, _x: &[Dims], _y: Dims, _input_grad: bool) -> Traffic {
+        Traffic::default()
     }
 
     fn cpu(&self, _cx: &NodeCx) -> Result<Box<dyn Layer<Cpu>>> {

@@ -12,7 +12,7 @@ use crate::core::error::Result;
 use crate::core::init::fan_in_uniform;
 use crate::core::shape::Dims;
 use crate::core::Layout;
-use crate::ops::spec::{one_input, NodeCx, OpSpec};
+use crate::ops::spec::{one_input, weighted, NodeCx, OpSpec, Traffic};
 pub use cpu::LinearLayer;
 
 /// Fully connected, `out` features, with bias.
@@ -51,6 +51,12 @@ impl OpSpec for LinearSpec {
             fan_in_uniform(inf * self.out, inf, s),
             fan_in_uniform(self.out, inf, s ^ 1),
         ]
+    }
+
+    /// As a convolution's ([`weighted`]).
+    fn traffic(&self, x: &[Dims], y: Dims, input_grad: bool) -> Traffic {
+        let p = self.param_sizes(x);
+        weighted(x[0], y, p[0], p.iter().sum(), input_grad)
     }
 
     fn cpu(&self, cx: &NodeCx) -> Result<Box<dyn Layer<Cpu>>> {

@@ -10,7 +10,7 @@ use crate::backend::cuda::GpuResult;
 use crate::core::backend::Layer;
 use crate::core::error::Result;
 use crate::core::shape::Dims;
-use crate::ops::spec::{one_input, NodeCx, OpSpec};
+use crate::ops::spec::{input_grads, one_input, Elements, NodeCx, OpSpec, Traffic};
 pub use cpu::SoftmaxXentLayer;
 
 /// Softmax over the channels, then the mean cross-entropy against seeded
@@ -27,6 +27,16 @@ impl OpSpec for SoftmaxXentSpec {
         match one_input(x)? {
             d if d.h * d.w == 1 => Ok(Dims::new(1, 1, 1)),
             d => Err(format!("reads 1x1 logits, not {}x{} images", d.h, d.w)),
+        }
+    }
+
+    /// Forward: the logits read, one loss per image written (and the
+    /// labels, not counted). Backward: the logits read again (their
+    /// softmax recomputed) and their gradient written.
+    fn traffic(&self, x: &[Dims], y: Dims, input_grad: bool) -> Traffic {
+        Traffic {
+            forward: Elements::per_image(x[0].len() + y.len()),
+            backward: Elements::per_image(x[0].len() + input_grads(x, input_grad)),
         }
     }
 

@@ -9,7 +9,8 @@ use crate::backend::cuda::backend::Cuda;
 use crate::backend::cuda::GpuResult;
 use crate::core::backend::Layer;
 use crate::core::error::Result;
-use crate::ops::spec::{NodeCx, OpSpec};
+use crate::core::shape::Dims;
+use crate::ops::spec::{input_grads, Elements, NodeCx, OpSpec, Traffic};
 use cnnbench_kernels::norm::lrn::LrnParams;
 pub use cpu::LrnLayer;
 
@@ -37,6 +38,15 @@ impl LrnSpec {
 impl OpSpec for LrnSpec {
     fn kind(&self) -> &'static str {
         "lrn"
+    }
+
+    /// Forward `x` read, `y` written; backward in cuDNN's form: `x`, `y`
+    /// and `dy` read, `dx` written.
+    fn traffic(&self, x: &[Dims], y: Dims, input_grad: bool) -> Traffic {
+        Traffic {
+            forward: Elements::per_image(x[0].len() + y.len()),
+            backward: Elements::per_image(x[0].len() + 2 * y.len() + input_grads(x, input_grad)),
+        }
     }
 
     fn cpu(&self, cx: &NodeCx) -> Result<Box<dyn Layer<Cpu>>> {

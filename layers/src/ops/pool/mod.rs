@@ -10,7 +10,7 @@ use crate::backend::cuda::GpuResult;
 use crate::core::backend::Layer;
 use crate::core::error::Result;
 use crate::core::shape::{window_out, Dims};
-use crate::ops::spec::{one_input, NodeCx, OpSpec};
+use crate::ops::spec::{input_grads, one_input, Elements, NodeCx, OpSpec, Traffic};
 use cnnbench_kernels::pool::PoolShape;
 pub use cpu::PoolLayer;
 
@@ -82,6 +82,20 @@ impl OpSpec for PoolSpec {
             self.ceil,
         )?;
         Ok(Dims::new(h, w, d.c))
+    }
+
+    /// Forward `x` read, `y` written. Backward: average pooling reads
+    /// `dy` and writes `dx`; max pooling in cuDNN's form reads `x`, `y`
+    /// and `dy` (to find each window's maximum) and writes `dx`.
+    fn traffic(&self, x: &[Dims], y: Dims, input_grad: bool) -> Traffic {
+        let find_max = match self.kind {
+            PoolKind::Max => x[0].len() + y.len(),
+            PoolKind::Avg { .. } => 0,
+        };
+        Traffic {
+            forward: Elements::per_image(x[0].len() + y.len()),
+            backward: Elements::per_image(y.len() + find_max + input_grads(x, input_grad)),
+        }
     }
 
     fn cpu(&self, cx: &NodeCx) -> Result<Box<dyn Layer<Cpu>>> {

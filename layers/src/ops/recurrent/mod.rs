@@ -28,7 +28,7 @@ use crate::core::backend::Layer;
 use crate::core::error::Result;
 use crate::core::init::fan_in_uniform;
 use crate::core::shape::Dims;
-use crate::ops::spec::{one_input, NodeCx, OpSpec};
+use crate::ops::spec::{one_input, weighted, NodeCx, OpSpec, Traffic};
 pub use cnnbench_kernels::rnn::Cell;
 use cnnbench_kernels::rnn::{Direction, RnnShape, Workspace};
 pub use cpu::RecurrentLayer;
@@ -154,6 +154,15 @@ impl OpSpec for RecurrentSpec {
             .enumerate()
             .map(|(k, len)| fan_in_uniform(len, self.hidden, s ^ k as u64))
             .collect()
+    }
+
+    /// As a convolution's ([`weighted`]): the sequence in, the outputs,
+    /// the weights and their gradients. The gates and states kept for the
+    /// backward pass (cuDNN's reserve space) are not counted.
+    fn traffic(&self, x: &[Dims], y: Dims, input_grad: bool) -> Traffic {
+        let p = OpSpec::param_sizes(self, x);
+        let all = p.iter().sum();
+        weighted(x[0], y, all, all, input_grad)
     }
 
     fn cpu(&self, cx: &NodeCx) -> Result<Box<dyn Layer<Cpu>>> {

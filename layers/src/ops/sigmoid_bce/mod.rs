@@ -13,7 +13,7 @@ use crate::backend::cuda::GpuResult;
 use crate::core::backend::Layer;
 use crate::core::error::Result;
 use crate::core::shape::Dims;
-use crate::ops::spec::{one_input, NodeCx, OpSpec};
+use crate::ops::spec::{input_grads, one_input, Elements, NodeCx, OpSpec, Traffic};
 pub use cpu::SigmoidBceLayer;
 
 /// One logit per image, its label 0 or 1.
@@ -34,6 +34,15 @@ impl OpSpec for SigmoidBceSpec {
 
     fn label_classes(&self) -> Option<usize> {
         Some(2)
+    }
+
+    /// As the softmax loss's: the logit read forward and again backward,
+    /// with its gradient written.
+    fn traffic(&self, x: &[Dims], y: Dims, input_grad: bool) -> Traffic {
+        Traffic {
+            forward: Elements::per_image(x[0].len() + y.len()),
+            backward: Elements::per_image(x[0].len() + input_grads(x, input_grad)),
+        }
     }
 
     fn cpu(&self, cx: &NodeCx) -> Result<Box<dyn Layer<Cpu>>> {

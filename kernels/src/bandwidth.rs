@@ -1,0 +1,100 @@
+//! The host's memory bandwidth, measured as STREAM's copy does: every
+//! thread copies its own slice of one large array into another, and the
+//! rate counts `2 x bytes` (each byte read once and written once; the
+//! write-allocate reads some CPUs add are not counted, as STREAM does not).
+//! The arrays must be much larger than the last-level cache.
+
+/// Measured copy bandwidth of `threads` threads over two arrays of `bytes`
+/// each, in GB/s (1e9 bytes per second): the best of `reps` copies after
+/// an untimed one, each timed by `seconds` (the caller's clock, as
+/// [`crate::peak::measure_gflops`]).
+///
+/// Runs on rayon's global pool when it has exactly `threads` threads (as
+/// after `--threads N`), on the calling thread for 1, and otherwise on a
+/// short-lived pool of its own. The arrays are written by the threads that
+/// copy them first, so that each thread's pages sit on its own node.
+pub fn measure_copy_gbs(
+    threads: usize,
+    bytes: usize,
+    reps: usize,
+    seconds: &dyn Fn(&mut dyn FnMut()) -> f64,
+) -> Result<f64, String> {
+    let threads = threads.max(1);
+    let words = (bytes / 8).max(threads);
+    let own_pool = if threads > 1 && threads != rayon::current_num_threads() {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .map_err(|e| format!("cannot start {threads} threads for the bandwidth: {e}"))?;
+        Some(pool)
+    } else {
+        None
+    };
+    let mut src: Vec<u64> = Vec::new();
+    let mut dst: Vec<u64> = Vec::new();
+    src.try_reserve_exact(words)
+        .and_then(|_| dst.try_reserve_exact(words))
+        .map_err(|_| format!("cannot allocate 2 x {bytes} bytes for the bandwidth"))?;
+    // SAFETY: capacity is `words`; every element is written by `fill`
+    // below before anything reads it.
+    unsafe {
+        src.set_len(words);
+        dst.set_len(words);
+    }
+    let chunk = words.div_ceil(threads);
+    let run = |f: &(dyn Fn(&mut [u64], &mut [u64]) + Sync), src: &mut [u64], dst: &mut [u64]| {
+        let pairs: Vec<(&mut [u64], &mut [u64])> =
+            src.chunks_mut(chunk).zip(dst.chunks_mut(chunk)).collect();
+        if threads == 1 {
+            for (s, d) in pairs {
+                f(s, d);
+            }
+            return;
+        }
+        let work = || {
+            use rayon::prelude::*;
+            pairs.into_par_iter().for_each(|(s, d)| f(s, d));
+        };
+        match &own_pool {
+            Some(pool) => pool.install(work),
+            None => work(),
+        }
+    };
+    let fill = |s: &mut [u64], d: &mut [u64]| {
+        s.fill(0x3ff0_0000_0000_0001);
+        d.fill(0);
+    };
+    let copy = |s: &mut [u64], d: &mut [u64]| d.copy_from_slice(s);
+    run(&fill, &mut src, &mut dst);
+    run(&copy, &mut src, &mut dst); // warms clocks and the page tables
+    let mut best = 0f64;
+    for _ in 0..reps.max(1) {
+        let secs = seconds(&mut || run(&copy, &mut src, &mut dst));
+        best = best.max(2.0 * (words * 8) as f64 / secs / 1e9);
+    }
+    std::hint::black_box(&dst);
+    Ok(best)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::Stopwatch;
+
+    fn seconds(f: &mut dyn FnMut()) -> f64 {
+        let t = Stopwatch::start();
+        f();
+        t.elapsed_s()
+    }
+
+    #[test]
+    fn the_copy_rate_is_positive_and_finite() {
+        for threads in [1, 2] {
+            let gbs = measure_copy_gbs(threads, 64 << 20, 2, &seconds).expect("64 MiB fit");
+            assert!(
+                gbs.is_finite() && gbs > 0.1,
+                "{threads} threads: {gbs} GB/s"
+            );
+        }
+    }
+}
