@@ -12,6 +12,7 @@ use crate::plan;
 use crate::problem::{self, ConvProblem};
 use anyhow::{bail, Context as _, Result};
 use clap::Args;
+use cnnbench_layers::cuda::ConvApi;
 use cnnbench_layers::{DType, Layout};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -54,6 +55,12 @@ pub struct ConvArgs {
     /// in cache)
     #[arg(long)]
     cold_cache: bool,
+    /// GPU: cuDNN's API: legacy (cudnnConvolution* with the algorithm --algo picks) or graph
+    /// (the backend API's engine configurations from its heuristics: --algo auto times each
+    /// and keeps the fastest, heuristic takes the first, all times every one; not yet verified
+    /// on a GPU)
+    #[arg(long, value_name = "API", default_value = "legacy", value_parser = ConvApi::parse)]
+    api: ConvApi,
     /// Worker threads [default: all logical CPUs]. A comma list sweeps, as do lists in --batch,
     /// --dtype, --layout and --isa: one run per combination
     #[arg(long, value_name = "N", env = "CNNBENCH_THREADS")]
@@ -120,6 +127,7 @@ fn request(args: &ConvArgs) -> Result<conv::Request> {
         algo: args.algo.clone(),
         isa: args.isa.clone(),
         cold_cache: args.cold_cache,
+        api: args.api,
         check: args.check,
         seed: args.timing.seed,
         dump: args.dump.clone(),
@@ -143,6 +151,9 @@ pub fn run(args: ConvArgs) -> Result<ExitCode> {
         Target::Gpu(g) => {
             if args.device == Device::Auto && !args.quiet {
                 note!("cnnbench: device auto: using the GPU ({})", g.gpu.info.name);
+            }
+            if args.api == ConvApi::Graph && !args.quiet {
+                note!("cnnbench: --api graph not yet verified on a GPU: compare it with --check");
             }
         }
         Target::Cpu { isa, no_gpu, .. } => {

@@ -1,5 +1,8 @@
 //! The GPU side of `cnnbench conv`: cuDNN's algorithms on one device,
-//! timed with CUDA events.
+//! timed with CUDA events; with `--api graph` the graph API's engine
+//! configurations instead ([`graph`]).
+
+mod graph;
 
 use super::{progress_line, write_dump, Setup};
 use crate::bench::timer::CudaEvents;
@@ -21,7 +24,8 @@ use cnnbench_layers::conv::cuda::{
 };
 use cnnbench_layers::conv::kernels::bias_grad_kernels;
 use cnnbench_layers::conv::{cudnn_algos, reference_outputs, worst_rel_err, ConvTensors};
-use cnnbench_layers::cuda::{cudnn, Gpu, GpuError};
+use cnnbench_layers::cuda::cudnn_graph::ExecutionPlan;
+use cnnbench_layers::cuda::{cudnn, ConvApi, Gpu, GpuError};
 use cnnbench_layers::gemm::cuda::ensure_peak;
 use cnnbench_layers::{DType, Layout};
 
@@ -37,6 +41,7 @@ pub struct GpuSetup {
     layout: Layout,
     workspace_limit: usize,
     cold_cache: bool,
+    api: ConvApi,
 }
 
 impl GpuSetup {
@@ -47,7 +52,9 @@ impl GpuSetup {
         layout: Layout,
         workspace_limit: Option<usize>,
         cold_cache: bool,
+        api: ConvApi,
     ) -> Result<GpuSetup> {
+        graph::algo_allowed(api, &algo)?;
         dtype_supported(&gpu.info.compute_capability, dtype)?;
         let free = gpu.free_memory()?;
         let workspace_limit =
@@ -59,6 +66,7 @@ impl GpuSetup {
             layout,
             workspace_limit,
             cold_cache,
+            api,
         })
     }
 }
@@ -81,6 +89,33 @@ struct Choice {
     cudnn_find_ms: Option<f64>,
     /// What cuDNN's search reported (0 when not searched).
     workspace_bytes: usize,
+    /// `--api graph`: the plan (taken when it is prepared).
+    graph: Option<ExecutionPlan>,
+    /// `--api graph`: the plan's name.
+    graph_name: Option<String>,
+}
+
+impl Choice {
+    /// The legacy API's algorithm.
+    fn legacy(algo: u32, math: u32, cudnn_find_ms: Option<f64>, workspace_bytes: usize) -> Choice {
+        Choice {
+            algo,
+            math,
+            cudnn_find_ms,
+            workspace_bytes,
+            graph: None,
+            graph_name: None,
+        }
+    }
+
+    /// The record's algorithm: the legacy API's name, or `graph:` and the
+    /// engine configuration's.
+    fn name(&self, dir: Direction) -> String {
+        match &self.graph_name {
+            Some(n) => graph::record_name(n),
+            None => cudnn_algos::name(dir, self.algo),
+        }
+    }
 }
 
 /// One direction of one problem with one prepared cuDNN algorithm.
@@ -119,10 +154,13 @@ impl Case for GpuCase<'_, '_> {
         Ok(self.want.map(|w| {
             let rel_err = worst_rel_err(self.t, self.d.dir, self.d.bias, w);
             let n = reduction_len(&self.prob.shape, self.d.dir);
+            let tolerance = match self.prepared.graph {
+                Some(g) => graph::tolerance(self.dtype, g.transform, n),
+                None => cudnn_algos::check_tolerance(self.dtype, self.d.dir, self.prepared.algo, n),
+            };
             Check {
                 rel_err,
-                passed: rel_err
-                    <= cudnn_algos::check_tolerance(self.dtype, self.d.dir, self.prepared.algo, n),
+                passed: rel_err <= tolerance,
             }
         }))
     }
@@ -163,6 +201,7 @@ struct GpuRun<'r> {
     dtype: DType,
     layout: Layout,
     workspace_limit: usize,
+    api: ConvApi,
     out: &'r mut Output,
 }
 
@@ -195,6 +234,9 @@ impl GpuRun<'_> {
         prob: &ConvProblem,
         d: &DirSpec,
     ) -> Result<Vec<Choice>> {
+        if self.api == ConvApi::Graph {
+            return self.graph_choices(conv, prob, d);
+        }
         let (dtype, limit) = (self.dtype, self.workspace_limit);
         let mut choices = Vec::new();
         match self.algo {
@@ -206,21 +248,18 @@ impl GpuRun<'_> {
                 }
                 .with_context(|| format!("problem {prob}"))?;
                 match first_usable(&ranked, dtype, limit) {
-                    Some(a) => choices.push(Choice {
-                        algo: a.id,
-                        math: a.math,
-                        cudnn_find_ms: a.cudnn_ms,
-                        workspace_bytes: a.workspace_bytes,
-                    }),
+                    Some(a) => {
+                        choices.push(Choice::legacy(a.id, a.math, a.cudnn_ms, a.workspace_bytes))
+                    }
                     None => self.skip(prob, d.dir, "-", "no usable algorithm", None)?,
                 }
             }
-            GpuAlgoChoice::Named(name) => choices.push(Choice {
-                algo: cudnn_algos::lookup(d.dir, name).context("algorithm checked in setup")?,
-                math: cudnn::math_for(dtype),
-                cudnn_find_ms: None,
-                workspace_bytes: 0,
-            }),
+            GpuAlgoChoice::Named(name) => choices.push(Choice::legacy(
+                cudnn_algos::lookup(d.dir, name).context("algorithm checked in setup")?,
+                cudnn::math_for(dtype),
+                None,
+                0,
+            )),
             GpuAlgoChoice::All => {
                 conv.reset_math()?;
                 for id in 0..conv.algo_count(d.dir)? {
@@ -230,12 +269,7 @@ impl GpuRun<'_> {
                         Ok(ws) if ws > limit => {
                             self.skip(prob, d.dir, &name, "over workspace limit", Some(ws))?
                         }
-                        Ok(_) => choices.push(Choice {
-                            algo: id,
-                            math: cudnn::math_for(dtype),
-                            cudnn_find_ms: None,
-                            workspace_bytes: 0,
-                        }),
+                        Ok(_) => choices.push(Choice::legacy(id, cudnn::math_for(dtype), None, 0)),
                     }
                 }
             }
@@ -250,11 +284,15 @@ impl GpuRun<'_> {
         conv: &mut GpuConv,
         prob: &ConvProblem,
         d: &DirSpec,
-        c: &Choice,
+        c: &mut Choice,
     ) -> Result<Option<Prepared>> {
-        let name = cudnn_algos::name(d.dir, c.algo);
+        let name = c.name(d.dir);
         let list_all = *self.algo == GpuAlgoChoice::All;
-        match conv.prepare(d.dir, c.algo, c.math, d.bias, c.workspace_bytes) {
+        let prepared = match c.graph.take() {
+            Some(plan) => conv.prepare_graph(d.dir, plan, d.bias),
+            None => conv.prepare(d.dir, c.algo, c.math, d.bias, c.workspace_bytes),
+        };
+        match prepared {
             Ok(p) if p.workspace_bytes > self.workspace_limit => {
                 self.skip(
                     prob,
@@ -288,6 +326,7 @@ pub fn run(
         layout,
         workspace_limit,
         cold_cache,
+        api,
     } = g;
     ensure_peak(&mut gpu, dtype).context("measuring the GPU's peak")?;
     // Compiled once for the run, where cuDNN cannot reduce the bias
@@ -322,6 +361,7 @@ pub fn run(
         dtype,
         layout,
         workspace_limit,
+        api,
         out: &mut out,
     };
 
@@ -352,11 +392,11 @@ pub fn run(
         for d in &s.dirs {
             done += 1;
             let want = s.check.then(|| reference_outputs(&t, d.dir, d.bias));
-            for c in r.choices(&mut conv, prob, d)? {
-                let Some(prepared) = r.prepare(&mut conv, prob, d, &c)? else {
+            for mut c in r.choices(&mut conv, prob, d)? {
+                let name = c.name(d.dir);
+                let Some(prepared) = r.prepare(&mut conv, prob, d, &mut c)? else {
                     continue;
                 };
-                let name = cudnn_algos::name(d.dir, c.algo);
                 conv.poison(d.dir)?;
                 let mut timer = CudaEvents(r.gpu.event_pair()?);
                 let mut case = GpuCase {

@@ -22,7 +22,7 @@ use cnnbench_kernels::{peak, Isa};
 use cnnbench_layers::conv::{
     autotune, cpu::CpuConv, reference_outputs, worst_rel_err, ConvTensors,
 };
-use cnnbench_layers::cuda::Gpu;
+use cnnbench_layers::cuda::{ConvApi, Gpu};
 use cnnbench_layers::{DType, Layout};
 use indicatif::ProgressBar;
 use std::path::PathBuf;
@@ -44,6 +44,8 @@ pub struct Request {
     /// `--isa`, for the CPU.
     pub isa: String,
     pub cold_cache: bool,
+    /// `--api`: cuDNN's legacy or graph API (GPU only).
+    pub api: ConvApi,
     pub check: bool,
     pub seed: u64,
     pub dump: Option<PathBuf>,
@@ -114,6 +116,7 @@ pub fn plan(req: Request, gpu: Option<Gpu>, no_gpu: Option<String>) -> Result<(S
         algo,
         isa,
         cold_cache,
+        api,
         check,
         seed,
         dump,
@@ -130,9 +133,17 @@ pub fn plan(req: Request, gpu: Option<Gpu>, no_gpu: Option<String>) -> Result<(S
                 layout,
                 workspace_limit,
                 cold_cache,
+                api,
             )?))
         }
         None => {
+            if api != ConvApi::Legacy {
+                bail!(
+                    "--api {}: GPU only: {}",
+                    api.name(),
+                    no_gpu.as_deref().unwrap_or("add --device gpu")
+                );
+            }
             if dtype != DType::F32 || layout != Layout::Nhwc {
                 bail!(
                     "--dtype {dtype} --layout {layout}: the CPU path runs f32 in nhwc only{}",

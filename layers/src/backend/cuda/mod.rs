@@ -8,6 +8,7 @@ pub mod backend;
 pub mod bandwidth;
 pub mod cublas;
 pub mod cudnn;
+pub mod cudnn_graph;
 pub mod cudnn_ops;
 pub mod device;
 #[cfg(test)]

@@ -8,12 +8,14 @@
 pub use super::cudnn_conv::geometry;
 pub use super::cudnn_conv::AlgoInfo;
 use super::cudnn_conv::{BiasCx, ConvDescs, ConvPtrs};
+use super::graph_conv::{self, ConvGraph, GraphRunner, Refused};
 use super::kernels::BiasGrad;
 use super::{cudnn_algos, ConvTensors};
 use crate::backend::cuda::cudnn;
+use crate::backend::cuda::cudnn_graph::ExecutionPlan;
 use crate::backend::cuda::memory::Workspace;
 use crate::backend::cuda::nvrtc::Kernels;
-use crate::backend::cuda::{DeviceBuffer, Gpu, GpuResult};
+use crate::backend::cuda::{DeviceBuffer, Gpu, GpuError, GpuResult};
 use crate::core::{DType, Layout};
 use cnnbench_kernels::conv::{ConvShape, Direction};
 
@@ -33,11 +35,28 @@ struct TensorSet {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Prepared {
     pub dir: Direction,
+    /// The legacy API's algorithm (unused on the graph API).
     pub algo: u32,
     pub math: u32,
     pub workspace_bytes: usize,
     pub bias: bool,
+    /// On the graph API (`--api graph`): which prepared plan.
+    pub graph: Option<GraphChoice>,
 }
+
+/// A plan of the graph API made ready by [`GpuConv::prepare_graph`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GraphChoice {
+    /// Its index among the prepared plans.
+    pub index: usize,
+    /// It computes through FFT or Winograd transforms (the fp32 check's
+    /// wider threshold, as for the legacy API's).
+    pub transform: bool,
+}
+
+/// The device tensors' alignment the graph API's tensors promise: each
+/// set's tensors are allocations of their own (256-byte aligned).
+const GRAPH_ALIGNMENT: usize = 16;
 
 pub struct GpuConv<'g> {
     gpu: &'g Gpu,
@@ -52,6 +71,19 @@ pub struct GpuConv<'g> {
     /// `bias_grad.cu` ([`super::kernels::bias_grad_kernels`]), where the
     /// bias gradient needs it.
     kernels: Option<&'g Kernels>,
+    /// The graph API's operation graph per direction (Fwd, BwdData,
+    /// BwdFilter), made when first asked for.
+    graphs: [Option<ConvGraph>; 3],
+    /// The graph API's plans made ready to run.
+    runners: Vec<GraphRunner>,
+}
+
+fn dir_index(dir: Direction) -> usize {
+    match dir {
+        Direction::Fwd => 0,
+        Direction::BwdData => 1,
+        Direction::BwdFilter => 2,
+    }
 }
 
 /// Whether cuDNN takes `p`'s activations (source and destination, and
@@ -142,6 +174,8 @@ impl<'g> GpuConv<'g> {
             workspace: None,
             bias_grad,
             kernels,
+            graphs: [None, None, None],
+            runners: Vec::new(),
         })
     }
 
@@ -198,6 +232,80 @@ impl<'g> GpuConv<'g> {
             math,
             workspace_bytes,
             bias,
+            graph: None,
+        })
+    }
+
+    fn graph(&mut self, dir: Direction) -> GpuResult<&ConvGraph> {
+        let slot = &mut self.graphs[dir_index(dir)];
+        if slot.is_none() {
+            *slot = Some(ConvGraph::new(
+                &self.gpu.cudnn,
+                &self.shape,
+                self.dtype,
+                self.layout,
+                dir,
+                GRAPH_ALIGNMENT,
+            )?);
+        }
+        Ok(slot.as_ref().expect("made above"))
+    }
+
+    /// The graph API's plans for `dir` that the dtype allows, finalize and
+    /// fit `workspace_limit`, best guess first; and those refused.
+    pub fn graph_candidates(
+        &mut self,
+        dir: Direction,
+        workspace_limit: usize,
+    ) -> GpuResult<(Vec<ExecutionPlan>, Vec<Refused>)> {
+        let gpu = self.gpu;
+        self.graph(dir)?.candidates(&gpu.cudnn, workspace_limit)
+    }
+
+    /// Each plan's lowest time over a few runs on set 0, or `None` where
+    /// it failed to run (the autotuning of `--algo auto`; untimed by the
+    /// benchmark). Set 0's output is poisoned again after.
+    pub fn graph_times(
+        &mut self,
+        dir: Direction,
+        plans: &[ExecutionPlan],
+        stop: &dyn Fn() -> bool,
+    ) -> GpuResult<Vec<Option<f64>>> {
+        let ws = plans.iter().map(|p| p.workspace_bytes).max().unwrap_or(0);
+        self.ensure_workspace(ws)?;
+        let times =
+            graph_conv::time_plans(self.gpu, plans, dir, &self.ptrs(0), self.workspace(), stop)?;
+        self.gpu.synchronize()?;
+        self.poison(dir)?;
+        Ok(times)
+    }
+
+    /// Makes `plan` ready to run: its workspace allocated and a variant
+    /// pack made for every tensor set (outside any timed loop).
+    pub fn prepare_graph(
+        &mut self,
+        dir: Direction,
+        plan: ExecutionPlan,
+        bias: bool,
+    ) -> GpuResult<Prepared> {
+        let workspace_bytes = plan.workspace_bytes;
+        let transform = plan.transform;
+        self.ensure_workspace(workspace_bytes)?;
+        let mut runner = GraphRunner::new(dir, plan);
+        for set in 0..self.sets.len() {
+            runner.bind(&self.ptrs(set), self.workspace())?;
+        }
+        self.runners.push(runner);
+        Ok(Prepared {
+            dir,
+            algo: 0,
+            math: 0,
+            workspace_bytes,
+            bias,
+            graph: Some(GraphChoice {
+                index: self.runners.len() - 1,
+                transform,
+            }),
         })
     }
 
@@ -248,6 +356,21 @@ impl<'g> GpuConv<'g> {
             kernels: self.kernels,
             stream: &self.gpu.stream,
         });
+        if let Some(g) = p.graph {
+            let (t, ws) = (self.ptrs(set), self.workspace());
+            let runner = self.runners.get_mut(g.index).ok_or_else(|| {
+                GpuError::invalid("cudnnBackendExecute", "no such prepared plan".into())
+            })?;
+            // SAFETY: as below; the plan's workspace was allocated by
+            // `prepare_graph`.
+            return unsafe {
+                runner.run(&self.gpu.cudnn, &t, ws)?;
+                match bias {
+                    Some(b) => self.d.run_bias(&self.gpu.cudnn, p.dir, b, &t),
+                    None => Ok(()),
+                }
+            };
+        }
         // SAFETY: the set's buffers and the workspace are sized for this
         // problem and algorithm (`prepare`); the bias gradient's scratch
         // for this problem (`new`).
@@ -303,12 +426,15 @@ impl<'g> GpuConv<'g> {
     /// `cudnn fwd implicit_precomp_gemm (tensor_op)`, and what computes the
     /// bias gradient when that is not cuDNN (`+ bias_grad.cu`).
     pub fn kernel_name(&self, p: &Prepared) -> String {
-        let mut s = format!(
-            "cudnn {} {} ({})",
-            p.dir.name(),
-            cudnn_algos::name(p.dir, p.algo),
-            cudnn::math::name(p.math)
-        );
+        let mut s = match p.graph.and_then(|g| self.runners.get(g.index)) {
+            Some(r) => format!("cudnn graph {} {}", p.dir.name(), r.plan.describe()),
+            None => format!(
+                "cudnn {} {} ({})",
+                p.dir.name(),
+                cudnn_algos::name(p.dir, p.algo),
+                cudnn::math::name(p.math)
+            ),
+        };
         if p.bias && p.dir == Direction::BwdFilter {
             if let BiasGrad::Nvrtc { .. } = self.bias_grad {
                 s += " + ";

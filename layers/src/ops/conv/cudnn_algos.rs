@@ -73,8 +73,14 @@ pub const TRANSFORM_F32_TOLERANCE: f64 = 1e-3;
 /// ([`DType::tolerance`]), widened to [`TRANSFORM_F32_TOLERANCE`] for
 /// fp32 FFT and Winograd.
 pub fn check_tolerance(dtype: DType, dir: Direction, id: u32, reduction_len: usize) -> f64 {
+    family_tolerance(dtype, family(dir, id), reduction_len)
+}
+
+/// The `--check` threshold of an algorithm of `family` (the graph API's
+/// engines tell theirs by their numerical notes).
+pub fn family_tolerance(dtype: DType, family: Family, reduction_len: usize) -> f64 {
     let t = dtype.tolerance(reduction_len);
-    match (dtype, family(dir, id)) {
+    match (dtype, family) {
         (DType::F32, Family::Fft | Family::Winograd) => t.max(TRANSFORM_F32_TOLERANCE),
         _ => t,
     }

@@ -337,11 +337,8 @@ impl ConvDescs {
                         h.0, one, x, t.src, w, t.wei, c, algo, ws.ptr, ws.bytes, zero, y, t.dst,
                     ),
                 )?;
-                if bias.is_some() {
-                    check_cudnn(
-                        "cudnnAddTensor",
-                        sys::cudnnAddTensor(h.0, one, self.bias.0, t.bias, one, y, t.dst),
-                    )?;
+                if let Some(b) = bias {
+                    self.run_bias(h, dir, b, t)?;
                 }
             }
             Direction::BwdData => cudnn::check_raw(
@@ -360,19 +357,47 @@ impl ConvDescs {
                     ),
                 )?;
                 if let Some(b) = bias {
-                    b.grad.run(
-                        h,
-                        b.kernels,
-                        b.stream,
-                        &self.y,
-                        t.diff_dst as CUdeviceptr,
-                        &self.bias,
-                        t.diff_bias as CUdeviceptr,
-                    )?;
+                    self.run_bias(h, dir, b, t)?;
                 }
             }
         }
         Ok(())
+    }
+
+    /// The bias's part of a run of `dir`, after the convolution itself:
+    /// forward adds it to the output; backward-filter writes its gradient
+    /// (by cuDNN or, for bf16, by `bias_grad.cu`); backward-data has none.
+    /// The graph API's runs ([`super::graph_conv`]) share it.
+    ///
+    /// # Safety
+    /// As [`Self::run`]'s.
+    pub unsafe fn run_bias(
+        &self,
+        h: &CudnnHandle,
+        dir: Direction,
+        b: BiasCx<'_>,
+        t: &ConvPtrs,
+    ) -> GpuResult<()> {
+        match dir {
+            Direction::Fwd => {
+                let one = 1f32;
+                let one = &one as *const f32 as *const c_void;
+                check_cudnn(
+                    "cudnnAddTensor",
+                    sys::cudnnAddTensor(h.0, one, self.bias.0, t.bias, one, self.y.0, t.dst),
+                )
+            }
+            Direction::BwdData => Ok(()),
+            Direction::BwdFilter => b.grad.run(
+                h,
+                b.kernels,
+                b.stream,
+                &self.y,
+                t.diff_dst as CUdeviceptr,
+                &self.bias,
+                t.diff_bias as CUdeviceptr,
+            ),
+        }
     }
 }
 

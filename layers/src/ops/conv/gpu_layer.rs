@@ -4,13 +4,20 @@
 //! `cudnn.benchmark=True` does. The search runs once, before any timed
 //! step; each direction keeps its own descriptors with its chosen math
 //! type, so nothing is set or rebuilt while timing.
+//!
+//! With `--api graph` ([`ConvApi::Graph`]) each direction runs through
+//! cuDNN's graph API instead: the engine configurations its heuristics
+//! offer, each timed on the layer's own tensors while planning, the
+//! fastest kept ([`super::graph_conv`]). The bias stays on the legacy
+//! calls (`cudnnAddTensor`, the bias gradient) either way.
 
 use super::cuda::first_usable;
 use super::cudnn_algos;
 use super::cudnn_conv::{BiasCx, ConvDescs, ConvPtrs};
+use super::graph_conv::{self, ConvGraph, GraphRunner};
 use super::kernels::BiasGrad;
 use crate::backend::cuda::backend::{void, Cuda, DevPtr, GpuCtx, GpuParam};
-use crate::backend::cuda::{cudnn, GpuError, GpuResult};
+use crate::backend::cuda::{cudnn, ConvApi, GpuError, GpuResult};
 use crate::core::backend::Layer;
 use crate::core::{DType, Layout};
 use cnnbench_kernels::conv::{ConvShape, Direction};
@@ -31,6 +38,10 @@ pub struct ConvGpuLayer {
     /// The bias and who computes its gradient.
     bias: Option<(GpuParam, BiasGrad)>,
     input_grad: bool,
+    layout: Layout,
+    /// `--api graph`: per direction, the operation graph and the chosen
+    /// plan (the legacy `choice` is then unused).
+    graph: [Option<(ConvGraph, GraphRunner)>; 3],
 }
 
 fn index(dir: Direction) -> usize {
@@ -63,6 +74,8 @@ impl ConvGpuLayer {
             weight,
             bias,
             input_grad,
+            layout,
+            graph: [None, None, None],
         })
     }
 
@@ -93,7 +106,23 @@ impl ConvGpuLayer {
         }
     }
 
-    unsafe fn run(&self, cx: &GpuCtx, dir: Direction, t: &ConvPtrs) -> GpuResult<()> {
+    unsafe fn run(&mut self, cx: &GpuCtx, dir: Direction, t: &ConvPtrs) -> GpuResult<()> {
+        if let Some((_, runner)) = &mut self.graph[index(dir)] {
+            runner.run(&cx.gpu.cudnn, t, cx.workspace)?;
+            return match &self.bias {
+                Some((_, grad)) if dir != Direction::BwdData => self.descs[index(dir)].run_bias(
+                    &cx.gpu.cudnn,
+                    dir,
+                    BiasCx {
+                        grad,
+                        kernels: Some(cx.kernels),
+                        stream: &cx.gpu.stream,
+                    },
+                    t,
+                ),
+                _ => Ok(()),
+            };
+        }
         let c = self.choice[index(dir)].ok_or_else(|| GpuError {
             call: "cnnbench conv layer",
             status: "run before its algorithms were chosen".into(),
@@ -125,6 +154,24 @@ impl<'g> Layer<Cuda<'g>> for ConvGpuLayer {
         let h = &cx.gpu.cudnn;
         let ptrs = self.ptrs(x[0], y, dy.unwrap_or(0), dx[0]);
         let mut need = 0;
+        if cx.paths.conv_api == ConvApi::Graph {
+            for dir in self.dirs() {
+                let d = &self.descs[index(dir)];
+                let (g, runner) = graph_conv::plan_fastest(
+                    cx.gpu,
+                    &d.shape,
+                    d.dtype,
+                    self.layout,
+                    dir,
+                    &ptrs,
+                    search,
+                    limit,
+                )?;
+                need = need.max(runner.plan.workspace_bytes);
+                self.graph[index(dir)] = Some((g, runner));
+            }
+            return Ok(need);
+        }
         for dir in self.dirs() {
             let d = &self.descs[index(dir)];
             let found = d.find(h, dir, &ptrs, search)?;
@@ -196,6 +243,9 @@ impl<'g> Layer<Cuda<'g>> for ConvGpuLayer {
             .dirs()
             .iter()
             .filter_map(|&dir| {
+                if let Some((_, r)) = &self.graph[index(dir)] {
+                    return Some(format!("{}:{}", dir.name(), r.plan.describe()));
+                }
                 self.choice[index(dir)].map(|c| {
                     format!(
                         "{}:{}({})",

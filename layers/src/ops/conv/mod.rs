@@ -8,6 +8,7 @@ pub mod cuda;
 pub mod cudnn_algos;
 pub mod cudnn_conv;
 pub mod gpu_layer;
+pub mod graph_conv;
 pub mod kernels;
 #[cfg(test)]
 mod tests;
