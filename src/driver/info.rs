@@ -1,7 +1,10 @@
 //! `cnnbench info`'s measurements: the FP32 peak per ISA (a register-only
-//! FMA loop timed by bench's wall clock), the GPU as loaded and its peak per
-//! precision measured with cuBLAS, or why there is no GPU.
+//! FMA loop timed by bench's wall clock), the host's memory bandwidth (a
+//! STREAM-like copy), the GPU as loaded, its peak per precision measured
+//! with cuBLAS and its bandwidth (a device-to-device copy), or why there is
+//! no GPU.
 
+use super::roofline;
 use crate::results::environment::{self, BuildInfo};
 use crate::results::machine_info::{GpuSection, Info, IsaPeak};
 use anyhow::Result;
@@ -33,6 +36,7 @@ pub fn gather(threads: usize) -> Result<Info> {
         isa_used: Isa::detect().name().into(),
         isa_supported: Isa::supported().iter().map(|i| i.name().into()).collect(),
         peak,
+        memory_bandwidth: roofline::cpu_bandwidth(threads)?,
         gpu: gpu_section()?,
         cnnbench: BuildInfo::current(),
     })
@@ -45,6 +49,7 @@ fn gpu_section() -> Result<GpuSection> {
             reason: Some(why),
             device: None,
             measured: vec![],
+            bandwidth: None,
             libraries: loader::libraries(),
         }),
         Ok(gpu) => {
@@ -55,12 +60,14 @@ fn gpu_section() -> Result<GpuSection> {
                 }
                 measured.push(measure_peak(&gpu, d)?);
             }
+            let bandwidth = Some(roofline::gpu_bandwidth(&gpu)?);
             Ok(GpuSection {
                 usable: true,
                 reason: None,
                 libraries: gpu.info.libraries.clone(),
                 device: Some(gpu.info.clone()),
                 measured,
+                bandwidth,
             })
         }
     }

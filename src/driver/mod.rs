@@ -18,6 +18,7 @@ pub mod info;
 pub mod model;
 pub mod replicas;
 pub mod rnn;
+pub mod roofline;
 
 use crate::bench::timer::Timer;
 use crate::bench::{Runner, Samples};

@@ -3,6 +3,7 @@
 use super::table::{aligned, Align};
 use super::Format;
 use crate::results::machine_info::Info;
+use crate::results::roofline::Bandwidth;
 use anyhow::Result;
 use cnnbench_kernels::peak;
 use cnnbench_layers::cuda::Peak;
@@ -83,6 +84,10 @@ fn text(i: &Info) -> String {
         &rows,
         false,
     );
+    s += &bandwidth_line("\nmemory bandwidth", &i.memory_bandwidth);
+    if let Some(b) = &i.gpu.bandwidth {
+        s += &bandwidth_line("gpu bandwidth", b);
+    }
     if let Some(g) = &i.gpu.device {
         s += "\nGPU peak per dtype (TFLOP/s; `% peak` divides by the nominal one):\n";
         let f = |p: Option<&Peak>| p.map_or("-".to_string(), |p| format!("{:.1}", p.tflops));
@@ -124,4 +129,19 @@ fn text(i: &Info) -> String {
         );
     }
     s
+}
+
+/// `memory bandwidth  12.3 GB/s measured (how)`, with the nominal rate
+/// where known.
+fn bandwidth_line(head: &str, b: &Bandwidth) -> String {
+    let nominal = b.nominal_gbs.map_or(String::new(), |n| {
+        format!(
+            ", {:.0}% of the nominal {n:.0} GB/s",
+            100.0 * b.measured_gbs / n
+        )
+    });
+    format!(
+        "{head}: {:.1} GB/s measured{nominal} ({})\n",
+        b.measured_gbs, b.method
+    )
 }

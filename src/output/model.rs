@@ -131,7 +131,7 @@ impl ModelOutput {
                 }
                 for r in self.records.iter().filter(|r| !r.layers.is_empty()) {
                     s += &format!("\n## {} (batch {}), per layer\n", r.model, r.batch);
-                    s += &layers_table(&r.layers, md);
+                    s += &layers_table(r, md);
                 }
                 for r in &self.records {
                     if let Some(p) = &r.projection {
@@ -280,30 +280,197 @@ fn projection_section(r: &ModelRecord, p: &ProjectionSet, md: bool) -> String {
     s
 }
 
-fn layers_table(layers: &[LayerTime], md: bool) -> String {
-    let header = [
-        "layer",
-        "type",
-        "output",
-        "fwd ms",
-        "bwd ms",
-        "% step",
-        "algorithms",
-    ];
+/// A record's per-layer table; with each pass's bytes, rates and roofline
+/// where the record has them (`--per-layer` runs since the roofline),
+/// under a line that says what those columns mean.
+fn layers_table(r: &ModelRecord, md: bool) -> String {
+    let layers = &r.layers;
+    let roof = layers.iter().any(|l| l.roofline.is_some());
+    let mut header = vec!["layer", "type", "output", "fwd ms", "bwd ms", "% step"];
+    if roof {
+        header.extend([
+            "fwd MB", "bwd MB", "fwd GB/s", "bwd GB/s", "fwd roof", "bwd roof",
+        ]);
+    }
+    header.push("algorithms");
+    let label = r
+        .roofline
+        .as_ref()
+        .map_or("peak", |b| b.peak_label.as_str());
     let rows: Vec<Vec<String>> = layers
         .iter()
         .map(|l| {
-            vec![
+            let mut row = vec![
                 l.name.clone(),
                 l.kind.clone(),
                 l.output.clone(),
                 format!("{:.3}", l.forward_ms),
                 format!("{:.3}", l.backward_ms),
                 format!("{:.1}", l.percent),
-                l.kernels.clone(),
-            ]
+            ];
+            if roof {
+                row.extend(roofline_cells(l, label));
+            }
+            row.push(l.kernels.clone());
+            row
         })
         .collect();
     use Align::{Left as L, Right as R};
-    aligned(&header, &[L, L, R, R, R, R, L], &rows, md)
+    let mut align = vec![L, L, R, R, R, R];
+    if roof {
+        align.extend([R; 6]);
+    }
+    align.push(L);
+    let mut s = String::new();
+    if roof {
+        s += &roofline_legend(r);
+    }
+    s + &aligned(&header, &align, &rows, md)
+}
+
+/// A layer's MB, GB/s and roofline cells, forward and backward.
+fn roofline_cells(l: &LayerTime, label: &str) -> Vec<String> {
+    let Some(r) = &l.roofline else {
+        return vec!["-".to_string(); 6];
+    };
+    let mb = |b: u64| match b as f64 / 1e6 {
+        m if m < 10.0 && b > 0 => format!("{m:.2}"),
+        m => format!("{m:.1}"),
+    };
+    let gbs = |g: Option<f64>| g.map_or("-".into(), |g| format!("{g:.1}"));
+    vec![
+        mb(r.forward.bytes),
+        mb(r.backward.bytes),
+        gbs(r.forward.gbs),
+        gbs(r.backward.gbs),
+        r.forward.cell(label),
+        r.backward.cell(label),
+    ]
+}
+
+/// What the roofline columns mean, and the roofs of this run.
+fn roofline_legend(r: &ModelRecord) -> String {
+    let mut s = "MB: the least bytes each pass must move (every tensor it touches read or written once, parameters and gradients included; caches ignored); GB/s: MB over the median time; roof: a pass under the ridge is memory-bound and shows % of the bandwidth (BW; over 100% where its tensors stayed in a cache), one above it % of the compute peak".to_string();
+    if let Some(b) = &r.roofline {
+        let nominal = b
+            .bandwidth_nominal_gbs
+            .map_or(String::new(), |n| format!("; nominal {n:.0} GB/s"));
+        s += &format!(
+            " ({label}).\nBandwidth {:.1} GB/s: {}{nominal}. Peak {label} {:.1} GFLOP/s: {}. Ridge {:.1} FLOPs/byte; {} bytes per element.\n",
+            b.bandwidth_gbs,
+            b.bandwidth_from,
+            b.peak_gflops,
+            b.peak_from,
+            b.ridge(),
+            b.element_bytes,
+            label = b.peak_label,
+        );
+    } else {
+        s += ".\n";
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::results::roofline::{LayerRoofline, PassRoofline, RooflineBasis};
+
+    fn record(roofline: bool) -> ModelRecord {
+        let basis = RooflineBasis {
+            bandwidth_gbs: 100.0,
+            bandwidth_from: "a test copy".into(),
+            bandwidth_nominal_gbs: None,
+            peak_gflops: 1000.0,
+            peak_from: "a test loop".into(),
+            peak_label: "FMA".into(),
+            element_bytes: 4,
+        };
+        let mut rec = crate::driver::model::record::base_record(
+            &cnnbench_layers::zoo::build("mnist-mlp").expect("zoo model"),
+            8,
+            "ok",
+            crate::driver::model::record::CPU,
+        );
+        let mut relu = LayerTime {
+            name: "relu1".into(),
+            kind: "relu".into(),
+            output: "512".into(),
+            forward_ms: 1.0,
+            backward_ms: 2.0,
+            percent: 10.0,
+            kernels: String::new(),
+            roofline: None,
+        };
+        let mut fc = LayerTime {
+            name: "fc1".into(),
+            kind: "fc".into(),
+            kernels: "gemm".into(),
+            ..relu.clone()
+        };
+        if roofline {
+            // 61 MB in 1 ms: 61 GB/s; 3 GB and 100 GFLOP in 0.25 s: 12
+            // GB/s and 400 GFLOP/s (33 FLOPs per byte: compute-bound).
+            relu.roofline = Some(LayerRoofline {
+                forward: PassRoofline::timed(61_000_000, 0, 1.0),
+                backward: PassRoofline::timed(0, 0, 2.0),
+            });
+            fc.roofline = Some(LayerRoofline {
+                forward: PassRoofline::timed(3_000_000_000, 100_000_000_000, 250.0),
+                backward: PassRoofline::timed(6_000_000_000, 200_000_000_000, 500.0),
+            });
+        }
+        rec.layers = vec![relu, fc];
+        crate::driver::roofline::place(&mut rec, &basis);
+        rec
+    }
+
+    #[test]
+    fn the_layer_table_shows_bytes_rates_and_roofs() {
+        let t = layers_table(&record(true), false);
+        let lines: Vec<&str> = t.lines().collect();
+        assert!(lines[0].starts_with("MB: the least bytes"), "{t}");
+        assert!(
+            lines[1].contains("Bandwidth 100.0 GB/s: a test copy"),
+            "{t}"
+        );
+        assert!(lines[1].contains("Ridge 10.0 FLOPs/byte"), "{t}");
+        for col in ["fwd MB", "bwd GB/s", "fwd roof", "bwd roof", "algorithms"] {
+            assert!(lines[2].contains(col), "{col}: {t}");
+        }
+        let cells = |line: &str| {
+            line.split_whitespace()
+                .skip(6)
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        assert_eq!(cells(lines[4]), "61.0 0.0 61.0 - 61% BW -", "{t}");
+        assert_eq!(
+            cells(lines[5]),
+            "3000.0 6000.0 12.0 12.0 40% FMA 40% FMA gemm",
+            "{t}"
+        );
+    }
+
+    #[test]
+    fn an_old_record_keeps_the_old_table() {
+        let t = layers_table(&record(false), false);
+        let head = t.lines().next().unwrap_or_default();
+        assert_eq!(
+            head.split_whitespace().collect::<Vec<_>>(),
+            [
+                "layer",
+                "type",
+                "output",
+                "fwd",
+                "ms",
+                "bwd",
+                "ms",
+                "%",
+                "step",
+                "algorithms"
+            ]
+        );
+        assert!(!t.contains("GB/s"), "{t}");
+    }
 }

@@ -151,8 +151,9 @@ fn read_model_csv(path: &Path) -> Result<ModelRun> {
             loss: None,
             memory: None,
             fused: None,
-        gpu_paths: None,
+            gpu_paths: None,
             layers: Vec::new(),
+            roofline: None,
             data_parallel: None,
             projection: None,
             input: Input {

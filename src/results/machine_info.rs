@@ -1,8 +1,9 @@
 //! What `cnnbench info` found: the machine, the build, the FP32 peak per
-//! ISA and, on a GPU machine, the GPU, its libraries as loaded and its peak
-//! per precision.
+//! ISA, the memory bandwidth and, on a GPU machine, the GPU, its libraries
+//! as loaded, its peak per precision and its memory bandwidth.
 
 use super::environment::BuildInfo;
+use super::roofline::Bandwidth;
 use cnnbench_layers::cuda::loader::LibraryInfo;
 use cnnbench_layers::cuda::{DeviceInfo, Peak};
 use serde::Serialize;
@@ -29,6 +30,8 @@ pub struct Info {
     /// Peak FP32 GFLOP/s per ISA: an FMA = 2 FLOPs, register-only loop,
     /// best of `peak::DEFAULT_REPS`.
     pub peak: Vec<IsaPeak>,
+    /// The host's memory bandwidth, measured on the run's threads.
+    pub memory_bandwidth: Bandwidth,
     pub gpu: GpuSection,
     pub cnnbench: BuildInfo,
 }
@@ -44,6 +47,10 @@ pub struct GpuSection {
     /// Square cuBLAS GEMMs per dtype, beside the nominal peaks
     /// (`device.peaks`: the datasheet's, else SMs x max clock).
     pub measured: Vec<Peak>,
+    /// The GPU's memory bandwidth: measured, and nominal from its
+    /// attributes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bandwidth: Option<Bandwidth>,
     /// Each NVIDIA library as loaded (file and version), or why not: told
     /// with or without a GPU or driver.
     pub libraries: Vec<LibraryInfo>,

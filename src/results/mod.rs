@@ -15,6 +15,7 @@ pub mod price;
 #[cfg(test)]
 mod proptests;
 pub mod record;
+pub mod roofline;
 pub mod store;
 
 pub use environment::Environment;

@@ -3,6 +3,7 @@
 //! per-layer breakdown. The JSON and CSV contract of `cnnbench model`.
 
 use super::kinds::{dtype_name, Device};
+use super::roofline::{LayerRoofline, RooflineBasis};
 use crate::bench::Stats;
 use cnnbench_layers::DType;
 use serde::{Deserialize, Serialize};
@@ -52,6 +53,11 @@ pub struct ModelRecord {
     pub gpu_paths: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub layers: Vec<LayerTime>,
+    /// With `--per-layer`: the bandwidth and peak each layer's passes are
+    /// placed against (`layers[].roofline`), measured once before the
+    /// timed steps; absent otherwise and in older records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub roofline: Option<RooflineBasis>,
     /// A data-parallel run over several GPUs (then `batch` is per GPU, as
     /// tf_cnn_benchmarks counts it, and `images_per_sec` is the total).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -188,6 +194,10 @@ pub struct LayerTime {
     /// Algorithms per direction (convolutions).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub kernels: String,
+    /// Bytes moved, FLOPs, rates and the roofline per pass; absent in
+    /// older records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub roofline: Option<LayerRoofline>,
 }
 
 /// The peer script's columns, then `gpus` (replicas of a data-parallel

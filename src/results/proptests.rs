@@ -11,6 +11,7 @@
 use super::environment::BuildInfo;
 use super::price::Price;
 use super::record::CSV_HEADER;
+use super::roofline::{Bound, LayerRoofline, PassRoofline, RooflineBasis};
 use super::store::{self, RunFile, FORMAT_VERSION};
 use super::{
     Check, DataParallel, Device, Dir, Environment, FolderInput, Input, InputSource, LayerTime,
@@ -178,7 +179,27 @@ fn model_run() -> RunFile<ModelRecord> {
                 backward_ms: 19.0,
                 percent: 7.85,
                 kernels: "fwd direct, bwd-data gemm".into(),
+                roofline: Some(LayerRoofline {
+                    forward: PassRoofline {
+                        bytes: 1_234_567_890,
+                        flops: 11_800_000_000,
+                        gbs: Some(129.9),
+                        gflops: Some(1242.1),
+                        bound: Some(Bound::Compute),
+                        percent: Some(44.2),
+                    },
+                    backward: PassRoofline::timed(7, 0, 0.0),
+                }),
             }],
+            roofline: Some(RooflineBasis {
+                bandwidth_gbs: 4100.5,
+                bandwidth_from: "device-to-device copy".into(),
+                bandwidth_nominal_gbs: Some(4814.0),
+                peak_gflops: 989_000.0,
+                peak_from: "datasheet".into(),
+                peak_label: "f16".into(),
+                element_bytes: 2,
+            }),
             data_parallel: Some(DataParallel {
                 gpus: 8,
                 launcher: "torchrun".into(),

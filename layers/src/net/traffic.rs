@@ -53,7 +53,9 @@ impl FusionView for NoFusion {
 ///   written.
 /// - A pass that runs inside another layer's (a fused ReLU, a fused add)
 ///   moves nothing of its own: the host writes the ReLU's output instead
-///   of its own and masks the gradient from values it reads anyway.
+///   of its own and masks the gradient from values it reads anyway; where
+///   the fused ReLU's output has several readers, the host's backward
+///   reads their gradient parts.
 /// - A layer that took a residual add and its ReLU runs, and is timed, at
 ///   the ReLU's row: its count goes there, plus the add's other input read
 ///   forward and, with the backward fused, the gradient it writes for that
@@ -61,6 +63,14 @@ impl FusionView for NoFusion {
 pub fn row_traffic(g: &Graph, fused: &dyn FusionView) -> Vec<Traffic> {
     let readers = g.consumers();
     let n = g.nodes.len();
+    // The gradient parts beyond the first that node `i`'s backward reads.
+    let extra_parts = |i: usize| {
+        let k = readers[i].len();
+        match k > 1 && !g.nodes[i].op.spec().passes_gradient() {
+            true => ((k - 1) * g.nodes[i].out.len()) as u64,
+            false => 0,
+        }
+    };
     let own: Vec<Traffic> = (0..n)
         .map(|i| {
             if i == 0 {
@@ -85,6 +95,7 @@ pub fn row_traffic(g: &Graph, fused: &dyn FusionView) -> Vec<Traffic> {
         })
         .collect();
     let mut rows = own.clone();
+    let mut row_of: Vec<usize> = (0..n).collect();
     for a in 1..n {
         let Some(b) = fused.fused_into(a) else {
             continue;
@@ -106,6 +117,16 @@ pub fn row_traffic(g: &Graph, fused: &dyn FusionView) -> Vec<Traffic> {
         }
         rows[r] = t;
         rows[b] = Traffic::default();
+        row_of[b] = r;
+    }
+    // A fused ReLU whose output several layers read: its host's backward
+    // reads every part of that gradient.
+    for i in 1..n {
+        if let (Some(p), true) = (fused.fused_into(i), fused.backward_taken(i)) {
+            if matches!(g.nodes[i].op, Op::Relu(_)) {
+                rows[row_of[p]].backward.per_image += extra_parts(i);
+            }
+        }
     }
     rows
 }
@@ -234,7 +255,7 @@ mod tests {
         assert_eq!(fused[relu].backward, plain[relu].backward);
         assert_eq!(fused[bn1], plain[bn1]);
         // bn3 runs at relu3's row, reading the shortcut and writing its
-        // gradient besides its own count.
+        // gradient besides its own count...
         let y = (256 * 56 * 56) as u64;
         assert_eq!(fused[bn3], Traffic::default());
         assert_eq!(fused[add], Traffic::default());
@@ -242,9 +263,11 @@ mod tests {
             fused[relu3].forward.per_image,
             plain[bn3].forward.per_image + y
         );
+        // ... and reading the second part of relu3's output gradient (the
+        // next block's conv1 and add both read that output).
         assert_eq!(
             fused[relu3].backward.per_image,
-            plain[bn3].backward.per_image + y
+            plain[bn3].backward.per_image + 2 * y
         );
         assert_eq!(fused[relu3].backward.fixed, plain[bn3].backward.fixed);
         assert_eq!(fused[0], Traffic::default());

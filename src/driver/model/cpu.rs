@@ -5,6 +5,7 @@ use super::input::DataPlan;
 use super::options::StepOptions;
 use super::record::{base_record, CPU};
 use super::steps::{time_steps, NetSteps};
+use super::timed::RowTraffic;
 use crate::bench::RunPolicy;
 use crate::note::note;
 use crate::results::memory::available;
@@ -12,6 +13,7 @@ use crate::results::{MemoryBytes, ModelRecord};
 use anyhow::Result;
 use cnnbench_kernels::Isa;
 use cnnbench_layers::net::cpu::{estimate, CpuNet, CpuOptions};
+use cnnbench_layers::net::traffic::row_traffic;
 use cnnbench_layers::net::Graph;
 
 /// Times one model; `None` when interrupted before it finished.
@@ -69,6 +71,10 @@ pub fn run(
         feed.note_skipped(&g.name);
     }
     let loss = net.loss().map_err(|e| anyhow::anyhow!("{e}"))?;
+    let traffic = opts.per_layer.then(|| RowTraffic {
+        rows: row_traffic(g, net),
+        element_bytes: CPU.1.size_bytes(),
+    });
     Ok(Some(timed.record(
         g,
         opts,
@@ -76,6 +82,7 @@ pub fn run(
         loss,
         mem,
         |i| net.kernels(i),
+        traffic.as_ref(),
         1,
     )))
 }

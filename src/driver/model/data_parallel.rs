@@ -224,12 +224,12 @@ fn records(
         }
         let single = r0
             .single
-            .record(g, opts, base(), r0.single_loss, r0.memory, kernel, 1);
+            .record(g, opts, base(), r0.single_loss, r0.memory, kernel, None, 1);
         return Ok(vec![single]);
     }
     let single = r0
         .single
-        .record(g, opts, base(), r0.single_loss, r0.memory, kernel, 1);
+        .record(g, opts, base(), r0.single_loss, r0.memory, kernel, None, 1);
     let rank_step_ms: Vec<f64> = results
         .iter()
         .map(|r| {
@@ -243,7 +243,7 @@ fn records(
         .filter_map(|r| r.data_parallel.clone())
         .collect();
     let merged = Timed::slowest_of(steps).context("no data-parallel steps")?;
-    let mut rec = merged.record(g, opts, base(), r0.loss, r0.memory, kernel, gpus);
+    let mut rec = merged.record(g, opts, base(), r0.loss, r0.memory, kernel, None, gpus);
     let step = merged.median_step();
     let single_step = r0.single.median_step();
     let speedup = gpus as f64 * single_step / step;

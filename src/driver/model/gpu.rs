@@ -6,6 +6,7 @@ use super::input::DataPlan;
 use super::options::StepOptions;
 use super::record::{base_record, RunKind};
 use super::steps::{time_steps, NetSteps};
+use super::timed::RowTraffic;
 use crate::bench::RunPolicy;
 use crate::driver::gpu::dtype_supported;
 use crate::note::note;
@@ -15,6 +16,7 @@ use cnnbench_kernels::Isa;
 use cnnbench_layers::cuda::nvrtc::Kernels;
 use cnnbench_layers::cuda::{Gpu, GpuError};
 use cnnbench_layers::net::gpu::{estimate, GpuNet, GpuOptions};
+use cnnbench_layers::net::traffic::row_traffic;
 use cnnbench_layers::net::Graph;
 use cnnbench_layers::{DType, Layout};
 
@@ -155,6 +157,10 @@ pub fn run(
         base.input = feed.record(&timed);
         feed.note_skipped(&g.name);
     }
+    let traffic = opts.per_layer.then(|| RowTraffic {
+        rows: row_traffic(g, net),
+        element_bytes: s.dtype.size_bytes(),
+    });
     Ok(Some(timed.record(
         g,
         opts,
@@ -162,6 +168,7 @@ pub fn run(
         loss,
         mem,
         |i| net.kernels(i),
+        traffic.as_ref(),
         1,
     )))
 }

@@ -82,6 +82,16 @@ pub fn run(
         }
     }
     let mut out = open(env)?;
+    // The roofs each layer is placed against: measured once, before any
+    // timed step.
+    let basis = match opts.per_layer {
+        true => {
+            bar.set_message("measuring the memory bandwidth and compute peak (--per-layer)");
+            let gpu = gpu.as_ref().map(gpu::Setup::gpu);
+            Some(crate::driver::roofline::basis(gpu, r.dtype, threads, isa)?)
+        }
+        false => None,
+    };
     let data = r.data.as_ref();
     for g in &r.graphs {
         bar.set_message(g.name.clone());
@@ -102,6 +112,9 @@ pub fn run(
         for mut rec in recs {
             if let Some(plan) = &r.projecting {
                 rec.projection = plan.project(g, &rec)?;
+            }
+            if let Some(b) = &basis {
+                crate::driver::roofline::place(&mut rec, b);
             }
             out.push(rec)?;
         }

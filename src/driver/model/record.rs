@@ -57,6 +57,7 @@ pub fn base_record(
         fused: None,
         gpu_paths: None,
         layers: Vec::new(),
+        roofline: None,
         data_parallel: None,
         projection: None,
         input: results::Input::default(),

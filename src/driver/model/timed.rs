@@ -6,8 +6,11 @@ use super::options::StepOptions;
 use super::record::step_flops;
 use crate::bench::Stats;
 use crate::note::note;
+use crate::results::roofline::{LayerRoofline, PassRoofline};
 use crate::results::{LayerTime, MemoryBytes, ModelRecord};
+use cnnbench_layers::net::traffic::node_flops;
 use cnnbench_layers::net::Graph;
+use cnnbench_layers::ops::spec::Traffic;
 
 /// One step's milliseconds per phase.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -120,7 +123,8 @@ impl Timed {
 
     /// The record: statistics, throughput (of `replicas` GPUs, each on
     /// its own batch), the loss, memory and (with `--per-layer`) the layer
-    /// table.
+    /// table, with each row's bytes, FLOPs and rates where `traffic` is
+    /// given (placed on the roofline later, against the run's basis).
     #[allow(clippy::too_many_arguments)]
     pub fn record(
         &self,
@@ -130,6 +134,7 @@ impl Timed {
         loss: f32,
         memory: MemoryBytes,
         kernels: impl Fn(usize) -> String,
+        traffic: Option<&RowTraffic>,
         replicas: usize,
     ) -> ModelRecord {
         if !loss.is_finite() {
@@ -159,10 +164,37 @@ impl Timed {
                     backward_ms: b,
                     percent: 100.0 * (f + b) / total_s.median,
                     kernels: kernels(i),
+                    roofline: traffic.map(|t| layer_roofline(g, i, t, opts.batch, f, b)),
                 });
             }
         }
         rec
+    }
+}
+
+/// Each row's least traffic (`net::traffic::row_traffic`, in elements)
+/// and the bytes an element takes in the run.
+pub struct RowTraffic {
+    pub rows: Vec<Traffic>,
+    pub element_bytes: usize,
+}
+
+/// Row `i`'s passes: bytes at `batch`, FLOPs, and their rates over the
+/// median forward (`f`) and backward (`b`) milliseconds.
+fn layer_roofline(
+    g: &Graph,
+    i: usize,
+    t: &RowTraffic,
+    batch: usize,
+    f: f64,
+    b: f64,
+) -> LayerRoofline {
+    let row = t.rows.get(i).copied().unwrap_or_default();
+    let (ff, bf) = node_flops(g, i);
+    let n = batch as u64;
+    LayerRoofline {
+        forward: PassRoofline::timed(row.forward.bytes(batch, t.element_bytes), ff * n, f),
+        backward: PassRoofline::timed(row.backward.bytes(batch, t.element_bytes), bf * n, b),
     }
 }
 
