@@ -90,6 +90,41 @@ mod tests {
         }
     }
 
+    /// What the fused calls are handed, built against the real cuDNN
+    /// (descriptors need no driver; the size queries and the calls need a
+    /// handle, so a GPU: the GPU tests run them): every batch norm of
+    /// ResNet-50 that fuses, at batch 256, with the ReLU's descriptor.
+    #[test]
+    fn real_libs_cudnn_takes_the_fused_batch_norms_descriptors() {
+        use crate::backend::cuda::cudnn::TensorDesc;
+        use crate::backend::cuda::cudnn_ops::{bn_mode, ActivationDesc};
+        if !crate::backend::cuda::gpu_lib_for_test(
+            "cuDNN (libcudnn.so.9)",
+            sys::missing().is_none(),
+        ) {
+            return;
+        }
+        ActivationDesc::relu().expect("the ReLU's descriptor");
+        let g = crate::zoo::build("resnet50").expect("zoo model");
+        let mode = bn_mode(Layout::Nhwc);
+        assert_eq!(
+            mode,
+            sys::cudnnBatchNormMode_t::CUDNN_BATCHNORM_SPATIAL_PERSISTENT
+        );
+        for dtype in [DType::F16, DType::Bf16] {
+            for (i, n) in g.nodes.iter().enumerate() {
+                if n.op.spec().kind() != "bn" {
+                    continue;
+                }
+                let d = g.input_dims(i)[0];
+                let x = TensorDesc::new(Layout::Nhwc, dtype, 256, d.c, d.h, d.w)
+                    .unwrap_or_else(|e| panic!("{} {dtype}: {e}", n.name));
+                TensorDesc::derived_bn(&x, mode)
+                    .unwrap_or_else(|e| panic!("{} {dtype}: {e}", n.name));
+            }
+        }
+    }
+
     #[test]
     fn each_fusion_names_its_cudnn_ops() {
         use sys::cudnnBatchNormOps_t as O;
