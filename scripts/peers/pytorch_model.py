@@ -21,6 +21,7 @@ to the OS, so they are not page-faulted in again on every step):
             [--batch N] [--device cpu|cuda] [--dtype f32|tf32|f16|bf16]
             [--layout nhwc|nchw] [--update none|sgd] [--warmup N] [--iters N]
             [--min-time SECS] [--threads N] [--seed N]
+            [--profile [--profile-steps N]]
     .venv/bin/python scripts/peers/pytorch_model.py --check-fallback [MODEL ...]
 
 Models (cnnbench's names; `all` runs every one, in this order):
@@ -176,6 +177,18 @@ then one line per model with its input, parameter (and for the Keras models
 Keras's count) and MAC counts, and
 the median update time with --update sgd (preceded by the "building ... in
 the script" line when torchvision is not importable).
+
+--profile: after each model's timed steps, --profile-steps more (default 5)
+run under torch.profiler, and three tables go to stderr (the CSV on stdout
+is unchanged, and so are its times): the device time per step (CUDA
+kernels on cuda, CPU time on cpu) per layer type as cnnbench names them
+(conv, bn, relu, add, maxpool, fc, ...; forward, backward and update), the
+ops with the most time, and per layer (torchvision's module names), each op
+charged by its self time. Beside `cnnbench model --per-layer` they compare
+layer for layer and type for type; torch_profile.py says how ops are
+charged (a block's residual add and ReLUs go to the block and to its one
+`relu` module). Written without torch at hand: its aggregation is tested
+(scripts/peers/test_torch_profile.py), the profiler calls have not run yet.
 
 Bad input (model name, option, a device or dtype this machine or PyTorch
 cannot run) prints one line on stderr and exits 2.
@@ -761,9 +774,19 @@ def parse_args(argv):
     ap.add_argument("--seed", type=int, default=0, help="seed of the weights and inputs (default 0)")
     ap.add_argument("--check-fallback", action="store_true",
                     help="time nothing: check the in-script ResNets and VGGs against torchvision's")
+    ap.add_argument("--profile", action="store_true",
+                    help="after the timed steps, profile more with torch.profiler: device time per layer "
+                         "type, op and layer on stderr")
+    ap.add_argument("--profile-steps", type=int, default=None, metavar="N",
+                    help="steps profiled with --profile (default 5)")
     a = ap.parse_args(argv)
+    if a.profile_steps is not None and not a.profile:
+        ap.error("--profile-steps needs --profile")
+    if a.profile and a.check_fallback:
+        ap.error("--profile times steps; --check-fallback times nothing")
+    a.profile_steps = 5 if a.profile_steps is None else a.profile_steps
     for opt, v, lo in (("--batch", a.batch, 1), ("--warmup", a.warmup, 0), ("--iters", a.iters, 1),
-                       ("--threads", a.threads, 1)):
+                       ("--threads", a.threads, 1), ("--profile-steps", a.profile_steps, 1)):
         if v is not None and v < lo:
             ap.error(f"{opt} must be at least {lo}, got {v}")
     if a.min_time is not None and not (a.min_time >= 0 and math.isfinite(a.min_time)):
@@ -860,6 +883,12 @@ def bench_model(torch, nn, tv, name, a, policy, info):
         bwd.append(b)
         upd.append(u)
         tot.append(f + b + u)
+    if a.profile:
+        import torch_profile
+        events = torch_profile.profile_steps(torch, model, step, a.profile_steps, cuda)
+        kinds, ops, layers, order, charged = torch_profile.aggregate(events, a.profile_steps)
+        what = "CUDA time" if cuda else "CPU time"
+        sys.stderr.write(torch_profile.render(name, what, a.profile_steps, kinds, ops, layers, order, charged))
     return fwd, bwd, upd, tot
 
 
