@@ -247,6 +247,16 @@ fn bad_model_input_is_one_line_and_exit_2() {
         vec!["model", "resnet50", "--device", "gpu"],
         vec!["check", "--model", "lenet"],
         vec!["check", "--device", "gpu"],
+        // A captured step cannot be timed per layer nor exchange gradients.
+        vec![
+            "model",
+            "mnist-mlp",
+            "--device",
+            "gpu",
+            "--cuda-graph",
+            "--per-layer",
+        ],
+        vec!["model", "mnist-mlp", "--cuda-graph", "--gpus", "2"],
         vec![
             "model",
             "imdb-bilstm",

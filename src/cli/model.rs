@@ -162,6 +162,12 @@ pub fn run(mut args: ModelArgs) -> Result<ExitCode> {
     let dtype = DType::parse(&args.dtype)?;
     let layout = Layout::parse(&args.layout)?;
     model::sequences_in_nhwc(&mut graphs, &args.models, layout)?;
+    model::graph_steps::refuse_conflicts(
+        args.gpu_paths.cuda_graph,
+        args.per_layer,
+        projecting.is_some(),
+        args.gpus.is_some() || args.launcher.is_some(),
+    )?;
     let replicas = data_parallel_replicas(&args, graphs.len())?;
     let data = DataPlan::new(&DataOptions {
         data: args.data.as_deref(),

@@ -142,7 +142,8 @@ fn compared(model: &str, tensor: String, rel_err: f64, tolerance: f64) -> Compar
 
 /// One training step on the GPU and on the CPU's fast layers, compared as
 /// `compare_cpu` compares the CPU's: the loss end to end, then each GPU
-/// layer on the CPU's inputs and output gradients.
+/// layer on the CPU's inputs and output gradients; with `--cuda-graph`,
+/// then the step replayed from its captured graph.
 fn compare_gpu(
     gpu: &Gpu,
     kernels: &Kernels,
@@ -181,6 +182,17 @@ fn compare_gpu(
             grad_error(&p.got, &p.want, rms)
         };
         out.push(compared(&g.name, p.tensor, err, tol));
+    }
+    if opts.paths.cuda_graph {
+        // The step replayed from its CUDA graph: its loss against the
+        // CPU's, its gradients against the eager step's on this GPU.
+        for p in cnnbench_layers::net::cuda_graph::replayed_against_eager(&mut dev, &cpu)? {
+            let err = match p.tensor.starts_with("loss") {
+                true => rel_l2_error(&p.got, &p.want),
+                false => grad_error(&p.got, &p.want, rms),
+            };
+            out.push(compared(&g.name, p.tensor, err, tol));
+        }
     }
     Ok(out)
 }

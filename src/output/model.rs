@@ -129,6 +129,7 @@ impl ModelOutput {
                         s += &format!("{}: GPU paths {p}\n", r.model);
                     }
                 }
+                s += &self.records.iter().filter_map(graph_line).collect::<String>();
                 for r in self.records.iter().filter(|r| !r.layers.is_empty()) {
                     s += &format!("\n## {} (batch {}), per layer\n", r.model, r.batch);
                     s += &layers_table(r, md);
@@ -155,6 +156,17 @@ impl ModelOutput {
         )?;
         Ok(end.unwrap_or(ExitCode::SUCCESS))
     }
+}
+
+/// A `--cuda-graph` run's two steps under the table: the graph's (the
+/// record's main numbers) and the eager one timed before it.
+fn graph_line(r: &ModelRecord) -> Option<String> {
+    let (graph, eager) = (r.total_ms?.median, r.eager_total_ms?.median);
+    Some(format!(
+        "{}: CUDA graph step {graph:.3} ms, eager step {eager:.3} ms ({:.2}x)\n",
+        r.model,
+        eager / graph
+    ))
 }
 
 fn ms_range(s: &Option<Stats>) -> String {
@@ -472,5 +484,40 @@ mod tests {
             ]
         );
         assert!(!t.contains("GB/s"), "{t}");
+    }
+}
+
+#[cfg(test)]
+mod graph_line_tests {
+    use super::*;
+    use crate::results::{Device, Input};
+    use cnnbench_layers::DType;
+
+    fn stats(median: f64) -> Option<Stats> {
+        Stats::of(&[median])
+    }
+
+    #[test]
+    fn a_cuda_graph_run_says_both_steps_under_the_table() {
+        let mut r: ModelRecord = serde_json::from_value(serde_json::json!({
+            "model": "imdb-bilstm", "batch": 128, "device": "gpu", "dtype": "f32",
+            "layout": "nhwc", "params": 1, "macs": 1, "status": "ok",
+            "forward_ms": null, "backward_ms": null, "total_ms": null,
+            "images_per_sec": null, "gflops": null, "runs": 1, "loss": null,
+            "memory": null
+        }))
+        .expect("a record");
+        assert_eq!(
+            (r.device, r.dtype, r.input.clone()),
+            (Device::Gpu, DType::F32, Input::default())
+        );
+        assert_eq!(graph_line(&r), None);
+        r.total_ms = stats(0.5);
+        assert_eq!(graph_line(&r), None, "an eager run has no line");
+        r.eager_total_ms = stats(1.25);
+        assert_eq!(
+            graph_line(&r).as_deref(),
+            Some("imdb-bilstm: CUDA graph step 0.500 ms, eager step 1.250 ms (2.50x)\n")
+        );
     }
 }

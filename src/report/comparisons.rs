@@ -356,6 +356,7 @@ mod tests {
             memory: None,
             fused: None,
             gpu_paths: None,
+            eager_total_ms: None,
             layers: Vec::new(),
             roofline: None,
             data_parallel: None,

@@ -152,6 +152,7 @@ fn read_model_csv(path: &Path) -> Result<ModelRun> {
             memory: None,
             fused: None,
             gpu_paths: None,
+            eager_total_ms: None,
             layers: Vec::new(),
             roofline: None,
             data_parallel: None,

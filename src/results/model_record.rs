@@ -51,6 +51,11 @@ pub struct ModelRecord {
     /// path and on the CPU.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_paths: Option<String>,
+    /// With `--cuda-graph`: the eager step's total, timed first under the
+    /// same policy; the main numbers are then the CUDA graph's step (its
+    /// `total_ms`, forward and backward not observable apart).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eager_total_ms: Option<Stats>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub layers: Vec<LayerTime>,
     /// With `--per-layer`: the bandwidth and peak each layer's passes are
@@ -201,9 +206,10 @@ pub struct LayerTime {
 }
 
 /// The peer script's columns, then `gpus` (replicas of a data-parallel
-/// run; 1 otherwise) and `input` (`synthetic`, or `folder`), which
-/// readers by column name take or pass over.
-pub const MODEL_CSV_HEADER: [&str; 24] = [
+/// run; 1 otherwise), `input` (`synthetic`, or `folder`), `gpu_paths` and
+/// `eager_total_ms` (the eager step's median in a `--cuda-graph` run),
+/// which readers by column name take or pass over.
+pub const MODEL_CSV_HEADER: [&str; 25] = [
     "model",
     "batch",
     "device",
@@ -228,6 +234,7 @@ pub const MODEL_CSV_HEADER: [&str; 24] = [
     "gpus",
     "input",
     "gpu_paths",
+    "eager_total_ms",
 ];
 
 impl ModelRecord {
@@ -271,6 +278,10 @@ impl ModelRecord {
         );
         row.push(self.input.source.name().to_string());
         row.push(self.gpu_paths.clone().unwrap_or_default());
+        row.push(
+            self.eager_total_ms
+                .map_or(String::new(), |s| format!("{:.3}", s.median)),
+        );
         row
     }
 }

@@ -171,6 +171,7 @@ fn model_run() -> RunFile<ModelRecord> {
             }),
             fused: Some("relu".into()),
             gpu_paths: Some("own-kernels+cuda-graph".into()),
+            eager_total_ms: Some(stats(450.0)),
             layers: vec![LayerTime {
                 name: "conv1".into(),
                 kind: "conv".into(),

@@ -5,6 +5,7 @@
 use super::input::DataPlan;
 use super::options::StepOptions;
 use super::record::{base_record, RunKind};
+use super::graph_steps::{graph_record, GraphSteps};
 use super::steps::{time_steps, NetSteps};
 use super::timed::RowTraffic;
 use crate::bench::RunPolicy;
@@ -140,13 +141,30 @@ pub fn run(
         Ok(None) => return Ok(None),
         Err(e) => return Err(e).context(format!("{} on the GPU", g.name)),
     };
+    // `--cuda-graph`: the same steps replayed from one captured graph,
+    // timed after the eager ones under the same policy.
+    let mut graph = None;
+    if opts.paths.cuda_graph {
+        bar.set_message(format!("{}: capturing the step as a CUDA graph", g.name));
+        let mut replayed = GraphSteps {
+            steps: &mut steps,
+            graph: None,
+        };
+        graph = match time_steps(g, &mut replayed, policy, bar) {
+            Ok(Some(t)) => Some((t, replayed.bytes())),
+            Ok(None) => return Ok(None),
+            Err(e) => return Err(e).context(format!("{} on the GPU, as a CUDA graph", g.name)),
+        };
+    }
+    // The record's main numbers: the graph's steps where there are some.
+    let (main, graph_bytes) = graph.as_ref().map_or((&timed, 0), |(t, b)| (t, *b));
     let net = &steps.net;
     let m = net.memory();
     let mem = MemoryBytes {
         params: m.params,
         activations: m.activations,
-        workspace: m.workspace,
-        total: m.params + m.activations + m.workspace,
+        workspace: m.workspace + graph_bytes,
+        total: m.params + m.activations + m.workspace + graph_bytes,
     };
     let loss = net.loss().map_err(gpu_err)?;
     let mut base = base_record(g, opts.batch, "ok", s.labels());
@@ -154,14 +172,14 @@ pub fn run(
     // `--fuse-bn`: what the batch norms took (`relu`, `add+relu`).
     base.fused = net.fused_names();
     if let Some(feed) = &steps.feed {
-        base.input = feed.record(&timed);
+        base.input = feed.record(main);
         feed.note_skipped(&g.name);
     }
     let traffic = opts.per_layer.then(|| RowTraffic {
         rows: row_traffic(g, net),
         element_bytes: s.dtype.size_bytes(),
     });
-    Ok(Some(timed.record(
+    let rec = main.record(
         g,
         opts,
         base,
@@ -170,7 +188,11 @@ pub fn run(
         |i| net.kernels(i),
         traffic.as_ref(),
         1,
-    )))
+    );
+    Ok(Some(match graph {
+        Some(_) => graph_record(rec, &timed),
+        None => rec,
+    }))
 }
 
 #[cfg(test)]

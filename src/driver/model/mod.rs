@@ -10,6 +10,7 @@
 pub mod cpu;
 pub mod data_parallel;
 pub mod gpu;
+pub mod graph_steps;
 pub mod graphs;
 pub mod input;
 pub mod options;

@@ -56,6 +56,7 @@ pub fn base_record(
         memory: None,
         fused: None,
         gpu_paths: None,
+        eager_total_ms: None,
         layers: Vec::new(),
         roofline: None,
         data_parallel: None,

@@ -49,6 +49,7 @@ impl<B: Backend> Steps for NetSteps<B> {
             backward: t.backward,
             exchange: t.exchange,
             update: t.update,
+            whole: 0.0,
         })
     }
 

@@ -24,11 +24,15 @@ pub struct Phases {
     /// The exposed gradient exchange of a data-parallel step (else 0).
     pub exchange: f64,
     pub update: f64,
+    /// A step replayed from a CUDA graph (`--cuda-graph`): the whole step
+    /// (forward, backward and update are then 0: not observable apart
+    /// inside a graph); 0 for an eager step.
+    pub whole: f64,
 }
 
 impl Phases {
     pub fn total(&self) -> f64 {
-        self.input + self.forward + self.backward + self.exchange + self.update
+        self.input + self.forward + self.backward + self.exchange + self.update + self.whole
     }
 }
 
@@ -78,6 +82,11 @@ impl Timed {
     /// The median step (forward, backward, exchange and update).
     pub fn median_step(&self) -> f64 {
         median(&self.total)
+    }
+
+    /// Each step's total.
+    pub fn totals(&self) -> &[f64] {
+        &self.total
     }
 
     /// Each step's wait for its input batch.

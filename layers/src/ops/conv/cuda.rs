@@ -460,6 +460,10 @@ pub fn first_usable(
 }
 
 #[cfg(test)]
+#[path = "graph_tests.rs"]
+mod graph_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

@@ -1,0 +1,53 @@
+//! `conv --api`: legacy is the default and leaves CPU runs as they were;
+//! graph is GPU only, refused in one line (exit 2) on a run that lands on
+//! the CPU; an unknown API is refused by name.
+
+use std::process::{Command, Output};
+
+fn cnnbench(args: &[&str]) -> Output {
+    let store = std::env::temp_dir().join(format!("cnnbench-tests-api-{}", std::process::id()));
+    Command::new(env!("CARGO_BIN_EXE_cnnbench"))
+        .env("CNNBENCH_RESULTS", store)
+        .args(args)
+        .output()
+        .expect("running cnnbench")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Exit 2 with one stderr line that says `has`.
+fn one_line(o: &Output, has: &str) {
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(o));
+    let err = stderr(o);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains(has), "{err}");
+}
+
+const P: &str = "mb2ic8ih8oc8oh8kh3ph1";
+
+#[test]
+fn graph_is_refused_on_the_cpu_and_unknown_apis_by_name() {
+    one_line(
+        &cnnbench(&["conv", P, "--api", "graph", "--device", "cpu"]),
+        "--api graph: GPU only: add --device gpu",
+    );
+    one_line(
+        &cnnbench(&["conv", P, "--api", "v8"]),
+        "unknown cuDNN API 'v8' (legacy or graph)",
+    );
+}
+
+#[test]
+fn legacy_is_the_default_and_runs_on_the_cpu() {
+    let args = [
+        "conv", P, "--device", "cpu", "--dir", "fwd", "--iters", "1", "--warmup", "0",
+    ];
+    let plain = cnnbench(&args);
+    assert!(plain.status.success(), "{}", stderr(&plain));
+    let mut with = args.to_vec();
+    with.extend(["--api", "legacy"]);
+    let legacy = cnnbench(&with);
+    assert!(legacy.status.success(), "{}", stderr(&legacy));
+}
