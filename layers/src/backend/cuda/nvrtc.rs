@@ -315,6 +315,16 @@ pub(crate) fn blocks_for(n: u64) -> u32 {
     n.div_ceil(u64::from(THREADS)).min(MAX_BLOCKS) as u32
 }
 
+/// Blocks of [`THREADS`] for a grid-stride loop over the 16-byte vectors
+/// (prelude.cuh's `Vec16`) of `n` elements of storage `st`.
+pub(crate) fn vector_blocks(st: Storage, n: u64) -> u32 {
+    let per = match st {
+        Storage::F32 => 4,
+        Storage::F16 | Storage::Bf16 => 8,
+    };
+    blocks_for(n.div_ceil(per))
+}
+
 /// Checks that no two of `programs` name the same kernel, so that each
 /// name is looked up in exactly one module.
 pub(crate) fn unique_kernels(programs: &[Program]) -> Result<(), String> {

@@ -106,3 +106,59 @@ __device__ __forceinline__ bool dropout_keep(u64 seed, u64 i, float p) {
     float u = (float)(g.next_u64() >> 40) / 16777216.0f;
     return u >= p;
 }
+
+// 16-byte vectors for memory-bound kernels: one ld.global.v4 / st.global.v4
+// moves 4 f32 or 8 f16/bf16 (ops/relu, ops/add, ops/pool). The host
+// emulation (backend/cuda/emu) has no CUDA vector types: a 16-byte aligned
+// struct stands in.
+#ifndef __CUDACC__
+struct alignas(16) uint4 {
+    unsigned x, y, z, w;
+};
+#endif
+
+// The byte offset of p within its 16-byte line.
+__device__ __forceinline__ u64 line_offset(const void* p) { return (u64)p & 15u; }
+
+// One vector of storage D: its elements through D's conversions.
+template <class D>
+struct Vec16 {
+    static constexpr int N = 16 / (int)sizeof(typename D::T);
+    union {
+        uint4 raw;
+        typename D::T e[N];
+    };
+    __device__ __forceinline__ float get(int i) const { return D::load(e, i); }
+    __device__ __forceinline__ void set(int i, float v) { D::store(e, i, v); }
+    // Vector v of p, which must be 16-byte aligned.
+    static __device__ __forceinline__ Vec16 load(const typename D::T* p, u64 v) {
+        Vec16 r;
+        r.raw = ((const uint4*)p)[v];
+        return r;
+    }
+    __device__ __forceinline__ void store(typename D::T* p, u64 v) const { ((uint4*)p)[v] = raw; }
+};
+
+// How an elementwise pass over n elements of `size` bytes splits: `head`
+// scalars up to the first 16-byte boundary, `vectors` whole vectors of
+// `per` elements from there, then the tail's scalars. `ors` and `ands` are
+// the OR and AND of every pointer's line_offset: the pointers share one
+// offset exactly when the two are equal, and only then, with that offset a
+// whole number of elements, are there vectors (else every element is a
+// scalar: the fallback for misaligned buffers).
+struct VecSplit {
+    u64 n, head, vectors, per;
+    __device__ __forceinline__ VecSplit(u64 n_, u64 size, u64 per_, u64 ors, u64 ands)
+        : n(n_), head(n_), vectors(0), per(per_) {
+        if (ors == ands && ors % size == 0) {
+            head = min(n, ((16u - ors) & 15u) / size);
+            vectors = (n - head) / per;
+        }
+    }
+    // Scalars outside the vectors: the head, then the tail.
+    __device__ __forceinline__ u64 scalars() const { return n - vectors * per; }
+    // The element index of scalar s.
+    __device__ __forceinline__ u64 scalar(u64 s) const {
+        return s < head ? s : s + vectors * per;
+    }
+};

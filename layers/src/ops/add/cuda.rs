@@ -1,12 +1,15 @@
-//! The residual add on cuDNN's op-tensor. Its backward hands the output
+//! The residual add on cuDNN's op-tensor, or with `--own-kernels` on
+//! cnnbench's vectorized kernel (`add.cu`). Its backward hands the output
 //! gradient to both inputs unchanged, which the executor does by sharing
-//! the buffer, so it has no backward work.
+//! the buffer (`net::plan`: both input edges get the output gradient's
+//! buffer id), so it has no backward work and no copy.
 
 use crate::backend::cuda::backend::{add_into, Cuda, DevPtr, GpuCtx};
 use crate::backend::cuda::cudnn::TensorDesc;
 use crate::backend::cuda::cudnn_ops::OpTensorDesc;
 use crate::backend::cuda::GpuResult;
 use crate::core::backend::Layer;
+use crate::core::dtype::Storage;
 
 pub struct AddGpuLayer {
     t: TensorDesc,
@@ -40,5 +43,50 @@ impl<'g> Layer<Cuda<'g>> for AddGpuLayer {
 
     fn kernels(&self) -> String {
         "cudnn op-tensor add".into()
+    }
+}
+
+/// The residual add on `add.cu` (`--own-kernels`): `n` elements of
+/// storage `st`.
+pub struct OwnAddGpuLayer {
+    n: usize,
+    st: Storage,
+}
+
+impl OwnAddGpuLayer {
+    pub fn new(n: usize, st: Storage) -> OwnAddGpuLayer {
+        OwnAddGpuLayer { n, st }
+    }
+}
+
+impl<'g> Layer<Cuda<'g>> for OwnAddGpuLayer {
+    fn forward(&mut self, cx: &mut GpuCtx<'g>, x: &[DevPtr], y: DevPtr) -> GpuResult<()> {
+        // SAFETY: both inputs and y hold n elements of the run's storage.
+        unsafe {
+            cx.kernels
+                .add_fwd(&cx.gpu.stream, self.st, x[0], x[1], y, self.n)
+        }
+    }
+
+    /// Never called: the executor hands the output gradient to both
+    /// inputs as it is.
+    fn backward(
+        &mut self,
+        _cx: &mut GpuCtx<'g>,
+        _x: &[DevPtr],
+        _y: DevPtr,
+        _dy: &[DevPtr],
+        _dx: &mut [Option<DevPtr>],
+    ) -> GpuResult<()> {
+        Ok(())
+    }
+
+    fn kernels(&self) -> String {
+        let (name, per) = match self.st {
+            Storage::F32 => ("f32", 4),
+            Storage::F16 => ("f16", 8),
+            Storage::Bf16 => ("bf16", 8),
+        };
+        format!("cnnbench add_fwd_{name} x{per} vectors")
     }
 }

@@ -13,13 +13,26 @@ use cudarc::driver::CudaStream;
 pub(crate) const EMBEDDING_FWD: PerStorage = per_storage!("embedding_fwd");
 pub(crate) const EMBEDDING_BWD: PerStorage = per_storage!("embedding_bwd");
 
+pub(crate) const EMBEDDING_SEG_SUM: PerStorage = per_storage!("embedding_seg_sum");
+pub(crate) const SORT_HIST: &str = "embedding_sort_hist";
+pub(crate) const SORT_SCAN: &str = "embedding_sort_scan";
+pub(crate) const SORT_SCATTER: &str = "embedding_sort_scatter";
+pub(crate) const SEG_CARRY: &str = "embedding_seg_carry";
+
 /// `embedding.cu` and its kernels.
 pub const PROGRAM: Program = Program {
     file: "embedding.cu",
     source: include_str!("embedding.cu"),
-    per_storage: &[EMBEDDING_FWD, EMBEDDING_BWD],
-    single: &[],
+    per_storage: &[EMBEDDING_FWD, EMBEDDING_BWD, EMBEDDING_SEG_SUM],
+    single: &[SORT_HIST, SORT_SCAN, SORT_SCATTER, SEG_CARRY],
 };
+
+/// Tokens per tile of the radix sort (`SORT_TILE` in embedding.cu).
+const SORT_TILE: usize = 1024;
+/// Sorted tokens per chunk of the segmented sum (`SEG_CHUNK`).
+const SEG_CHUNK: usize = 32;
+/// The most blocks a sort pass launches (one per tile).
+const MAX_TILES: usize = 65535;
 
 /// An embedding's sizes: `n` sequences of `t` tokens, rows of `dim`
 /// features out of `vocab`, the output NCHW (`[n][dim][1][t]`) when
@@ -55,7 +68,235 @@ impl EmbeddingDims {
     }
 }
 
+/// The buffers of the sorted gradient ([`Kernels::embedding_bwd_sorted`]):
+/// the ids, the output gradient, the table gradient, and the scratch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SortBuf {
+    Ids,
+    Dy,
+    Grad,
+    /// Sort keys (rows) and payloads (token indices), u32, ping-pong.
+    Keys(usize),
+    Vals(usize),
+    /// Per (digit, tile) counts, then their prefix sums, u32.
+    Hist,
+    /// Partial sums of rows that cross chunks, f32.
+    Head,
+    Tail,
+    /// No buffer (a first pass reads no keys).
+    Null,
+}
+
+/// One launch of the sorted gradient: a kernel, its blocks, its arguments.
+#[derive(Clone, Debug)]
+pub(crate) struct SortLaunch {
+    pub name: &'static str,
+    pub grid: u32,
+    pub args: Vec<SortArg>,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum SortArg {
+    Buf(SortBuf),
+    Val(Arg),
+}
+
+/// Elements of the sorted gradient's scratch buffers: `tokens` u32 for
+/// each key and payload buffer (two of each), `hist` u32, `partials` f32
+/// for each of head and tail.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SortScratchLen {
+    pub tokens: usize,
+    pub hist: usize,
+    pub partials: usize,
+}
+
+impl SortScratchLen {
+    pub fn bytes(&self) -> usize {
+        4 * (4 * self.tokens + self.hist + 2 * self.partials)
+    }
+}
+
+/// The sorted gradient's scratch on the device, as [`SortScratchLen`]
+/// sizes it.
+#[derive(Clone, Copy, Debug)]
+pub struct SortScratch {
+    pub keys: [CUdeviceptr; 2],
+    pub vals: [CUdeviceptr; 2],
+    pub hist: CUdeviceptr,
+    pub head: CUdeviceptr,
+    pub tail: CUdeviceptr,
+}
+
+impl EmbeddingDims {
+    /// The scratch the sorted gradient needs, or why it cannot run.
+    pub fn sort_scratch(&self) -> GpuResult<SortScratchLen> {
+        let name = SORT_SCATTER;
+        let tokens = self
+            .n
+            .checked_mul(self.t)
+            .ok_or_else(|| invalid(name, format!("{}·{} tokens", self.n, self.t)))?;
+        // Token indices travel as u32; one block per tile.
+        let tiles = tokens.div_ceil(SORT_TILE);
+        if u32::try_from(tokens).is_err() || tiles > MAX_TILES {
+            let most = SORT_TILE * MAX_TILES;
+            return Err(invalid(
+                name,
+                format!("{tokens} tokens: the sorted gradient takes at most {most}"),
+            ));
+        }
+        let partials = tokens
+            .div_ceil(SEG_CHUNK)
+            .checked_mul(self.dim)
+            .ok_or_else(|| invalid(name, format!("{tokens} tokens of {}", self.dim)))?;
+        Ok(SortScratchLen {
+            tokens,
+            hist: 256 * tiles,
+            partials,
+        })
+    }
+
+    /// The launches of the sorted gradient, in order (see embedding.cu):
+    /// per radix pass a histogram, a scan and a scatter, then the
+    /// segmented sums and the carries; none without tokens or features.
+    pub(crate) fn sorted_bwd_launches(&self, st: Storage) -> GpuResult<Vec<SortLaunch>> {
+        let len = self.sort_scratch()?;
+        let (rest, elems) = self.args(SORT_SCATTER)?;
+        if elems == 0 {
+            return Ok(Vec::new());
+        }
+        let tiles = len.tokens.div_ceil(SORT_TILE) as u32;
+        // Keys run up to `vocab` (the key of an id that selects no row).
+        let bits = 32 - (self.vocab as u32).leading_zeros();
+        let passes = bits.div_ceil(8).max(1) as usize;
+        let tokens = SortArg::Val(rest[0]);
+        let vocab = SortArg::Val(Arg::I32(to_i32(SORT_HIST, "vocab", self.vocab)?));
+        let (buf, val) = (SortArg::Buf, SortArg::Val);
+        let mut launches = Vec::new();
+        for p in 0..passes {
+            let first = p == 0;
+            let (from, to) = ((p + 1) % 2, p % 2);
+            let (keys_in, vals_in) = if first {
+                (SortBuf::Null, SortBuf::Null)
+            } else {
+                (SortBuf::Keys(from), SortBuf::Vals(from))
+            };
+            let pass = [val(Arg::I32(8 * p as i32)), val(Arg::I32(first as i32))];
+            let mut hist = vec![
+                buf(SortBuf::Ids),
+                buf(keys_in),
+                buf(vals_in),
+                buf(SortBuf::Hist),
+            ];
+            hist.extend([tokens, vocab]);
+            hist.extend(pass);
+            launches.push(SortLaunch {
+                name: SORT_HIST,
+                grid: tiles,
+                args: hist,
+            });
+            launches.push(SortLaunch {
+                name: SORT_SCAN,
+                grid: 1,
+                args: vec![buf(SortBuf::Hist), val(Arg::U64(len.hist as u64))],
+            });
+            let mut scatter = vec![
+                buf(SortBuf::Ids),
+                buf(keys_in),
+                buf(vals_in),
+                buf(SortBuf::Hist),
+                buf(SortBuf::Keys(to)),
+                buf(SortBuf::Vals(to)),
+            ];
+            scatter.extend([tokens, vocab]);
+            scatter.extend(pass);
+            launches.push(SortLaunch {
+                name: SORT_SCATTER,
+                grid: tiles,
+                args: scatter,
+            });
+        }
+        let sorted = (passes - 1) % 2;
+        let blocks = blocks_for(len.partials as u64);
+        let mut seg = vec![
+            buf(SortBuf::Keys(sorted)),
+            buf(SortBuf::Vals(sorted)),
+            buf(SortBuf::Dy),
+            buf(SortBuf::Grad),
+            buf(SortBuf::Head),
+            buf(SortBuf::Tail),
+        ];
+        seg.extend(rest.iter().map(|&a| val(a)));
+        launches.push(SortLaunch {
+            name: EMBEDDING_SEG_SUM.name(st),
+            grid: blocks,
+            args: seg,
+        });
+        let mut carry = vec![
+            buf(SortBuf::Keys(sorted)),
+            buf(SortBuf::Head),
+            buf(SortBuf::Tail),
+            buf(SortBuf::Grad),
+        ];
+        carry.extend(rest[..3].iter().map(|&a| val(a)));
+        launches.push(SortLaunch {
+            name: SEG_CARRY,
+            grid: blocks,
+            args: carry,
+        });
+        Ok(launches)
+    }
+}
+
 impl Kernels {
+    /// The table's gradient as [`Kernels::embedding_bwd`] computes it, but
+    /// without atomics: the tokens sorted by row, each row summed in token
+    /// order (deterministic; see embedding.cu). `grad` must be zeroed first
+    /// (rows no token selects are not written).
+    ///
+    /// # Safety
+    ///
+    /// As [`Kernels::embedding_bwd`]; `scratch` must hold the sizes
+    /// [`EmbeddingDims::sort_scratch`] gives, not overlap the others, and
+    /// not be used by other work until this completes on `stream`.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn embedding_bwd_sorted(
+        &self,
+        stream: &CudaStream,
+        st: Storage,
+        ids: CUdeviceptr,
+        dy: CUdeviceptr,
+        grad: CUdeviceptr,
+        scratch: &SortScratch,
+        d: EmbeddingDims,
+    ) -> GpuResult<()> {
+        let ptr = |b: SortBuf| match b {
+            SortBuf::Ids => ids,
+            SortBuf::Dy => dy,
+            SortBuf::Grad => grad,
+            SortBuf::Keys(k) => scratch.keys[k],
+            SortBuf::Vals(k) => scratch.vals[k],
+            SortBuf::Hist => scratch.hist,
+            SortBuf::Head => scratch.head,
+            SortBuf::Tail => scratch.tail,
+            SortBuf::Null => 0,
+        };
+        for l in d.sorted_bwd_launches(st)? {
+            let args: Vec<Arg> = l
+                .args
+                .iter()
+                .map(|a| match *a {
+                    SortArg::Buf(b) => Arg::Ptr(ptr(b)),
+                    SortArg::Val(v) => v,
+                })
+                .collect();
+            // SAFETY: each kernel's parameters in order (embedding.cu),
+            // with the caller's sizes; the launches run in stream order.
+            unsafe { self.launch(stream, l.name, l.grid, &args)? };
+        }
+        Ok(())
+    }
+
     /// `y = table[ids]`: each token's row of the f32 `table`
     /// (`[vocab][dim]`) into `y` in storage `st`. An id that is not a
     /// whole number below `vocab` gets a row of zeros (the CPU refuses it).
@@ -119,161 +360,4 @@ impl Kernels {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::backend::cuda::emu::{self, EmuRun};
-    use crate::core::layout::nhwc_to_nchw;
-    use cnnbench_kernels::embedding;
-    use cnnbench_kernels::rng::fill_uniform;
-
-    /// One emulated forward and backward of `storage` (`f32`, `f16`,
-    /// `bf16`) over `ids`, in both layouts: per layout, `y` and the table
-    /// gradient, both back in NHWC order.
-    fn emulate(
-        storage: &str,
-        d: EmbeddingDims,
-        ids: &[f32],
-        table: &[f32],
-        dy: &[f32],
-    ) -> Vec<(Vec<f32>, Vec<f32>)> {
-        let ty = emu::storage_type(storage);
-        let (tokens, len, rows) = (d.n * d.t, d.n * d.t * d.dim, d.vocab * d.dim);
-        let mut main = format!(
-            "auto ids = emu_load<F32>(\"ids.bin\", {tokens});
-             auto table = emu_load<F32>(\"table.bin\", {rows});\n"
-        );
-        let mut inputs = vec![
-            ("ids.bin".into(), ids.to_vec()),
-            ("table.bin".into(), table.to_vec()),
-        ];
-        let mut outputs = Vec::new();
-        for nchw in [false, true] {
-            let dy = if nchw {
-                nhwc_to_nchw(dy, d.n, 1, d.t, d.dim)
-            } else {
-                dy.to_vec()
-            };
-            inputs.push((format!("dy{nchw}.bin"), dy));
-            let n = nchw as i32;
-            // The gradient starts as NaN but for the zeroing the layer
-            // does first (a memset there).
-            main += &format!(
-                "{{ auto dy = emu_load<{ty}>(\"dy{nchw}.bin\", {len});
-                   std::vector<{ty}::T> y({len});
-                   std::vector<float> g({rows}, 0.0f);
-                   emu_launch(3, [&] {{ embedding_fwd_{storage}(ids.data(), table.data(), y.data(),
-                       {tokens}ull, {dim}, {vocab}, {t}, {n}); }});
-                   emu_launch(3, [&] {{ embedding_bwd_{storage}(ids.data(), dy.data(), g.data(),
-                       {tokens}ull, {dim}, {vocab}, {t}, {n}); }});
-                   emu_save<{ty}>(\"y{nchw}.bin\", y);
-                   emu_save<F32>(\"g{nchw}.bin\", g); }}\n",
-                dim = d.dim,
-                vocab = d.vocab,
-                t = d.t,
-            );
-            outputs.push((format!("y{nchw}.bin"), len));
-            outputs.push((format!("g{nchw}.bin"), rows));
-        }
-        let got = EmuRun {
-            program: &PROGRAM,
-            main,
-            inputs,
-            outputs,
-        }
-        .run();
-        got.chunks(2)
-            .zip([false, true])
-            .map(|(p, nchw)| {
-                let y = if nchw {
-                    crate::core::layout::nchw_to_nhwc(&p[0], d.n, 1, d.t, d.dim)
-                } else {
-                    p[0].clone()
-                };
-                (y, p[1].clone())
-            })
-            .collect()
-    }
-
-    fn close(what: &str, got: &[f32], want: &[f32], tol: f32) {
-        assert_eq!(got.len(), want.len(), "{what}");
-        for (i, (a, b)) in got.iter().zip(want).enumerate() {
-            assert!(
-                (a - b).abs() <= tol * b.abs().max(1.0),
-                "{what}[{i}]: {a} vs {b}"
-            );
-        }
-    }
-
-    /// `embedding.cu` run on the host (`backend::cuda::emu`) against the
-    /// CPU's lookup and gradient, in both layouts and every storage; ids
-    /// repeat, so the atomic additions race (ThreadSanitizer watches).
-    #[test]
-    fn emulated_embedding_matches_the_cpu() {
-        if !emu::available() {
-            return;
-        }
-        let d = EmbeddingDims {
-            n: 3,
-            t: 7,
-            dim: 5,
-            vocab: 9,
-            nchw: false,
-        };
-        let ids: Vec<f32> = (0..d.n * d.t).map(|k| ((k * 7) % 4 * 2) as f32).collect();
-        let mut table = vec![0.0; d.vocab * d.dim];
-        fill_uniform(&mut table, 3, 1.0);
-        let mut dy = vec![0.0; d.n * d.t * d.dim];
-        fill_uniform(&mut dy, 4, 1.0);
-        for (storage, dtype) in [
-            ("f32", crate::core::DType::F32),
-            ("f16", crate::core::DType::F16),
-            ("bf16", crate::core::DType::Bf16),
-        ] {
-            // What the run's storage holds: the rounded table rows and
-            // gradient.
-            let mut dy_st = dy.clone();
-            dtype.round_in_place(&mut dy_st);
-            let mut y = vec![0.0; dy.len()];
-            embedding::forward(&table, d.dim, &ids, &mut y).expect("valid ids");
-            dtype.round_in_place(&mut y);
-            let mut grad = vec![f32::NAN; table.len()];
-            embedding::backward(&mut grad, d.dim, &ids, &dy_st);
-            for (nchw, (gy, gg)) in [false, true]
-                .iter()
-                .zip(emulate(storage, d, &ids, &table, &dy))
-            {
-                assert_eq!(gy, y, "{storage} y, nchw={nchw}");
-                // Sums of a few values in another order.
-                close(&format!("{storage} grad, nchw={nchw}"), &gg, &grad, 1e-5);
-            }
-        }
-    }
-
-    /// Ids the CPU refuses select no row: zeros out, nothing back.
-    #[test]
-    fn emulated_embedding_skips_ids_outside_the_vocabulary() {
-        if !emu::available() {
-            return;
-        }
-        let d = EmbeddingDims {
-            n: 1,
-            t: 6,
-            dim: 3,
-            vocab: 4,
-            nchw: false,
-        };
-        let ids = [1.0, -1.0, 4.0, 1.5, f32::NAN, 3.0];
-        let table: Vec<f32> = (0..12).map(|v| v as f32 + 1.0).collect();
-        let dy = vec![1.0; 18];
-        for (gy, gg) in emulate("f32", d, &ids, &table, &dy) {
-            let mut want_y = vec![0.0; 18];
-            want_y[..3].copy_from_slice(&table[3..6]);
-            want_y[15..].copy_from_slice(&table[9..12]);
-            assert_eq!(gy, want_y);
-            let mut want_g = vec![0.0; 12];
-            want_g[3..6].fill(1.0);
-            want_g[9..12].fill(1.0);
-            assert_eq!(gg, want_g);
-        }
-    }
-}
+mod tests;

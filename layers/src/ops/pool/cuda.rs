@@ -1,12 +1,15 @@
 //! Max and average pooling on the GPU: cuDNN where its output size (always
 //! rounded down) is the layer's, cnnbench's NVRTC kernel (same window rule
-//! as the CPU's) for ceil-mode layers whose output is one larger.
+//! as the CPU's) for ceil-mode layers whose output is one larger. With
+//! `--own-kernels`, NHWC max pooling runs on cnnbench's channel-vector
+//! kernels whose forward saves each window's argmax (one byte per output
+//! element), so that the backward reads only that and dy, not x.
 
 use crate::backend::cuda::backend::{void, Cuda, DevPtr, GpuCtx};
 use crate::backend::cuda::cudnn::TensorDesc;
 use crate::backend::cuda::cudnn_ops::{cudnn_pool_size, PoolMode, PoolingDesc, SCALARS};
 use crate::backend::cuda::loader::cudnn_sys as sys;
-use crate::backend::cuda::{check_cudnn, GpuResult};
+use crate::backend::cuda::{check_cudnn, DeviceBuffer, Gpu, GpuResult};
 use crate::core::backend::Layer;
 use crate::core::{DType, Layout};
 use cnnbench_kernels::pool::PoolShape;
@@ -24,6 +27,9 @@ pub struct PoolGpuLayer {
     layout: Layout,
     /// `None`: the NVRTC kernel runs.
     cudnn: Option<Cudnn>,
+    /// With `--own-kernels` (NHWC max pooling): each output element's
+    /// argmax byte; the own kernels run instead of the above.
+    argmax: Option<DeviceBuffer>,
 }
 
 /// Whether cuDNN computes this pooling (its output size matches).
@@ -55,12 +61,43 @@ impl PoolGpuLayer {
             dtype,
             layout,
             cudnn,
+            argmax: None,
         })
+    }
+
+    /// NHWC max pooling on the own kernels (`--own-kernels`), where the
+    /// window fits their argmax byte; else `None`.
+    pub fn own_nhwc_max(gpu: &Gpu, shape: PoolShape, dtype: DType) -> GpuResult<Option<Self>> {
+        if !super::kernels::maxpool_nhwc_fits(&shape) {
+            return Ok(None);
+        }
+        Ok(Some(PoolGpuLayer {
+            shape,
+            max: true,
+            dtype,
+            layout: Layout::Nhwc,
+            cudnn: None,
+            argmax: Some(DeviceBuffer::alloc(&gpu.stream, shape.dst_len())?),
+        }))
     }
 }
 
 impl<'g> Layer<Cuda<'g>> for PoolGpuLayer {
     fn forward(&mut self, cx: &mut GpuCtx<'g>, x: &[DevPtr], y: DevPtr) -> GpuResult<()> {
+        if let Some(arg) = &self.argmax {
+            // SAFETY: x and y hold the shape's NHWC tensors in the run's
+            // dtype, arg one byte per output element.
+            return unsafe {
+                cx.kernels.maxpool_nhwc_fwd(
+                    &cx.gpu.stream,
+                    self.dtype.storage(),
+                    &self.shape,
+                    x[0],
+                    y,
+                    arg.ptr(),
+                )
+            };
+        }
         let nchw = self.layout == Layout::Nchw;
         match &self.cudnn {
             // SAFETY: x and y hold the described tensors.
@@ -101,6 +138,20 @@ impl<'g> Layer<Cuda<'g>> for PoolGpuLayer {
     ) -> GpuResult<()> {
         let dy = dy[0];
         let Some(dx) = dx[0] else { return Ok(()) };
+        if let Some(arg) = &self.argmax {
+            // SAFETY: as in `forward`; arg was written by this step's
+            // forward, earlier on the stream.
+            return unsafe {
+                cx.kernels.maxpool_nhwc_bwd(
+                    &cx.gpu.stream,
+                    self.dtype.storage(),
+                    &self.shape,
+                    arg.ptr(),
+                    dy,
+                    dx,
+                )
+            };
+        }
         let nchw = self.layout == Layout::Nchw;
         match &self.cudnn {
             // SAFETY: every tensor is the described one.
@@ -136,8 +187,15 @@ impl<'g> Layer<Cuda<'g>> for PoolGpuLayer {
         }
     }
 
+    fn scratch_bytes(&self) -> usize {
+        self.argmax.as_ref().map_or(0, DeviceBuffer::bytes)
+    }
+
     fn kernels(&self) -> String {
         let what = if self.max { "max" } else { "avg" };
+        if self.argmax.is_some() {
+            return "cnnbench maxpool_nhwc fwd+argmax, bwd gather (channel vectors)".into();
+        }
         match self.cudnn {
             Some(_) => format!("cudnn pooling {what}"),
             None => format!("nvrtc pool_{what} (ceil mode)"),

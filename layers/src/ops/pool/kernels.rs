@@ -13,13 +13,48 @@ use cudarc::driver::CudaStream;
 pub(crate) const POOL_FWD: PerStorage = per_storage!("pool_fwd");
 pub(crate) const POOL_BWD: PerStorage = per_storage!("pool_bwd");
 
+/// NHWC max pooling with a saved argmax (`--own-kernels`), one channel
+/// per thread or one 16-byte vector of channels (`_vec`).
+pub(crate) const MAXPOOL_NHWC_FWD: PerStorage = per_storage!("maxpool_nhwc_fwd");
+pub(crate) const MAXPOOL_NHWC_FWD_VEC: PerStorage = per_storage!("maxpool_nhwc_fwd_vec");
+pub(crate) const MAXPOOL_NHWC_BWD: PerStorage = per_storage!("maxpool_nhwc_bwd");
+pub(crate) const MAXPOOL_NHWC_BWD_VEC: PerStorage = per_storage!("maxpool_nhwc_bwd_vec");
+
 /// `pool.cu` and its kernels.
 pub const PROGRAM: Program = Program {
     file: "pool.cu",
     source: include_str!("pool.cu"),
-    per_storage: &[POOL_FWD, POOL_BWD],
+    per_storage: &[
+        POOL_FWD,
+        POOL_BWD,
+        MAXPOOL_NHWC_FWD,
+        MAXPOOL_NHWC_FWD_VEC,
+        MAXPOOL_NHWC_BWD,
+        MAXPOOL_NHWC_BWD_VEC,
+    ],
     single: &[],
 };
+
+/// Whether the NHWC max-pool kernels with a saved argmax take `shape`: a
+/// window's position fits in the argmax byte.
+pub fn maxpool_nhwc_fits(shape: &PoolShape) -> bool {
+    shape.kh.checked_mul(shape.kw).is_some_and(|k| k <= 256)
+}
+
+/// Channels per thread of the NHWC max-pool kernels: a 16-byte vector
+/// when the channels divide into vectors and every buffer is 16-byte
+/// aligned, else one.
+pub(crate) fn channel_group(st: Storage, c: usize, ptrs: &[CUdeviceptr]) -> usize {
+    let per = match st {
+        Storage::F32 => 4,
+        Storage::F16 | Storage::Bf16 => 8,
+    };
+    if c.is_multiple_of(per) && ptrs.iter().all(|p| p.is_multiple_of(16)) {
+        per
+    } else {
+        1
+    }
+}
 
 impl Kernels {
     /// Max (`max`) or average pooling forward, with the semantics of
@@ -84,6 +119,85 @@ impl Kernels {
         // SAFETY: (const T* x, const T* dy, T* dx, 15 ints) with the
         // caller's sizes.
         unsafe { self.launch(stream, name, blocks_for(n_in), &args) }
+    }
+}
+
+impl Kernels {
+    /// NHWC max pooling forward (semantics as [`Kernels::pool_fwd`]), also
+    /// writing `arg`: per output element, the position of its maximum
+    /// within its window (see pool.cu), for [`Kernels::maxpool_nhwc_bwd`].
+    ///
+    /// # Safety
+    ///
+    /// `x` must hold `shape.src_len()` and `y` `shape.dst_len()` elements
+    /// of `st`, `arg` `shape.dst_len()` bytes, live until the work
+    /// completes on `stream`, and not overlap.
+    pub unsafe fn maxpool_nhwc_fwd(
+        &self,
+        stream: &CudaStream,
+        st: Storage,
+        shape: &PoolShape,
+        x: CUdeviceptr,
+        y: CUdeviceptr,
+        arg: CUdeviceptr,
+    ) -> GpuResult<()> {
+        let g = channel_group(st, shape.c, &[x, y]);
+        let k = if g > 1 {
+            MAXPOOL_NHWC_FWD_VEC
+        } else {
+            MAXPOOL_NHWC_FWD
+        };
+        let name = k.name(st);
+        if !maxpool_nhwc_fits(shape) {
+            return Err(invalid(name, format!("window over 256 cells: {shape:?}")));
+        }
+        let (ints, n_out, _) = pool_ints(name, shape, true, false)?;
+        if n_out == 0 {
+            return Ok(());
+        }
+        let mut args = vec![Arg::Ptr(x), Arg::Ptr(y), Arg::Ptr(arg)];
+        args.extend(ints.map(Arg::I32));
+        // SAFETY: (const T* x, T* y, u8* arg, 15 ints) with the caller's
+        // sizes.
+        unsafe { self.launch(stream, name, blocks_for(n_out / g as u64), &args) }
+    }
+
+    /// NHWC max pooling backward from the forward's `arg` and `dy` alone:
+    /// every element of `dx` gets the sum of the gradients of the windows
+    /// it won, in ascending window order.
+    ///
+    /// # Safety
+    ///
+    /// `arg` must hold `shape.dst_len()` bytes written by
+    /// [`Kernels::maxpool_nhwc_fwd`] for this shape, `dy`
+    /// `shape.dst_len()` and `dx` `shape.src_len()` elements of `st`, live
+    /// until the work completes on `stream`; `dx` must not overlap the
+    /// others.
+    pub unsafe fn maxpool_nhwc_bwd(
+        &self,
+        stream: &CudaStream,
+        st: Storage,
+        shape: &PoolShape,
+        arg: CUdeviceptr,
+        dy: CUdeviceptr,
+        dx: CUdeviceptr,
+    ) -> GpuResult<()> {
+        let g = channel_group(st, shape.c, &[dy, dx]);
+        let k = if g > 1 {
+            MAXPOOL_NHWC_BWD_VEC
+        } else {
+            MAXPOOL_NHWC_BWD
+        };
+        let name = k.name(st);
+        let (ints, _, n_in) = pool_ints(name, shape, true, false)?;
+        if n_in == 0 {
+            return Ok(());
+        }
+        let mut args = vec![Arg::Ptr(arg), Arg::Ptr(dy), Arg::Ptr(dx)];
+        args.extend(ints.map(Arg::I32));
+        // SAFETY: (const u8* arg, const T* dy, T* dx, 15 ints) with the
+        // caller's sizes.
+        unsafe { self.launch(stream, name, blocks_for(n_in / g as u64), &args) }
     }
 }
 
@@ -180,6 +294,105 @@ mod tests {
         assert_eq!(e.call, "pool_fwd_f32");
         let zero_stride = PoolShape { sh: 0, ..shape };
         assert!(pool_ints("pool_fwd_f32", &zero_stride, false, true).is_err());
+    }
+
+    /// The NHWC max-pool kernels with a saved argmax on the host against
+    /// the CPU's f64 reference, in every storage, both the channel-vector
+    /// and the one-channel variants (channels that do not divide into
+    /// vectors take the latter only): ResNet's 3x3/2 window with padding,
+    /// a ceil-mode window into the far padding, and ties (a third of the
+    /// inputs zero, as after a ReLU: the first zero in scan order wins).
+    #[test]
+    fn emulated_nhwc_max_pool_matches_the_reference() {
+        use crate::backend::cuda::emu::{self, render, EmuRun};
+        use cnnbench_kernels::conv::reference::rel_l2_error;
+        use cnnbench_kernels::pool::reference;
+        use cnnbench_kernels::rng::fill_uniform;
+        if !emu::available() {
+            return;
+        }
+        let resnet = PoolShape {
+            mb: 2,
+            c: 16,
+            ih: 9,
+            iw: 9,
+            oh: 5,
+            ow: 5,
+            kh: 3,
+            kw: 3,
+            sh: 2,
+            sw: 2,
+            ph: 1,
+            pw: 1,
+            count_pad: false,
+        };
+        let ceil = PoolShape {
+            c: 6,
+            ih: 14,
+            iw: 13,
+            oh: 7,
+            ow: 7,
+            ph: 0,
+            pw: 1,
+            ..resnet
+        };
+        for (storage, dtype, tol) in [
+            ("f32", crate::core::DType::F32, 1e-6),
+            ("f16", crate::core::DType::F16, 1e-3),
+            ("bf16", crate::core::DType::Bf16, 1e-2),
+        ] {
+            let ty = emu::storage_type(storage);
+            let per = if storage == "f32" { 4 } else { 8 };
+            let (mut main, mut inputs, mut outputs, mut want) =
+                (String::new(), Vec::new(), Vec::new(), Vec::new());
+            for (i, p) in [resnet, ceil].into_iter().enumerate() {
+                let (mut x, mut dy) = (vec![0.0f32; p.src_len()], vec![0.0f32; p.dst_len()]);
+                fill_uniform(&mut x, 7 + i as u64, 1.0);
+                fill_uniform(&mut dy, 8 + i as u64, 1.0);
+                x.iter_mut().step_by(3).for_each(|v| *v = 0.0);
+                dtype.round_in_place(&mut x);
+                dtype.round_in_place(&mut dy);
+                let (mut y, mut dx) = (vec![0.0; p.dst_len()], vec![0.0; p.src_len()]);
+                reference::fwd(&p, true, &x, &mut y);
+                reference::bwd(&p, true, &x, &dy, &mut dx);
+                inputs.push((format!("x{i}.bin"), x));
+                inputs.push((format!("dy{i}.bin"), dy));
+                let (ints, n_out, n_in) = pool_ints("maxpool_nhwc_fwd", &p, true, false).unwrap();
+                let ints = render(&ints.map(Arg::I32));
+                let variants: &[&str] = if p.c % per == 0 { &["_vec", ""] } else { &[""] };
+                for v in variants {
+                    let tag = format!("{i}{v}");
+                    main += &format!(
+                        "{{ auto x = emu_load<{ty}>(\"x{i}.bin\", {n_in});
+                         auto dy = emu_load<{ty}>(\"dy{i}.bin\", {n_out});
+                         if ((uintptr_t)x.data() % 16 || (uintptr_t)dy.data() % 16) return 3;
+                         std::vector<{ty}::T> y({n_out}), dx({n_in});
+                         std::vector<u8> arg({n_out}, 255);
+                         emu_launch(2, [&] {{ maxpool_nhwc_fwd{v}_{storage}(x.data(), y.data(),
+                             arg.data(), {ints}); }});
+                         emu_launch(2, [&] {{ maxpool_nhwc_bwd{v}_{storage}(arg.data(), dy.data(),
+                             dx.data(), {ints}); }});
+                         emu_save<{ty}>(\"y{tag}.bin\", y);
+                         emu_save<{ty}>(\"dx{tag}.bin\", dx); }}\n"
+                    );
+                    outputs.push((format!("y{tag}.bin"), n_out as usize));
+                    outputs.push((format!("dx{tag}.bin"), n_in as usize));
+                    want.push((format!("{storage} {p:?} {v}"), y.clone(), dx.clone()));
+                }
+            }
+            let got = EmuRun {
+                program: &PROGRAM,
+                main,
+                inputs,
+                outputs,
+            }
+            .run();
+            for (got, (what, y, dx)) in got.chunks(2).zip(&want) {
+                assert_eq!(&got[0], y, "{what}: y");
+                let e = rel_l2_error(&got[1], dx);
+                assert!(e <= tol, "{what}: dx off by {e:.1e}");
+            }
+        }
     }
 
     /// `pool.cu` run on the host (`backend::cuda::emu`) with the wrapper's

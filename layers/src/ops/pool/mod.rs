@@ -105,6 +105,11 @@ impl OpSpec for PoolSpec {
 
     fn cuda<'g>(&self, cx: &NodeCx, b: &Cuda<'g>) -> GpuResult<Option<Box<dyn Layer<Cuda<'g>>>>> {
         let (shape, max) = self.shape(cx.x[0], cx.y, cx.batch);
+        if b.paths.own_kernels && max && b.layout == crate::core::Layout::Nhwc {
+            if let Some(l) = cuda::PoolGpuLayer::own_nhwc_max(b.gpu, shape, b.dtype)? {
+                return Ok(Some(Box::new(l)));
+            }
+        }
         let l = cuda::PoolGpuLayer::new(shape, max, b.dtype, b.layout)?;
         Ok(Some(Box::new(l)))
     }

@@ -169,3 +169,138 @@ __device__ __forceinline__ void pool_bwd_body(const typename D::T* x, const type
         pool_bwd_body<D>(x, dy, dx, a);                                                   \
     }
 INSTANTIATE_STORAGES(POOL)
+
+// ---------------------------------------------------------------------
+// NHWC max pooling on channel vectors (`--own-kernels`): each thread takes
+// G contiguous channels of one pixel, G = 16 bytes' worth (Vec16) when the
+// channels divide into vectors and the buffers are 16-byte aligned (the
+// host checks), else 1. The semantics are those above (window rule, first
+// maximum in scan order, a NaN wins). The forward also writes, per output
+// element, a byte `arg`: where its maximum is within the unclipped window,
+// (h - oh·sh + ph)·kw + (w - ow·sw + pw) (the host checks kh·kw <= 256).
+// The backward then gathers from arg and dy alone, reading no x: each
+// input cell sums, in ascending (oh, ow) order (the CPU's), the gradients
+// of the windows whose arg names it.
+
+// G channels of storage D at element offset i: a vector or one scalar.
+template <class D, int G>
+struct Chans {
+    float v[G];
+    __device__ __forceinline__ void load(const typename D::T* p, u64 i) {
+        if (G == Vec16<D>::N) {
+            Vec16<D> a = Vec16<D>::load(p + i, 0);
+#pragma unroll
+            for (int k = 0; k < G; ++k) v[k] = a.get(k % Vec16<D>::N);
+        } else {
+#pragma unroll
+            for (int k = 0; k < G; ++k) v[k] = D::load(p, i + k);
+        }
+    }
+    __device__ __forceinline__ void store(typename D::T* p, u64 i) const {
+        if (G == Vec16<D>::N) {
+            Vec16<D> a;
+#pragma unroll
+            for (int k = 0; k < G; ++k) a.set(k % Vec16<D>::N, v[k]);
+            a.store(p + i, 0);
+        } else {
+#pragma unroll
+            for (int k = 0; k < G; ++k) D::store(p, i + k, v[k]);
+        }
+    }
+};
+
+template <class D, int G>
+__device__ __forceinline__ void maxpool_nhwc_fwd_body(const typename D::T* x, typename D::T* y,
+                                                      u8* arg, const PoolArgs& a) {
+    int groups = a.c / G;
+    u64 n = (u64)a.mb * a.oh * a.ow * groups;
+    GRID_STRIDE(e, n) {
+        int ch = (int)(e % (u64)groups) * G;
+        u64 pix = e / (u64)groups;
+        int ow = (int)(pix % (u64)a.ow), oh = (int)(pix / (u64)a.ow % (u64)a.oh);
+        int b = (int)(pix / ((u64)a.ow * a.oh));
+        Win r = window(oh, a.sh, a.ph, a.kh, a.ih);
+        Win q = window(ow, a.sw, a.pw, a.kw, a.iw);
+        int h0 = oh * a.sh - a.ph, w0 = ow * a.sw - a.pw;
+        Chans<D, G> best;
+        int at[G];
+#pragma unroll
+        for (int k = 0; k < G; ++k) {
+            best.v[k] = NEG_INF;
+            at[k] = (r.lo - h0) * a.kw + (q.lo - w0);
+        }
+        for (int h = r.lo; h < r.hi; ++h) {
+            for (int w = q.lo; w < q.hi; ++w) {
+                Chans<D, G> xs;
+                xs.load(x, a.in(b, ch, h, w));
+                int code = (h - h0) * a.kw + (w - w0);
+#pragma unroll
+                for (int k = 0; k < G; ++k) {
+                    float v = xs.v[k];
+                    if (v > best.v[k] || v != v) {
+                        best.v[k] = v;
+                        at[k] = code;
+                    }
+                }
+            }
+        }
+        u64 o = a.out(b, ch, oh, ow);
+        best.store(y, o);
+#pragma unroll
+        for (int k = 0; k < G; ++k) arg[o + k] = (u8)at[k];
+    }
+}
+
+template <class D, int G>
+__device__ __forceinline__ void maxpool_nhwc_bwd_body(const u8* arg, const typename D::T* dy,
+                                                      typename D::T* dx, const PoolArgs& a) {
+    int groups = a.c / G;
+    u64 n = (u64)a.mb * a.ih * a.iw * groups;
+    GRID_STRIDE(e, n) {
+        int ch = (int)(e % (u64)groups) * G;
+        u64 pix = e / (u64)groups;
+        int w = (int)(pix % (u64)a.iw), h = (int)(pix / (u64)a.iw % (u64)a.ih);
+        int b = (int)(pix / ((u64)a.iw * a.ih));
+        int oh0, oh1, ow0, ow1;
+        covering(h, a.sh, a.ph, a.kh, a.oh, oh0, oh1);
+        covering(w, a.sw, a.pw, a.kw, a.ow, ow0, ow1);
+        Chans<D, G> acc;
+#pragma unroll
+        for (int k = 0; k < G; ++k) acc.v[k] = 0.0f;
+        for (int oh = oh0; oh <= oh1; ++oh) {
+            for (int ow = ow0; ow <= ow1; ++ow) {
+                int code = (h - (oh * a.sh - a.ph)) * a.kw + (w - (ow * a.sw - a.pw));
+                u64 o = a.out(b, ch, oh, ow);
+                Chans<D, G> g;
+                g.load(dy, o);
+#pragma unroll
+                for (int k = 0; k < G; ++k)
+                    if (arg[o + k] == code) acc.v[k] += g.v[k];
+            }
+        }
+        acc.store(dx, a.in(b, ch, h, w));
+    }
+}
+
+#define MAXPOOL_NHWC(sfx, D)                                                                 \
+    extern "C" __global__ void maxpool_nhwc_fwd_##sfx(const D::T* x, D::T* y, u8* arg,        \
+                                                      POOL_INTS) {                           \
+        PoolArgs a = POOL_ARGS;                                                              \
+        maxpool_nhwc_fwd_body<D, 1>(x, y, arg, a);                                           \
+    }                                                                                        \
+    extern "C" __global__ void maxpool_nhwc_fwd_vec_##sfx(const D::T* x, D::T* y, u8* arg,    \
+                                                          POOL_INTS) {                       \
+        PoolArgs a = POOL_ARGS;                                                              \
+        maxpool_nhwc_fwd_body<D, Vec16<D>::N>(x, y, arg, a);                                 \
+    }                                                                                        \
+    extern "C" __global__ void maxpool_nhwc_bwd_##sfx(const u8* arg, const D::T* dy, D::T* dx, \
+                                                      POOL_INTS) {                           \
+        PoolArgs a = POOL_ARGS;                                                              \
+        maxpool_nhwc_bwd_body<D, 1>(arg, dy, dx, a);                                         \
+    }                                                                                        \
+    extern "C" __global__ void maxpool_nhwc_bwd_vec_##sfx(const u8* arg, const D::T* dy,      \
+                                                          D::T* dx, POOL_INTS) {             \
+        PoolArgs a = POOL_ARGS;                                                              \
+        maxpool_nhwc_bwd_body<D, Vec16<D>::N>(arg, dy, dx, a);                               \
+    }
+INSTANTIATE_STORAGES(MAXPOOL_NHWC)
