@@ -10,6 +10,7 @@ use crate::bench::Stats;
 use crate::results::{Device, InputSource, ModelRecord};
 use anyhow::Result;
 use cnnbench_layers::DType;
+use std::collections::HashMap;
 use std::fmt::Write;
 
 /// What one comparison varies; everything else must be equal.
@@ -76,6 +77,18 @@ impl<'a> Facts<'a> {
     /// Whether `other` is this run's partner along `axis`, in order: this
     /// the synthetic, smaller-batch or one-GPU side, `other` the rest
     /// identical.
+    /// These facts with `axis`'s own set to a constant: two records can
+    /// pair along `axis` only where these are equal.
+    fn without(&self, axis: Axis) -> String {
+        let mut f = self.clone();
+        match axis {
+            Axis::Input => f.input = InputSource::Synthetic,
+            Axis::Batch => f.batch = 0,
+            Axis::Gpus => f.gpus = 0,
+        }
+        format!("{f:?}")
+    }
+
     fn pairs_with(&self, other: &Facts, axis: Axis) -> bool {
         let mut same = other.clone();
         match axis {
@@ -140,9 +153,23 @@ pub fn pairs(runs: &[ModelRun]) -> Vec<Pair<'_>> {
         .collect();
     let mut out = Vec::new();
     for axis in Axis::ALL {
-        for (br, bm, bf, bips) in &records {
-            for (or, om, of, oips) in &records {
+        // Records pair only within a group of equal facts but the axis's:
+        // grouped by hash, each record meets its group alone, not every
+        // record (which made a report quadratic in its records).
+        let mut groups: HashMap<String, Vec<usize>> = HashMap::new();
+        let keys: Vec<String> = records.iter().map(|(_, _, f, _)| f.without(axis)).collect();
+        for (i, k) in keys.iter().enumerate() {
+            groups.entry(k.clone()).or_default().push(i);
+        }
+        let mut found = 0;
+        'records: for (i, (br, bm, bf, bips)) in records.iter().enumerate() {
+            for &j in &groups[&keys[i]] {
+                let (or, om, of, oips) = &records[j];
                 if bf.pairs_with(of, axis) {
+                    if found == MAX_PAIRS {
+                        break 'records;
+                    }
+                    found += 1;
                     out.push(Pair {
                         axis,
                         base: (*br, *bm),
@@ -156,13 +183,22 @@ pub fn pairs(runs: &[ModelRun]) -> Vec<Pair<'_>> {
     out
 }
 
+/// The most pairs one comparison lists: records of equal facts repeated
+/// many times would otherwise pair each with each (the table says where
+/// it stopped).
+pub const MAX_PAIRS: usize = 10_000;
+
 /// The median of each kind of ratio (`batch 64 / 32`), in first-seen order.
 fn medians(ratios: impl Iterator<Item = (String, f64)>) -> Vec<(String, f64, usize)> {
     let mut by_what: Vec<(String, Vec<f64>)> = Vec::new();
+    let mut index: HashMap<String, usize> = HashMap::new();
     for (what, r) in ratios {
-        match by_what.iter_mut().find(|(w, _)| *w == what) {
-            Some((_, v)) => v.push(r),
-            None => by_what.push((what, vec![r])),
+        match index.get(&what) {
+            Some(&i) => by_what[i].1.push(r),
+            None => {
+                index.insert(what.clone(), by_what.len());
+                by_what.push((what, vec![r]));
+            }
         }
     }
     by_what
@@ -226,6 +262,12 @@ pub fn render(md: &mut String, runs: &[ModelRun], published: Option<&Published>)
         }
         writeln!(md, "### {}\n", axis.title())?;
         table(md, axis, &of_axis)?;
+        if of_axis.len() == MAX_PAIRS {
+            writeln!(
+                md,
+                "Listed: the first {MAX_PAIRS} pairs; more records pair than a table can show.\n"
+            )?;
+        }
         for (what, median, n) in medians(of_axis.iter().map(|p| (p.what(), p.ratio))) {
             writeln!(md, "Median {what}: **{median:.2}x** over {n} pair(s).\n")?;
         }

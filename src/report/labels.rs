@@ -39,7 +39,12 @@ fn facts(e: &Environment) -> Vec<(&'static str, String)> {
 /// the environments differ (else the device).
 pub fn labels(envs: &[&Environment]) -> Vec<String> {
     let all: Vec<Vec<(&str, String)>> = envs.iter().map(|e| facts(e)).collect();
-    let differs = |k: usize| all.iter().any(|f| f[k].1 != all[0][k].1);
+    // Once per fact, not once per environment and fact (quadratic in runs).
+    let n_facts = all.first().map_or(0, Vec::len);
+    let differ: Vec<bool> = (0..n_facts)
+        .map(|k| all.iter().any(|f| f[k].1 != all[0][k].1))
+        .collect();
+    let differs = |k: usize| differ[k];
     all.iter()
         .map(|f| {
             if !f[0].1.is_empty() {

@@ -9,7 +9,7 @@ pub use super::options::{ChartsDir, Options};
 use crate::results::store::Unreadable;
 use crate::results::Record;
 use anyhow::{bail, Result};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write;
 
 /// What a row of the comparison is: problem, direction, dtype, layout.
@@ -45,13 +45,17 @@ fn best_per_label(runs: &[Run]) -> Table {
     let mut labels: Vec<String> = Vec::new();
     let mut best: BTreeMap<(String, Key), Record> = BTreeMap::new();
     let mut shown: BTreeMap<Key, String> = BTreeMap::new();
+    // Seen sets beside the ordered lists: `contains` on a list made this
+    // quadratic in runs and records.
+    let mut seen_labels: HashSet<String> = HashSet::new();
+    let mut seen_keys: HashSet<Key> = HashSet::new();
     for run in runs {
-        if !labels.contains(&run.label) {
+        if seen_labels.insert(run.label.clone()) {
             labels.push(run.label.clone());
         }
         for r in &run.file.records {
             let k = key(r);
-            if !keys.contains(&k) {
+            if seen_keys.insert(k.clone()) {
                 keys.push(k.clone());
             }
             let named = r.problem.len() > k.0.len();
@@ -461,20 +465,24 @@ fn thread_scaling(md: &mut String, runs: &[Run], t: &Table, opts: &Options) -> R
         if threads.len() < 2 {
             continue;
         }
-        // Total of the best medians over the problems every thread count ran.
-        let labels_of = |n: usize| -> Vec<String> {
-            group
-                .iter()
-                .filter(|r| r.file.environment.threads == n)
-                .map(|r| r.label.clone())
-                .collect()
-        };
-        let best_ms = |n: usize, k: &Key| {
-            labels_of(n)
-                .iter()
-                .filter_map(|l| t.best.get(&(l.clone(), k.clone())).map(|r| r.ms.median))
-                .fold(None, |a: Option<f64>, m| Some(a.map_or(m, |a| a.min(m))))
-        };
+        // Total of the best medians over the problems every thread count
+        // ran. The best of every (threads, problem), from one pass over
+        // the table (looking each up per label and problem was quadratic).
+        let mut threads_of: HashMap<&str, Vec<usize>> = HashMap::new();
+        for r in &group {
+            let ns = threads_of.entry(r.label.as_str()).or_default();
+            if !ns.contains(&r.file.environment.threads) {
+                ns.push(r.file.environment.threads);
+            }
+        }
+        let mut best: HashMap<(usize, &Key), f64> = HashMap::new();
+        for ((label, k), r) in &t.best {
+            for &n in threads_of.get(label.as_str()).into_iter().flatten() {
+                let m = best.entry((n, k)).or_insert(r.ms.median);
+                *m = m.min(r.ms.median);
+            }
+        }
+        let best_ms = |n: usize, k: &Key| best.get(&(n, k)).copied();
         let common: Vec<&Key> = t
             .keys
             .iter()

@@ -2,6 +2,7 @@
 //! files) merged into rows, each run labelled by what sets it apart from
 //! the others.
 
+use super::input::{read_input, InputFile};
 use super::labels::labels;
 use crate::bench::Stats;
 use crate::results::store::{self, Document, RunFile, Unreadable};
@@ -21,15 +22,17 @@ pub struct Run {
 }
 
 /// `report`'s inputs, sorted: layer runs (`conv`, `gemm` and their peers)
-/// and model runs, and every path that could not be read.
+/// and model runs, each with the text read, and every path that could not
+/// be read.
 #[derive(Debug, Default)]
 pub struct Inputs {
-    pub layers: Vec<PathBuf>,
-    pub models: Vec<PathBuf>,
+    pub layers: Vec<InputFile>,
+    pub models: Vec<InputFile>,
     pub unreadable: Vec<Unreadable>,
 }
 
-/// The results files and CSVs under `paths`, each read once to tell layer
+/// The results files and CSVs under `paths`, each read once (the text is
+/// kept for loading: a pipe or a FIFO cannot be read twice) to tell layer
 /// runs from model runs; a file that cannot be read goes to the
 /// unreadable list instead of ending the report.
 pub fn split(paths: &[PathBuf]) -> Result<Inputs> {
@@ -40,11 +43,19 @@ pub fn split(paths: &[PathBuf]) -> Result<Inputs> {
     };
     for path in found.files {
         let is_csv = path.extension().is_some_and(|e| e == "csv");
-        match is_model_run(&path, is_csv) {
-            Ok(Some(true)) => inputs.models.push(path),
-            Ok(Some(false)) => inputs.layers.push(path),
+        let text = match read_input(&path) {
+            Ok(t) => t,
+            Err(e) => {
+                inputs.unreadable.push(Unreadable::new(path, e));
+                continue;
+            }
+        };
+        let input = InputFile { path, text };
+        match is_model_run(&input, is_csv) {
+            Ok(Some(true)) => inputs.models.push(input),
+            Ok(Some(false)) => inputs.layers.push(input),
             Ok(None) => {}
-            Err(e) => inputs.unreadable.push(Unreadable::new(path, e)),
+            Err(e) => inputs.unreadable.push(Unreadable::new(input.path, e)),
         }
     }
     Ok(inputs)
@@ -52,14 +63,14 @@ pub fn split(paths: &[PathBuf]) -> Result<Inputs> {
 
 /// Loads layer results files and peer CSVs (from [`split`]), labelled; a
 /// file that fails to load is added to `unreadable`.
-pub fn load_files(files: Vec<PathBuf>, unreadable: &mut Vec<Unreadable>) -> Vec<Run> {
+pub fn load_files(files: Vec<InputFile>, unreadable: &mut Vec<Unreadable>) -> Vec<Run> {
     let mut runs = Vec::new();
-    for path in files {
+    for InputFile { path, text } in files {
         let is_csv = path.extension().is_some_and(|e| e == "csv");
         let loaded = if is_csv {
-            read_peer_csv(&path).map(|(file, peer)| vec![(file, Some(peer))])
+            peer_csv_in(&path, &text).map(|(file, peer)| vec![(file, Some(peer))])
         } else {
-            store::load_runs(&path).map(|files| files.into_iter().map(|f| (f, None)).collect())
+            store::runs_in(&path, &text).map(|files| files.into_iter().map(|f| (f, None)).collect())
         };
         let loaded: Vec<(RunFile, Option<String>)> = match loaded {
             Ok(l) => l,
@@ -84,18 +95,17 @@ pub fn load_files(files: Vec<PathBuf>, unreadable: &mut Vec<Unreadable>) -> Vec<
 /// Whether a file holds `cnnbench model` results (or the model peer's
 /// CSV); `None` for one of cnnbench's documents that holds no results,
 /// and for the published tables (`results/published/`).
-fn is_model_run(path: &std::path::Path, is_csv: bool) -> Result<Option<bool>> {
+fn is_model_run(input: &InputFile, is_csv: bool) -> Result<Option<bool>> {
+    let text = &input.text;
     if is_csv {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read '{}'", path.display()))?;
         // results/published/ lives in the store's folder; its tables are
         // shown with --published only, never read as results.
-        if super::published::is_published_csv(&text) {
+        if super::published::is_published_csv(text) {
             return Ok(None);
         }
         return Ok(Some(text.starts_with("model,")));
     }
-    Ok(match store::document_of(path)? {
+    Ok(match store::document_in(&input.path, text)? {
         Document::Run { model } => Some(model),
         Document::Sweep => Some(false),
         Document::NotResults => None,
@@ -104,9 +114,14 @@ fn is_model_run(path: &std::path::Path, is_csv: bool) -> Result<Option<bool>> {
 
 /// A CSV in cnnbench's columns (what `scripts/peers/*` print) as a run;
 /// the peer's name is the `algo` of its first row.
+#[cfg(test)]
 pub fn read_peer_csv(path: &Path) -> Result<(RunFile, String)> {
-    let mut rd = csv::Reader::from_path(path)
-        .with_context(|| format!("cannot read '{}'", path.display()))?;
+    peer_csv_in(path, &read_input(path)?)
+}
+
+/// [`read_peer_csv`] on the text already read from `path`.
+pub fn peer_csv_in(path: &Path, text: &str) -> Result<(RunFile, String)> {
+    let mut rd = csv::Reader::from_reader(text.as_bytes());
     let head = rd.headers()?.clone();
     let col = |name: &str| head.iter().position(|h| h == name);
     let need = |name: &str| {

@@ -5,9 +5,12 @@
 pub mod charts;
 pub mod comparisons;
 pub mod cost;
+pub mod input;
 pub mod labels;
 pub mod markdown;
 pub mod merge;
 pub mod models;
 pub mod options;
 pub mod published;
+#[cfg(test)]
+mod scale_tests;

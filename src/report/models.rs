@@ -4,6 +4,7 @@
 //! and model.
 
 use super::cost;
+use super::input::InputFile;
 use super::labels::labels;
 use super::options::Options;
 use crate::bench::Stats;
@@ -30,14 +31,14 @@ pub struct ModelRun {
 }
 
 /// Loads model results files and model CSVs (from [`super::merge::split`]), labelled.
-pub fn load_files(files: Vec<PathBuf>, unreadable: &mut Vec<Unreadable>) -> Vec<ModelRun> {
+pub fn load_files(files: Vec<InputFile>, unreadable: &mut Vec<Unreadable>) -> Vec<ModelRun> {
     let mut runs = Vec::new();
-    for path in files {
+    for InputFile { path, text } in files {
         let is_csv = path.extension().is_some_and(|e| e == "csv");
         let loaded = if is_csv {
-            read_model_csv(&path)
+            read_model_csv(&path, &text)
         } else {
-            store::load::<ModelRecord>(&path).map(|file| ModelRun {
+            store::run_in::<ModelRecord>(&path, &text).map(|file| ModelRun {
                 path: path.clone(),
                 environment: Some(file.environment),
                 peer: None,
@@ -98,9 +99,8 @@ fn split_peer_device(col: &str) -> (Option<&str>, Result<Device>) {
 
 /// A model CSV (the columns of [`ModelRecord::csv_row`]). A peer writes
 /// its name before the device (see [`split_peer_device`]).
-fn read_model_csv(path: &Path) -> Result<ModelRun> {
-    let mut rd = csv::Reader::from_path(path)
-        .with_context(|| format!("cannot read '{}'", path.display()))?;
+fn read_model_csv(path: &Path, text: &str) -> Result<ModelRun> {
+    let mut rd = csv::Reader::from_reader(text.as_bytes());
     let head = rd.headers()?.clone();
     let col = |name: &str| head.iter().position(|h| h == name);
     let mut records = Vec::new();
@@ -195,13 +195,28 @@ fn scaling(md: &mut String, runs: &[ModelRun]) -> Result<()> {
         (&a.model, a.batch, a.device, a.dtype, &a.layout)
             == (&b.model, b.batch, b.device, b.dtype, &b.layout)
     };
+    // The records with projections, by what must match: each measured
+    // record looks up its own, not every record (quadratic in records).
+    let key = |m: &ModelRecord| {
+        format!(
+            "{}\u{0}{}\u{0}{}\u{0}{}\u{0}{}",
+            m.model, m.batch, m.device, m.dtype, m.layout
+        )
+    };
+    let mut projections: std::collections::HashMap<String, Vec<(&ModelRun, &ModelRecord)>> =
+        std::collections::HashMap::new();
+    for (run, p) in records().filter(|(_, p)| p.projection.is_some()) {
+        projections.entry(key(p)).or_default().push((run, p));
+    }
     let mut rows = Vec::new();
     for (run, m) in records() {
         let Some(dp) = &m.data_parallel else { continue };
-        let projected = records().find_map(|(prun, p)| {
-            let set = p.projection.as_ref().filter(|_| same(p, m))?;
-            let row = set.rows.iter().find(|x| x.gpus == dp.gpus)?;
-            Some((prun, set, row))
+        let projected = projections.get(&key(m)).and_then(|of_m| {
+            of_m.iter().find_map(|&(prun, p)| {
+                let set = p.projection.as_ref().filter(|_| same(p, m))?;
+                let row = set.rows.iter().find(|x| x.gpus == dp.gpus)?;
+                Some((prun, set, row))
+            })
         });
         let step = m.total_ms.map_or(f64::NAN, |s| s.median);
         let (pstep, peff, pfrom) = match projected {

@@ -579,3 +579,86 @@ fn undamaged_files_load() {
     let find: Vec<_> = run.records.iter().map(|r| r.cudnn_find_ms).collect();
     assert_eq!(find, [Some(0.75), None]);
 }
+
+/// Links a user may give that project finitely (`GBps:us`).
+fn links() -> impl Strategy<Value = String> {
+    (1e-3f64..1e6, 1e-3f64..1e6).prop_map(|(bw, us)| format!("{bw}:{us}"))
+}
+
+proptest! {
+    #![proptest_config(config(48))]
+
+    /// Every record cnnbench writes, `report` reads (issue 31: a projection
+    /// over `1e-308:1e308` was written with `null` and `inf`, and `report`
+    /// refused cnnbench's own file). The model record carries a projection
+    /// made by the projection's own code over links the CLI accepts (it
+    /// refuses, up front, those that would not project finitely).
+    #[test]
+    fn every_record_written_is_read_by_report(
+        links in links(),
+        gpus in prop::sample::select(vec![2usize, 8, 64, 1024]),
+        (f, b, u) in (1e-3f64..1e4, 1e-3f64..1e4, 0.0f64..1e2),
+        median in 1e-4f64..1e4,
+    ) {
+        use crate::dist::{interconnect, project};
+        let topology = project::Topology {
+            gpus,
+            gpus_per_node: 8,
+            links: interconnect::parse_pair(&links).expect("links"),
+        };
+        let mut model = model_run();
+        if project::finite_links(&topology).is_ok() {
+            let measured = project::Measured {
+                batch: 16,
+                forward_ms: f,
+                backward_ms: b,
+                update_ms: u,
+                node_backward_ms: vec![0.0, b / 2.0, b / 2.0],
+                grads: (1..3)
+                    .map(|node| cnnbench_layers::net::buckets::GradParam {
+                        node,
+                        index: 0,
+                        bytes: 4 << 20,
+                    })
+                    .collect(),
+            };
+            let row = project::project(&measured, &topology).expect("a finite projection");
+            model.records[0].projection = Some(super::ProjectionSet {
+                assumptions: project::assumptions(&topology.links, 8),
+                interconnect: topology.links.clone(),
+                gpus_per_node: 8,
+                rows: vec![row],
+            });
+        }
+        let mut layer = layer_run();
+        layer.records[0].ms = stats(median);
+        let mut gemm = layer_run();
+        gemm.subcommand = "gemm".into();
+        gemm.records[0].problem = "m64n64k64".into();
+        gemm.records[0].dir = Dir::Gemm;
+        let dir = tempfile::tempdir().expect("tmp");
+        for (name, text) in [
+            ("model.json", saved(&model)),
+            ("conv.json", saved(&layer)),
+            ("gemm.json", saved(&gemm)),
+        ] {
+            std::fs::write(dir.path().join(name), text).expect("write");
+        }
+        let inputs = crate::report::merge::split(&[dir.path().to_path_buf()]).expect("split");
+        let mut unreadable = inputs.unreadable;
+        let runs = crate::report::merge::load_files(inputs.layers, &mut unreadable);
+        let models = crate::report::models::load_files(inputs.models, &mut unreadable);
+        prop_assert!(unreadable.is_empty(), "{unreadable:?}");
+        prop_assert_eq!(runs.len(), 2);
+        prop_assert_eq!(&models[0].records, &model.records);
+        let opts = crate::report::options::Options {
+            baseline: None,
+            charts: None,
+            price: None,
+            epochs: 1,
+            dataset_images: 1,
+            published: false,
+        };
+        crate::report::markdown::render(&runs, &models, &unreadable, &opts).expect("a report");
+    }
+}

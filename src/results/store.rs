@@ -111,10 +111,18 @@ pub enum Document {
 /// The text of the JSON file at `path` and its parsed value, refused when
 /// it is not JSON or is of a newer format version (named as newer, not as
 /// broken). Read once, for telling what it is and for loading it.
+#[cfg(test)] // report reads each input once, then the `_in` forms
 fn read_document(path: &Path) -> Result<(String, serde_json::Value)> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read '{}'", path.display()))?;
-    let doc: serde_json::Value = serde_json::from_str(&text)
+    let doc = parse_document(path, &text)?;
+    Ok((text, doc))
+}
+
+/// The parsed value of `text`, read from `path`, refused as
+/// [`read_document`] refuses it.
+fn parse_document(path: &Path, text: &str) -> Result<serde_json::Value> {
+    let doc: serde_json::Value = serde_json::from_str(text)
         .with_context(|| format!("'{}' is not a cnnbench results file", path.display()))?;
     let version = doc["format_version"].as_u64().unwrap_or(0);
     if version > u64::from(FORMAT_VERSION) {
@@ -123,11 +131,24 @@ fn read_document(path: &Path) -> Result<(String, serde_json::Value)> {
             path.display()
         );
     }
-    Ok((text, doc))
+    Ok(doc)
+}
+
+/// [`document_of`] on the text already read from `path` (`report` reads
+/// each input once: a pipe or a FIFO cannot be read twice).
+pub fn document_in(path: &Path, text: &str) -> Result<Document> {
+    classify(path, &parse_document(path, text)?)
+}
+
+/// [`load`] on the text already read from `path`.
+pub fn run_in<R: serde::de::DeserializeOwned>(path: &Path, text: &str) -> Result<RunFile<R>> {
+    parse_document(path, text)?;
+    run_from(path, text)
 }
 
 /// Tells what the JSON file at `path` is; an error for anything that is not
 /// one of cnnbench's documents.
+#[cfg(test)] // report reads each input once, then the `_in` forms
 pub fn document_of(path: &Path) -> Result<Document> {
     let (_, doc) = read_document(path)?;
     classify(path, &doc)
@@ -172,10 +193,25 @@ fn classify(path: &Path, doc: &serde_json::Value) -> Result<Document> {
 
 /// The runs of a results file: one, or a sweep's configurations (each
 /// labelled by its configuration where its environment has no label).
+#[cfg(test)] // report reads each input once, then the `_in` forms
 pub fn load_runs<R: serde::de::DeserializeOwned>(path: &Path) -> Result<Vec<RunFile<R>>> {
     let (text, doc) = read_document(path)?;
-    if classify(path, &doc)? != Document::Sweep {
-        return Ok(vec![run_from(path, &text)?]);
+    runs_of(path, &text, &doc)
+}
+
+/// [`load_runs`] on the text already read from `path`.
+pub fn runs_in<R: serde::de::DeserializeOwned>(path: &Path, text: &str) -> Result<Vec<RunFile<R>>> {
+    let doc = parse_document(path, text)?;
+    runs_of(path, text, &doc)
+}
+
+fn runs_of<R: serde::de::DeserializeOwned>(
+    path: &Path,
+    text: &str,
+    doc: &serde_json::Value,
+) -> Result<Vec<RunFile<R>>> {
+    if classify(path, doc)? != Document::Sweep {
+        return Ok(vec![run_from(path, text)?]);
     }
     #[derive(Deserialize)]
     struct Config<R> {
@@ -191,7 +227,7 @@ pub fn load_runs<R: serde::de::DeserializeOwned>(path: &Path) -> Result<Vec<RunF
         #[serde(default = "finished_by_default")]
         complete: bool,
     }
-    let sweep: Sweep<R> = serde_json::from_str(&text)
+    let sweep: Sweep<R> = serde_json::from_str(text)
         .with_context(|| format!("'{}' is not a cnnbench sweep", path.display()))?;
     let n = sweep.sweep.len();
     Ok(sweep
@@ -215,6 +251,7 @@ pub fn load_runs<R: serde::de::DeserializeOwned>(path: &Path) -> Result<Vec<RunF
 }
 
 /// Reads one run file, of this or an older format version.
+#[cfg(test)] // report reads each input once, then the `_in` forms
 pub fn load<R: serde::de::DeserializeOwned>(path: &Path) -> Result<RunFile<R>> {
     let (text, _) = read_document(path)?;
     run_from(path, &text)
