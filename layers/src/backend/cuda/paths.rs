@@ -37,8 +37,9 @@ impl ConvApi {
 /// The optional GPU paths of one run.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct GpuPaths {
-    /// ReLU, the residual add and NHWC max-pool backward on cnnbench's
-    /// vectorized NVRTC kernels instead of cuDNN's (`--own-kernels`).
+    /// ReLU, the residual add and NHWC max pooling on cnnbench's
+    /// vectorized NVRTC kernels instead of cuDNN's, and the embedding's
+    /// gradient sorted by row instead of atomics (`--own-kernels`).
     pub own_kernels: bool,
     /// Batch norm runs the ReLU after it, and the residual add before that
     /// ReLU, in its own passes (`--fuse-bn`).
