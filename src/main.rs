@@ -6,6 +6,7 @@
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 mod bench;
+mod bounded_read;
 mod cli;
 mod dist;
 mod driver;
@@ -54,6 +55,8 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
 }
 
 fn main() -> ExitCode {
+    // A write past `ulimit -f` fails (EFBIG), one line, instead of killing us.
+    signals::ignore_file_size_limit_signal();
     // A bug should still end in one line, not a backtrace.
     std::panic::set_hook(Box::new(|info| {
         note!("cnnbench: internal error: {info}");

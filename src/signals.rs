@@ -101,6 +101,20 @@ pub fn install() -> Result<()> {
         .context("installing the signal handlers")
 }
 
+/// Ignores SIGXFSZ, whose default action kills the process without a
+/// word (exit 153) when a write passes `ulimit -f`: ignored, the write
+/// fails with EFBIG instead, and that is reported in one line and cleaned
+/// up as any other write error (no temporary or partial file is left).
+/// Called first thing in `main`; children of sweeps and `compare` inherit
+/// the disposition and call it again.
+pub fn ignore_file_size_limit_signal() {
+    // SAFETY: setting a signal's disposition to SIG_IGN has no handler to
+    // run and touches no memory of ours.
+    unsafe {
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+    }
+}
+
 /// The temporary file being written now, published for the second-signal
 /// handler (null: none). Each path published is leaked, never freed: the
 /// handler may run on any thread at any moment and still hold one, and

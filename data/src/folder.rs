@@ -27,6 +27,9 @@ pub struct ImageFolder {
     root: PathBuf,
     classes: Vec<String>,
     samples: Vec<Sample>,
+    /// The folders below the root that could not be listed (`'PATH':
+    /// why`): their images are not in `samples`.
+    unreadable: Vec<String>,
 }
 
 /// Why a folder is no ImageFolder tree, in one line naming it.
@@ -85,12 +88,20 @@ impl ImageFolder {
         // Python sorts str by code point: UTF-8 bytes sort the same way.
         classes.sort_by(|a, b| a.as_encoded_bytes().cmp(b.as_encoded_bytes()));
         let mut samples = Vec::new();
+        let mut unreadable = Vec::new();
         for (k, class) in classes.iter().enumerate() {
-            class_samples(&dir.join(class), k as u32, &mut samples);
+            class_samples(&dir.join(class), k as u32, &mut samples, &mut unreadable);
         }
         if samples.is_empty() {
+            let why = match unreadable.first() {
+                Some(first) => format!(
+                    " ({} folder(s) could not be read: {first})",
+                    unreadable.len()
+                ),
+                None => String::new(),
+            };
             return Err(FolderError(format!(
-                "no image files ({}) in the {} class folder(s) of '{}'",
+                "no image files ({}) in the {} class folder(s) of '{}'{why}",
                 IMG_EXTENSIONS.join(", "),
                 classes.len(),
                 dir.display()
@@ -103,7 +114,14 @@ impl ImageFolder {
                 .map(|c| c.to_string_lossy().into_owned())
                 .collect(),
             samples,
+            unreadable,
         })
+    }
+
+    /// The folders that could not be listed, each `'PATH': why`: their
+    /// images are skipped (and cannot be counted).
+    pub fn unreadable(&self) -> &[String] {
+        &self.unreadable
     }
 
     pub fn root(&self) -> &Path {
@@ -151,20 +169,34 @@ fn by_bytes(a: &Path, b: &Path) -> std::cmp::Ordering {
 /// `sorted(fnames)` — folders by their path, files by name within each.
 /// Unlike `os.walk`, a real folder is walked once, so a link back up the
 /// tree is no endless loop.
-fn class_samples(class_dir: &Path, class: u32, out: &mut Vec<Sample>) {
+/// A folder that cannot be listed adds no files, as os.walk's default, and
+/// is named in `unreadable`.
+fn class_samples(
+    class_dir: &Path,
+    class: u32,
+    out: &mut Vec<Sample>,
+    unreadable: &mut Vec<String>,
+) {
     let mut seen = HashSet::new();
     let mut folders: Vec<(PathBuf, Vec<Sample>)> = Vec::new();
     let mut stack = vec![class_dir.to_path_buf()];
     while let Some(dir) = stack.pop() {
-        let Ok(real) = std::fs::canonicalize(&dir) else {
-            continue;
+        let real = match std::fs::canonicalize(&dir) {
+            Ok(real) => real,
+            Err(e) => {
+                unreadable.push(format!("'{}': {e}", dir.display()));
+                continue;
+            }
         };
         if !seen.insert(real) {
             continue;
         }
-        // An unreadable folder adds no files, as os.walk's default.
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            continue;
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(e) => {
+                unreadable.push(format!("'{}': {e}", dir.display()));
+                continue;
+            }
         };
         let mut files = Vec::new();
         for entry in entries.flatten() {

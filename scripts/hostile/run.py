@@ -63,6 +63,7 @@ STATUS_LINES = [
     rb"^cnnbench: checking ",              # check's progress line per model
     rb"^cnnbench: wrote \d+ records to ",  # where --out put the output
     rb"^cnnbench: warning: not read: ",    # report names each unreadable input
+    rb"^cnnbench: warning: \d+ folder\(s\) of .* could not be read",  # data: unreadable folders
     rb"^\[\d+/\d+\] ",                     # progress lines (terminal only)
 ]
 # Longest acceptable error line: "cnnbench: error: " + 400 characters +
@@ -3212,11 +3213,14 @@ for _n, _args in [
     _launch_case(_n, _args, {}, f"{' '.join(_args)}: one line, exit 2")
 
 # Classes kept in files of their own beside this one: each registers its
-# cases with this module's `add` (issue 31's stops: cases_stops.py).
+# cases with this module's `add` (issue 31's stops: cases_stops.py; its
+# limits: cases_limits.py).
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cases_stops  # noqa: E402
+import cases_limits  # noqa: E402
 
 cases_stops.register(sys.modules[__name__])
+cases_limits.register(sys.modules[__name__])
 
 
 def summary(results):

@@ -100,7 +100,7 @@ pub fn run(args: AllreduceArgs) -> Result<ExitCode> {
         (None, Some(choice)) => {
             let secs = args.rendezvous_timeout.unwrap_or(300.0);
             if !(secs.is_finite() && secs > 0.0 && secs <= 86_400.0) {
-                bail!("--rendezvous-timeout must be between 0 and 86400 seconds, got {secs}");
+                bail!("--rendezvous-timeout must be more than 0 and at most 86400 seconds, got {secs}");
             }
             let world = launch::from_process_env(choice)?;
             replicas::launched_device(&world)?;

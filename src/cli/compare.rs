@@ -84,6 +84,22 @@ fn check_cudnn_folder(dir: &std::path::Path) -> Result<()> {
     Ok(())
 }
 
+/// The runs report to `compare` through a file of its own: an `--out`
+/// among their arguments would be dropped, so it is refused (the table
+/// goes to stdout; redirect it).
+fn check_children_args(args: &[String]) -> Result<()> {
+    if let Some(a) = args
+        .iter()
+        .find(|a| *a == "--out" || a.starts_with("--out="))
+    {
+        bail!(
+            "compare: '{}' after `--`: each run reports to compare itself; write the side-by-side table with a redirect (> FILE)",
+            a.escape_debug()
+        );
+    }
+    Ok(())
+}
+
 /// A variant that puts `dir` first on the library path.
 pub fn cudnn_variant(dir: &std::path::Path, old_path: Option<&str>) -> Variant {
     let path = match old_path.filter(|p| !p.is_empty()) {
@@ -129,6 +145,18 @@ pub fn run(args: CompareArgs) -> Result<ExitCode> {
         .collect();
     for v in &args.variant {
         variants.push(parse_variant(v)?);
+    }
+    check_children_args(&args.benchmark)?;
+    // A name is a row or column heading: a newline in it would split the
+    // table.
+    if let Some(v) = variants
+        .iter()
+        .find(|v| v.name.chars().any(char::is_control))
+    {
+        bail!(
+            "the run named '{}' has a control character in its name: name it in plain text",
+            v.name.escape_debug()
+        );
     }
     let mut names = std::collections::HashSet::new();
     if let Some(v) = variants.iter().find(|v| !names.insert(v.name.as_str())) {

@@ -133,9 +133,29 @@ pub fn run(args: DataArgs) -> Result<ExitCode> {
     }
 }
 
+/// Every count of `data`'s subcommands, as each subcommand checks them
+/// before anything is read or written (the property tests drive this with
+/// any number).
+#[cfg(test)]
+pub(super) fn check_counts(args: &DataArgs) -> Result<()> {
+    match &args.command {
+        DataCommand::Synth(a) => synth_options(a).map(drop),
+        DataCommand::Bench(a) => check_bench_counts(a).map(drop),
+        DataCommand::Dump(a) => check_size(a.size),
+    }
+}
+
 fn run_synth(a: SynthArgs) -> Result<ExitCode> {
-    if a.images == 0 || a.images > 10_000_000 {
-        bail!("--images {}: expected 1 to 10000000", a.images);
+    let opts = synth_options(&a)?;
+    crate::signals::install()?;
+    let bar = super::progress::bar(a.images as u64, a.quiet);
+    work::synth(&a.dir, &opts, &bar)
+}
+
+/// `data synth`'s options, each within its cap.
+fn synth_options(a: &SynthArgs) -> Result<SynthOptions> {
+    if a.images == 0 || a.images > MAX_IMAGES {
+        bail!("--images {}: expected 1 to {MAX_IMAGES}", a.images);
     }
     if a.classes == 0 || a.classes > a.images {
         bail!(
@@ -156,22 +176,32 @@ fn run_synth(a: SynthArgs) -> Result<ExitCode> {
         }
         _ => None,
     };
-    let opts = SynthOptions {
+    Ok(SynthOptions {
         images: a.images,
         classes: a.classes,
         size,
         quality: a.quality,
         seed: a.seed,
-    };
-    crate::signals::install()?;
-    let bar = super::progress::bar(a.images as u64, a.quiet);
-    work::synth(&a.dir, &opts, &bar)
+    })
 }
+
+/// The most images `data synth` writes and `data bench` times per thread
+/// count: ten million, eight ImageNets.
+pub(super) const MAX_IMAGES: usize = 10_000_000;
+/// The most warm-up batches `data bench` loads per thread count, as
+/// `--warmup` elsewhere.
+pub(super) const MAX_WARMUP_BATCHES: usize = crate::bench::RunPolicy::MAX_RUNS;
+/// The most thread counts one `data bench` times.
+pub(super) const MAX_THREAD_COUNTS: usize = 64;
 
 fn parse_thread_list(s: Option<&str>) -> Result<Vec<usize>> {
     let Some(s) = s else {
         return Ok(vec![loader_threads(None)?]);
     };
+    let n = s.split(',').count();
+    if n > MAX_THREAD_COUNTS {
+        bail!("--loader-threads: {n} thread counts; at most {MAX_THREAD_COUNTS} in one run");
+    }
     s.split(',')
         .map(|t| {
             let n = t
@@ -190,7 +220,9 @@ fn check_size(size: usize) -> Result<()> {
     Ok(())
 }
 
-fn run_bench(a: BenchArgs) -> Result<ExitCode> {
+/// `data bench`'s counts, checked before the tree is read: each within
+/// its documented cap.
+fn check_bench_counts(a: &BenchArgs) -> Result<Vec<usize>> {
     let threads = parse_thread_list(a.loader_threads.as_deref())?;
     check_size(a.size)?;
     if a.batch == 0 || a.batch > 4096 {
@@ -199,11 +231,23 @@ fn run_bench(a: BenchArgs) -> Result<ExitCode> {
     if a.prefetch == 0 || a.prefetch > 64 {
         bail!("--prefetch {}: expected 1 to 64 batches", a.prefetch);
     }
-    let folder = Arc::new(ImageFolder::scan(&a.dir).map_err(|e| anyhow!("{e}"))?);
-    let want = a.images.unwrap_or_else(|| folder.len().min(1000));
-    if want == 0 {
-        bail!("--images must be at least 1");
+    if let Some(n) = a.images.filter(|&n| n == 0 || n > MAX_IMAGES) {
+        bail!("--images {n}: expected 1 to {MAX_IMAGES}");
     }
+    if a.warmup > MAX_WARMUP_BATCHES {
+        bail!(
+            "--warmup {}: expected 0 to {MAX_WARMUP_BATCHES} batches",
+            a.warmup
+        );
+    }
+    Ok(threads)
+}
+
+fn run_bench(a: BenchArgs) -> Result<ExitCode> {
+    let threads = check_bench_counts(&a)?;
+    let folder = Arc::new(ImageFolder::scan(&a.dir).map_err(|e| anyhow!("{e}"))?);
+    crate::driver::model::input::note_unreadable(&folder);
+    let want = a.images.unwrap_or_else(|| folder.len().min(1000));
     let batches = want.div_ceil(a.batch);
     let env = Environment::here(
         rayon::current_num_threads(),

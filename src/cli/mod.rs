@@ -12,6 +12,8 @@ mod info;
 mod model;
 mod output;
 mod progress;
+#[cfg(test)]
+mod proptests;
 mod report;
 mod rnn;
 mod session;

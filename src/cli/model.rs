@@ -152,6 +152,7 @@ pub fn run(mut args: ModelArgs) -> Result<ExitCode> {
         bail!("--batch must be at least 1");
     }
     if args.describe {
+        describable_at(&graphs, args.batch)?;
         describe(&graphs, args.format, args.batch, args.store.out.as_deref())?;
         return Ok(ExitCode::SUCCESS);
     }
@@ -177,6 +178,7 @@ pub fn run(mut args: ModelArgs) -> Result<ExitCode> {
         data_parallel: args.gpus.is_some() || args.launcher.is_some(),
         seed: args.timing.seed,
     })?;
+    model::fed_by_folder(&mut graphs, &args.models, data.is_some())?;
     let workspace_limit = args
         .workspace_limit
         .as_deref()
@@ -244,6 +246,32 @@ pub fn run(mut args: ModelArgs) -> Result<ExitCode> {
     })
 }
 
+/// `--describe` describes a model at a batch that can exist: one whose
+/// every tensor has fewer than 2^63 bytes (what benchdnn's and every
+/// framework's 64-bit sizes hold; `conv` would refuse its descriptors).
+/// The descriptors it prints are read back as `conv` reads them.
+fn describable_at(graphs: &[cnnbench_layers::net::Graph], batch: usize) -> Result<()> {
+    for g in graphs {
+        for (i, n) in g.nodes.iter().enumerate() {
+            let bytes = batch as u128 * n.out.len() as u128 * 4;
+            if bytes > i64::MAX as u128 {
+                bail!(
+                    "--batch {batch}: {} layer '{}' would hold {bytes} bytes, more than 64-bit sizes hold (2^63)",
+                    g.name,
+                    n.name
+                );
+            }
+            if matches!(n.op, cnnbench_layers::net::Op::Conv(_)) {
+                let desc = crate::output::model::describe::conv_descriptor(g, i, batch);
+                crate::problem::ConvProblem::parse(&desc).with_context(|| {
+                    format!("--batch {batch}: {}'s {} descriptor", g.name, n.name)
+                })?;
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The replicas of a data-parallel run (`--gpus`, `--launcher`), checked
 /// before anything runs: NCCL present, the devices there, the launcher's
 /// variables sound.
@@ -261,7 +289,7 @@ fn data_parallel_replicas(args: &ModelArgs, models: usize) -> Result<Option<Repl
     }
     let secs = args.rendezvous_timeout.unwrap_or(300.0);
     if !(secs.is_finite() && secs > 0.0 && secs <= 86_400.0) {
-        bail!("--rendezvous-timeout must be between 0 and 86400 seconds, got {secs}");
+        bail!("--rendezvous-timeout must be more than 0 and at most 86400 seconds, got {secs}");
     }
     let world = launch::from_process_env(choice)?;
     replicas::launched_device(&world)?;

@@ -128,6 +128,9 @@ pub fn run(args: RnnArgs) -> Result<ExitCode> {
         bail!("--dump writes the CPU path's tensors; run it with --device cpu");
     }
     if let Some(root) = &args.dump {
+        // As conv's --dump: not a folder, not writable or cannot be made
+        // is said before the run, in words (not `File exists`).
+        crate::results::atomic::check_folder(root).context("--dump")?;
         std::fs::create_dir_all(root)
             .with_context(|| format!("--dump: cannot create '{}'", root.display()))?;
     }

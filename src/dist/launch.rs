@@ -212,10 +212,7 @@ fn slurm_port(env: &dyn Fn(&str) -> Option<String>) -> Result<u16> {
     let Some(job) = var(env, "SLURM_JOB_ID") else {
         return Ok(DEFAULT_PORT);
     };
-    let id: u64 = job
-        .value
-        .parse()
-        .map_err(|_| anyhow!("{}={:?} is not a whole number", job.name, job.value))?;
+    let id: u64 = job.value.parse().map_err(|e| not_whole(&job, &e))?;
     // Below 30000: fits a u16.
     Ok(SLURM_PORT_BASE + (id % SLURM_PORT_SPAN) as u16)
 }
@@ -258,7 +255,21 @@ fn number(v: Var) -> Result<Num> {
             name: v.name,
             value,
         }),
-        Err(_) => bail!("{}={:?} is not a whole number", v.name, v.value),
+        Err(e) => Err(not_whole(&v, &e)),
+    }
+}
+
+/// Why a variable's value is not a count: not a whole number, or one too
+/// large (`18446744073709551616` is whole).
+fn not_whole(v: &Var, e: &std::num::ParseIntError) -> anyhow::Error {
+    match e.kind() {
+        std::num::IntErrorKind::PosOverflow => anyhow!(
+            "{}={:?} is too large (at most {})",
+            v.name,
+            v.value,
+            usize::MAX
+        ),
+        _ => anyhow!("{}={:?} is not a whole number", v.name, v.value),
     }
 }
 

@@ -156,10 +156,22 @@ pub fn run(
         )
     };
     drop(gpu);
+    // In words, as the rank-mismatch error shows it to a person.
+    let shown: Vec<String> = cases
+        .iter()
+        .map(|c| {
+            let place = if c.in_place {
+                "in-place"
+            } else {
+                "out-of-place"
+            };
+            format!("{} {} {place}", c.elements, c.dtype)
+        })
+        .collect();
     let fingerprint = format!(
-        "cnnbench {} allreduce {:?} {warmup}+{runs}",
+        "cnnbench {} allreduce {} | warmup {warmup} runs {runs}",
         env!("CARGO_PKG_VERSION"),
-        cases
+        shown.join(", ")
     );
     let ran = replicas.run("allreduce", &fingerprint, bar, |dev, from, bar, meet| {
         rank_body(dev, from, cases, (warmup, runs), bar, meet)

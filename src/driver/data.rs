@@ -155,7 +155,10 @@ fn bench_one(
     }
     let before = loader.stats();
     let t0 = Stopwatch::start();
-    let mut waits = Vec::with_capacity(plan.batches);
+    let mut waits = Vec::new();
+    waits
+        .try_reserve_exact(plan.batches)
+        .map_err(|_| anyhow!("{} batches: cannot allocate their times", plan.batches))?;
     for _ in 0..plan.batches {
         if crate::signals::stopped() {
             return Ok(None);
@@ -196,7 +199,7 @@ fn bench_one(
         decode_ms: per_image(d.decode),
         augment_ms: per_image(d.augment),
         copy_ms: per_image(d.copy),
-        skipped: after.skipped,
+        skipped: after.skipped + plan.folder.unreadable().len(),
     }))
 }
 
@@ -218,6 +221,7 @@ pub struct ImageDump {
 /// ([size, size, 3] f32, normalized), and prints the source file's path.
 pub fn dump(d: &ImageDump) -> Result<ExitCode> {
     let folder = ImageFolder::scan(&d.dir).map_err(|e| anyhow!("{e}"))?;
+    super::model::input::note_unreadable(&folder);
     let Some(sample) = folder.samples().get(d.index) else {
         bail!(
             "--index {}: the tree has {} images (0 to {})",
@@ -226,8 +230,14 @@ pub fn dump(d: &ImageDump) -> Result<ExitCode> {
             folder.len().saturating_sub(1)
         );
     };
-    let bytes = std::fs::read(&sample.path)
-        .with_context(|| format!("cannot read '{}'", sample.path.display()))?;
+    // Capped as the loader caps it: a sample linked to /dev/zero ends in
+    // one line.
+    let bytes = crate::bounded_read::read_bytes(
+        &sample.path,
+        crate::bounded_read::IMAGE_FILE_BYTES,
+        "an image file",
+    )
+    .with_context(|| format!("cannot read '{}'", sample.path.display()))?;
     let t = Transform {
         kind: d.transform.kind(),
         size: d.size,
@@ -236,8 +246,8 @@ pub fn dump(d: &ImageDump) -> Result<ExitCode> {
     transform::load_image(&bytes, &t, d.seed, &mut Scratch::default(), &mut out)
         .map_err(|e| anyhow!("'{}': {e}", sample.path.display()))?;
     let npy = output::data::npy(&[d.size as u64, d.size as u64, 3], &out)?;
-    crate::results::atomic::write_atomic_bytes(&d.out, &npy)
-        .with_context(|| format!("cannot write '{}'", d.out.display()))?;
+    // Its error names the path already.
+    crate::results::atomic::write_atomic_bytes(&d.out, &npy)?;
     // The source file on stdout, so that a script can hand both to a peer.
     output::print(&format!("{}\n", sample.path.display()))?;
     Ok(ExitCode::SUCCESS)

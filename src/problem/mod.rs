@@ -44,8 +44,14 @@ fn read_batch<T>(
         };
         return parse_lines_with(list, &format!("builtin:{name}"), parse);
     }
-    let text =
-        std::fs::read_to_string(source).with_context(|| format!("cannot read '{source}'"))?;
+    // Capped while read: `--from /dev/zero` ends in one line, not in the
+    // OOM killer.
+    let text = crate::bounded_read::read_text(
+        std::path::Path::new(source),
+        crate::bounded_read::DESCRIPTOR_LIST_BYTES,
+        "a descriptor list",
+    )
+    .with_context(|| format!("cannot read '{source}'"))?;
     // A UTF-8 byte order mark, as some editors write, is not part of the
     // first problem.
     parse_lines_with(

@@ -17,8 +17,8 @@ pub struct InputFile {
 }
 
 /// The most `report` reads of one input: 256 MiB, a results file of about
-/// 400,000 records (as `crate::bounded_read::RESULTS_FILE_BYTES`).
-const RESULTS_FILE_BYTES: u64 = 256 << 20;
+/// 400,000 records.
+use crate::bounded_read::RESULTS_FILE_BYTES;
 
 /// The error for an input past [`RESULTS_FILE_BYTES`].
 fn too_big() -> anyhow::Error {

@@ -11,7 +11,30 @@ use serde_json::json;
 use std::io::BufWriter;
 use std::path::Path;
 
+/// Writes `data` as a float32 `.npy` of `shape` at `path`. A write that
+/// fails part way (a full disk, `ulimit -f`) removes the file: a dump
+/// never holds a truncated tensor.
 pub(crate) fn write_npy(path: &Path, shape: &[usize], data: &[f32]) -> Result<()> {
+    removed_on_error(path, write_npy_file(path, shape, data))
+}
+
+/// Writes `text` to `path` (a dump's `problem.json`), removing the file
+/// when the write fails part way.
+pub(crate) fn write_doc(path: &Path, text: &str) -> Result<()> {
+    removed_on_error(
+        path,
+        std::fs::write(path, text).with_context(|| format!("cannot write '{}'", path.display())),
+    )
+}
+
+fn removed_on_error(path: &Path, written: Result<()>) -> Result<()> {
+    if written.is_err() {
+        let _ = std::fs::remove_file(path);
+    }
+    written
+}
+
+fn write_npy_file(path: &Path, shape: &[usize], data: &[f32]) -> Result<()> {
     let file = std::fs::File::create(path)
         .with_context(|| format!("cannot create '{}'", path.display()))?;
     let shape: Vec<u64> = shape.iter().map(|&d| d as u64).collect();
@@ -130,6 +153,5 @@ pub fn dump(dir: &Path, t: &ConvTensors, info: &DumpInfo) -> Result<()> {
     });
     let text = serde_json::to_string_pretty(&doc)? + "\n";
     let doc_path = dir.join("problem.json");
-    std::fs::write(&doc_path, text)
-        .with_context(|| format!("cannot write '{}'", doc_path.display()))
+    write_doc(&doc_path, &text)
 }

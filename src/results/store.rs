@@ -113,8 +113,12 @@ pub enum Document {
 /// broken). Read once, for telling what it is and for loading it.
 #[cfg(test)] // report reads each input once, then the `_in` forms
 fn read_document(path: &Path) -> Result<(String, serde_json::Value)> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read '{}'", path.display()))?;
+    let text = crate::bounded_read::read_text(
+        path,
+        crate::bounded_read::RESULTS_FILE_BYTES,
+        "a results file",
+    )
+    .with_context(|| format!("cannot read '{}'", path.display()))?;
     let doc = parse_document(path, &text)?;
     Ok((text, doc))
 }

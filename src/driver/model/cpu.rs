@@ -7,7 +7,6 @@ use super::record::{base_record, CPU};
 use super::steps::{time_steps, NetSteps};
 use super::timed::RowTraffic;
 use crate::bench::RunPolicy;
-use crate::note::note;
 use crate::results::memory::available;
 use crate::results::{MemoryBytes, ModelRecord};
 use anyhow::Result;
@@ -16,7 +15,28 @@ use cnnbench_layers::net::cpu::{estimate, CpuNet, CpuOptions};
 use cnnbench_layers::net::traffic::row_traffic;
 use cnnbench_layers::net::Graph;
 
-/// Times one model; `None` when interrupted before it finished.
+/// Why `g` at `batch` does not fit in the host memory available (its
+/// estimate, without fusion, is more than 90% of it), or `None`. The run
+/// asks it of every model before the first one runs.
+pub fn does_not_fit(g: &Graph, batch: usize) -> Option<String> {
+    let need = estimate(g, batch);
+    let avail = available(rayon::current_num_threads())?;
+    (need > avail.bytes / 10 * 9).then(|| {
+        format!(
+            "needs about {}, more than the 90% a run may take of {}",
+            crate::results::memory::size(need),
+            avail.describe()
+        )
+    })
+}
+
+/// The `OOM` row of a model that [`does_not_fit`].
+pub fn oom_record(g: &Graph, batch: usize) -> ModelRecord {
+    base_record(g, batch, "OOM", CPU)
+}
+
+/// Times one model (one that fits: see [`does_not_fit`]); `None` when
+/// interrupted before it finished.
 pub fn run(
     g: &Graph,
     opts: &StepOptions,
@@ -25,19 +45,6 @@ pub fn run(
     isa: Isa,
     bar: &indicatif::ProgressBar,
 ) -> Result<Option<ModelRecord>> {
-    let need = estimate(g, opts.batch);
-    if let Some(avail) = available(rayon::current_num_threads()) {
-        if need > avail.bytes * 9 / 10 {
-            note!(
-                "cnnbench: {} at batch {}: needs about {}, {}: OOM",
-                g.name,
-                opts.batch,
-                crate::results::memory::size(need),
-                avail.describe()
-            );
-            return Ok(Some(base_record(g, opts.batch, "OOM", CPU)));
-        }
-    }
     let cpu_opts = CpuOptions {
         isa,
         reference: false,

@@ -105,14 +105,17 @@ pub fn run(
 fn fingerprint(cfg: &Config<'_>) -> String {
     let a = cfg.opts;
     format!(
-        "cnnbench {} | {} batch {} {} {} | update {} | policy {:?} | seed {} | per-layer {}",
+        "cnnbench {} | {} batch {} {} {} | update {} | warmup {} runs {} to {} min-time {} s | seed {} | per-layer {}",
         env!("CARGO_PKG_VERSION"),
         cfg.g.name,
         a.batch,
         cfg.dtype,
         cfg.layout,
         a.update,
-        cfg.policy,
+        cfg.policy.warmup,
+        cfg.policy.min_runs,
+        cfg.policy.max_runs,
+        cfg.policy.min_time.as_secs_f64(),
         a.seed,
         cfg.per_layer
     )

@@ -2,10 +2,10 @@
 //! with CUDA events on the benchmark stream (GPU time per phase, and per
 //! layer with `--per-layer`).
 
+use super::graph_steps::{graph_record, GraphSteps};
 use super::input::DataPlan;
 use super::options::StepOptions;
 use super::record::{base_record, RunKind};
-use super::graph_steps::{graph_record, GraphSteps};
 use super::steps::{time_steps, NetSteps};
 use super::timed::RowTraffic;
 use crate::bench::RunPolicy;
@@ -111,7 +111,7 @@ pub fn run(
     let free = s.gpu.free_memory().map_err(gpu_err)? as u128;
     if need > free / 10 * 9 {
         return oom(format!(
-            "needs about {:.1} GiB, {:.1} GiB free",
+            "needs about {:.1} GiB, more than the 90% a run may take of {:.1} GiB free",
             need as f64 / (1u128 << 30) as f64,
             free as f64 / (1u128 << 30) as f64
         ));

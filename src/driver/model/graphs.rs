@@ -40,6 +40,36 @@ pub fn sequences_in_nhwc(graphs: &mut Vec<Graph>, names: &[String], layout: Layo
     Ok(())
 }
 
+/// Under `--data DIR` the loader feeds square RGB images: a model named on
+/// the command line that reads anything else is refused, and those `all`
+/// brought in are left out, with a note; both before the first model runs.
+pub fn fed_by_folder(graphs: &mut Vec<Graph>, names: &[String], folder: bool) -> Result<()> {
+    if !folder {
+        return Ok(());
+    }
+    let unfed = |g: &Graph| super::input::input_side(g).err();
+    if let Some(e) = graphs
+        .iter()
+        .filter(|g| names.contains(&g.name))
+        .find_map(unfed)
+    {
+        return Err(e);
+    }
+    let left: Vec<String> = graphs
+        .iter()
+        .filter(|g| unfed(g).is_some())
+        .map(|g| g.name.clone())
+        .collect();
+    if !left.is_empty() {
+        note!(
+            "cnnbench: leaving out {} (--data feeds square RGB images; they read other input)",
+            left.join(", ")
+        );
+        graphs.retain(|g| unfed(g).is_none());
+    }
+    Ok(())
+}
+
 /// The graphs named on the command line (`all` expands), or a one-line
 /// error naming the models there are.
 pub fn resolve(names: &[String]) -> Result<Vec<Graph>> {

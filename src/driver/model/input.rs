@@ -106,6 +106,7 @@ impl DataPlan {
         }
         let path = dir.to_path_buf();
         let folder = ImageFolder::scan(&path).map_err(|e| anyhow::anyhow!("--data: {e}"))?;
+        note_unreadable(&folder);
         Ok(Some(DataPlan {
             path,
             folder: Arc::new(folder),
@@ -138,6 +139,22 @@ impl DataPlan {
             plan: self.clone(),
             staged: false,
         })
+    }
+}
+
+/// Names on stderr, in one line, the folders of a tree that could not be
+/// listed (a class folder the user may not read): their images are
+/// skipped, and each such folder counts as one skipped entry in the
+/// records.
+pub fn note_unreadable(folder: &ImageFolder) {
+    let u = folder.unreadable();
+    if !u.is_empty() {
+        note!(
+            "cnnbench: warning: {} folder(s) of '{}' could not be read, their images skipped: {}",
+            u.len(),
+            folder.root().display(),
+            u.join("; ")
+        );
     }
 }
 
@@ -226,7 +243,7 @@ impl Feed {
                 path: self.plan.path.to_string_lossy().into_owned(),
                 images: self.plan.folder.len(),
                 classes: self.plan.folder.classes().len(),
-                skipped: stats.skipped,
+                skipped: stats.skipped + self.plan.folder.unreadable().len(),
                 transform: self.plan.transform.name().into(),
                 decoder: transform::decoder_name().into(),
                 loader_threads: self.plan.threads,

@@ -19,7 +19,7 @@ pub mod record;
 pub mod steps;
 pub mod timed;
 
-pub use graphs::{resolve, sequences_in_nhwc};
+pub use graphs::{fed_by_folder, resolve, sequences_in_nhwc};
 pub use options::StepOptions;
 
 use self::data_parallel::Config;
@@ -27,6 +27,7 @@ use self::input::DataPlan;
 use self::projection::ProjectionPlan;
 use crate::bench::RunPolicy;
 use crate::driver::replicas::Replicas;
+use crate::note::note;
 use crate::output::model::ModelOutput;
 use crate::results::Environment;
 use anyhow::Result;
@@ -94,9 +95,26 @@ pub fn run(
         false => None,
     };
     let data = r.data.as_ref();
-    for g in &r.graphs {
+    // The host's memory, asked of every model before the first one runs:
+    // each that does not fit is said now, and its row says OOM.
+    let cpu_oom: Vec<bool> = r
+        .graphs
+        .iter()
+        .map(|g| {
+            let why = gpu
+                .is_none()
+                .then(|| cpu::does_not_fit(g, opts.batch))
+                .flatten();
+            if let Some(why) = &why {
+                note!("cnnbench: {} at batch {}: {why}: OOM", g.name, opts.batch);
+            }
+            why.is_some()
+        })
+        .collect();
+    for (g, oom) in r.graphs.iter().zip(cpu_oom) {
         bar.set_message(g.name.clone());
         let recs = match (&gpu, &r.replicas) {
+            (None, _) if oom => vec![cpu::oom_record(g, opts.batch)],
             (Some(setup), Some(rep)) => {
                 data_parallel::run(&Config::new(setup, g, opts, policy), rep, bar)?
             }

@@ -322,7 +322,6 @@ impl Tensors {
         });
         let text = serde_json::to_string_pretty(&doc)? + "\n";
         let doc_path = dir.join("problem.json");
-        std::fs::write(&doc_path, text)
-            .with_context(|| format!("cannot write '{}'", doc_path.display()))
+        crate::results::dump::write_doc(&doc_path, &text)
     }
 }
