@@ -68,7 +68,7 @@ mod tests {
         assert_eq!(copy_bytes(2 << 30), 512 << 20);
         assert_eq!(copy_bytes(0), 1 << 20);
         // 1 GiB each way in 0.5 ms: 4.29 TB/s.
-        assert!((copy_gbs(1 << 30, 0.5) - 4294.967_296).abs() < 1e-6);
+        assert!((copy_gbs(1 << 30, 0.5) - 4_294.967_296).abs() < 1e-6);
     }
 
     #[test]
