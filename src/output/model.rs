@@ -129,7 +129,11 @@ impl ModelOutput {
                         s += &format!("{}: GPU paths {p}\n", r.model);
                     }
                 }
-                s += &self.records.iter().filter_map(graph_line).collect::<String>();
+                s += &self
+                    .records
+                    .iter()
+                    .filter_map(graph_line)
+                    .collect::<String>();
                 for r in self.records.iter().filter(|r| !r.layers.is_empty()) {
                     s += &format!("\n## {} (batch {}), per layer\n", r.model, r.batch);
                     s += &layers_table(r, md);
