@@ -688,19 +688,42 @@ def per_layer_runs(folder):
     return runs
 
 
+def roof_cells(lay):
+    """fwd/bwd GB/s and roofline places of a layer row (`--per-layer` records since the roofline),
+    '-' where a pass moved nothing or the record has none."""
+    cells = []
+    roof = lay.get("roofline") or {}
+    for d in ("forward", "backward"):
+        p = roof.get(d) or {}
+        gbs, pct, bound = p.get("gbs"), p.get("percent"), p.get("bound")
+        cells.append((f"{gbs:,.0f}" if gbs >= 10 else f"{gbs:.1f}") if isinstance(gbs, (int, float)) else "-")
+        cells.append(f"{pct:.0f}% {'BW' if bound == 'memory' else 'peak'}"
+                     if isinstance(pct, (int, float)) else "-")
+    return cells
+
+
 def per_layer_md(rnd, r, limit=None, title=""):
     layers = r["layers"]
+    med = lambda k: (r.get(k) or {}).get("median")
+    roof = any(l.get("roofline") for l in layers)
+    step = ", ".join(f"{n} {fmt_opt_ms(med(k))}" for n, k in (("forward", "forward_ms"), ("backward", "backward_ms")))
     lines = [f"## {title}{r.get('model')} batch {r.get('batch')} {r.get('dtype')} {r.get('layout')} on "
              f"{r.get('device')}" + (f", round {rnd}" if rnd else ""), "",
-             f"step {r['total_ms']['median']:.2f} ms (median), forward {r['forward_ms']['median']:.2f}, "
-             f"backward {r['backward_ms']['median']:.2f}", "",
-             "| layer | type | output | fwd ms | bwd ms | % of step | algorithms |",
-             "|---|---|---|---:|---:|---:|---|"]
+             f"step {fmt_opt_ms(med('total_ms'))} ms (median), {step}", ""]
+    if r.get("gpu_paths"):
+        lines += [f"GPU paths: {r['gpu_paths']}", ""]
+    if roof:
+        lines += ["| layer | type | output | fwd ms | bwd ms | % of step | fwd GB/s | fwd roof | bwd GB/s | "
+                  "bwd roof | algorithms |", "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+    else:
+        lines += ["| layer | type | output | fwd ms | bwd ms | % of step | algorithms |",
+                  "|---|---|---|---:|---:|---:|---|"]
     rows = layers if limit is None else sorted(layers, key=lambda l: -(l.get("percent") or 0))[:limit]
     for lay in rows:
+        extra = "".join(f"{c} | " for c in roof_cells(lay)) if roof else ""
         lines.append(f"| {lay.get('name')} | {lay.get('kind')} | {lay.get('output')} | "
                      f"{lay.get('forward_ms') or 0:.3f} | {lay.get('backward_ms') or 0:.3f} | "
-                     f"{lay.get('percent') or 0:.1f} | {lay.get('kernels') or ''} |")
+                     f"{lay.get('percent') or 0:.1f} | {extra}{lay.get('kernels') or ''} |")
     return lines + [""]
 
 
