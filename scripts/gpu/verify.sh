@@ -108,9 +108,13 @@
 #             --cuda-graph, all, PyTorch, PyTorch, all, --cuda-graph,
 #             default.
 #   f32       ResNet-50 f32 batch 64: --api legacy against --api graph, ABBA.
-#   per-layer `model resnet50 --per-layer` at f16, batch 256 (--iters 10),
-#             default and with --own-kernels --fuse-bn --api graph: the
-#             bytes, GB/s and roofline columns of each layer.
+#   per-layer info's measured device copy against the nominal bandwidth
+#             (60-102%); `model resnet50 --per-layer` at f16, batch 256
+#             (--iters 10), default and with --own-kernels --fuse-bn --api
+#             graph: the bytes, GB/s and roofline columns of each layer;
+#             imdb-fasttext at batch 128 f32 per layer with and without
+#             --own-kernels (the embedding's gradient); pytorch_model.py
+#             --profile on the same ResNet-50 step (per-op device time).
 #   conv      `conv --from builtin:resnet50 --batch 64 --dtype f32 --dir
 #             FWD_D,BWD_D,BWD_W`, --api legacy then --api graph: the engine
 #             each direction of each layer gets.
@@ -1633,13 +1637,30 @@ paths() {
             p_run p_default_f32_2 default resnet50 64 f32
         fi
     fi
-    if want per-layer && gpu_or_skip per_layer_default per_layer_paths; then
+    if want per-layer && gpu_or_skip bandwidth per_layer_default per_layer_paths per_layer_fasttext_default \
+        per_layer_fasttext_own pt_profile; then
         rerun_hint=per-layer
+        # The measured copy against the nominal bandwidth (info.json, read
+        # at the start): within 60-102%.
+        run bandwidth 0 30 "$py" -c 'import json, sys
+b = json.load(open(sys.argv[1]))["gpu"]["bandwidth"]
+print(b)
+assert 0.6 * b["nominal_gbs"] < b["measured_gbs"] <= 1.02 * b["nominal_gbs"], b' "$logs/info.json"
         run per_layer_default 20 90 "$bin" model resnet50 --device gpu --batch 256 --dtype f16 --layout nhwc \
             --warmup 3 --iters 10 --per-layer --format json "${store[@]}" -q
         # shellcheck disable=SC2046
         run per_layer_paths 20 90 "$bin" model resnet50 --device gpu --batch 256 --dtype f16 --layout nhwc \
             --warmup 3 --iters 10 --per-layer --format json "${store[@]}" -q $(path_flags per-layer-all)
+        # The embedding's gradient: cuDNN-free atomics against the sorted
+        # segmented sum.
+        run per_layer_fasttext_default 10 60 "$bin" model imdb-fasttext --device gpu --batch 128 --dtype f32 \
+            --warmup 3 --iters 20 --per-layer --format json "${store[@]}" -q
+        run per_layer_fasttext_own 10 60 "$bin" model imdb-fasttext --device gpu --batch 128 --dtype f32 \
+            --warmup 3 --iters 20 --per-layer --format json "${store[@]}" -q --own-kernels
+        # PyTorch's own per-op device time of the same step, for a layer by
+        # layer comparison (three tables on stderr).
+        pt_ready pt_profile && run pt_profile 40 150 "$py" "$root/scripts/peers/pytorch_model.py" resnet50 \
+            --device cuda --batch 256 --dtype f16 --layout nhwc --warmup 3 --iters 10 --profile
     fi
     if want conv && gpu_or_skip conv_legacy_f32 conv_graph_f32; then
         rerun_hint=conv
