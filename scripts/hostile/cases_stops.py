@@ -41,7 +41,7 @@ def register(m):
                 (parts if f.endswith(".part") else jpgs).append(os.path.join(dirpath, f))
         return jpgs, parts
 
-    def check_tree(c, rel, r, sig):
+    def check_tree(c, rel, r, sig, line=True):
         jpgs, parts = tree_files(c, rel)
         c.expect(not parts, "CLOBBER", f"partial files left: {[os.path.basename(p) for p in parts][:3]}")
         for j in jpgs:
@@ -49,7 +49,8 @@ def register(m):
             if not (b.startswith(b"\xff\xd8") and b.endswith(b"\xff\xd9")):
                 c.bad("CLOBBER", f"{os.path.relpath(j, c.d)} is not a whole JPEG ({len(b)} bytes)")
                 break
-        if r.rc == 128 + sig:
+        # After a second signal the process may end at once, without it.
+        if r.rc == 128 + sig and line:
             c.expect(_stopped_word(sig) in r.err and f"kept the {len(jpgs)} whole JPEGs".encode() in r.err,
                      "UNEXPECTED", f"stderr does not say {len(jpgs)} JPEGs were kept: {first_lines(r.err)}")
 
@@ -62,7 +63,7 @@ def register(m):
             pr.signal(sig)
         r = c.finish(pr, allow=(128 + sig,), timeout=30)
         c.expect(r.secs < delay + 10, "UNEXPECTED", f"took {r.secs:.1f} s to stop")
-        check_tree(c, "t", r, sig)
+        check_tree(c, "t", r, sig, line=second is None)
 
     for sig in SIGS:
         for delay in (0.3, 0.8, 1.5):
@@ -105,7 +106,7 @@ def register(m):
 
     def bench_stop(c, sig, out=None, reader=False, group=False):
         d = tiny_tree(c)
-        args = ["data", "bench", d, "--batch", "2", "--images", "4", "--size", "16", "--warmup", "1000000",
+        args = ["data", "bench", d, "--batch", "2", "--images", "4", "--size", "16", "--warmup", "100000",
                 "--loader-threads", "1", "-q", "--results", c.path("results")]
         rd = None
         if out:
@@ -133,7 +134,7 @@ def register(m):
     for sig in SIGS:
         n = signal.Signals(sig).name
         add(f"stop_bench_warmup_{_name(sig)}", 2, lambda c, s=sig: bench_stop(c, s),
-            doc=f"data bench --warmup 1000000, {n} in the warm-up: exit {128 + sig} at once")
+            doc=f"data bench --warmup 100000, {n} in the warm-up: exit {128 + sig} at once")
         add(f"stop_bench_warmup_{_name(sig)}_out", 2, lambda c, s=sig: bench_stop(c, s, out="o.json"),
             doc=f"data bench warm-up, {n}, --out: the file is valid JSON, complete: false")
         add(f"stop_bench_warmup_{_name(sig)}_fifo", 2,
@@ -250,7 +251,7 @@ def register(m):
             pr.signal(s)
             r = c.finish(pr, allow=(128 + s,), timeout=10)
             c.expect(r.secs < 5, "UNEXPECTED", f"took {r.secs:.1f} s")
-            m.FifoReader(f).release()
+            c.error_mentions(r, "while waiting for a writer")
         add(f"report_fifo_no_writer_{_name(sig)}", 2, no_writer,
             doc=f"report of a FIFO nobody writes, then {signal.Signals(sig).name}: one line, exit {128 + sig}")
 
@@ -286,7 +287,7 @@ def register(m):
     # -- interconnects whose projections are not finite ------------------------
     for i, links in enumerate(["1e-308:1e308", "1e-308:1", "1:1e308", "nvlink4,1e-300:1",
                                "1e-320:5", "5e-324:1", "1e-310:1e-310", "1e-300:1e300",
-                               "ib-ndr,1e-308:1", "1e-308:1e308,nvlink4", "1e-200:1e200",
+                               "ib-ndr,1e-308:1", "1e-308:1e308,nvlink4", "1e-305:1",
                                "2e-308:3e300"]):
         def refused(c, l=links):
             r = c.run(["model", "resnet18", "--project-gpus", "64", "--gpus-per-node", "8",

@@ -346,25 +346,42 @@ fn problems(md: &mut String, t: &Table, opts: &Options) -> Result<()> {
         "| # | problem | dir | dtype | layout | run | algorithm | median ms | GFLOP/s | % peak |"
     )?;
     writeln!(md, "|---:|---|---|---|---|---|---|---:|---:|---:|")?;
+    // Per key, the labels that ran it in label order, from one pass over
+    // the table: asking every label about every key was quadratic.
+    let order: HashMap<&str, usize> = t
+        .labels
+        .iter()
+        .enumerate()
+        .map(|(i, l)| (l.as_str(), i))
+        .collect();
+    let mut by_key: HashMap<&Key, Vec<(usize, &String, &Record)>> = HashMap::new();
+    for ((l, k), r) in &t.best {
+        by_key.entry(k).or_default().push((
+            order.get(l.as_str()).copied().unwrap_or(usize::MAX),
+            l,
+            r,
+        ));
+    }
+    for ran in by_key.values_mut() {
+        ran.sort_by_key(|(i, _, _)| *i);
+    }
     for (i, k) in t.keys.iter().enumerate() {
-        for l in &t.labels {
-            if let Some(r) = t.best.get(&(l.clone(), k.clone())) {
-                writeln!(
-                    md,
-                    "| {} | `{}` | {} | {} | {} | {} | {} | {:.3} | {:.1} | {} |",
-                    i + 1,
-                    t.shown.get(k).unwrap_or(&k.0),
-                    k.1,
-                    k.2,
-                    k.3,
-                    l,
-                    r.algo,
-                    r.ms.median,
-                    r.gflops,
-                    r.peak_fraction
-                        .map_or("-".into(), |f| format!("{:.1}", f * 100.0))
-                )?;
-            }
+        for &(_, l, r) in by_key.get(k).into_iter().flatten() {
+            writeln!(
+                md,
+                "| {} | `{}` | {} | {} | {} | {} | {} | {:.3} | {:.1} | {} |",
+                i + 1,
+                t.shown.get(k).unwrap_or(&k.0),
+                k.1,
+                k.2,
+                k.3,
+                l,
+                r.algo,
+                r.ms.median,
+                r.gflops,
+                r.peak_fraction
+                    .map_or("-".into(), |f| format!("{:.1}", f * 100.0))
+            )?;
         }
     }
     writeln!(md)?;
@@ -407,13 +424,26 @@ fn speedups(md: &mut String, t: &Table, opts: &Options) -> Result<()> {
     writeln!(md, "| run | problems | geometric mean | min | max |")?;
     writeln!(md, "|---|---:|---:|---:|---:|")?;
     let mut bars: Vec<Series> = Vec::new();
+    // Each label's problems and the baseline's, from one pass over the
+    // table (each label asked about every problem was quadratic).
+    let mut of_label: HashMap<&str, Vec<(&Key, &Record)>> = HashMap::new();
+    for ((l, k), r) in &t.best {
+        of_label.entry(l.as_str()).or_default().push((k, r));
+    }
+    let baseline: HashMap<&Key, &Record> = of_label
+        .get(base.as_str())
+        .into_iter()
+        .flatten()
+        .copied()
+        .collect();
+    let key_order: HashMap<&Key, usize> = t.keys.iter().enumerate().map(|(i, k)| (k, i)).collect();
     for l in t.labels.iter().filter(|l| **l != base) {
-        let s: Vec<f64> = t
-            .keys
+        let mut ran: Vec<(&Key, &Record)> = of_label.get(l.as_str()).cloned().unwrap_or_default();
+        ran.sort_by_key(|(k, _)| key_order.get(k).copied().unwrap_or(usize::MAX));
+        let s: Vec<f64> = ran
             .iter()
-            .filter_map(|k| {
-                let b = t.best.get(&(base.clone(), k.clone()))?;
-                let o = t.best.get(&(l.clone(), k.clone()))?;
+            .filter_map(|(k, o)| {
+                let b = baseline.get(k)?;
                 Some(b.ms.median / o.ms.median)
             })
             .collect();

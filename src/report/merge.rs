@@ -45,6 +45,9 @@ pub fn split(paths: &[PathBuf]) -> Result<Inputs> {
         let is_csv = path.extension().is_some_and(|e| e == "csv");
         let text = match read_input(&path) {
             Ok(t) => t,
+            // A stop signal ended a wait for a FIFO's writer: the report
+            // ends there, saying so, instead of going on without it.
+            Err(e) if crate::signals::stopped() => return Err(e),
             Err(e) => {
                 inputs.unreadable.push(Unreadable::new(path, e));
                 continue;
