@@ -89,3 +89,37 @@ pub fn resolve(names: &[String]) -> Result<Vec<Graph>> {
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn data_refuses_named_models_it_cannot_feed_and_leaves_out_the_rest() {
+        let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let asked = names(&["resnet18", "mnist-mlp"]);
+        let mut graphs = resolve(&asked).unwrap();
+        let e = fed_by_folder(&mut graphs, &asked, true)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("mnist-mlp: --data feeds square RGB images"),
+            "{e}"
+        );
+        // Synthetic input feeds every model.
+        fed_by_folder(&mut graphs, &asked, false).unwrap();
+        assert_eq!(graphs.len(), 2);
+        let all = names(&["all"]);
+        let mut graphs = resolve(&all).unwrap();
+        fed_by_folder(&mut graphs, &all, true).unwrap();
+        let kept: Vec<&str> = graphs.iter().map(|g| g.name.as_str()).collect();
+        assert!(
+            kept.contains(&"resnet50") && kept.contains(&"cifar10-cnn"),
+            "{kept:?}"
+        );
+        assert!(
+            !kept.contains(&"mnist-mlp") && !kept.contains(&"imdb-bilstm"),
+            "{kept:?}"
+        );
+    }
+}
