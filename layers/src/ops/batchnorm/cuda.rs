@@ -74,16 +74,21 @@ impl BatchNormGpuLayer {
         } else {
             None
         };
-        let mut ops = vec![BnFused::None];
-        if relu.is_some() {
-            ops.extend([BnFused::Relu, BnFused::AddRelu]);
-        }
-        let (mut ws, mut reserve) = (0, 0);
-        for f in ops {
-            let act = relu.as_ref().filter(|_| f != BnFused::None);
-            let (w, r) = scratch_sizes(gpu, &x, &param, mode, f, act)?;
-            (ws, reserve) = (ws.max(w), reserve.max(r));
-        }
+        let (mut ws, mut reserve) = scratch_sizes(gpu, &x, &param, mode, BnFused::None, None)?;
+        // A fused size query cuDNN refuses leaves the layer unfused, never
+        // the model unbuilt: the plain sizes are already known.
+        let fused_sizes = relu.as_ref().map(|act| -> GpuResult<(usize, usize)> {
+            let (w1, r1) = scratch_sizes(gpu, &x, &param, mode, BnFused::Relu, Some(act))?;
+            let (w2, r2) = scratch_sizes(gpu, &x, &param, mode, BnFused::AddRelu, Some(act))?;
+            Ok((w1.max(w2), r1.max(r2)))
+        });
+        let relu = match fused_sizes {
+            Some(Ok((w, r))) => {
+                (ws, reserve) = (ws.max(w), reserve.max(r));
+                relu
+            }
+            _ => None,
+        };
         let dx_sink = if input_grad {
             None
         } else {
@@ -140,15 +145,17 @@ fn scratch_sizes(
 ) -> GpuResult<(usize, usize)> {
     let h = gpu.cudnn.0;
     let act = act.map_or(std::ptr::null_mut(), |a| a.0);
-    // z (and dz) only with the add; y in the backward pass only with the
-    // activation, whose mask it recomputes from y.
+    // z (and dz) only with the add. The backward's y descriptor is given
+    // for every ops value, as the plain path (run on a GPU) always passed
+    // it and as Paddle and XLA query it; only the backward call itself
+    // passes a null y where the ops read none.
     let null_t = std::ptr::null_mut();
     let z = if fused == BnFused::AddRelu {
         x.0
     } else {
         null_t
     };
-    let y = if fused == BnFused::None { null_t } else { x.0 };
+    let y = x.0;
     let ops = fused.ops();
     let (mut fwd, mut bwd, mut reserve) = (0usize, 0usize, 0usize);
     // SAFETY: valid handle and descriptors (or null where the ops read no

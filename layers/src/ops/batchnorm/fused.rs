@@ -54,8 +54,11 @@ pub fn cudnn_fusion(layout: Layout, dtype: DType, c: usize) -> Result<(), &'stat
     if layout != Layout::Nhwc {
         return Err("cuDNN fuses in NHWC only");
     }
-    if !matches!(dtype, DType::F16 | DType::Bf16) {
-        return Err("cuDNN's fused kernels are for half data");
+    // cuDNN documents its fused NHWC kernels for CUDNN_DATA_HALF (and
+    // Paddle takes BN_ADD_ACTIVATION for float16 only); bf16 waits for a
+    // GPU run that shows cuDNN takes it.
+    if dtype != DType::F16 {
+        return Err("cuDNN's fused kernels are documented for f16 data");
     }
     if !c.is_multiple_of(4) {
         return Err("channels not a multiple of 4");
@@ -70,7 +73,7 @@ mod tests {
     #[test]
     fn cudnn_fuses_half_nhwc_with_channels_in_fours() {
         assert_eq!(cudnn_fusion(Layout::Nhwc, DType::F16, 64), Ok(()));
-        assert_eq!(cudnn_fusion(Layout::Nhwc, DType::Bf16, 2048), Ok(()));
+        assert!(cudnn_fusion(Layout::Nhwc, DType::Bf16, 2048).is_err());
         assert!(cudnn_fusion(Layout::Nchw, DType::F16, 64).is_err());
         assert!(cudnn_fusion(Layout::Nhwc, DType::F32, 64).is_err());
         assert!(cudnn_fusion(Layout::Nhwc, DType::Tf32, 64).is_err());

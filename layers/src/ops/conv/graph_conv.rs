@@ -101,6 +101,13 @@ impl ConvGraph {
                 refuse(cfg.name(), why, None);
                 continue;
             }
+            // Each layer plans its own directions: an engine compiled at
+            // run time (its behaviour note) could cost seconds per layer
+            // and direction while planning.
+            if cfg.runtime_compiled {
+                refuse(cfg.name(), "compiles at run time", None);
+                continue;
+            }
             let name = cfg.name();
             match ExecutionPlan::new(h, cfg) {
                 Ok(p) if p.workspace_bytes > workspace_limit => {

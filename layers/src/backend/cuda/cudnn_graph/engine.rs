@@ -35,6 +35,9 @@ pub struct EngineConfig {
     pub knobs: Vec<(u32, i64)>,
     /// `cudnnBackendNumericalNote_t` values, by number.
     pub notes: Vec<u32>,
+    /// Whether its engine compiles its kernel at run time (a behaviour
+    /// note): seconds per configuration while planning, for each layer.
+    pub runtime_compiled: bool,
 }
 
 /// The most knob choices an engine configuration is read with (cuDNN 9
@@ -61,6 +64,20 @@ impl EngineConfig {
             ),
             None => (-1, Vec::new()),
         };
+        // A cuDNN that cannot say counts as not compiling at run time.
+        let runtime_compiled = engines.first().is_some_and(|e| {
+            e.get_enums(
+                Attr::CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE,
+                AttrType::CUDNN_TYPE_BEHAVIOR_NOTE,
+                MAX_NOTES,
+            )
+            .is_ok_and(|b| {
+                b.contains(
+                    &(sys::cudnnBackendBehaviorNote_t::CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION
+                        as u32),
+                )
+            })
+        });
         let mut knobs = Vec::new();
         for k in cfg.get_descs(
             Attr::CUDNN_ATTR_ENGINECFG_KNOB_CHOICES,
@@ -80,6 +97,7 @@ impl EngineConfig {
             engine,
             knobs,
             notes,
+            runtime_compiled,
         })
     }
 
