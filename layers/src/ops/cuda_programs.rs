@@ -47,6 +47,26 @@ mod tests {
         names
     }
 
+    /// Block reductions written for a fixed block size must match the
+    /// size every launch uses.
+    #[test]
+    fn block_sizes_in_the_sources_are_the_launch_size() {
+        let threads = crate::backend::cuda::nvrtc::THREADS.to_string();
+        let defines = [
+            ("loss.cu", "XENT_THREADS"),
+            ("bias_grad.cu", "BIAS_THREADS"),
+            ("embedding.cu", "SORT_THREADS"),
+        ];
+        for (file, name) in defines {
+            let p = cuda_programs()
+                .into_iter()
+                .find(|p| p.file == file)
+                .unwrap_or_else(|| panic!("no program {file}"));
+            let line = format!("#define {name} {threads}");
+            assert!(p.source.contains(&line), "{file} lacks '{line}'");
+        }
+    }
+
     #[test]
     fn each_kernel_name_belongs_to_one_program() {
         let programs = cuda_programs();

@@ -90,8 +90,8 @@ pub const BACKEND_PROGRAMS: &[Program] = &[
 
 /// Threads per block of every launch; the block reductions are written
 /// for exactly this many (`XENT_THREADS` in loss.cu, `BIAS_THREADS` in
-/// bias_grad.cu).
-const THREADS: u32 = 256;
+/// bias_grad.cu, `SORT_THREADS` in embedding.cu: a test holds each to it).
+pub(crate) const THREADS: u32 = 256;
 
 /// The most blocks an elementwise launch uses. Their loops are grid-stride,
 /// so this caps the launch, not the size; 65535 blocks of 256 threads are

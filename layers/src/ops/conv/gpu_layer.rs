@@ -39,9 +39,11 @@ pub struct ConvGpuLayer {
     bias: Option<(GpuParam, BiasGrad)>,
     input_grad: bool,
     layout: Layout,
-    /// `--api graph`: per direction, the operation graph and the chosen
-    /// plan (the legacy `choice` is then unused).
-    graph: [Option<(ConvGraph, GraphRunner)>; 3],
+    /// `--api graph`: per direction, the chosen plan and the operation
+    /// graph it was made from (the legacy `choice` is then unused). In
+    /// that order: a tuple drops its fields in order, so the plan goes
+    /// before the graph it came from, as cudnn-frontend keeps them.
+    graph: [Option<(GraphRunner, ConvGraph)>; 3],
 }
 
 fn index(dir: Direction) -> usize {
@@ -107,7 +109,7 @@ impl ConvGpuLayer {
     }
 
     unsafe fn run(&mut self, cx: &GpuCtx, dir: Direction, t: &ConvPtrs) -> GpuResult<()> {
-        if let Some((_, runner)) = &mut self.graph[index(dir)] {
+        if let Some((runner, _)) = &mut self.graph[index(dir)] {
             runner.run(&cx.gpu.cudnn, t, cx.workspace)?;
             return match &self.bias {
                 Some((_, grad)) if dir != Direction::BwdData => self.descs[index(dir)].run_bias(
@@ -168,7 +170,7 @@ impl<'g> Layer<Cuda<'g>> for ConvGpuLayer {
                     limit,
                 )?;
                 need = need.max(runner.plan.workspace_bytes);
-                self.graph[index(dir)] = Some((g, runner));
+                self.graph[index(dir)] = Some((runner, g));
             }
             return Ok(need);
         }
@@ -243,7 +245,7 @@ impl<'g> Layer<Cuda<'g>> for ConvGpuLayer {
             .dirs()
             .iter()
             .filter_map(|&dir| {
-                if let Some((_, r)) = &self.graph[index(dir)] {
+                if let Some((r, _)) = &self.graph[index(dir)] {
                     return Some(format!("{}:{}", dir.name(), r.plan.describe()));
                 }
                 self.choice[index(dir)].map(|c| {
