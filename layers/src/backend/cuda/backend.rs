@@ -16,8 +16,8 @@
 use super::cudnn::TensorDesc;
 use super::cudnn_ops::{OpTensorDesc, SCALARS};
 use super::memory::Workspace;
-use super::paths::GpuPaths;
 use super::nvrtc::Kernels;
+use super::paths::GpuPaths;
 use super::stage::InputStage;
 use super::{check_cudnn, DeviceBuffer, Gpu, GpuError, GpuResult};
 use crate::core::backend::{Backend, BatchDims, Elem};
