@@ -17,11 +17,11 @@ pub mod gpu;
 pub mod graph;
 pub mod init;
 pub mod plan;
-pub mod traffic;
 #[cfg(test)]
 mod real_libs_tests;
 #[cfg(test)]
 pub(crate) mod tests;
+pub mod traffic;
 
 pub use exec::{ExecOptions, Executor, GradientHook, Memory, StepMs};
 pub use graph::{
