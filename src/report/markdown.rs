@@ -488,6 +488,15 @@ fn thread_scaling(md: &mut String, runs: &[Run], t: &Table, opts: &Options) -> R
             .or_default()
             .push(r);
     }
+    // Each label's best times, from one pass over the table (a pass per
+    // group of runs was quadratic in runs).
+    let mut best_of_label: HashMap<&str, Vec<(&Key, f64)>> = HashMap::new();
+    for ((label, k), r) in &t.best {
+        best_of_label
+            .entry(label.as_str())
+            .or_default()
+            .push((k, r.ms.median));
+    }
     for ((host, cpu, isa, _), group) in groups {
         let mut threads: Vec<usize> = group.iter().map(|r| r.file.environment.threads).collect();
         threads.sort_unstable();
@@ -506,10 +515,12 @@ fn thread_scaling(md: &mut String, runs: &[Run], t: &Table, opts: &Options) -> R
             }
         }
         let mut best: HashMap<(usize, &Key), f64> = HashMap::new();
-        for ((label, k), r) in &t.best {
-            for &n in threads_of.get(label.as_str()).into_iter().flatten() {
-                let m = best.entry((n, k)).or_insert(r.ms.median);
-                *m = m.min(r.ms.median);
+        for (label, ns) in &threads_of {
+            for &(k, ms) in best_of_label.get(label).into_iter().flatten() {
+                for &n in ns {
+                    let m = best.entry((n, k)).or_insert(ms);
+                    *m = m.min(ms);
+                }
             }
         }
         let best_ms = |n: usize, k: &Key| best.get(&(n, k)).copied();
