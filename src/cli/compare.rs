@@ -168,11 +168,8 @@ pub fn run(args: CompareArgs) -> Result<ExitCode> {
     if variants.len() < 2 {
         bail!("compare needs at least two runs (--cudnn DIR or --variant NAME:ENV=VALUE, twice or more)");
     }
-    let (table, libraries, stopped): (
-        SideBySide,
-        Vec<(String, Option<DeviceInfo>)>,
-        Option<Stopped>,
-    ) = match kind {
+    let (table, libraries, stopped): (SideBySide, Vec<NamedLibraries>, Option<Stopped>) = match kind
+    {
         Kind::Records => {
             let (runs, stopped) = run_all::<RunFile>(&args, &variants, children::Output::File)?;
             let libs = runs
@@ -255,13 +252,20 @@ impl Stopped {
     }
 }
 
+/// A run's name and the GPU libraries it loaded.
+type NamedLibraries = (String, Option<DeviceInfo>);
+
+/// The runs that finished, each with its name, and where a signal stopped
+/// them, if one did.
+type Finished<T> = (Vec<(String, T)>, Option<Stopped>);
+
 /// Runs every variant in turn (each a child process); stops at the first
 /// signal, keeping what finished (and saying where it stopped).
 fn run_all<T: serde::de::DeserializeOwned + Default>(
     args: &CompareArgs,
     variants: &[Variant],
     output: children::Output,
-) -> Result<(Vec<(String, T)>, Option<Stopped>)> {
+) -> Result<Finished<T>> {
     let bar = super::progress::bar(variants.len() as u64, args.quiet);
     let mut runs = Vec::new();
     let mut stopped = None;
