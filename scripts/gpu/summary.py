@@ -835,20 +835,29 @@ def abba_runs(logs):
         if not m:
             continue
         tool, rnd = m.group(1), int(m.group(3))
-        try:
-            rows = list(csv.DictReader(io.StringIO(read(os.path.join(logs, name + ".out")))))
-        except csv.Error:
-            continue
-        for r in rows:
+        for r, ms in step_totals(logs, name):
             try:
                 key = (r["model"], int(r["batch"]), r["dtype"], r["layout"])
             except (KeyError, TypeError, ValueError):
                 continue
-            try:
-                ms = float(r["total_ms_median"]) if r.get("status") == "ok" else None
-            except (TypeError, ValueError):
-                ms = None
             out.setdefault(key, {}).setdefault(tool, {})[rnd] = ms
+    return out
+
+
+def step_totals(logs, name):
+    """(row, median step ms or None) of each CSV row step `name` printed (cnnbench model --format
+    csv, pytorch_model.py); a row whose status is not ok has None."""
+    try:
+        rows = list(csv.DictReader(io.StringIO(read(os.path.join(logs, name + ".out")))))
+    except csv.Error:
+        return []
+    out = []
+    for r in rows:
+        try:
+            ms = float(r["total_ms_median"]) if r.get("status") == "ok" else None
+        except (KeyError, TypeError, ValueError):
+            ms = None
+        out.append((r, ms))
     return out
 
 

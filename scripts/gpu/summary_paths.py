@@ -3,8 +3,6 @@ path, ResNet-50 and the Keras models per path beside the default step and PyTorc
 comparison, and where the step goes with and without the paths. Called by summary.py
 (`summary.py --part paths LOGS`); only the standard library; never fails on a missing or partial
 file."""
-import csv
-import io
 import os
 import re
 from collections import OrderedDict
@@ -31,19 +29,11 @@ def path_runs(logs):
         if not m:
             continue
         path, group, rnd = m.group(1), m.group(2), int(m.group(3))
-        try:
-            rows = list(csv.DictReader(io.StringIO(s.read(os.path.join(logs, name + ".out")))))
-        except csv.Error:
-            continue
-        for r in rows:
+        for r, ms in s.step_totals(logs, name):
             try:
                 key = (group, r["model"], int(r["batch"]), r["dtype"])
             except (KeyError, TypeError, ValueError):
                 continue
-            try:
-                ms = float(r["total_ms_median"]) if r.get("status") == "ok" else None
-            except (TypeError, ValueError):
-                ms = None
             out.setdefault(key, OrderedDict()).setdefault(path, {})[rnd] = ms
     return out
 

@@ -1,0 +1,60 @@
+#!/usr/bin/env python3
+"""Tests of summary_paths.py (verify.sh paths' summary) on made-up logs: the per-path table's
+medians and ratios, a run whose status is not ok, and a folder with nothing in it. Standard
+library only: `python3 scripts/gpu/test_summary_paths.py`."""
+import os
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import summary_paths  # noqa: E402
+
+HEAD = "model,batch,device,dtype,layout,total_ms_median,status\n"
+
+
+def write_logs(folder, runs):
+    """runs: [(step name, csv rows)]; a steps.tsv naming each as ok, after a usable GPU."""
+    with open(os.path.join(folder, "steps.tsv"), "w") as f:
+        f.write("gpu\tok\t0\tNVIDIA H200\n")
+        for name, rows in runs:
+            f.write(f"{name}\tok\t10\t\n")
+            with open(os.path.join(folder, name + ".out"), "w") as out:
+                out.write(HEAD + "".join(rows))
+
+
+def row(ms, status="ok"):
+    return f"resnet50,256,gpu,f16,nhwc,{ms},{status}\n"
+
+
+class PathsSummary(unittest.TestCase):
+    def test_medians_and_ratios_per_path(self):
+        with tempfile.TemporaryDirectory() as d:
+            write_logs(d, [("p_default_r50_1", [row(50)]), ("p_all_r50_1", [row(40)]),
+                           ("p_pt_r50_1", [row(45)]), ("p_pt_r50_2", [row(45)]),
+                           ("p_all_r50_2", [row(42)]), ("p_default_r50_2", [row(52)])])
+            text = "\n".join(summary_paths.paths(d))
+        lines = [l for l in text.splitlines() if l.startswith("| resnet50")]
+        self.assertEqual(len(lines), 3, text)
+        default, every, pt = lines
+        self.assertIn("| (none) | 50.00, 52.00 | 51.00 |", default)
+        # default ms / this ms = 51 / 41; PyTorch ms / this ms = 45 / 41.
+        self.assertIn("| 41.00 | 6,244 | 1.24 | 1.10 |", every)
+        self.assertIn("PyTorch eager", pt)
+        self.assertIn("Paths verification on NVIDIA H200", text)
+
+    def test_a_run_that_is_not_ok_has_no_time(self):
+        with tempfile.TemporaryDirectory() as d:
+            write_logs(d, [("p_default_r50_1", [row(50)]), ("p_fuse-bn_r50_1", [row("", "OOM")])])
+            runs = summary_paths.path_runs(d)
+        self.assertEqual(runs[("r50", "resnet50", 256, "f16")]["fuse-bn"], {1: None})
+
+    def test_empty_logs_say_no_gpu(self):
+        with tempfile.TemporaryDirectory() as d:
+            text = "\n".join(summary_paths.paths(d))
+        self.assertIn("No usable GPU here", text)
+        self.assertNotIn("| resnet50", text)
+
+
+if __name__ == "__main__":
+    unittest.main()
