@@ -219,8 +219,9 @@ fn out_of_memory_is_a_row_and_the_run_goes_on() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let rows: Vec<String> = stdout(&o).lines().skip(1).map(String::from).collect();
     assert_eq!(rows.len(), 2);
+    // gpus, input, then gpu_paths and eager_total_ms, empty on the CPU.
     assert!(
-        rows.iter().all(|r| r.ends_with(",OOM,1,synthetic")),
+        rows.iter().all(|r| r.ends_with(",OOM,1,synthetic,,")),
         "{rows:?}"
     );
 }
