@@ -8,13 +8,13 @@ use cnnbench_layers::cuda::{ConvApi, GpuPaths};
 
 #[derive(Args, Debug, Clone, Default)]
 pub struct GpuPathArgs {
-    /// GPU: ReLU, the residual add and NHWC max-pool backward on cnnbench's vectorized NVRTC
-    /// kernels instead of cuDNN's (not yet verified on a GPU)
+    /// GPU: ReLU, the residual add, NHWC max pooling and the embedding's gradient on cnnbench's
+    /// vectorized NVRTC kernels instead of cuDNN's (not yet verified on a GPU)
     #[arg(long)]
     pub own_kernels: bool,
     /// GPU: batch norm runs the ReLU after it, and the residual add before that ReLU, in its
-    /// own passes (cuDNN's BN-Ex calls where it takes them, cnnbench's kernels elsewhere; not
-    /// yet verified on a GPU)
+    /// own passes (cuDNN's fused BN-Ex kernels, f16 NHWC; other dtypes and NCHW run unfused;
+    /// not yet verified on a GPU)
     #[arg(long)]
     pub fuse_bn: bool,
     /// GPU: capture one training step as a CUDA graph and replay it; the eager step is timed
