@@ -62,8 +62,8 @@ pub fn install() -> Result<()> {
                     let flag = Arc::clone(stop_arc());
                     // SAFETY: the action only touches atomics and calls
                     // unlink(2), kill(2) and _exit(2), all async-signal-safe;
-                    // the unlinked path is a C string that is never freed
-                    // (see `TEMP_FILE`).
+                    // the unlinked paths are C strings that are never freed
+                    // (see `TEMP_FILES`).
                     unsafe {
                         signal_hook::low_level::register(sig, move || {
                             let n = COUNT.fetch_add(1, Ordering::SeqCst) + 1;
@@ -74,9 +74,11 @@ pub fn install() -> Result<()> {
                                 return;
                             }
                             // A second signal: no temporary file is left.
-                            let p = TEMP_FILE.load(Ordering::SeqCst);
-                            if !p.is_null() {
-                                libc::unlink(p);
+                            for slot in &TEMP_FILES {
+                                let p = slot.load(Ordering::SeqCst);
+                                if !p.is_null() {
+                                    libc::unlink(p);
+                                }
                             }
                             // With a child running (a sweep, `compare`),
                             // the child gets it and ends at once; this
@@ -115,31 +117,49 @@ pub fn ignore_file_size_limit_signal() {
     }
 }
 
-/// The temporary file being written now, published for the second-signal
-/// handler (null: none). Each path published is leaked, never freed: the
-/// handler may run on any thread at any moment and still hold one, and
+/// How many temporary files may be tracked at once: the results store's
+/// and `--out`'s writes may overlap (a sink thread and the main thread).
+const TEMP_SLOTS: usize = 8;
+
+/// The temporary files being written now, published for the second-signal
+/// handler (null: a free slot). One slot held a single path before, so a
+/// second writer's path replaced the first's, and the first's file was left
+/// behind by a second signal. Each path published is leaked, never freed:
+/// the handler may run on any thread at any moment and still hold one, and
 /// freeing it would leave it unlinking freed memory. About 100 bytes per
 /// output write, a few thousand writes in the longest runs.
-static TEMP_FILE: AtomicPtr<libc::c_char> = AtomicPtr::new(std::ptr::null_mut());
+static TEMP_FILES: [AtomicPtr<libc::c_char>; TEMP_SLOTS] =
+    [const { AtomicPtr::new(std::ptr::null_mut()) }; TEMP_SLOTS];
 
 /// While alive, a second stop signal (which ends the process at once)
 /// removes the temporary file at this path, so none is left beside the
-/// output.
-pub struct TempFile(());
+/// output. Make it before the file exists (see
+/// `results::atomic::write_atomic`), so that no moment has the file
+/// without its guard.
+pub struct TempFile(Option<usize>);
 
 impl TempFile {
     pub fn track(path: &std::path::Path) -> TempFile {
         use std::os::unix::ffi::OsStrExt;
-        if let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) {
-            TEMP_FILE.store(c.into_raw(), Ordering::SeqCst);
-        }
-        TempFile(())
+        let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
+            return TempFile(None);
+        };
+        let p = c.into_raw();
+        let null = std::ptr::null_mut();
+        // All slots busy (more than TEMP_SLOTS writes at once): untracked.
+        let slot = TEMP_FILES.iter().position(|s| {
+            s.compare_exchange(null, p, Ordering::SeqCst, Ordering::SeqCst)
+                .is_ok()
+        });
+        TempFile(slot)
     }
 }
 
 impl Drop for TempFile {
     fn drop(&mut self) {
-        TEMP_FILE.store(std::ptr::null_mut(), Ordering::SeqCst);
+        if let Some(i) = self.0 {
+            TEMP_FILES[i].store(std::ptr::null_mut(), Ordering::SeqCst);
+        }
     }
 }
 

@@ -365,23 +365,32 @@ fn replace_file(path: &Path, contents: &[u8], keep: Option<fs::Metadata>) -> std
     let plain = |e: std::io::Error| std::io::Error::from(e.kind());
     // A new file gets what a redirect gives it: 0o666 less the umask (and
     // default ACLs), applied by the kernel at creation.
-    let mut tmp = match tempfile::Builder::new()
+    // An existing file's mode from the start (the umask may narrow it
+    // until the chmod below): its new contents are never readable by more
+    // users than its old ones were.
+    let mode = keep
+        .as_ref()
+        .map_or(0o666, |m| m.permissions().mode() & 0o7777);
+    // The second-signal handler knows each name before the file exists
+    // (tracked, then created), so no moment has the file unguarded.
+    let mut tracked = Vec::new();
+    let made = tempfile::Builder::new()
         .prefix(".cnnbench-")
         .suffix(".tmp")
-        // An existing file's mode from the start (the umask may narrow
-        // it until the chmod below): its new contents are never readable
-        // by more users than its old ones were.
-        .permissions(fs::Permissions::from_mode(
-            keep.as_ref()
-                .map_or(0o666, |m| m.permissions().mode() & 0o7777),
-        ))
-        .tempfile_in(parent(path))
-    {
+        .make_in(parent(path), |p| {
+            use std::os::unix::fs::OpenOptionsExt;
+            tracked.push(crate::signals::TempFile::track(p));
+            OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(mode)
+                .open(p)
+        });
+    let mut tmp = match made {
         Ok(t) => t,
         Err(e) if e.kind() == PermissionDenied && keep.is_some() => return in_place(),
         Err(e) => return Err(plain(e)),
     };
-    let _tracked = crate::signals::TempFile::track(tmp.path());
     tmp.write_all(contents).map_err(plain)?;
     tmp.flush().map_err(plain)?;
     // An existing file keeps its owner, group, extended attributes (ACLs)
