@@ -3,6 +3,8 @@
 //! cannot be opened twice, and a file that changes between two reads
 //! would be judged by one text and parsed from another.
 
+// The most `report` reads of one input: the cap of every results file.
+use crate::bounded_read::RESULTS_FILE_BYTES;
 use anyhow::{anyhow, bail, Context, Result};
 use std::io::Read;
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
@@ -15,10 +17,6 @@ pub struct InputFile {
     pub path: PathBuf,
     pub text: String,
 }
-
-/// The most `report` reads of one input: 256 MiB, a results file of about
-/// 400,000 records.
-use crate::bounded_read::RESULTS_FILE_BYTES;
 
 /// The error for an input past [`RESULTS_FILE_BYTES`].
 fn too_big() -> anyhow::Error {
@@ -39,7 +37,9 @@ pub fn read_input(path: &Path) -> Result<String> {
     let text = if fifo {
         read_fifo(path)
     } else {
-        read_capped(path)
+        // A regular file, a pipe of the shell's or a device: the capped
+        // read every results file goes through (as the store's).
+        crate::bounded_read::read_text(path, RESULTS_FILE_BYTES, "a results file")
     };
     text.with_context(|| format!("cannot read '{}'", path.display()))
 }
@@ -81,27 +81,6 @@ fn read_fifo(path: &Path) -> Result<String> {
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e.into()),
         }
-    }
-    String::from_utf8(bytes).map_err(|_| anyhow!("stream did not contain valid UTF-8"))
-}
-
-/// A file that is not a FIFO (a regular file, a pipe of the shell's, a
-/// device), read to its end or one byte past the cap.
-fn read_capped(path: &Path) -> Result<String> {
-    let mut f = std::fs::File::open(path)?;
-    let meta = f.metadata()?;
-    if meta.is_dir() {
-        bail!("it is a directory");
-    }
-    if meta.is_file() && meta.len() > RESULTS_FILE_BYTES {
-        return Err(too_big());
-    }
-    let mut bytes = Vec::new();
-    f.by_ref()
-        .take(RESULTS_FILE_BYTES + 1)
-        .read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > RESULTS_FILE_BYTES {
-        return Err(too_big());
     }
     String::from_utf8(bytes).map_err(|_| anyhow!("stream did not contain valid UTF-8"))
 }
