@@ -1,8 +1,11 @@
 //! The backward passes: data (back through time), then weights.
 
 use super::gates;
-use super::matrix::{gemm, row_sums, step_gemm, to_columns, transpose, transpose_add};
+use super::matrix::{
+    gemm, pack_for_steps, row_sums, step_gemm, to_columns, transpose, transpose_add,
+};
 use super::shape::{Cell, Direction, RnnShape, Weights};
+use super::team_steps;
 use super::workspace::{check, Inputs, Workspace};
 use crate::Isa;
 
@@ -56,6 +59,7 @@ pub fn backward_data(
             let w = &inp.weights[s];
             let reversed = shape.direction.reversed(d);
             transpose(&w.w_hh, gh, h, &mut ws.w_hh_t);
+            let p_hh_t = pack_for_steps(isa, &ws.w_hh_t, 1, h, gh, mb, &mut ws.packed_hh);
             transpose(&grads.dhy[s * state..][..state], mb, h, &mut ws.dh);
             transpose(&inp.hx[s * state..][..state], mb, h, &mut ws.h0);
             if lstm {
@@ -69,50 +73,82 @@ pub fn backward_data(
                 0
             };
             let set = &mut ws.sets[s];
-            // The `i`-th step processed, as a time index.
-            let at = |i: usize| if reversed { t - 1 - i } else { i };
-            for i in (0..t).rev() {
-                let k = at(i);
-                let prev = i.checked_sub(1).map(at);
-                transpose_add(
-                    &ws.dlayer[k * mb * out..][..mb * out],
-                    mb,
-                    h,
-                    out,
+            if let Some(size) = team_steps::team_size(shape, p_hh_t, true) {
+                // A small layer's steps on a team (see `team_steps`).
+                let p = p_hh_t.expect("team_size needs packed weights");
+                let gru_ended_in_dh_prev = team_steps::backward(
+                    isa,
+                    shape,
+                    reversed,
+                    size,
+                    p,
+                    &ws.dlayer,
                     offset,
-                    &mut ws.dh,
+                    [&set.gates, &set.h, &set.aux],
+                    [&mut set.dgx, &mut set.dgh],
+                    [&mut ws.dh, &mut ws.dc, &mut ws.dh_prev],
+                    [&ws.h0, &ws.c0],
                 );
-                let h_prev = prev.map_or(&ws.h0[..], |p| &set.h[p * state..][..state]);
-                let act = &set.gates[k * row..][..row];
-                let dgx = &mut set.dgx[k * row..][..row];
-                match shape.cell {
-                    Cell::Lstm => {
-                        let c_prev = prev.map_or(&ws.c0[..], |p| &set.aux[p * state..][..state]);
-                        let c = &set.aux[k * state..][..state];
-                        gates::lstm_bwd(isa, state, act, c_prev, c, &ws.dh, &mut ws.dc, dgx);
-                        step_gemm(isa, h, mb, gh, &ws.w_hh_t, dgx, &mut ws.dh, false);
-                    }
-                    Cell::Gru => {
-                        let hn = &set.aux[k * state..][..state];
-                        let dgh = &mut set.dgh[k * row..][..row];
-                        gates::gru_bwd(
-                            isa,
-                            state,
-                            act,
-                            hn,
-                            h_prev,
-                            &ws.dh,
-                            dgx,
-                            dgh,
-                            &mut ws.dh_prev,
-                        );
-                        step_gemm(isa, h, mb, gh, &ws.w_hh_t, dgh, &mut ws.dh_prev, true);
-                        std::mem::swap(&mut ws.dh, &mut ws.dh_prev);
-                    }
-                    Cell::RnnRelu | Cell::RnnTanh => {
-                        let hk = &set.h[k * state..][..state];
-                        gates::rnn_bwd(isa, shape.cell == Cell::RnnRelu, hk, &ws.dh, dgx);
-                        step_gemm(isa, h, mb, gh, &ws.w_hh_t, dgx, &mut ws.dh, false);
+                if gru_ended_in_dh_prev {
+                    std::mem::swap(&mut ws.dh, &mut ws.dh_prev);
+                }
+            } else {
+                // The `i`-th step processed, as a time index.
+                let at = |i: usize| if reversed { t - 1 - i } else { i };
+                for i in (0..t).rev() {
+                    let k = at(i);
+                    let prev = i.checked_sub(1).map(at);
+                    transpose_add(
+                        &ws.dlayer[k * mb * out..][..mb * out],
+                        mb,
+                        h,
+                        out,
+                        offset,
+                        &mut ws.dh,
+                    );
+                    let h_prev = prev.map_or(&ws.h0[..], |p| &set.h[p * state..][..state]);
+                    let act = &set.gates[k * row..][..row];
+                    let dgx = &mut set.dgx[k * row..][..row];
+                    match shape.cell {
+                        Cell::Lstm => {
+                            let c_prev =
+                                prev.map_or(&ws.c0[..], |p| &set.aux[p * state..][..state]);
+                            let c = &set.aux[k * state..][..state];
+                            gates::lstm_bwd(isa, state, act, c_prev, c, &ws.dh, &mut ws.dc, dgx);
+                            step_gemm(isa, h, mb, gh, &ws.w_hh_t, p_hh_t, dgx, &mut ws.dh, false);
+                        }
+                        Cell::Gru => {
+                            let hn = &set.aux[k * state..][..state];
+                            let dgh = &mut set.dgh[k * row..][..row];
+                            gates::gru_bwd(
+                                isa,
+                                state,
+                                act,
+                                hn,
+                                h_prev,
+                                &ws.dh,
+                                dgx,
+                                dgh,
+                                &mut ws.dh_prev,
+                            );
+                            step_gemm(
+                                isa,
+                                h,
+                                mb,
+                                gh,
+                                &ws.w_hh_t,
+                                p_hh_t,
+                                dgh,
+                                &mut ws.dh_prev,
+                                true,
+                            );
+                            std::mem::swap(&mut ws.dh, &mut ws.dh_prev);
+                        }
+                        Cell::RnnRelu | Cell::RnnTanh => {
+                            let hk = &set.h[k * state..][..state];
+                            gates::rnn_bwd(isa, shape.cell == Cell::RnnRelu, hk, &ws.dh, dgx);
+                            step_gemm(isa, h, mb, gh, &ws.w_hh_t, p_hh_t, dgx, &mut ws.dh, false);
+                        }
                     }
                 }
             }

@@ -2,11 +2,13 @@
 
 use super::gates;
 use super::matrix::{
-    add_rows, gemm, input_product_per_step, split_rows, step_gemm, steps, transpose,
-    transpose_strided,
+    add_rows, gemm, input_product_per_step, pack_for_steps, split_rows, step_gemm, steps,
+    transpose, transpose_strided,
 };
 use super::shape::{Cell, Direction, RnnShape, Weights};
+use super::team_steps::{self, StepInput};
 use super::workspace::{check, Inputs, SetState, Workspace};
+use crate::conv::direct::PackedRows;
 use crate::Isa;
 
 /// The forward pass: `y` (`[t][mb][output]`), the final states `hy` and
@@ -58,6 +60,7 @@ pub fn forward(
                 &ws.c0,
                 &mut ws.hproj,
                 &mut ws.dlayer,
+                [&mut ws.packed_ih, &mut ws.packed_hh],
             );
             let set = &ws.sets[s];
             // The layer's output, and the final states, back to
@@ -135,6 +138,7 @@ fn set_forward(
     c0: &[f32],
     hproj: &mut [f32],
     scratch: &mut [f32],
+    [packed_ih, packed_hh]: [&mut PackedRows; 2],
 ) {
     let (mb, h, t) = (shape.mb, shape.hidden, shape.t);
     let gh = shape.cell.gates() * h;
@@ -150,7 +154,13 @@ fn set_forward(
     // then gathers its columns. (`[t·mb][gh]`, transposed per step, was
     // slower there: 660 against 350 ms for DeepBench's h4096 mb16 LSTM.)
     let per_step = input_product_per_step(shape, l);
-    let xw = &mut set.dgx;
+    let gates = shape.cell.gates();
+    let p_ih = if per_step {
+        pack_for_steps(isa, &w.w_ih, gates, h, in_f, mb, packed_ih)
+    } else {
+        None
+    };
+    let p_hh = pack_for_steps(isa, &w.w_hh, gates, h, h, mb, packed_hh);
     if per_step {
         for k in 0..t {
             let x_k = &input[k * mb * in_f..][..mb * in_f];
@@ -165,20 +175,48 @@ fn set_forward(
             false,
             &input[..tb * in_f],
             true,
-            xw,
+            &mut set.dgx,
             false,
         );
     }
     // Row q's bias (the GRU adds its b_hh to the hidden product instead:
     // b_hn is multiplied by r).
     let bias = |q: usize| w.b_ih[q] + if gru { 0.0 } else { w.b_hh[q] };
+    // A small layer's steps on a team of threads, each owning the same
+    // hidden units at every step (see `team_steps`).
+    if let Some(size) = team_steps::team_size(shape, p_hh, !per_step || p_ih.is_some()) {
+        let input = match p_ih {
+            Some(packed) => StepInput::PerStep {
+                packed,
+                xt: &scratch[..t * in_f * mb],
+                in_f,
+            },
+            None => StepInput::Columns(&set.dgx[..]),
+        };
+        let p_hh = p_hh.expect("team_size needs packed weights");
+        team_steps::forward(
+            isa,
+            shape,
+            reversed,
+            size,
+            input,
+            p_hh,
+            &bias,
+            &w.b_hh,
+            [&mut set.gates, &mut set.h, &mut set.aux, hproj],
+            h0,
+            c0,
+        );
+        return;
+    }
+    let xw = &mut set.dgx;
     let mut prev: Option<usize> = None;
     for k in steps(t, reversed) {
         let pre = &mut set.gates[k * row..][..row];
         // Step k's input product as `[gh][mb]`, with the biases.
         if per_step {
             let xt = &scratch[k * in_f * mb..][..in_f * mb];
-            step_gemm(isa, gh, mb, in_f, &w.w_ih, xt, pre, false);
+            step_gemm(isa, gh, mb, in_f, &w.w_ih, p_ih, xt, pre, false);
             crate::on_isa!(isa, {
                 for (q, dst) in pre.chunks_mut(mb).enumerate() {
                     let b = bias(q);
@@ -201,18 +239,18 @@ fn set_forward(
         let (h_prev, h_out) = split_rows(&mut set.h, prev, k, state, h0);
         match shape.cell {
             Cell::Gru => {
-                step_gemm(isa, gh, mb, h, &w.w_hh, h_prev, hproj, false);
+                step_gemm(isa, gh, mb, h, &w.w_hh, p_hh, h_prev, hproj, false);
                 add_rows(isa, hproj, mb, &w.b_hh);
                 let hn = &mut set.aux[k * state..][..state];
                 gates::gru_fwd(isa, state, pre, hproj, h_prev, hn, h_out);
             }
             Cell::Lstm => {
-                step_gemm(isa, gh, mb, h, &w.w_hh, h_prev, pre, true);
+                step_gemm(isa, gh, mb, h, &w.w_hh, p_hh, h_prev, pre, true);
                 let (c_prev, c_out) = split_rows(&mut set.aux, prev, k, state, c0);
                 gates::lstm_fwd(isa, state, pre, c_prev, c_out, h_out);
             }
             Cell::RnnRelu | Cell::RnnTanh => {
-                step_gemm(isa, gh, mb, h, &w.w_hh, h_prev, pre, true);
+                step_gemm(isa, gh, mb, h, &w.w_hh, p_hh, h_prev, pre, true);
                 gates::rnn_fwd(isa, shape.cell == Cell::RnnRelu, pre, h_out);
             }
         }

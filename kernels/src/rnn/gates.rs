@@ -54,20 +54,6 @@ pub fn tanh(x: f32) -> f32 {
     1.0 - 2.0 / (exp(2.0 * x) + 1.0)
 }
 
-/// Splits `v` into `n` slabs of `len`.
-fn slabs<const N: usize>(v: &[f32], len: usize) -> [&[f32]; N] {
-    std::array::from_fn(|q| &v[q * len..][..len])
-}
-
-fn slabs_mut<const N: usize>(v: &mut [f32], len: usize) -> [&mut [f32]; N] {
-    let mut rest = v;
-    std::array::from_fn(|_| {
-        let (a, b) = std::mem::take(&mut rest).split_at_mut(len);
-        rest = b;
-        a
-    })
-}
-
 /// Runs `body(range)` over `0..n` in pieces of [`PAR_MIN`] values, in
 /// parallel when there is more than one; the bodies write disjoint
 /// ranges of the slices they were given through [`Shared`].
@@ -81,71 +67,104 @@ fn for_ranges(n: usize, body: impl Fn(std::ops::Range<usize>) + Sync) {
     }
 }
 
-/// A mutable slice handed to parallel tasks that each write a disjoint
-/// range of it ([`for_ranges`]).
+/// A slice handed to parallel tasks (or to the members of a team, see
+/// `super::team`) that each read or write a disjoint range of it: the gate
+/// passes take their buffers as these, so that one body serves a whole
+/// step split in ranges across the pool and one team member's units.
 #[derive(Clone, Copy)]
-struct Shared(*mut f32, usize);
-// SAFETY: tasks write disjoint ranges (see `for_ranges`).
+pub(super) struct Shared(*mut f32, usize);
+// SAFETY: tasks write disjoint ranges (see `for_ranges` and `super::team`).
 unsafe impl Send for Shared {}
 unsafe impl Sync for Shared {}
 
 impl Shared {
-    fn new(s: &mut [f32]) -> Shared {
+    pub(super) fn new(s: &mut [f32]) -> Shared {
         Shared(s.as_mut_ptr(), s.len())
+    }
+
+    /// A view that is only ever read through ([`Shared::get`]).
+    pub(super) fn of(s: &[f32]) -> Shared {
+        Shared(s.as_ptr().cast_mut(), s.len())
+    }
+
+    /// The first value's address.
+    pub(super) fn ptr(self) -> *mut f32 {
+        self.0
+    }
+
+    /// Slab `q` of `len` values.
+    pub(super) fn slab(self, q: usize, len: usize) -> Shared {
+        assert!((q + 1) * len <= self.1);
+        // SAFETY: in bounds (checked).
+        Shared(unsafe { self.0.add(q * len) }, len)
     }
 
     /// # Safety
     /// No other live reference may cover `r` (each task takes its own).
-    #[allow(clippy::mut_from_ref)]
-    unsafe fn range(&self, r: std::ops::Range<usize>) -> &mut [f32] {
+    /// and the buffer must outlive the slice.
+    pub(super) unsafe fn range<'a>(self, r: std::ops::Range<usize>) -> &'a mut [f32] {
         assert!(r.end <= self.1);
         // SAFETY: in bounds (checked); disjoint per the caller.
         unsafe { std::slice::from_raw_parts_mut(self.0.add(r.start), r.len()) }
     }
+
+    /// # Safety
+    /// Nobody may write `r` while the slice lives, and the buffer must
+    /// outlive it.
+    pub(super) unsafe fn get<'a>(self, r: std::ops::Range<usize>) -> &'a [f32] {
+        assert!(r.end <= self.1);
+        // SAFETY: in bounds (checked); unwritten per the caller.
+        unsafe { std::slice::from_raw_parts(self.0.add(r.start), r.len()) }
+    }
 }
+
+/// The buffers of one step's gate pass, each a [`Shared`] view; the
+/// `*_range` bodies run elements `r` of every gate slab of them.
+pub(super) type Views<const N: usize> = [Shared; N];
 
 /// LSTM forward for one step, the step's values laid out `[feature][mb]`
 /// (`n = h·mb` per gate): `pre` (the input's and the hidden state's
 /// products and both biases, gates `i, f, g, o` one after another) becomes
 /// the activated gates; `c = f·c_prev + i·g` and `h = o·tanh(c)`.
 pub fn lstm_fwd(isa: Isa, n: usize, pre: &mut [f32], c_prev: &[f32], c: &mut [f32], h: &mut [f32]) {
-    let [gi, gf, gg, go] = slabs_mut::<4>(pre, n);
+    let v = [
+        Shared::new(pre),
+        Shared::of(c_prev),
+        Shared::new(c),
+        Shared::new(h),
+    ];
+    // SAFETY: each range is this task's alone.
+    for_ranges(n, |r| unsafe { lstm_fwd_range(isa, n, v, r) });
+}
+
+/// [`lstm_fwd`] on elements `r` of each slab: views `[pre, c_prev, c, h]`.
+///
+/// # Safety
+/// Nobody else touches elements `r` of the views meanwhile.
+pub(super) unsafe fn lstm_fwd_range(isa: Isa, n: usize, v: Views<4>, r: std::ops::Range<usize>) {
+    let [pre, c_prev, c, h] = v;
     let (gi, gf, gg, go) = (
-        Shared::new(gi),
-        Shared::new(gf),
-        Shared::new(gg),
-        Shared::new(go),
+        pre.slab(0, n).range(r.clone()),
+        pre.slab(1, n).range(r.clone()),
+        pre.slab(2, n).range(r.clone()),
+        pre.slab(3, n).range(r.clone()),
     );
-    let (cs, hs) = (Shared::new(c), Shared::new(h));
-    for_ranges(n, |r| {
-        // SAFETY: each range is this task's alone.
-        let (gi, gf, gg, go, c, h) = unsafe {
-            (
-                gi.range(r.clone()),
-                gf.range(r.clone()),
-                gg.range(r.clone()),
-                go.range(r.clone()),
-                cs.range(r.clone()),
-                hs.range(r.clone()),
-            )
-        };
-        let cp = &c_prev[r];
-        crate::on_isa!(isa, {
-            for j in 0..gi.len() {
-                let i = sigmoid(gi[j]);
-                let f = sigmoid(gf[j]);
-                let g = tanh(gg[j]);
-                let o = sigmoid(go[j]);
-                let cj = f * cp[j] + i * g;
-                gi[j] = i;
-                gf[j] = f;
-                gg[j] = g;
-                go[j] = o;
-                c[j] = cj;
-                h[j] = o * tanh(cj);
-            }
-        })
-    });
+    let (cp, c, h) = (c_prev.get(r.clone()), c.range(r.clone()), h.range(r));
+    crate::on_isa!(isa, {
+        for j in 0..gi.len() {
+            let i = sigmoid(gi[j]);
+            let f = sigmoid(gf[j]);
+            let g = tanh(gg[j]);
+            let o = sigmoid(go[j]);
+            let cj = f * cp[j] + i * g;
+            gi[j] = i;
+            gf[j] = f;
+            gg[j] = g;
+            go[j] = o;
+            c[j] = cj;
+            h[j] = o * tanh(cj);
+        }
+    })
 }
 
 /// LSTM backward for one step (`[feature][mb]`, `n = h·mb`). In: the
@@ -164,46 +183,50 @@ pub fn lstm_bwd(
     dc: &mut [f32],
     dgates: &mut [f32],
 ) {
-    let [ai, af, ag, ao] = slabs::<4>(act, n);
-    let [di, df, dg, dout] = slabs_mut::<4>(dgates, n);
-    let (di, df, dg, dout, dcs) = (
-        Shared::new(di),
-        Shared::new(df),
-        Shared::new(dg),
-        Shared::new(dout),
+    let v = [
+        Shared::of(act),
+        Shared::of(c_prev),
+        Shared::of(c),
+        Shared::of(dh),
         Shared::new(dc),
+        Shared::new(dgates),
+    ];
+    // SAFETY: each range is this task's alone.
+    for_ranges(n, |r| unsafe { lstm_bwd_range(isa, n, v, r) });
+}
+
+/// [`lstm_bwd`] on elements `r`: views `[act, c_prev, c, dh, dc, dgates]`.
+///
+/// # Safety
+/// As [`lstm_fwd_range`].
+pub(super) unsafe fn lstm_bwd_range(isa: Isa, n: usize, v: Views<6>, r: std::ops::Range<usize>) {
+    let [act, c_prev, c, dh, dc, dgates] = v;
+    let (ai, af, ag, ao) = (
+        act.slab(0, n).get(r.clone()),
+        act.slab(1, n).get(r.clone()),
+        act.slab(2, n).get(r.clone()),
+        act.slab(3, n).get(r.clone()),
     );
-    for_ranges(n, |r| {
-        // SAFETY: each range is this task's alone.
-        let (di, df, dgg, dout, dc) = unsafe {
-            (
-                di.range(r.clone()),
-                df.range(r.clone()),
-                dg.range(r.clone()),
-                dout.range(r.clone()),
-                dcs.range(r.clone()),
-            )
-        };
-        let (ai, af, ag, ao) = (
-            &ai[r.clone()],
-            &af[r.clone()],
-            &ag[r.clone()],
-            &ao[r.clone()],
-        );
-        let (cp, c, dh) = (&c_prev[r.clone()], &c[r.clone()], &dh[r]);
-        crate::on_isa!(isa, {
-            for j in 0..di.len() {
-                let (i, f, g, o) = (ai[j], af[j], ag[j], ao[j]);
-                let tc = tanh(c[j]);
-                let dcj = dh[j] * o * (1.0 - tc * tc) + dc[j];
-                dout[j] = dh[j] * tc * o * (1.0 - o);
-                di[j] = dcj * g * i * (1.0 - i);
-                df[j] = dcj * cp[j] * f * (1.0 - f);
-                dgg[j] = dcj * i * (1.0 - g * g);
-                dc[j] = dcj * f;
-            }
-        })
-    });
+    let (di, df, dgg, dout) = (
+        dgates.slab(0, n).range(r.clone()),
+        dgates.slab(1, n).range(r.clone()),
+        dgates.slab(2, n).range(r.clone()),
+        dgates.slab(3, n).range(r.clone()),
+    );
+    let (cp, c, dh) = (c_prev.get(r.clone()), c.get(r.clone()), dh.get(r.clone()));
+    let dc = dc.range(r);
+    crate::on_isa!(isa, {
+        for j in 0..di.len() {
+            let (i, f, g, o) = (ai[j], af[j], ag[j], ao[j]);
+            let tc = tanh(c[j]);
+            let dcj = dh[j] * o * (1.0 - tc * tc) + dc[j];
+            dout[j] = dh[j] * tc * o * (1.0 - o);
+            di[j] = dcj * g * i * (1.0 - i);
+            df[j] = dcj * cp[j] * f * (1.0 - f);
+            dgg[j] = dcj * i * (1.0 - g * g);
+            dc[j] = dcj * f;
+        }
+    })
 }
 
 /// GRU forward for one step (`[feature][mb]`, `n = h·mb`; PyTorch's form,
@@ -220,40 +243,46 @@ pub fn gru_fwd(
     hn: &mut [f32],
     h: &mut [f32],
 ) {
-    let [gr, gz, gn] = slabs_mut::<3>(pre, n);
-    let [pr, pz, pn] = slabs::<3>(hproj, n);
-    let (gr, gz, gn, hns, hs) = (
-        Shared::new(gr),
-        Shared::new(gz),
-        Shared::new(gn),
+    let v = [
+        Shared::new(pre),
+        Shared::of(hproj),
+        Shared::of(h_prev),
         Shared::new(hn),
         Shared::new(h),
+    ];
+    // SAFETY: each range is this task's alone.
+    for_ranges(n, |r| unsafe { gru_fwd_range(isa, n, v, r) });
+}
+
+/// [`gru_fwd`] on elements `r`: views `[pre, hproj, h_prev, hn, h]`.
+///
+/// # Safety
+/// As [`lstm_fwd_range`].
+pub(super) unsafe fn gru_fwd_range(isa: Isa, n: usize, v: Views<5>, r: std::ops::Range<usize>) {
+    let [pre, hproj, h_prev, hn, h] = v;
+    let (gr, gz, gn) = (
+        pre.slab(0, n).range(r.clone()),
+        pre.slab(1, n).range(r.clone()),
+        pre.slab(2, n).range(r.clone()),
     );
-    for_ranges(n, |r| {
-        // SAFETY: each range is this task's alone.
-        let (gr, gz, gn, hn, h) = unsafe {
-            (
-                gr.range(r.clone()),
-                gz.range(r.clone()),
-                gn.range(r.clone()),
-                hns.range(r.clone()),
-                hs.range(r.clone()),
-            )
-        };
-        let (pr, pz, pn, hp) = (&pr[r.clone()], &pz[r.clone()], &pn[r.clone()], &h_prev[r]);
-        crate::on_isa!(isa, {
-            for j in 0..gr.len() {
-                let rr = sigmoid(gr[j] + pr[j]);
-                let z = sigmoid(gz[j] + pz[j]);
-                let nn = tanh(gn[j] + rr * pn[j]);
-                gr[j] = rr;
-                gz[j] = z;
-                gn[j] = nn;
-                hn[j] = pn[j];
-                h[j] = (1.0 - z) * nn + z * hp[j];
-            }
-        })
-    });
+    let (pr, pz, pn) = (
+        hproj.slab(0, n).get(r.clone()),
+        hproj.slab(1, n).get(r.clone()),
+        hproj.slab(2, n).get(r.clone()),
+    );
+    let (hp, hn, h) = (h_prev.get(r.clone()), hn.range(r.clone()), h.range(r));
+    crate::on_isa!(isa, {
+        for j in 0..gr.len() {
+            let rr = sigmoid(gr[j] + pr[j]);
+            let z = sigmoid(gz[j] + pz[j]);
+            let nn = tanh(gn[j] + rr * pn[j]);
+            gr[j] = rr;
+            gz[j] = z;
+            gn[j] = nn;
+            hn[j] = pn[j];
+            h[j] = (1.0 - z) * nn + z * hp[j];
+        }
+    })
 }
 
 /// GRU backward for one step (`[feature][mb]`, `n = h·mb`). In: the
@@ -273,86 +302,112 @@ pub fn gru_bwd(
     dgh: &mut [f32],
     dh_prev: &mut [f32],
 ) {
-    let [ar, az, an] = slabs::<3>(act, n);
-    let [xr, xz, xn] = slabs_mut::<3>(dgx, n);
-    let [hr, hz, hnn] = slabs_mut::<3>(dgh, n);
-    let s = |v: &mut [f32]| Shared::new(v);
-    let (xr, xz, xn, hr, hz, hnn, dhp) = (s(xr), s(xz), s(xn), s(hr), s(hz), s(hnn), s(dh_prev));
-    for_ranges(n, |r| {
-        // SAFETY: each range is this task's alone.
-        let (xr, xz, xn, hr, hz, hnn, dhp) = unsafe {
-            (
-                xr.range(r.clone()),
-                xz.range(r.clone()),
-                xn.range(r.clone()),
-                hr.range(r.clone()),
-                hz.range(r.clone()),
-                hnn.range(r.clone()),
-                dhp.range(r.clone()),
-            )
-        };
-        let (ar, az, an) = (&ar[r.clone()], &az[r.clone()], &an[r.clone()]);
-        let (hn, hp, dh) = (&hn[r.clone()], &h_prev[r.clone()], &dh[r]);
-        crate::on_isa!(isa, {
-            for j in 0..xr.len() {
-                let (rr, z, nn) = (ar[j], az[j], an[j]);
-                let d = dh[j];
-                let dn = d * (1.0 - z) * (1.0 - nn * nn);
-                let dz = d * (hp[j] - nn) * z * (1.0 - z);
-                let dr = dn * hn[j] * rr * (1.0 - rr);
-                xr[j] = dr;
-                xz[j] = dz;
-                xn[j] = dn;
-                hr[j] = dr;
-                hz[j] = dz;
-                hnn[j] = dn * rr;
-                dhp[j] = d * z;
-            }
-        })
-    });
+    let v = [
+        Shared::of(act),
+        Shared::of(hn),
+        Shared::of(h_prev),
+        Shared::of(dh),
+        Shared::new(dgx),
+        Shared::new(dgh),
+        Shared::new(dh_prev),
+    ];
+    // SAFETY: each range is this task's alone.
+    for_ranges(n, |r| unsafe { gru_bwd_range(isa, n, v, r) });
+}
+
+/// [`gru_bwd`] on elements `r`: views `[act, hn, h_prev, dh, dgx, dgh,
+/// dh_prev]`.
+///
+/// # Safety
+/// As [`lstm_fwd_range`].
+pub(super) unsafe fn gru_bwd_range(isa: Isa, n: usize, v: Views<7>, r: std::ops::Range<usize>) {
+    let [act, hn, h_prev, dh, dgx, dgh, dh_prev] = v;
+    let (ar, az, an) = (
+        act.slab(0, n).get(r.clone()),
+        act.slab(1, n).get(r.clone()),
+        act.slab(2, n).get(r.clone()),
+    );
+    let (xr, xz, xn) = (
+        dgx.slab(0, n).range(r.clone()),
+        dgx.slab(1, n).range(r.clone()),
+        dgx.slab(2, n).range(r.clone()),
+    );
+    let (hr, hz, hnn) = (
+        dgh.slab(0, n).range(r.clone()),
+        dgh.slab(1, n).range(r.clone()),
+        dgh.slab(2, n).range(r.clone()),
+    );
+    let (hn, hp, dh) = (hn.get(r.clone()), h_prev.get(r.clone()), dh.get(r.clone()));
+    let dhp = dh_prev.range(r);
+    crate::on_isa!(isa, {
+        for j in 0..xr.len() {
+            let (rr, z, nn) = (ar[j], az[j], an[j]);
+            let d = dh[j];
+            let dn = d * (1.0 - z) * (1.0 - nn * nn);
+            let dz = d * (hp[j] - nn) * z * (1.0 - z);
+            let dr = dn * hn[j] * rr * (1.0 - rr);
+            xr[j] = dr;
+            xz[j] = dz;
+            xn[j] = dn;
+            hr[j] = dr;
+            hz[j] = dz;
+            hnn[j] = dn * rr;
+            dhp[j] = d * z;
+        }
+    })
 }
 
 /// Vanilla RNN forward for one step: `h = act(pre)` (ReLU or tanh), `pre`
 /// holding both products and both biases.
 pub fn rnn_fwd(isa: Isa, relu: bool, pre: &[f32], h: &mut [f32]) {
-    let hs = Shared::new(h);
-    for_ranges(pre.len(), |r| {
-        // SAFETY: each range is this task's alone.
-        let h = unsafe { hs.range(r.clone()) };
-        let pre = &pre[r];
-        crate::on_isa!(isa, {
-            if relu {
-                for (h, &p) in h.iter_mut().zip(pre) {
-                    *h = p.max(0.0);
-                }
-            } else {
-                for (h, &p) in h.iter_mut().zip(pre) {
-                    *h = tanh(p);
-                }
+    let v = [Shared::of(pre), Shared::new(h)];
+    // SAFETY: each range is this task's alone.
+    for_ranges(pre.len(), |r| unsafe { rnn_fwd_range(isa, relu, v, r) });
+}
+
+/// [`rnn_fwd`] on elements `r`: views `[pre, h]`.
+///
+/// # Safety
+/// As [`lstm_fwd_range`].
+pub(super) unsafe fn rnn_fwd_range(isa: Isa, relu: bool, v: Views<2>, r: std::ops::Range<usize>) {
+    let (pre, h) = (v[0].get(r.clone()), v[1].range(r));
+    crate::on_isa!(isa, {
+        if relu {
+            for (h, &p) in h.iter_mut().zip(pre) {
+                *h = p.max(0.0);
             }
-        })
-    });
+        } else {
+            for (h, &p) in h.iter_mut().zip(pre) {
+                *h = tanh(p);
+            }
+        }
+    })
 }
 
 /// Vanilla RNN backward for one step: `dpre = dh·act'(h)`.
 pub fn rnn_bwd(isa: Isa, relu: bool, h: &[f32], dh: &[f32], dpre: &mut [f32]) {
-    let ds = Shared::new(dpre);
-    for_ranges(h.len(), |r| {
-        // SAFETY: each range is this task's alone.
-        let dp = unsafe { ds.range(r.clone()) };
-        let (h, dh) = (&h[r.clone()], &dh[r]);
-        crate::on_isa!(isa, {
-            if relu {
-                for ((dp, &h), &d) in dp.iter_mut().zip(h).zip(dh) {
-                    *dp = if h > 0.0 { d } else { 0.0 };
-                }
-            } else {
-                for ((dp, &h), &d) in dp.iter_mut().zip(h).zip(dh) {
-                    *dp = d * (1.0 - h * h);
-                }
+    let v = [Shared::of(h), Shared::of(dh), Shared::new(dpre)];
+    // SAFETY: each range is this task's alone.
+    for_ranges(h.len(), |r| unsafe { rnn_bwd_range(isa, relu, v, r) });
+}
+
+/// [`rnn_bwd`] on elements `r`: views `[h, dh, dpre]`.
+///
+/// # Safety
+/// As [`lstm_fwd_range`].
+pub(super) unsafe fn rnn_bwd_range(isa: Isa, relu: bool, v: Views<3>, r: std::ops::Range<usize>) {
+    let (h, dh, dp) = (v[0].get(r.clone()), v[1].get(r.clone()), v[2].range(r));
+    crate::on_isa!(isa, {
+        if relu {
+            for ((dp, &h), &d) in dp.iter_mut().zip(h).zip(dh) {
+                *dp = if h > 0.0 { d } else { 0.0 };
             }
-        })
-    });
+        } else {
+            for ((dp, &h), &d) in dp.iter_mut().zip(h).zip(dh) {
+                *dp = d * (1.0 - h * h);
+            }
+        }
+    })
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 //! steps and row-major tensors, and row sums.
 
 use super::shape::RnnShape;
-use crate::conv::direct::rows_gemm;
+use crate::conv::direct::{rows_gemm, rows_gemm_is_serial, PackedRows};
 use crate::gemm::{sgemm_acc, GemmShape, SendPtr};
 use crate::Isa;
 use rayon::prelude::*;
@@ -24,11 +24,42 @@ pub fn input_product_per_step(shape: &RnnShape, l: usize) -> bool {
     shape.cell.gates() * shape.hidden * shape.layer_input(l) * 4 <= PER_STEP_INPUT_BYTES
 }
 
-/// One step's recurrent product, `C[m×n] (+)= A[m×k]·B[k×n]` (weights ×
-/// states, `n` the batch): the no-packing GEMM, whose weights stream once
-/// and whose states stay in cache, unless the batch is narrower than one
-/// vector, where the tiled GEMM wastes fewer lanes. Measured beside the
-/// tiled GEMM on the per-step shapes with `rows_gemm_beside_sgemm`.
+/// Packs one set's weights `a` (`blocks·bm × k`, the gates' blocks of
+/// rows) into `packed` for its per-step products with a batch of `n`,
+/// where a step's product runs on one thread ([`rows_gemm_is_serial`]):
+/// the packed GEMM walks one pointer through a panel of rows where the
+/// unpacked one keeps one per row (1.5-2.6x faster on one thread on the
+/// small shapes of `packed_rows_beside_rows_gemm`), and packing once per
+/// pass costs one read of the weights. A batch under half a vector stays
+/// unpacked unless the weights are small (at most 32K values): the panel
+/// tile pads the batch to a whole vector, and the tiled GEMM's
+/// matrix-vector path was faster there (h256 mb1 LSTM forward 4.4 ms
+/// unpacked, 6.4 ms packed; h64 mb1 0.46 and 0.26 ms). Returns the packed
+/// weights, or `None` where the products stay with [`step_gemm`]'s other
+/// paths.
+pub(super) fn pack_for_steps<'p>(
+    isa: Isa,
+    a: &[f32],
+    blocks: usize,
+    bm: usize,
+    k: usize,
+    n: usize,
+    packed: &'p mut PackedRows,
+) -> Option<&'p PackedRows> {
+    let m = blocks * bm;
+    if !rows_gemm_is_serial(m, n, k) || (2 * n < isa.f32_lanes() && m * k > 1 << 15) {
+        return None;
+    }
+    packed.pack(isa, a, blocks, bm, k, n);
+    Some(packed)
+}
+
+/// One step's product, `C[m×n] (+)= A[m×k]·B[k×n]` (weights × states, `n`
+/// the batch): on the weights packed by [`pack_for_steps`] where they
+/// were, else on the no-packing GEMM, whose weights stream once and whose
+/// states stay in cache, unless the batch is narrower than one vector,
+/// where the tiled GEMM wastes fewer lanes. Measured beside the tiled GEMM
+/// on the per-step shapes with `rows_gemm_beside_sgemm`.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn step_gemm(
     isa: Isa,
@@ -36,11 +67,14 @@ pub(super) fn step_gemm(
     n: usize,
     k: usize,
     a: &[f32],
+    packed: Option<&PackedRows>,
     b: &[f32],
     c: &mut [f32],
     acc: bool,
 ) {
-    if n >= isa.f32_lanes() {
+    if let Some(p) = packed {
+        p.gemm(b, c, acc);
+    } else if n >= isa.f32_lanes() {
         rows_gemm(isa, m, n, k, a, b, c, acc);
     } else {
         gemm(m, n, k, a, false, b, false, c, acc);

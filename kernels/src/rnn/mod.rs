@@ -24,6 +24,8 @@ pub mod gates;
 mod matrix;
 pub mod reference;
 mod shape;
+mod team;
+mod team_steps;
 #[cfg(test)]
 mod tests;
 mod workspace;

@@ -349,3 +349,55 @@ fn both_input_product_paths_match_the_reference() {
         }
     }
 }
+
+#[test]
+fn team_steps_match_the_reference_on_two_and_three_threads() {
+    // Shapes whose steps run on a team (asserted): wide and narrow panel
+    // tiles, a batch that is not whole vectors, the input's product per
+    // step and over every step (an input wider than the per-step bound).
+    // From outside a pool (the global one), and from inside one of three
+    // threads (where a member that does not come in time is left out).
+    let cases = [(13, 72, 5), (5, 120, 6), (13, 72, 500)];
+    let three = rayon::ThreadPoolBuilder::new()
+        .num_threads(3)
+        .build()
+        .unwrap();
+    for inside in [false, true] {
+        let run = |f: &(dyn Fn() + Sync)| if inside { three.install(f) } else { f() };
+        run(&|| {
+            for isa in Isa::supported() {
+                for cell in Cell::ALL {
+                    for direction in [Direction::Left2Right, Direction::Concat] {
+                        for &(mb, hidden, input) in &cases {
+                            let shape = RnnShape {
+                                cell,
+                                direction,
+                                layers: 2,
+                                t: 5,
+                                mb,
+                                input,
+                                hidden,
+                            };
+                            let g = cell.gates() * hidden;
+                            let mut packed = crate::conv::direct::PackedRows::default();
+                            let p = super::matrix::pack_for_steps(
+                                isa,
+                                &vec![0.0; g * hidden],
+                                cell.gates(),
+                                hidden,
+                                hidden,
+                                mb,
+                                &mut packed,
+                            );
+                            assert!(
+                                super::team_steps::team_size(&shape, p, true).is_some(),
+                                "{shape:?} {isa}: no team"
+                            );
+                            check_against_reference(&shape, isa);
+                        }
+                    }
+                }
+            }
+        });
+    }
+}

@@ -2,6 +2,7 @@
 //! reads.
 
 use super::shape::{Cell, RnnShape, Weights};
+use crate::conv::direct::PackedRows;
 
 /// What one layer and direction keeps from forward to backward, and its
 /// backward's gradients. Every per-step tensor is `[t][feature][mb]`.
@@ -50,6 +51,10 @@ pub struct Workspace {
     /// one reaching the layer below's.
     pub(super) dlayer: Vec<f32>,
     pub(super) dlayer_next: Vec<f32>,
+    /// One set's `W_ih`, `W_hh` (forward) and `W_hh` transposed (backward)
+    /// packed for the per-step products (see `matrix::pack_for_steps`).
+    pub(super) packed_ih: PackedRows,
+    pub(super) packed_hh: PackedRows,
 }
 
 impl Workspace {
@@ -88,8 +93,9 @@ impl Workspace {
             shape.mb.checked_mul(h)?.checked_mul(5)?,
             tb.checked_mul(gh)?.checked_add(tb.checked_mul(h)?)?,
             tb.checked_mul(widest)?.checked_mul(2)?,
-            0,
-            0,
+            PackedRows::floats_for(shape.cell.gates(), h, widest_in)?,
+            PackedRows::floats_for(shape.cell.gates(), h, h)?
+                .max(PackedRows::floats_for(1, h, gh)?),
             0,
             0,
         ])
@@ -110,7 +116,8 @@ impl Workspace {
             v.resize(len, 0.0);
             Some(v)
         }
-        let gh = shape.cell.gates() * h;
+        let gates = shape.cell.gates();
+        let gh = gates * h;
         let set = || -> Option<SetState> {
             Some(SetState {
                 gates: z(tb * gh)?,
@@ -149,6 +156,10 @@ impl Workspace {
             hprev_rows: z(tb * h)?,
             dlayer: z(tb * widest)?,
             dlayer_next: z(tb * widest)?,
+            packed_ih: PackedRows::with_capacity(PackedRows::floats_for(gates, h, widest_in)?)?,
+            packed_hh: PackedRows::with_capacity(
+                PackedRows::floats_for(gates, h, h)?.max(PackedRows::floats_for(1, h, gh)?),
+            )?,
         })
     }
 
@@ -182,7 +193,8 @@ impl Workspace {
             &self.dlayer,
             &self.dlayer_next,
         ];
-        4 * (sets + outs + rest.iter().map(|v| v.len()).sum::<usize>())
+        let packed = self.packed_ih.capacity() + self.packed_hh.capacity();
+        4 * (sets + outs + packed + rest.iter().map(|v| v.len()).sum::<usize>())
     }
 }
 

@@ -16,6 +16,7 @@
 mod bwd_data;
 mod bwd_filter;
 mod fwd;
+mod packed_rows;
 mod rows_gemm;
 mod simd;
 mod ukernel;
@@ -23,7 +24,8 @@ mod util;
 
 use super::{ConvAlgo, ConvPlan, ConvShape, Direction};
 use crate::Isa;
-pub use rows_gemm::rows_gemm;
+pub use packed_rows::PackedRows;
+pub use rows_gemm::{rows_gemm, rows_gemm_is_serial};
 
 pub struct Direct;
 

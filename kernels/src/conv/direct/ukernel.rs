@@ -82,6 +82,39 @@ pub(super) struct Igemm {
     pub init: Init,
 }
 
+/// One tile of a GEMM on packed rows: `c[i][0..n] (+)= Σ_p a[p][i] · b[p][0..n]`
+/// for `i < m`, A one panel of `MR` rows stored `[kc][MR]` (see
+/// `packed_rows`), so the kernel walks one pointer through A where the
+/// unpacked tile keeps one per row.
+pub(super) struct Panel {
+    pub a: *const f32,
+    pub b: *const f32,
+    pub ldb: usize,
+    pub kc: usize,
+    pub c: *mut f32,
+    pub ldc: usize,
+    /// Valid rows, `1 <= m <= MR`, and columns, `1 <= n <= NV·L`.
+    pub m: usize,
+    pub n: usize,
+    /// Add onto what `c` holds instead of overwriting it.
+    pub acc: bool,
+}
+
+/// Rows of the panel tile for a product `n` columns wide: twelve rows of
+/// one vector where `n` fits in one (twelve independent accumulators, more
+/// than an FMA's latency times its ports; six rows of one vector would
+/// wait on their FMAs), else the wide tile's rows.
+pub(super) fn panel_rows(isa: Isa, n: usize) -> usize {
+    match isa {
+        Isa::Scalar => 4,
+        _ if n <= isa.f32_lanes() => PANEL_NARROW_MR,
+        _ => tile(isa).0,
+    }
+}
+
+/// Rows of the narrow panel tile.
+pub(super) const PANEL_NARROW_MR: usize = 12;
+
 /// Fills the `mr` row pointers of tap slot `tb` of an indirection buffer.
 /// Row `i` starts at pixel `org[i] = (y, x, element offset)` of `base`; the
 /// tap moves it by `(dy, dx)` pixels, `doff` elements. A pixel outside
@@ -224,6 +257,39 @@ unsafe fn igemm_body<S: Simd, const MR: usize, const NV: usize, const MASK: bool
 }
 
 #[inline(always)]
+unsafe fn panel_body<S: Simd, const MR: usize, const NV: usize, const MASK: bool>(k: &Panel) {
+    let last = S::mask(k.n - (NV - 1) * S::L);
+    let mut acc = [[S::zero(); NV]; MR];
+    if k.acc {
+        for i in 0..MR.min(k.m) {
+            for j in 0..NV {
+                acc[i][j] = ld::<S, NV, MASK>(k.c.add(i * k.ldc), j, last);
+            }
+        }
+    }
+    let (mut ap, mut bp) = (k.a, k.b);
+    for _ in 0..k.kc {
+        let mut bv = [S::zero(); NV];
+        for j in 0..NV {
+            bv[j] = ld::<S, NV, MASK>(bp, j, last);
+        }
+        for i in 0..MR {
+            let av = S::splat(*ap.add(i));
+            for j in 0..NV {
+                acc[i][j] = S::fma(av, bv[j], acc[i][j]);
+            }
+        }
+        ap = ap.add(MR);
+        bp = bp.add(k.ldb);
+    }
+    for i in 0..MR.min(k.m) {
+        for j in 0..NV {
+            st::<S, NV, MASK>(k.c.add(i * k.ldc), j, last, acc[i][j]);
+        }
+    }
+}
+
+#[inline(always)]
 unsafe fn bwdw_body<S: Simd, const MR: usize, const NV: usize, const MASK: bool>(k: &Bwdw) {
     let last = S::mask(k.n - (NV - 1) * S::L);
     let mut acc = [[S::zero(); NV]; MR];
@@ -307,6 +373,11 @@ unsafe fn igemm_any<S: Simd, const MR: usize>(k: &Igemm) {
 }
 
 #[inline(always)]
+unsafe fn panel_any<S: Simd, const MR: usize>(k: &Panel) {
+    by_nv!(S, k.n, panel_body[MR](k))
+}
+
+#[inline(always)]
 unsafe fn bwdw_mr<S: Simd, const MR: usize>(k: &Bwdw) {
     by_nv!(S, k.n, bwdw_body[MR](k))
 }
@@ -343,6 +414,18 @@ macro_rules! entry_points {
                 igemm_any::<$S, $mr>(k)
             }
             #[target_feature(enable = $feat)]
+            pub(super) unsafe fn panel(k: &Panel, mr: usize) {
+                if mr == PANEL_NARROW_MR {
+                    if k.n == <$S as Simd>::L {
+                        panel_body::<$S, PANEL_NARROW_MR, 1, false>(k)
+                    } else {
+                        panel_body::<$S, PANEL_NARROW_MR, 1, true>(k)
+                    }
+                } else {
+                    panel_any::<$S, $mr>(k)
+                }
+            }
+            #[target_feature(enable = $feat)]
             pub(super) unsafe fn bwdw(k: &Bwdw, m: usize) {
                 bwdw_any::<$S>(k, m)
             }
@@ -369,6 +452,21 @@ pub(super) unsafe fn igemm(isa: Isa, k: &Igemm) {
         #[cfg(target_arch = "x86_64")]
         Isa::Avx2 => avx2::igemm(k),
         _ => igemm_any::<Scalar, 4>(k),
+    }
+}
+
+/// Runs one [`Panel`] tile of `mr` rows, `mr` from [`panel_rows`].
+///
+/// # Safety
+/// As [`igemm`]: `k.a` valid for `kc·mr` reads, `k.b` for `kc` rows of
+/// `n` reads `ldb` apart, `k.c` for `m` rows of `n` `ldc` apart.
+pub(super) unsafe fn panel(isa: Isa, k: &Panel, mr: usize) {
+    match isa {
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 => avx512::panel(k, mr),
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => avx2::panel(k, mr),
+        _ => panel_any::<Scalar, 4>(k),
     }
 }
 

@@ -1,0 +1,338 @@
+//! A row-major GEMM whose A is packed once and multiplied many times:
+//! `C[m×n] (+)= A[m×k] · B[k×n]` for the recurrent layers' per-step
+//! products, where the same weights (A) meet a new state (B, `n` = the
+//! batch) at every step. [`rows_gemm`](super::rows_gemm) reads A in place
+//! through one pointer per tile row; here A is laid out once per pass in
+//! panels of the tile's rows, `[k][mr]`, so the micro-kernel walks one
+//! pointer and every row of a tile shares its cache lines.
+//!
+//! A is packed in `blocks` of `bm` rows each (an LSTM's four gates), each
+//! block's rows in panels of their own, so that a thread of a team can own
+//! the same panels of every block: the same hidden units of every gate
+//! (see `rnn::team`).
+
+use super::ukernel::{panel, panel_rows, tile, Panel, PANEL_NARROW_MR};
+use crate::gemm::SendPtr;
+use crate::Isa;
+use std::cell::RefCell;
+use std::ops::Range;
+
+/// A packed for one width of B (the panel's rows depend on it).
+#[derive(Default)]
+pub struct PackedRows {
+    isa: Option<Isa>,
+    mr: usize,
+    blocks: usize,
+    bm: usize,
+    k: usize,
+    n: usize,
+    data: Vec<f32>,
+}
+
+thread_local! {
+    /// B padded to whole AVX2 vectors of columns (see [`PackedRows::gemm_panels`]),
+    /// per thread, reused from one step to the next.
+    static PADDED_B: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+}
+
+impl PackedRows {
+    /// An empty value whose first [`PackedRows::pack`] of up to `floats`
+    /// packed values (see [`PackedRows::floats_for`]) allocates nothing.
+    pub fn with_capacity(floats: usize) -> Option<PackedRows> {
+        let mut data = Vec::new();
+        data.try_reserve_exact(floats).ok()?;
+        Some(PackedRows {
+            data,
+            ..PackedRows::default()
+        })
+    }
+
+    /// The most floats a pack of `blocks` blocks of `bm` rows of `k` takes,
+    /// whatever the ISA and width (`None` past `usize`).
+    pub fn floats_for(blocks: usize, bm: usize, k: usize) -> Option<usize> {
+        let most_rows = bm.checked_add(PANEL_NARROW_MR)?.checked_mul(blocks)?;
+        most_rows.checked_mul(k)
+    }
+
+    /// Packs `a` (`blocks·bm` rows of `k`, row-major) for products `n`
+    /// columns wide on `isa`, reusing this value's allocation. A block's
+    /// last panel is padded with zero rows.
+    pub fn pack(&mut self, isa: Isa, a: &[f32], blocks: usize, bm: usize, k: usize, n: usize) {
+        assert_eq!(a.len(), blocks * bm * k, "A size");
+        let isa = if isa.is_supported() { isa } else { Isa::Scalar };
+        let mr = panel_rows(isa, n);
+        let ppb = bm.div_ceil(mr);
+        *self = PackedRows {
+            isa: Some(isa),
+            mr,
+            blocks,
+            bm,
+            k,
+            n,
+            data: std::mem::take(&mut self.data),
+        };
+        self.data.clear();
+        self.data.resize(blocks * ppb * k * mr, 0.0);
+        for blk in 0..blocks {
+            for p in 0..ppb {
+                let panel = &mut self.data[(blk * ppb + p) * k * mr..][..k * mr];
+                let r0 = p * mr;
+                for i in 0..mr.min(bm - r0) {
+                    let row = &a[(blk * bm + r0 + i) * k..][..k];
+                    for (c, &v) in row.iter().enumerate() {
+                        panel[c * mr + i] = v;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Floats this value holds room for.
+    pub fn capacity(&self) -> usize {
+        self.data.capacity()
+    }
+
+    /// Rows per panel.
+    pub fn panel_rows(&self) -> usize {
+        self.mr
+    }
+
+    /// Panels per block.
+    pub fn panels(&self) -> usize {
+        self.bm.div_ceil(self.mr.max(1))
+    }
+
+    /// Rows of one block.
+    pub fn block_rows(&self) -> usize {
+        self.bm
+    }
+
+    /// `C (+)= A·B` on the calling thread: B `k×n`, C `blocks·bm × n`.
+    pub fn gemm(&self, b: &[f32], c: &mut [f32], accumulate: bool) {
+        assert_eq!(c.len(), self.blocks * self.bm * self.n, "C size");
+        // SAFETY: C is this call's alone, of the size checked.
+        unsafe { self.gemm_panels(0..self.panels(), b, SendPtr(c.as_mut_ptr()), accumulate) }
+    }
+
+    /// The rows of panels `panels` of every block.
+    ///
+    /// # Safety
+    /// `c` points at the whole `blocks·bm × n` output, and no other thread
+    /// touches those rows meanwhile.
+    pub(crate) unsafe fn gemm_panels(
+        &self,
+        panels: Range<usize>,
+        b: &[f32],
+        c: SendPtr,
+        accumulate: bool,
+    ) {
+        let Some(isa) = self.isa else {
+            panic!("PackedRows used before pack")
+        };
+        let (mr, k, n, bm) = (self.mr, self.k, self.n, self.bm);
+        assert_eq!(b.len(), k * n, "B size");
+        assert!(panels.end <= self.panels(), "panels");
+        if n == 0 || bm == 0 {
+            return;
+        }
+        let lanes = isa.f32_lanes();
+        let nr = if mr == PANEL_NARROW_MR {
+            lanes
+        } else {
+            tile(isa).1
+        };
+        // AVX2 has no cheap masked store (AMD microcodes `vmaskmovps` to
+        // memory), so a batch that is not whole vectors runs on B padded
+        // with zero columns, its last column tile through a buffer.
+        let pad = isa == Isa::Avx2 && n % lanes != 0;
+        let run = |bp: *const f32, ldb: usize, cols: usize| {
+            let c = c.get();
+            let ppb = self.panels();
+            for blk in 0..self.blocks {
+                for p in panels.clone() {
+                    let r0 = p * mr;
+                    let valid = mr.min(bm - r0);
+                    let row0 = blk * bm + r0;
+                    let ap = self.data.as_ptr().add((blk * ppb + p) * k * mr);
+                    for j0 in (0..cols).step_by(nr) {
+                        let nb = nr.min(cols - j0);
+                        let real = nb.min(n - j0);
+                        let mut tile = Panel {
+                            a: ap,
+                            b: bp.add(j0),
+                            ldb,
+                            kc: k,
+                            c: c.add(row0 * n + j0),
+                            ldc: n,
+                            m: valid,
+                            n: nb,
+                            acc: accumulate,
+                        };
+                        if real == nb {
+                            panel(isa, &tile, mr);
+                            continue;
+                        }
+                        // A padded tile: through a buffer of whole vectors.
+                        let mut buf = [0f32; PANEL_NARROW_MR * 16];
+                        for i in 0..valid {
+                            if accumulate {
+                                let src = std::slice::from_raw_parts(tile.c.add(i * n), real);
+                                buf[i * nb..][..real].copy_from_slice(src);
+                            }
+                        }
+                        let out = tile.c;
+                        tile.c = buf.as_mut_ptr();
+                        tile.ldc = nb;
+                        panel(isa, &tile, mr);
+                        for i in 0..valid {
+                            std::slice::from_raw_parts_mut(out.add(i * n), real)
+                                .copy_from_slice(&buf[i * nb..][..real]);
+                        }
+                    }
+                }
+            }
+        };
+        if !pad {
+            run(b.as_ptr(), n, n);
+            return;
+        }
+        let np = n.next_multiple_of(lanes);
+        // Tiles of AVX2 are at most 16 columns: the buffer above holds them.
+        debug_assert!(nr <= 16);
+        PADDED_B.with_borrow_mut(|pb| {
+            pb.clear();
+            pb.resize(k * np, 0.0);
+            for (dst, src) in pb.chunks_exact_mut(np).zip(b.chunks_exact(n)) {
+                dst[..n].copy_from_slice(src);
+            }
+            run(pb.as_ptr(), np, np);
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conv::reference::rel_l2_error;
+    use crate::gemm::{reference, GemmShape};
+    use crate::rng::fill_uniform;
+
+    #[test]
+    fn every_isa_matches_the_reference_gemm() {
+        // (blocks, bm, n, k): narrow and wide, whole and partial vectors,
+        // blocks whose rows are not whole panels.
+        let shapes = [
+            (1, 1, 1, 1),
+            (4, 7, 5, 3),
+            (3, 13, 8, 20),
+            (4, 25, 3, 40),
+            (1, 64, 16, 9),
+            (2, 37, 21, 33),
+            (4, 30, 33, 17),
+            (1, 50, 64, 10),
+        ];
+        for isa in [Isa::Avx512, Isa::Avx2, Isa::Scalar] {
+            if !isa.is_supported() {
+                continue;
+            }
+            for &(blocks, bm, n, k) in &shapes {
+                let m = blocks * bm;
+                let mut a = vec![0.0; m * k];
+                let mut b = vec![0.0; k * n];
+                let mut c0 = vec![0.0; m * n];
+                fill_uniform(&mut a, 1, 1.0);
+                fill_uniform(&mut b, 2, 1.0);
+                fill_uniform(&mut c0, 3, 1.0);
+                let s = GemmShape {
+                    m,
+                    n,
+                    k,
+                    trans_a: false,
+                    trans_b: false,
+                };
+                let mut want = vec![0.0; m * n];
+                reference(&s, &a, &b, &mut want);
+                let mut p = PackedRows::default();
+                p.pack(isa, &a, blocks, bm, k, n);
+                let mut c = vec![f32::NAN; m * n];
+                p.gemm(&b, &mut c, false);
+                let e = rel_l2_error(&c, &want);
+                assert!(e < 1e-6, "{isa} {blocks}x{bm}x{n}x{k}: {e}");
+                let mut c = c0.clone();
+                p.gemm(&b, &mut c, true);
+                let sum: Vec<f32> = want.iter().zip(&c0).map(|(p, q)| p + q).collect();
+                let e = rel_l2_error(&c, &sum);
+                assert!(e < 1e-6, "{isa} {blocks}x{bm}x{n}x{k} accumulating: {e}");
+                // Panel ranges cover the rows of every block they name.
+                let mut c = vec![f32::NAN; m * n];
+                let half = p.panels() / 2;
+                for r in [0..half, half..p.panels()] {
+                    // SAFETY: the two ranges write disjoint rows, one after the other.
+                    unsafe { p.gemm_panels(r, &b, SendPtr(c.as_mut_ptr()), false) };
+                }
+                let e = rel_l2_error(&c, &want);
+                assert!(e < 1e-6, "{isa} {blocks}x{bm}x{n}x{k} by panels: {e}");
+            }
+        }
+    }
+}
+
+/// Interleaved timing of the packed GEMM and the unpacked one on the
+/// recurrent layers' small per-step shapes (`gates·h × mb × h`), one thread:
+/// `cargo test -p cnnbench-kernels --release packed_rows_beside_rows_gemm -- --ignored --nocapture`.
+#[cfg(test)]
+#[test]
+#[ignore]
+fn packed_rows_beside_rows_gemm() {
+    use super::rows_gemm;
+    use crate::clock::Stopwatch;
+    let isa = Isa::detect();
+    // One thread, as a member of a team runs it.
+    let one = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .unwrap();
+    for (m, n, k) in [
+        (512, 1, 128),
+        (512, 4, 128),
+        (512, 8, 128),
+        (256, 16, 64),
+        (1024, 16, 256),
+        (512, 32, 128),
+        (2048, 32, 512),
+    ] {
+        let a = vec![0.5f32; m * k];
+        let b = vec![0.25f32; k * n];
+        let mut c = vec![0.0f32; m * n];
+        let mut p = PackedRows::default();
+        p.pack(isa, &a, 1, m, k, n);
+        let reps = (1usize << 26) / (m * n * k) + 3;
+        let (mut packed, mut plain) = (Vec::new(), Vec::new());
+        for round in 0..8 {
+            for first in [round % 2 == 0, round % 2 == 1] {
+                let t0 = Stopwatch::start();
+                for _ in 0..reps {
+                    if first {
+                        p.gemm(&b, &mut c, true);
+                    } else {
+                        one.install(|| rows_gemm(isa, m, n, k, &a, &b, &mut c, true));
+                    }
+                }
+                let us = t0.elapsed_s() * 1e6 / reps as f64;
+                if first {
+                    packed.push(us)
+                } else {
+                    plain.push(us)
+                }
+            }
+        }
+        packed.sort_by(f64::total_cmp);
+        plain.sort_by(f64::total_cmp);
+        let (o, t) = (packed[4], plain[4]);
+        let gflops = 2.0 * (m * n * k) as f64 / o / 1e3;
+        println!(
+            "{m}x{n}x{k}: packed {o:.1} us ({gflops:.0} GFLOP/s), rows_gemm {t:.1} us, ratio {:.2}",
+            t / o
+        );
+    }
+}
