@@ -40,7 +40,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
-LISTS = {"deepbench-rnn": "deepbench_rnn_training.txt"}
+LISTS = {"deepbench-rnn": "deepbench_rnn_training.txt", "small-rnn": "small_rnn.txt"}
 KEYS = ("l", "t", "mb", "sic", "slc", "dhc", "dic")
 
 

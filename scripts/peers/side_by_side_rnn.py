@@ -26,7 +26,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
-LISTS = {"deepbench-rnn": "deepbench_rnn_training.txt"}
+LISTS = {"deepbench-rnn": "deepbench_rnn_training.txt", "small-rnn": "small_rnn.txt"}
 
 
 def lines_of(source):

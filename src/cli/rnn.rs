@@ -28,7 +28,7 @@ pub struct RnnArgs {
     /// steps, batch, state size; slc, dhc default to sic)
     #[arg(value_name = "DESC")]
     problems: Vec<String>,
-    /// Read problems from a batch file (one per line, `--cell=`/`--direction=` may lead a line) or builtin:deepbench-rnn
+    /// Read problems from a batch file (one per line, `--cell=`/`--direction=` may lead a line), builtin:deepbench-rnn or builtin:small-rnn
     #[arg(long, value_name = "FILE|builtin:NAME")]
     from: Option<String>,
     /// The cell, for problems whose line does not say

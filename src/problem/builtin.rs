@@ -7,10 +7,13 @@
 pub const CONV: &[(&str, &str)] = &[("resnet50", include_str!("lists/resnet50.txt"))];
 
 /// Recurrent layers, for `cnnbench rnn --from builtin:NAME`.
-pub const RNN: &[(&str, &str)] = &[(
-    "deepbench-rnn",
-    include_str!("lists/deepbench_rnn_training.txt"),
-)];
+pub const RNN: &[(&str, &str)] = &[
+    (
+        "deepbench-rnn",
+        include_str!("lists/deepbench_rnn_training.txt"),
+    ),
+    ("small-rnn", include_str!("lists/small_rnn.txt")),
+];
 
 pub fn lookup(lists: &[(&str, &'static str)], name: &str) -> Option<&'static str> {
     lists.iter().find(|(n, _)| *n == name).map(|(_, l)| *l)

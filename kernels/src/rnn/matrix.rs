@@ -3,7 +3,7 @@
 //! steps and row-major tensors, and row sums.
 
 use super::shape::RnnShape;
-use crate::conv::direct::{rows_gemm, rows_gemm_is_serial, PackedRows};
+use crate::conv::direct::{rows_gemm, PackedRows};
 use crate::gemm::{sgemm_acc, GemmShape, SendPtr};
 use crate::Isa;
 use rayon::prelude::*;
@@ -24,19 +24,26 @@ pub fn input_product_per_step(shape: &RnnShape, l: usize) -> bool {
     shape.cell.gates() * shape.hidden * shape.layer_input(l) * 4 <= PER_STEP_INPUT_BYTES
 }
 
+/// The largest weights (bytes) [`pack_for_steps`] packs: packing reads
+/// and writes them once per pass, which larger ones (h 1024 and up) would
+/// feel, and their products are long enough for the pool.
+const PACKED_WEIGHT_BYTES: usize = 4 << 20;
+/// The longest reduction packed: one column tile of B (`k` x up to four
+/// vectors) stays within a quarter of a 1 MiB L2.
+const PACKED_K_BYTES: usize = 256 << 10;
+
 /// Packs one set's weights `a` (`blocks·bm × k`, the gates' blocks of
-/// rows) into `packed` for its per-step products with a batch of `n`,
-/// where a step's product runs on one thread ([`rows_gemm_is_serial`]):
-/// the packed GEMM walks one pointer through a panel of rows where the
+/// rows) into `packed` for its per-step products with a batch of `n`: the
+/// packed GEMM walks one pointer through a panel of rows where the
 /// unpacked one keeps one per row (1.5-2.6x faster on one thread on the
 /// small shapes of `packed_rows_beside_rows_gemm`), and packing once per
-/// pass costs one read of the weights. A batch under half a vector stays
-/// unpacked unless the weights are small (at most 32K values): the panel
-/// tile pads the batch to a whole vector, and the tiled GEMM's
-/// matrix-vector path was faster there (h256 mb1 LSTM forward 4.4 ms
-/// unpacked, 6.4 ms packed; h64 mb1 0.46 and 0.26 ms). Returns the packed
-/// weights, or `None` where the products stay with [`step_gemm`]'s other
-/// paths.
+/// pass costs one read of the weights; their steps then run on a team
+/// (see `team_steps`). A batch of at most half a vector runs on a tile
+/// whose vectors run along the weights' rows, broadcasting each column
+/// (512x1x128 in 5 µs against the `gemm` crate's 18 µs, 512x4x128 in 11
+/// against 46). Weights over [`PACKED_WEIGHT_BYTES`], or a reduction over
+/// [`PACKED_K_BYTES`], stay unpacked. Returns the packed weights, or
+/// `None` where the products stay with [`step_gemm`]'s other paths.
 pub(super) fn pack_for_steps<'p>(
     isa: Isa,
     a: &[f32],
@@ -47,11 +54,22 @@ pub(super) fn pack_for_steps<'p>(
     packed: &'p mut PackedRows,
 ) -> Option<&'p PackedRows> {
     let m = blocks * bm;
-    if !rows_gemm_is_serial(m, n, k) || (2 * n < isa.f32_lanes() && m * k > 1 << 15) {
+    let tile_row_bytes = 4 * 4 * isa.f32_lanes();
+    if m * k * 4 > PACKED_WEIGHT_BYTES || k * tile_row_bytes > PACKED_K_BYTES {
         return None;
     }
     packed.pack(isa, a, blocks, bm, k, n);
     Some(packed)
+}
+
+/// Floats a [`PackedRows`] for `blocks·bm × k` weights must hold room for:
+/// none where [`pack_for_steps`] never packs them (`None` past `usize`).
+pub(super) fn packed_floats(blocks: usize, bm: usize, k: usize) -> Option<usize> {
+    let bytes = blocks.checked_mul(bm)?.checked_mul(k)?.checked_mul(4)?;
+    if bytes > PACKED_WEIGHT_BYTES {
+        return Some(0);
+    }
+    PackedRows::floats_for(blocks, bm, k)
 }
 
 /// One step's product, `C[m×n] (+)= A[m×k]·B[k×n]` (weights × states, `n`

@@ -25,8 +25,8 @@ const TEAM_MIN_MACS: usize = 1 << 16;
 
 /// How many threads a team for this layer's time loop should have, or
 /// `None` where the loop stays as it is: its recurrent product must run on
-/// packed weights (small enough to run on one thread), and so must a
-/// per-step input product.
+/// packed weights (see `matrix::pack_for_steps`), and so must a per-step
+/// input product; a step must be long enough ([`TEAM_MIN_MACS`]).
 pub(super) fn team_size(
     shape: &RnnShape,
     packed_hh: Option<&PackedRows>,
@@ -49,6 +49,14 @@ fn units(member: &team::Member, p: &PackedRows) -> (Range<usize>, Range<usize>) 
     let mr = p.panel_rows();
     let u = (panels.start * mr).min(h)..(panels.end * mr).min(h);
     (panels, u)
+}
+
+/// Calls `f(q)` for this member's rows `q` of every gate's block: units
+/// `u` of each block of `h` rows.
+fn own_rows(gates: usize, h: usize, u: &Range<usize>, f: impl FnMut(usize)) {
+    (0..gates)
+        .flat_map(|g| g * h + u.start..g * h + u.end)
+        .for_each(f);
 }
 
 /// A step's input side: its own product per step on packed `W_ih` from
@@ -96,74 +104,64 @@ pub(super) fn forward(
         let (panels, u) = units(m, p_hh);
         let er = u.start * mb..u.end * mb;
         let (k, prev) = (step(i), i.checked_sub(1).map(step));
-        {
-            let pre = gv.slab(k, row);
-            // SAFETY: every step's rows and units below are this member's
-            // alone; the previous state is read whole, and no one writes
-            // it during this step (each wrote its units before the last
-            // barrier).
-            unsafe {
-                let h_prev = prev.map_or(h0, |p| hv.slab(p, state));
-                let h_prev_all = h_prev.get(0..state);
-                match &input {
-                    StepInput::PerStep { packed, xt, in_f } => {
-                        let x = &xt[k * in_f * mb..][..in_f * mb];
-                        packed.gemm_panels(panels.clone(), x, SendPtr(pre.ptr()), false);
-                        for g in 0..ngates {
-                            for q in g * h + u.start..g * h + u.end {
-                                let b = bias(q);
-                                crate::on_isa!(isa, {
-                                    for d in pre.range(q * mb..(q + 1) * mb) {
-                                        *d += b;
-                                    }
-                                });
+        let pre = gv.slab(k, row);
+        // SAFETY: every step's rows and units below are this member's
+        // alone; the previous state is read whole, and no one writes
+        // it during this step (each wrote its units before the last
+        // barrier).
+        unsafe {
+            let h_prev = prev.map_or(h0, |p| hv.slab(p, state));
+            let h_prev_all = h_prev.get(0..state);
+            match &input {
+                StepInput::PerStep { packed, xt, in_f } => {
+                    let x = &xt[k * in_f * mb..][..in_f * mb];
+                    packed.gemm_panels(panels.clone(), x, SendPtr(pre.ptr()), false);
+                    own_rows(ngates, h, &u, |q| {
+                        let b = bias(q);
+                        crate::on_isa!(isa, {
+                            for d in pre.range(q * mb..(q + 1) * mb) {
+                                *d += b;
                             }
-                        }
-                    }
-                    StepInput::Columns(xw) => {
-                        for g in 0..ngates {
-                            for q in g * h + u.start..g * h + u.end {
-                                let b = bias(q);
-                                let src = &xw[q * tb + k * mb..][..mb];
-                                crate::on_isa!(isa, {
-                                    for (d, &v) in
-                                        pre.range(q * mb..(q + 1) * mb).iter_mut().zip(src)
-                                    {
-                                        *d = v + b;
-                                    }
-                                });
-                            }
-                        }
-                    }
+                        });
+                    });
                 }
-                let h_out = hv.slab(k, state);
-                match shape.cell {
-                    Cell::Lstm => {
-                        p_hh.gemm_panels(panels.clone(), h_prev_all, SendPtr(pre.ptr()), true);
-                        let c_prev = prev.map_or(c0, |p| av.slab(p, state));
-                        let v = [pre, c_prev, av.slab(k, state), h_out];
-                        gates::lstm_fwd_range(isa, state, v, er.clone());
-                    }
-                    Cell::Gru => {
-                        p_hh.gemm_panels(panels.clone(), h_prev_all, SendPtr(pv.ptr()), false);
-                        for g in 0..ngates {
-                            for q in g * h + u.start..g * h + u.end {
-                                let b = b_hh[q];
-                                crate::on_isa!(isa, {
-                                    for d in pv.range(q * mb..(q + 1) * mb) {
-                                        *d += b;
-                                    }
-                                });
+                StepInput::Columns(xw) => {
+                    own_rows(ngates, h, &u, |q| {
+                        let b = bias(q);
+                        let src = &xw[q * tb + k * mb..][..mb];
+                        crate::on_isa!(isa, {
+                            for (d, &v) in pre.range(q * mb..(q + 1) * mb).iter_mut().zip(src) {
+                                *d = v + b;
                             }
-                        }
-                        let v = [pre, pv, h_prev, av.slab(k, state), h_out];
-                        gates::gru_fwd_range(isa, state, v, er.clone());
-                    }
-                    Cell::RnnRelu | Cell::RnnTanh => {
-                        p_hh.gemm_panels(panels.clone(), h_prev_all, SendPtr(pre.ptr()), true);
-                        let relu = shape.cell == Cell::RnnRelu;
-                        gates::rnn_fwd_range(isa, relu, [pre, h_out], er.clone());
-                    }
+                        });
+                    });
+                }
+            }
+            let h_out = hv.slab(k, state);
+            match shape.cell {
+                Cell::Lstm => {
+                    p_hh.gemm_panels(panels.clone(), h_prev_all, SendPtr(pre.ptr()), true);
+                    let c_prev = prev.map_or(c0, |p| av.slab(p, state));
+                    let v = [pre, c_prev, av.slab(k, state), h_out];
+                    gates::lstm_fwd_range(isa, state, v, er.clone());
+                }
+                Cell::Gru => {
+                    p_hh.gemm_panels(panels.clone(), h_prev_all, SendPtr(pv.ptr()), false);
+                    own_rows(ngates, h, &u, |q| {
+                        let b = b_hh[q];
+                        crate::on_isa!(isa, {
+                            for d in pv.range(q * mb..(q + 1) * mb) {
+                                *d += b;
+                            }
+                        });
+                    });
+                    let v = [pre, pv, h_prev, av.slab(k, state), h_out];
+                    gates::gru_fwd_range(isa, state, v, er.clone());
+                }
+                Cell::RnnRelu | Cell::RnnTanh => {
+                    p_hh.gemm_panels(panels.clone(), h_prev_all, SendPtr(pre.ptr()), true);
+                    let relu = shape.cell == Cell::RnnRelu;
+                    gates::rnn_fwd_range(isa, relu, [pre, h_out], er.clone());
                 }
             }
         }

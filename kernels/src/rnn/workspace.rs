@@ -1,6 +1,7 @@
 //! The buffers the passes share, allocated once, and the inputs a pass
 //! reads.
 
+use super::matrix::packed_floats;
 use super::shape::{Cell, RnnShape, Weights};
 use crate::conv::direct::PackedRows;
 
@@ -93,9 +94,8 @@ impl Workspace {
             shape.mb.checked_mul(h)?.checked_mul(5)?,
             tb.checked_mul(gh)?.checked_add(tb.checked_mul(h)?)?,
             tb.checked_mul(widest)?.checked_mul(2)?,
-            PackedRows::floats_for(shape.cell.gates(), h, widest_in)?,
-            PackedRows::floats_for(shape.cell.gates(), h, h)?
-                .max(PackedRows::floats_for(1, h, gh)?),
+            packed_floats(shape.cell.gates(), h, widest_in)?,
+            packed_floats(shape.cell.gates(), h, h)?.max(packed_floats(1, h, gh)?),
             0,
             0,
         ])
@@ -156,9 +156,9 @@ impl Workspace {
             hprev_rows: z(tb * h)?,
             dlayer: z(tb * widest)?,
             dlayer_next: z(tb * widest)?,
-            packed_ih: PackedRows::with_capacity(PackedRows::floats_for(gates, h, widest_in)?)?,
+            packed_ih: PackedRows::with_capacity(packed_floats(gates, h, widest_in)?)?,
             packed_hh: PackedRows::with_capacity(
-                PackedRows::floats_for(gates, h, h)?.max(PackedRows::floats_for(1, h, gh)?),
+                packed_floats(gates, h, h)?.max(packed_floats(1, h, gh)?),
             )?,
         })
     }

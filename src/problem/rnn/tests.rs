@@ -285,7 +285,7 @@ fn batch_files_carry_line_numbers() {
         load_rnn_batch("builtin:resnet50", Cell::Lstm, L2R).unwrap_err()
     );
     assert!(
-        e.contains("unknown built-in list 'resnet50' (known: deepbench-rnn)"),
+        e.contains("unknown built-in list 'resnet50' (known: deepbench-rnn, small-rnn)"),
         "{e}"
     );
     let e = format!(
@@ -293,6 +293,13 @@ fn batch_files_carry_line_numbers() {
         crate::problem::load_batch("builtin:deepbench-rnn").unwrap_err()
     );
     assert!(e.contains("(known: resnet50)"), "{e}");
+}
+
+#[test]
+fn the_small_list_reads_with_its_cells_directions_and_inputs() {
+    let list = load_rnn_batch("builtin:small-rnn", Cell::Lstm, L2R).unwrap();
+    assert_eq!(list.len(), 18);
+    assert!(list.iter().all(|p| (64..=512).contains(&p.dhc)));
 }
 
 #[test]

@@ -25,7 +25,7 @@ mod util;
 use super::{ConvAlgo, ConvPlan, ConvShape, Direction};
 use crate::Isa;
 pub use packed_rows::PackedRows;
-pub use rows_gemm::{rows_gemm, rows_gemm_is_serial};
+pub use rows_gemm::rows_gemm;
 
 pub struct Direct;
 

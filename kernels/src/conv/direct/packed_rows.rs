@@ -11,7 +11,9 @@
 //! the same panels of every block: the same hidden units of every gate
 //! (see `rnn::team`).
 
-use super::ukernel::{panel, panel_rows, tile, Panel, PANEL_NARROW_MR};
+use super::ukernel::{
+    by_columns, panel, panel_by_columns, panel_rows, tile, Panel, PANEL_NARROW_MR,
+};
 use crate::gemm::SendPtr;
 use crate::Isa;
 use std::cell::RefCell;
@@ -136,6 +138,28 @@ impl PackedRows {
             return;
         }
         let lanes = isa.f32_lanes();
+        if by_columns(isa, n) {
+            // A batch of at most half a vector: one tile by columns per panel.
+            let ppb = self.panels();
+            for blk in 0..self.blocks {
+                for p in panels.clone() {
+                    let r0 = p * mr;
+                    let tile = Panel {
+                        a: self.data.as_ptr().add((blk * ppb + p) * k * mr),
+                        b: b.as_ptr(),
+                        ldb: n,
+                        kc: k,
+                        c: c.get().add((blk * bm + r0) * n),
+                        ldc: n,
+                        m: mr.min(bm - r0),
+                        n,
+                        acc: accumulate,
+                    };
+                    panel_by_columns(isa, &tile, mr);
+                }
+            }
+            return;
+        }
         let nr = if mr == PANEL_NARROW_MR {
             lanes
         } else {
@@ -148,17 +172,18 @@ impl PackedRows {
         let run = |bp: *const f32, ldb: usize, cols: usize| {
             let c = c.get();
             let ppb = self.panels();
-            for blk in 0..self.blocks {
-                for p in panels.clone() {
-                    let r0 = p * mr;
-                    let valid = mr.min(bm - r0);
-                    let row0 = blk * bm + r0;
-                    let ap = self.data.as_ptr().add((blk * ppb + p) * k * mr);
-                    for j0 in (0..cols).step_by(nr) {
-                        let nb = nr.min(cols - j0);
-                        let real = nb.min(n - j0);
+            // Column tiles outermost: one tile's columns of B (`k x nr`)
+            // stay in cache while every panel of A streams past them.
+            for j0 in (0..cols).step_by(nr) {
+                let nb = nr.min(cols - j0);
+                let real = nb.min(n - j0);
+                for blk in 0..self.blocks {
+                    for p in panels.clone() {
+                        let r0 = p * mr;
+                        let valid = mr.min(bm - r0);
+                        let row0 = blk * bm + r0;
                         let mut tile = Panel {
-                            a: ap,
+                            a: self.data.as_ptr().add((blk * ppb + p) * k * mr),
                             b: bp.add(j0),
                             ldb,
                             kc: k,
@@ -224,6 +249,10 @@ mod tests {
         let shapes = [
             (1, 1, 1, 1),
             (4, 7, 5, 3),
+            (4, 33, 1, 20),
+            (3, 40, 2, 9),
+            (2, 17, 4, 12),
+            (1, 70, 3, 5),
             (3, 13, 8, 20),
             (4, 25, 3, 40),
             (1, 64, 16, 9),
@@ -277,8 +306,9 @@ mod tests {
     }
 }
 
-/// Interleaved timing of the packed GEMM and the unpacked one on the
-/// recurrent layers' small per-step shapes (`gates·h × mb × h`), one thread:
+/// Interleaved timing of the packed GEMM, the unpacked one and the `gemm`
+/// crate on the
+/// recurrent layers. small per-step shapes (`gates·h × mb × h`), one thread:
 /// `cargo test -p cnnbench-kernels --release packed_rows_beside_rows_gemm -- --ignored --nocapture`.
 #[cfg(test)]
 #[test]
@@ -294,6 +324,8 @@ fn packed_rows_beside_rows_gemm() {
         .unwrap();
     for (m, n, k) in [
         (512, 1, 128),
+        (1024, 1, 256),
+        (512, 2, 128),
         (512, 4, 128),
         (512, 8, 128),
         (256, 16, 64),
@@ -307,32 +339,36 @@ fn packed_rows_beside_rows_gemm() {
         let mut p = PackedRows::default();
         p.pack(isa, &a, 1, m, k, n);
         let reps = (1usize << 26) / (m * n * k) + 3;
-        let (mut packed, mut plain) = (Vec::new(), Vec::new());
+        let s = crate::gemm::GemmShape {
+            m,
+            n,
+            k,
+            trans_a: false,
+            trans_b: false,
+        };
+        // Medians over rounds of: packed, rows_gemm, the gemm crate.
+        let mut us = [Vec::new(), Vec::new(), Vec::new()];
         for round in 0..8 {
-            for first in [round % 2 == 0, round % 2 == 1] {
+            for v in [0, 1, 2] {
+                let v = if round % 2 == 0 { v } else { 2 - v };
                 let t0 = Stopwatch::start();
                 for _ in 0..reps {
-                    if first {
-                        p.gemm(&b, &mut c, true);
-                    } else {
-                        one.install(|| rows_gemm(isa, m, n, k, &a, &b, &mut c, true));
+                    match v {
+                        0 => p.gemm(&b, &mut c, true),
+                        1 => one.install(|| rows_gemm(isa, m, n, k, &a, &b, &mut c, true)),
+                        _ => one.install(|| crate::gemm::sgemm_acc(&s, &a, &b, &mut c, true)),
                     }
                 }
-                let us = t0.elapsed_s() * 1e6 / reps as f64;
-                if first {
-                    packed.push(us)
-                } else {
-                    plain.push(us)
-                }
+                us[v].push(t0.elapsed_s() * 1e6 / reps as f64);
             }
         }
-        packed.sort_by(f64::total_cmp);
-        plain.sort_by(f64::total_cmp);
-        let (o, t) = (packed[4], plain[4]);
+        let [o, r, g] = us.map(|mut v| {
+            v.sort_by(f64::total_cmp);
+            v[4]
+        });
         let gflops = 2.0 * (m * n * k) as f64 / o / 1e3;
         println!(
-            "{m}x{n}x{k}: packed {o:.1} us ({gflops:.0} GFLOP/s), rows_gemm {t:.1} us, ratio {:.2}",
-            t / o
+            "{m}x{n}x{k}: packed {o:.1} us ({gflops:.0} GFLOP/s), rows_gemm {r:.1} us, gemm crate {g:.1} us"
         );
     }
 }

@@ -17,12 +17,6 @@ use rayon::prelude::*;
 /// (2^18), spent 40% of a small LSTM's time in the scheduler.
 const PARALLEL_MACS: usize = 1 << 21;
 
-/// Whether [`rows_gemm`] runs an `m×n×k` product on the calling thread
-/// alone (too small to wake the pool for).
-pub fn rows_gemm_is_serial(m: usize, n: usize, k: usize) -> bool {
-    m.saturating_mul(n).saturating_mul(k) < PARALLEL_MACS
-}
-
 /// `C = A·B`, or `C += A·B` when `accumulate`; A is `m×k`, B `k×n`, C
 /// `m×n`, all row-major and contiguous. Row tiles run in parallel on the
 /// current rayon pool when the product is large enough.

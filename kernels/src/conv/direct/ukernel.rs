@@ -100,16 +100,24 @@ pub(super) struct Panel {
     pub acc: bool,
 }
 
-/// Rows of the panel tile for a product `n` columns wide: twelve rows of
-/// one vector where `n` fits in one (twelve independent accumulators, more
+/// Rows of the panel tile for a product `n` columns wide: where `n` is at
+/// most half a vector, the column tile's rows ([`panel_by_columns`]: two
+/// vectors of rows, four for one or two columns); twelve rows of one
+/// vector where `n` fits in one (twelve independent accumulators, more
 /// than an FMA's latency times its ports; six rows of one vector would
-/// wait on their FMAs), else the wide tile's rows.
+/// wait on their FMAs); else the wide tile's rows.
 pub(super) fn panel_rows(isa: Isa, n: usize) -> usize {
     match isa {
         Isa::Scalar => 4,
+        _ if by_columns(isa, n) => isa.f32_lanes() * if n <= 2 { 4 } else { 2 },
         _ if n <= isa.f32_lanes() => PANEL_NARROW_MR,
         _ => tile(isa).0,
     }
+}
+
+/// Whether a panel product `n` columns wide runs on [`panel_by_columns`].
+pub(super) fn by_columns(isa: Isa, n: usize) -> bool {
+    isa != Isa::Scalar && n >= 1 && 2 * n <= isa.f32_lanes()
 }
 
 /// Rows of the narrow panel tile.
@@ -372,6 +380,59 @@ unsafe fn igemm_any<S: Simd, const MR: usize>(k: &Igemm) {
     by_nv!(S, k.n, igemm_body[MR](k))
 }
 
+/// A [`Panel`] tile for a batch of at most half a vector: the panel's rows
+/// run along the vectors (`MV` vectors of rows) and each of the `NJ`
+/// columns of B is broadcast, so that no lane computes padding; the
+/// results go out by column.
+#[inline(always)]
+unsafe fn panel_cols_body<S: Simd, const MV: usize, const NJ: usize>(k: &Panel) {
+    let mut acc = [[S::zero(); MV]; NJ];
+    let (mut ap, mut bp) = (k.a, k.b);
+    for _ in 0..k.kc {
+        let mut av = [S::zero(); MV];
+        for v in 0..MV {
+            av[v] = S::load(ap.add(v * S::L));
+        }
+        for j in 0..NJ {
+            let bj = S::splat(*bp.add(j));
+            for v in 0..MV {
+                acc[j][v] = S::fma(av[v], bj, acc[j][v]);
+            }
+        }
+        ap = ap.add(MV * S::L);
+        bp = bp.add(k.ldb);
+    }
+    // At most 4 vectors of 16 rows.
+    let mut out = [[0f32; 64]; NJ];
+    for j in 0..NJ {
+        for v in 0..MV {
+            S::store(out[j].as_mut_ptr().add(v * S::L), acc[j][v]);
+        }
+    }
+    for i in 0..k.m {
+        let row = k.c.add(i * k.ldc);
+        for j in 0..NJ {
+            let p = row.add(j);
+            *p = if k.acc { *p + out[j][i] } else { out[j][i] };
+        }
+    }
+}
+
+#[inline(always)]
+unsafe fn panel_cols_any<S: Simd>(k: &Panel, mr: usize) {
+    match (mr / S::L, k.n) {
+        (4, 1) => panel_cols_body::<S, 4, 1>(k),
+        (4, 2) => panel_cols_body::<S, 4, 2>(k),
+        (2, 3) => panel_cols_body::<S, 2, 3>(k),
+        (2, 4) => panel_cols_body::<S, 2, 4>(k),
+        (2, 5) => panel_cols_body::<S, 2, 5>(k),
+        (2, 6) => panel_cols_body::<S, 2, 6>(k),
+        (2, 7) => panel_cols_body::<S, 2, 7>(k),
+        (2, 8) => panel_cols_body::<S, 2, 8>(k),
+        _ => unreachable!("column tile of {mr} rows and {} columns", k.n),
+    }
+}
+
 #[inline(always)]
 unsafe fn panel_any<S: Simd, const MR: usize>(k: &Panel) {
     by_nv!(S, k.n, panel_body[MR](k))
@@ -426,6 +487,10 @@ macro_rules! entry_points {
                 }
             }
             #[target_feature(enable = $feat)]
+            pub(super) unsafe fn panel_cols(k: &Panel, mr: usize) {
+                panel_cols_any::<$S>(k, mr)
+            }
+            #[target_feature(enable = $feat)]
             pub(super) unsafe fn bwdw(k: &Bwdw, m: usize) {
                 bwdw_any::<$S>(k, m)
             }
@@ -467,6 +532,21 @@ pub(super) unsafe fn panel(isa: Isa, k: &Panel, mr: usize) {
         #[cfg(target_arch = "x86_64")]
         Isa::Avx2 => avx2::panel(k, mr),
         _ => panel_any::<Scalar, 4>(k),
+    }
+}
+
+/// Runs one [`Panel`] tile by columns: `1 <= n`, `2·n <= lanes`, `mr` from
+/// [`panel_rows`] ([`by_columns`] must hold).
+///
+/// # Safety
+/// As [`panel`].
+pub(super) unsafe fn panel_by_columns(isa: Isa, k: &Panel, mr: usize) {
+    match isa {
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 => avx512::panel_cols(k, mr),
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => avx2::panel_cols(k, mr),
+        _ => unreachable!("no column tile for {isa}"),
     }
 }
 
