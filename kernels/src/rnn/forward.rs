@@ -159,9 +159,12 @@ fn set_forward(
     // can, and the input's product runs per step on them too: the columns
     // of one product over every step would be gathered row by row at every
     // step, each row a stride of `t·mb` floats away (17% of an h256 mb16
-    // 150-step LSTM forward, in cache and TLB misses).
+    // 150-step LSTM forward, in cache and TLB misses). Not past a batch of
+    // 32, where the per-step product reads its weights once per column
+    // tile (h512 mb128 LSTM forward: 192 ms with it, 152 ms with one
+    // product over every step; PyTorch 135-167 ms).
     let per_step = input_product_per_step(shape, l);
-    let p_ih = if per_step || p_hh.is_some() {
+    let p_ih = if per_step || (p_hh.is_some() && mb <= 32) {
         pack_for_steps(isa, &w.w_ih, gates, h, in_f, mb, packed_ih)
     } else {
         None

@@ -5,10 +5,12 @@
 //! The work is split as cuDNN splits it, so the two can be timed alike:
 //! - [`forward`]: per layer and direction, the input's product for every
 //!   time step as one GEMM (`[t·mb, in] x [in, gates·h]`), or, where
-//!   `W_ih` stays in cache ([`input_product_per_step`]), per step; then
-//!   per step the biases, the hidden state's product (a GEMM accumulated
-//!   onto it, or beside it for the GRU) and one fused pass over the gates
-//!   ([`gates`]);
+//!   `W_ih` stays in cache ([`input_product_per_step`]) or the weights
+//!   pack (`matrix::pack_for_steps`), per step; then per step the biases,
+//!   the hidden state's product (a GEMM accumulated onto it, or beside it
+//!   for the GRU) and one fused pass over the gates ([`gates`]); where the
+//!   weights pack, a team of threads runs the whole time loop
+//!   (`team_steps`), each member the same hidden units at every step;
 //! - [`backward_data`]: back through time, per step the fused backward
 //!   pass and the recurrent GEMM giving the previous state's gradient,
 //!   then the input's gradient for every step as one GEMM;

@@ -12,7 +12,7 @@
 //! (see `rnn::team`).
 
 use super::ukernel::{
-    by_columns, panel, panel_by_columns, panel_rows, tile, Panel, PANEL_NARROW_MR,
+    by_columns, panel, panel_by_columns, panel_rows, tile, Panel, PANEL_MAX_ROWS, PANEL_NARROW_MR,
 };
 use crate::gemm::SendPtr;
 use crate::Isa;
@@ -52,7 +52,7 @@ impl PackedRows {
     /// The most floats a pack of `blocks` blocks of `bm` rows of `k` takes,
     /// whatever the ISA and width (`None` past `usize`).
     pub fn floats_for(blocks: usize, bm: usize, k: usize) -> Option<usize> {
-        let most_rows = bm.checked_add(PANEL_NARROW_MR)?.checked_mul(blocks)?;
+        let most_rows = bm.checked_add(PANEL_MAX_ROWS)?.checked_mul(blocks)?;
         most_rows.checked_mul(k)
     }
 
@@ -63,6 +63,7 @@ impl PackedRows {
         assert_eq!(a.len(), blocks * bm * k, "A size");
         let isa = if isa.is_supported() { isa } else { Isa::Scalar };
         let mr = panel_rows(isa, n);
+        debug_assert!(mr <= PANEL_MAX_ROWS, "see floats_for");
         let ppb = bm.div_ceil(mr);
         *self = PackedRows {
             isa: Some(isa),
@@ -237,10 +238,8 @@ impl PackedRows {
 
 #[cfg(test)]
 mod tests {
+    use super::super::rows_gemm::tests::check_gemm;
     use super::*;
-    use crate::conv::reference::rel_l2_error;
-    use crate::gemm::{reference, GemmShape};
-    use crate::rng::fill_uniform;
 
     #[test]
     fn every_isa_matches_the_reference_gemm() {
@@ -266,41 +265,22 @@ mod tests {
             }
             for &(blocks, bm, n, k) in &shapes {
                 let m = blocks * bm;
-                let mut a = vec![0.0; m * k];
-                let mut b = vec![0.0; k * n];
-                let mut c0 = vec![0.0; m * n];
-                fill_uniform(&mut a, 1, 1.0);
-                fill_uniform(&mut b, 2, 1.0);
-                fill_uniform(&mut c0, 3, 1.0);
-                let s = GemmShape {
-                    m,
-                    n,
-                    k,
-                    trans_a: false,
-                    trans_b: false,
-                };
-                let mut want = vec![0.0; m * n];
-                reference(&s, &a, &b, &mut want);
-                let mut p = PackedRows::default();
-                p.pack(isa, &a, blocks, bm, k, n);
-                let mut c = vec![f32::NAN; m * n];
-                p.gemm(&b, &mut c, false);
-                let e = rel_l2_error(&c, &want);
-                assert!(e < 1e-6, "{isa} {blocks}x{bm}x{n}x{k}: {e}");
-                let mut c = c0.clone();
-                p.gemm(&b, &mut c, true);
-                let sum: Vec<f32> = want.iter().zip(&c0).map(|(p, q)| p + q).collect();
-                let e = rel_l2_error(&c, &sum);
-                assert!(e < 1e-6, "{isa} {blocks}x{bm}x{n}x{k} accumulating: {e}");
+                check_gemm(isa, m, n, k, |a, b, c, acc| {
+                    let mut p = PackedRows::default();
+                    p.pack(isa, a, blocks, bm, k, n);
+                    p.gemm(b, c, acc);
+                });
                 // Panel ranges cover the rows of every block they name.
-                let mut c = vec![f32::NAN; m * n];
-                let half = p.panels() / 2;
-                for r in [0..half, half..p.panels()] {
-                    // SAFETY: the two ranges write disjoint rows, one after the other.
-                    unsafe { p.gemm_panels(r, &b, SendPtr(c.as_mut_ptr()), false) };
-                }
-                let e = rel_l2_error(&c, &want);
-                assert!(e < 1e-6, "{isa} {blocks}x{bm}x{n}x{k} by panels: {e}");
+                check_gemm(isa, m, n, k, |a, b, c, acc| {
+                    let mut p = PackedRows::default();
+                    p.pack(isa, a, blocks, bm, k, n);
+                    let half = p.panels() / 2;
+                    for r in [0..half, half..p.panels()] {
+                        // SAFETY: the two ranges write disjoint rows, one
+                        // after the other.
+                        unsafe { p.gemm_panels(r, b, SendPtr(c.as_mut_ptr()), acc) };
+                    }
+                });
             }
         }
     }

@@ -124,7 +124,7 @@ unsafe fn rows(
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::conv::reference::rel_l2_error;
     use crate::gemm::{reference, GemmShape};
@@ -146,33 +146,48 @@ mod tests {
                 continue;
             }
             for &(m, n, k) in &shapes {
-                let mut a = vec![0.0; m * k];
-                let mut b = vec![0.0; k * n];
-                let mut c0 = vec![0.0; m * n];
-                fill_uniform(&mut a, 1, 1.0);
-                fill_uniform(&mut b, 2, 1.0);
-                fill_uniform(&mut c0, 3, 1.0);
-                let s = GemmShape {
-                    m,
-                    n,
-                    k,
-                    trans_a: false,
-                    trans_b: false,
-                };
-                let mut want = vec![0.0; m * n];
-                reference(&s, &a, &b, &mut want);
-                let mut c = vec![f32::NAN; m * n];
-                rows_gemm(isa, m, n, k, &a, &b, &mut c, false);
-                let e = rel_l2_error(&c, &want);
-                assert!(e < 1e-6, "{isa} {m}x{n}x{k}: {e}");
-                // Accumulating adds the product onto what C held.
-                let mut c = c0.clone();
-                rows_gemm(isa, m, n, k, &a, &b, &mut c, true);
-                let sum: Vec<f32> = want.iter().zip(&c0).map(|(p, q)| p + q).collect();
-                let e = rel_l2_error(&c, &sum);
-                assert!(e < 1e-6, "{isa} {m}x{n}x{k} accumulating: {e}");
+                check_gemm(isa, m, n, k, |a, b, c, acc| {
+                    rows_gemm(isa, m, n, k, a, b, c, acc)
+                });
             }
         }
+    }
+
+    /// Runs `gemm(a, b, c, accumulate)` on seeded row-major operands
+    /// (`m×k` times `k×n`) against the reference, overwriting and then
+    /// accumulating.
+    pub(in crate::conv::direct) fn check_gemm(
+        isa: Isa,
+        m: usize,
+        n: usize,
+        k: usize,
+        gemm: impl Fn(&[f32], &[f32], &mut [f32], bool),
+    ) {
+        let mut a = vec![0.0; m * k];
+        let mut b = vec![0.0; k * n];
+        let mut c0 = vec![0.0; m * n];
+        fill_uniform(&mut a, 1, 1.0);
+        fill_uniform(&mut b, 2, 1.0);
+        fill_uniform(&mut c0, 3, 1.0);
+        let s = GemmShape {
+            m,
+            n,
+            k,
+            trans_a: false,
+            trans_b: false,
+        };
+        let mut want = vec![0.0; m * n];
+        reference(&s, &a, &b, &mut want);
+        let mut c = vec![f32::NAN; m * n];
+        gemm(&a, &b, &mut c, false);
+        let e = rel_l2_error(&c, &want);
+        assert!(e < 1e-6, "{isa} {m}x{n}x{k}: {e}");
+        // Accumulating adds the product onto what C held.
+        let mut c = c0.clone();
+        gemm(&a, &b, &mut c, true);
+        let sum: Vec<f32> = want.iter().zip(&c0).map(|(p, q)| p + q).collect();
+        let e = rel_l2_error(&c, &sum);
+        assert!(e < 1e-6, "{isa} {m}x{n}x{k} accumulating: {e}");
     }
 
     #[test]

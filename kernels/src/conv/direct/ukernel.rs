@@ -122,6 +122,8 @@ pub(super) fn by_columns(isa: Isa, n: usize) -> bool {
 
 /// Rows of the narrow panel tile.
 pub(super) const PANEL_NARROW_MR: usize = 12;
+/// The most rows of any panel tile: the column tile's four AVX-512 vectors.
+pub(super) const PANEL_MAX_ROWS: usize = 64;
 
 /// Fills the `mr` row pointers of tap slot `tb` of an indirection buffer.
 /// Row `i` starts at pixel `org[i] = (y, x, element offset)` of `base`; the
