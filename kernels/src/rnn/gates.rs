@@ -100,7 +100,7 @@ impl Shared {
     }
 
     /// # Safety
-    /// No other live reference may cover `r` (each task takes its own).
+    /// No other live reference may cover `r` (each task takes its own),
     /// and the buffer must outlive the slice.
     pub(super) unsafe fn range<'a>(self, r: std::ops::Range<usize>) -> &'a mut [f32] {
         assert!(r.end <= self.1);

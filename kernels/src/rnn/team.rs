@@ -10,16 +10,21 @@
 //! which costs well under a microsecond, so the step's product and gate
 //! pass split across every thread.
 //!
-//! The team grows while it runs: the caller's thread leads and starts the
-//! first phase alone, and a member joins at the next phase boundary after
-//! its thread has started (on a 2-core VM: 20-60 µs after a pass began,
-//! and now and then 2 ms or more, when the hypervisor had the other core
-//! elsewhere). So nobody ever waits for a thread that is late or cannot
-//! come at all (a busy pool: the two directions of a bidirectional layer
-//! run at once, each leading a team). The body of a phase must therefore
-//! derive everything from the phase's number and the member's share.
+//! The team grows while it runs: a leader (the caller's thread when it is
+//! one of the pool's, else a pool thread while the caller waits) starts
+//! the first phase alone, and a member joins at the next phase boundary
+//! after its thread has started (on a 2-core VM: 20-60 µs after a pass
+//! began, and now and then 2 ms or more, when the hypervisor had the other
+//! core elsewhere). So nobody ever waits for a thread that is late or
+//! cannot come at all (a busy pool: a model's bidirectional layer runs its
+//! two directions at once, each leading a team). The body of a phase must
+//! therefore derive everything from the phase's number and the member's
+//! share, which may change from one phase to the next.
+//!
+//! A panic in any member poisons the team: the others stop waiting and
+//! panic too, so that the panic reaches the caller instead of a hang.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 /// The high bit of the join count: set when the team is done.
 const CLOSED: usize = 1 << (usize::BITS - 1);
@@ -49,6 +54,8 @@ impl Member {
 struct Barrier {
     arrived: AtomicUsize,
     generation: AtomicUsize,
+    /// Set when a member panicked: every wait gives up.
+    poisoned: AtomicBool,
 }
 
 impl Barrier {
@@ -60,13 +67,32 @@ impl Barrier {
                 .store(generation.wrapping_add(1), Ordering::Release);
             return;
         }
-        spin_until(|| self.generation.load(Ordering::Acquire) != generation);
+        self.spin_until(|| self.generation.load(Ordering::Acquire) != generation);
+    }
+
+    /// Spins until `done`, or panics once the team is poisoned.
+    fn spin_until(&self, done: impl FnMut() -> bool) {
+        spin_until(done, &self.poisoned);
     }
 }
 
-fn spin_until(mut done: impl FnMut() -> bool) {
+/// Poisons the team if the thread holding it unwinds.
+struct PoisonOnPanic<'a>(&'a AtomicBool);
+
+impl Drop for PoisonOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.store(true, Ordering::Release);
+        }
+    }
+}
+
+fn spin_until(mut done: impl FnMut() -> bool, poisoned: &AtomicBool) {
     let mut spins = 0u32;
     while !done() {
+        if poisoned.load(Ordering::Acquire) {
+            panic!("another thread of the recurrent layer's team panicked");
+        }
         if spins < 1 << 14 {
             spins += 1;
             std::hint::spin_loop();
@@ -117,6 +143,7 @@ pub(super) fn run(want: usize, phases: usize, body: impl Fn(usize, &Member) + Sy
         barrier: Barrier {
             arrived: AtomicUsize::new(0),
             generation: AtomicUsize::new(0),
+            poisoned: AtomicBool::new(false),
         },
         joined: AtomicUsize::new(0),
         sizes: AtomicU64::new(pack_sizes(0, 1, 1)),
@@ -128,6 +155,10 @@ pub(super) fn run(want: usize, phases: usize, body: impl Fn(usize, &Member) + Sy
         for _ in 1..want {
             s.spawn(move |_| team.member(phases, body));
         }
+        // A panic here closes and poisons the team: the members that came
+        // stop waiting, those that did not never start.
+        let _closing = CloseOnExit(&team.joined);
+        let _poison = PoisonOnPanic(&team.barrier.poisoned);
         for phase in 0..phases {
             let size = size_at(team.sizes.load(Ordering::Acquire), phase);
             body(phase, &Member { index: 0, size });
@@ -149,9 +180,18 @@ pub(super) fn run(want: usize, phases: usize, body: impl Fn(usize, &Member) + Sy
             // which a member admitted later waits on.
             team.barrier.wait(size);
         }
-        team.joined.fetch_or(CLOSED, Ordering::AcqRel);
     });
     admitted
+}
+
+/// Closes the team (no member joins any more) when the leader is done,
+/// normally or by a panic.
+struct CloseOnExit<'a>(&'a AtomicUsize);
+
+impl Drop for CloseOnExit<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_or(CLOSED, Ordering::AcqRel);
+    }
 }
 
 impl Team {
@@ -173,8 +213,9 @@ impl Team {
                 Err(now) => seen = now,
             }
         };
+        let _poison = PoisonOnPanic(&self.barrier.poisoned);
         let mut first = 0;
-        spin_until(|| {
+        self.barrier.spin_until(|| {
             first = self.admit[index].load(Ordering::Acquire);
             first != 0 || self.joined.load(Ordering::Acquire) & CLOSED != 0
         });
@@ -184,7 +225,8 @@ impl Team {
         let first = first - 1;
         // The phases before this member's first are done when the barrier
         // has completed that many times.
-        spin_until(|| self.barrier.generation.load(Ordering::Acquire) >= first);
+        self.barrier
+            .spin_until(|| self.barrier.generation.load(Ordering::Acquire) >= first);
         for phase in first..phases {
             let size = size_at(self.sizes.load(Ordering::Acquire), phase);
             body(phase, &Member { index, size });
@@ -262,6 +304,24 @@ mod tests {
         let (a, b) =
             pool.install(|| rayon::join(|| run(2, 50, |_, _| {}), || run(2, 50, |_, _| {})));
         assert!(a >= 1 && b >= 1);
+    }
+
+    #[test]
+    fn a_panicking_member_fails_the_run_instead_of_hanging() {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .unwrap();
+        let got = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            pool.install(|| {
+                run(2, 100_000, |phase, m| {
+                    if m.index == 1 || (phase == 99_999 && m.size == 1) {
+                        panic!("member {} at phase {phase}", m.index);
+                    }
+                })
+            })
+        }));
+        assert!(got.is_err());
     }
 
     #[test]

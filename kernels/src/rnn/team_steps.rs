@@ -1,9 +1,9 @@
-//! The time loops of one layer and direction run by a [`team`]: each
-//! member owns the same panels of hidden units at every step (the packed
-//! weights' panels, in every gate's block), so that it computes its rows
-//! of the step's products and then the gate pass of its own units, and
-//! meets the others once per step, where the next step needs the whole
-//! state.
+//! The time loops of one layer and direction run by a [`team`]: in each
+//! phase a member owns a share of the panels of hidden units (the packed
+//! weights' panels, the same ones in every gate's block; the share changes
+//! only when the team grows), so that it computes its rows of the step's
+//! products and then the gate pass of its own units, and meets the others
+//! once per step, where the next step needs the whole state.
 //!
 //! Every buffer is shared between the members through [`Shared`] views;
 //! within a step each member writes only its own rows and units, and reads

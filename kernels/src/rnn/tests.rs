@@ -102,6 +102,12 @@ fn check_against_reference(shape: &RnnShape, isa: Isa) {
         })
         .collect();
     backward_weights(isa, shape, &inp, &mut ws, &mut dw);
+    // Nothing grew during the passes: every buffer was there beforehand.
+    assert_eq!(
+        Workspace::bytes_for(shape),
+        Some(ws.bytes()),
+        "{shape:?} after"
+    );
     for (s, (got, want)) in dw.iter().zip(&want.dw).enumerate() {
         for (name, (g, w)) in ["dw_ih", "dw_hh", "db_ih", "db_hh"]
             .iter()

@@ -94,7 +94,7 @@ impl Workspace {
             shape.mb.checked_mul(h)?.checked_mul(5)?,
             tb.checked_mul(gh)?.checked_add(tb.checked_mul(h)?)?,
             tb.checked_mul(widest)?.checked_mul(2)?,
-            packed_floats(shape.cell.gates(), h, widest_in)?,
+            packed_ih_floats(shape)?,
             packed_floats(shape.cell.gates(), h, h)?.max(packed_floats(1, h, gh)?),
             0,
             0,
@@ -156,7 +156,7 @@ impl Workspace {
             hprev_rows: z(tb * h)?,
             dlayer: z(tb * widest)?,
             dlayer_next: z(tb * widest)?,
-            packed_ih: PackedRows::with_capacity(packed_floats(gates, h, widest_in)?)?,
+            packed_ih: PackedRows::with_capacity(packed_ih_floats(shape)?)?,
             packed_hh: PackedRows::with_capacity(
                 packed_floats(gates, h, h)?.max(packed_floats(1, h, gh)?),
             )?,
@@ -196,6 +196,18 @@ impl Workspace {
         let packed = self.packed_ih.capacity() + self.packed_hh.capacity();
         4 * (sets + outs + packed + rest.iter().map(|v| v.len()).sum::<usize>())
     }
+}
+
+/// Room for any layer's `W_ih` packed: the largest over the layers that
+/// pack (a layer above may pack where layer 0's input is too wide to).
+fn packed_ih_floats(shape: &RnnShape) -> Option<usize> {
+    (0..shape.layers).try_fold(0, |most: usize, l| {
+        Some(most.max(packed_floats(
+            shape.cell.gates(),
+            shape.hidden,
+            shape.layer_input(l),
+        )?))
+    })
 }
 
 /// The inputs of a pass: the sequence, the initial states and the weights.
