@@ -275,17 +275,17 @@ mod tests {
     fn a_team_from_outside_the_pool_grows() {
         // The global pool, as the benchmarks call it: a member comes, even
         // while other tests keep the pool busy for a while (each phase of
-        // the leader alone waits a little, for up to 10 s in all).
+        // the leader alone waits a little, for up to 30 s in all).
         if rayon::current_num_threads() < 2 {
             return;
         }
         let start = std::time::Instant::now();
         let grown = std::sync::atomic::AtomicBool::new(false);
-        let most = run(2, 100_000, |_, m| {
+        let most = run(2, 1_000_000, |_, m| {
             if m.size > 1 {
                 grown.store(true, Ordering::Relaxed);
             } else if !grown.load(Ordering::Relaxed)
-                && start.elapsed() < std::time::Duration::from_secs(10)
+                && start.elapsed() < std::time::Duration::from_secs(30)
             {
                 std::thread::sleep(std::time::Duration::from_micros(100));
             }
