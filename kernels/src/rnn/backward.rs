@@ -2,7 +2,7 @@
 
 use super::gates;
 use super::matrix::{
-    gemm, pack_for_steps, row_sums, step_gemm, to_columns, transpose, transpose_add,
+    gemm, pack_transposed_for_steps, row_sums, step_gemm, to_columns, transpose, transpose_add,
 };
 use super::shape::{Cell, Direction, RnnShape, Weights};
 use super::team_steps;
@@ -58,8 +58,12 @@ pub fn backward_data(
             let s = l * dirs + d;
             let w = &inp.weights[s];
             let reversed = shape.direction.reversed(d);
-            transpose(&w.w_hh, gh, h, &mut ws.w_hh_t);
-            let p_hh_t = pack_for_steps(isa, &ws.w_hh_t, 1, h, gh, mb, &mut ws.packed_hh);
+            // `W_hhᵀ` for the per-step products: packed straight from
+            // `W_hh` where it packs, else transposed.
+            let p_hh_t = pack_transposed_for_steps(isa, &w.w_hh, h, gh, mb, &mut ws.packed_hh);
+            if p_hh_t.is_none() {
+                transpose(&w.w_hh, gh, h, &mut ws.w_hh_t);
+            }
             transpose(&grads.dhy[s * state..][..state], mb, h, &mut ws.dh);
             transpose(&inp.hx[s * state..][..state], mb, h, &mut ws.h0);
             if lstm {

@@ -53,13 +53,34 @@ pub(super) fn pack_for_steps<'p>(
     n: usize,
     packed: &'p mut PackedRows,
 ) -> Option<&'p PackedRows> {
-    let m = blocks * bm;
-    let tile_row_bytes = 4 * 4 * isa.f32_lanes();
-    if m * k * 4 > PACKED_WEIGHT_BYTES || k * tile_row_bytes > PACKED_K_BYTES {
+    if !packs(isa, blocks * bm, k) {
         return None;
     }
     packed.pack(isa, a, blocks, bm, k, n);
     Some(packed)
+}
+
+/// [`pack_for_steps`] of one block given transposed (`a_t` is `k×m`):
+/// the backward's `W_hhᵀ` straight from `W_hh`, with no transposed copy.
+pub(super) fn pack_transposed_for_steps<'p>(
+    isa: Isa,
+    a_t: &[f32],
+    m: usize,
+    k: usize,
+    n: usize,
+    packed: &'p mut PackedRows,
+) -> Option<&'p PackedRows> {
+    if !packs(isa, m, k) {
+        return None;
+    }
+    packed.pack_transposed(isa, a_t, m, k, n);
+    Some(packed)
+}
+
+/// Whether [`pack_for_steps`] packs `m×k` weights on `isa`.
+fn packs(isa: Isa, m: usize, k: usize) -> bool {
+    let tile_row_bytes = 4 * 4 * isa.f32_lanes();
+    m * k * 4 <= PACKED_WEIGHT_BYTES && k * tile_row_bytes <= PACKED_K_BYTES
 }
 
 /// Floats a [`PackedRows`] for `blocks·bm × k` weights must hold room for:

@@ -51,12 +51,24 @@ fn units(member: &team::Member, p: &PackedRows) -> (Range<usize>, Range<usize>) 
     (panels, u)
 }
 
-/// Calls `f(q)` for this member's rows `q` of every gate's block: units
-/// `u` of each block of `h` rows.
-fn own_rows(gates: usize, h: usize, u: &Range<usize>, f: impl FnMut(usize)) {
-    (0..gates)
-        .flat_map(|g| g * h + u.start..g * h + u.end)
-        .for_each(f);
+/// Runs `f(q, row)` on this member's rows `q` of `buf` in every gate's
+/// block (rows of `mb` values; units `u` of each block of `h` rows), all
+/// compiled for `isa` at once.
+///
+/// # Safety
+/// Those rows of `buf` are this member's alone during the call.
+unsafe fn on_own_rows(
+    isa: Isa,
+    buf: Shared,
+    (mb, gates, h): (usize, usize, usize),
+    u: &Range<usize>,
+    f: impl Fn(usize, &mut [f32]),
+) {
+    crate::on_isa!(isa, {
+        for q in (0..gates).flat_map(|g| g * h + u.start..g * h + u.end) {
+            f(q, buf.range(q * mb..(q + 1) * mb));
+        }
+    })
 }
 
 /// A step's input side: its own product per step on packed `W_ih` from
@@ -116,24 +128,18 @@ pub(super) fn forward(
                 StepInput::PerStep { packed, xt, in_f } => {
                     let x = &xt[k * in_f * mb..][..in_f * mb];
                     packed.gemm_panels(panels.clone(), x, SendPtr(pre.ptr()), false);
-                    own_rows(ngates, h, &u, |q| {
+                    on_own_rows(isa, pre, (mb, ngates, h), &u, |q, row| {
                         let b = bias(q);
-                        crate::on_isa!(isa, {
-                            for d in pre.range(q * mb..(q + 1) * mb) {
-                                *d += b;
-                            }
-                        });
+                        row.iter_mut().for_each(|d| *d += b);
                     });
                 }
                 StepInput::Columns(xw) => {
-                    own_rows(ngates, h, &u, |q| {
+                    on_own_rows(isa, pre, (mb, ngates, h), &u, |q, row| {
                         let b = bias(q);
                         let src = &xw[q * tb + k * mb..][..mb];
-                        crate::on_isa!(isa, {
-                            for (d, &v) in pre.range(q * mb..(q + 1) * mb).iter_mut().zip(src) {
-                                *d = v + b;
-                            }
-                        });
+                        for (d, &v) in row.iter_mut().zip(src) {
+                            *d = v + b;
+                        }
                     });
                 }
             }
@@ -147,13 +153,9 @@ pub(super) fn forward(
                 }
                 Cell::Gru => {
                     p_hh.gemm_panels(panels.clone(), h_prev_all, SendPtr(pv.ptr()), false);
-                    own_rows(ngates, h, &u, |q| {
+                    on_own_rows(isa, pv, (mb, ngates, h), &u, |q, row| {
                         let b = b_hh[q];
-                        crate::on_isa!(isa, {
-                            for d in pv.range(q * mb..(q + 1) * mb) {
-                                *d += b;
-                            }
-                        });
+                        row.iter_mut().for_each(|d| *d += b);
                     });
                     let v = [pre, pv, h_prev, av.slab(k, state), h_out];
                     gates::gru_fwd_range(isa, state, v, er.clone());

@@ -61,6 +61,26 @@ impl PackedRows {
     /// last panel is padded with zero rows.
     pub fn pack(&mut self, isa: Isa, a: &[f32], blocks: usize, bm: usize, k: usize, n: usize) {
         assert_eq!(a.len(), blocks * bm * k, "A size");
+        self.pack_with(isa, blocks, bm, k, n, |row, c| a[row * k + c]);
+    }
+
+    /// [`PackedRows::pack`] of one block whose A is given transposed:
+    /// `a_t` is `k` rows of `bm` (A's row `i` is column `i` of `a_t`).
+    pub fn pack_transposed(&mut self, isa: Isa, a_t: &[f32], bm: usize, k: usize, n: usize) {
+        assert_eq!(a_t.len(), bm * k, "A size");
+        self.pack_with(isa, 1, bm, k, n, |row, c| a_t[c * bm + row]);
+    }
+
+    /// Packs A whose element (row, c) is `at(row, c)`.
+    fn pack_with(
+        &mut self,
+        isa: Isa,
+        blocks: usize,
+        bm: usize,
+        k: usize,
+        n: usize,
+        at: impl Fn(usize, usize) -> f32,
+    ) {
         let isa = if isa.is_supported() { isa } else { Isa::Scalar };
         let mr = panel_rows(isa, n);
         debug_assert!(mr <= PANEL_MAX_ROWS, "see floats_for");
@@ -81,9 +101,9 @@ impl PackedRows {
                 let panel = &mut self.data[(blk * ppb + p) * k * mr..][..k * mr];
                 let r0 = p * mr;
                 for i in 0..mr.min(bm - r0) {
-                    let row = &a[(blk * bm + r0 + i) * k..][..k];
-                    for (c, &v) in row.iter().enumerate() {
-                        panel[c * mr + i] = v;
+                    let row = blk * bm + r0 + i;
+                    for c in 0..k {
+                        panel[c * mr + i] = at(row, c);
                     }
                 }
             }
@@ -268,6 +288,18 @@ mod tests {
                 check_gemm(isa, m, n, k, |a, b, c, acc| {
                     let mut p = PackedRows::default();
                     p.pack(isa, a, blocks, bm, k, n);
+                    p.gemm(b, c, acc);
+                });
+                // Packed from A transposed: the same product.
+                check_gemm(isa, m, n, k, |a, b, c, acc| {
+                    let mut a_t = vec![0.0; m * k];
+                    for (i, row) in a.chunks_exact(k).enumerate() {
+                        for (p, &v) in row.iter().enumerate() {
+                            a_t[p * m + i] = v;
+                        }
+                    }
+                    let mut p = PackedRows::default();
+                    p.pack_transposed(isa, &a_t, m, k, n);
                     p.gemm(b, c, acc);
                 });
                 // Panel ranges cover the rows of every block they name.
