@@ -32,7 +32,7 @@ pub struct Workspace {
     /// `[gates·h][mb]`: the GRU's hidden-state product of one step.
     pub(super) hproj: Vec<f32>,
     /// `[h][gates·h]`: the recurrent weights transposed for the
-    /// backward's per-step GEMM.
+    /// backward's per-step GEMM, where they do not pack.
     pub(super) w_hh_t: Vec<f32>,
     /// `[h][mb]`: the initial states transposed, and the gradients carried
     /// back one step.
