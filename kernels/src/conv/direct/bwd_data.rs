@@ -53,6 +53,9 @@ pub(super) struct BwdDataPlan {
     /// Taps and `oc/g` rows per pass.
     tb: usize,
     kc: usize,
+    /// Input-channel blocks per pass over a tile of pixels (see
+    /// [`ukernel::blocks_per_pass`]).
+    bg: usize,
 }
 
 /// Taps `r` of one dimension that reach input index `a (mod stride)`, with
@@ -105,6 +108,7 @@ impl BwdDataPlan {
         }
         let (tb, kc) = ukernel::reduction_block(p.taps(), p.ocg(), nr);
         BwdDataPlan {
+            bg: ukernel::blocks_per_pass(tb, kc, nr),
             p: *p,
             isa,
             mr,
@@ -138,19 +142,15 @@ impl BwdDataPlan {
         // output pixel (y, x), which taps shift by (off_r, off_s).
         let mut org = [(0isize, 0isize, 0isize); MRMAX];
         let nt_all = cl.taps.len();
-        for blk in it.blk.0..it.blk.1 {
-            let (g, cb) = (blk / ncb, blk % ncb);
-            let c0 = cb * nr;
-            let n = nr.min(icg - c0);
+        // Output row starts (channel 0 of the group) of the tile's pixels.
+        let mut rows = [ptr::null_mut::<f32>(); MRMAX];
+        for (g, blks) in ukernel::block_runs(it.blk, ncb, self.bg) {
             // At least one pass, so that a class without taps writes zeros.
             let mut t0 = 0;
             loop {
                 let nt = self.tb.min(nt_all - t0);
                 for k0 in (0..ocg).step_by(self.kc) {
                     let kc = self.kc.min(ocg - k0);
-                    for (bp, &(t, _, _)) in b.iter_mut().zip(&cl.taps[t0..t0 + nt]) {
-                        *bp = pack.add(((blk * p.taps() + t) * ocg + k0) * nr);
-                    }
                     let init = if t0 > 0 || k0 > 0 {
                         Init::Acc
                     } else {
@@ -170,11 +170,11 @@ impl BwdDataPlan {
                             let off =
                                 (((img * p.oh + y) * p.ow + x) * p.oc + g * ocg + k0) as isize;
                             org[i] = (y as isize, x as isize, off);
-                            c[i] = out.get().add(p.src_idx(
+                            rows[i] = out.get().add(p.src_idx(
                                 img,
                                 cl.a + p.sh * y,
                                 cl.b + p.sw * x,
-                                g * icg + c0,
+                                g * icg,
                             ));
                             cur.2 += 1;
                             if cur.2 == cl.nx {
@@ -201,18 +201,30 @@ impl BwdDataPlan {
                                 zero,
                             );
                         }
-                        let k = Igemm {
-                            a: a.as_ptr(),
-                            b: b.as_ptr(),
-                            ntaps: nt,
-                            kc,
-                            ldb: nr,
-                            c: c.as_ptr(),
-                            m,
-                            n,
-                            init,
-                        };
-                        ukernel::igemm(self.isa, &k);
+                        // The same pixels' pointers serve every block of
+                        // the run: only the weights and output columns move.
+                        for blk in blks.clone() {
+                            let c0 = blk % ncb * nr;
+                            let n = nr.min(icg - c0);
+                            for (bp, &(t, _, _)) in b.iter_mut().zip(&cl.taps[t0..t0 + nt]) {
+                                *bp = pack.add(((blk * p.taps() + t) * ocg + k0) * nr);
+                            }
+                            for i in 0..m {
+                                c[i] = rows[i].add(c0);
+                            }
+                            let k = Igemm {
+                                a: a.as_ptr(),
+                                b: b.as_ptr(),
+                                ntaps: nt,
+                                kc,
+                                ldb: nr,
+                                c: c.as_ptr(),
+                                m,
+                                n,
+                                init,
+                            };
+                            ukernel::igemm(self.isa, &k);
+                        }
                         q0 += m;
                     }
                 }

@@ -34,6 +34,9 @@ pub(super) struct FwdPlan {
     /// while every tile of the item reuses it.
     tb: usize,
     kc: usize,
+    /// Oc blocks per pass over a tile of pixels: their weights share the
+    /// L2 budget, and the tile's input pointers are set up once for all.
+    bg: usize,
     /// The weights repacked once per call as `[g][oc block][tap][ic/g][nr]`:
     /// each pass's block is then contiguous (read in place with a row stride
     /// of `oc/g` floats, a block maps onto a fraction of L1's sets and its
@@ -60,6 +63,7 @@ impl FwdPlan {
             }
         }
         let (tb, kc) = ukernel::reduction_block(p.taps(), p.icg(), nr);
+        let bg = ukernel::blocks_per_pass(tb, kc, nr);
         let pack = AlignedBuf::zeroed(blocks * p.taps() * p.icg() * nr);
         FwdPlan {
             p: *p,
@@ -70,6 +74,7 @@ impl FwdPlan {
             items,
             tb,
             kc,
+            bg,
             pack,
         }
     }
@@ -100,21 +105,13 @@ impl FwdPlan {
         // Per tile row: (input row, input column) of tap (0, 0), which may
         // lie in the padding, and the flat src offset it would have.
         let mut org = [(0isize, 0isize, 0isize); MRMAX];
-        for blk in it.blk.0..it.blk.1 {
-            let (g, k0) = (blk / nkb, blk % nkb * nr);
-            let n = nr.min(ocg - k0);
+        // Output row starts (channel 0 of the group) of the tile's pixels.
+        let mut rows = [ptr::null_mut::<f32>(); MRMAX];
+        for (g, blks) in ukernel::block_runs(it.blk, nkb, self.bg) {
             for t0 in (0..taps).step_by(self.tb) {
                 let nt = self.tb.min(taps - t0);
                 for c0 in (0..icg).step_by(self.kc) {
                     let kc = self.kc.min(icg - c0);
-                    for (tb, bp) in b.iter_mut().enumerate().take(nt) {
-                        *bp = pack.add(((blk * taps + t0 + tb) * icg + c0) * nr);
-                    }
-                    let init = match bias {
-                        _ if t0 > 0 || c0 > 0 => Init::Acc,
-                        Some(bv) => Init::Bias(bv.as_ptr().add(g * ocg + k0)),
-                        None => Init::Zero,
-                    };
                     // (image, row, column) of the next pixel, advanced one
                     // pixel at a time: no divisions per tile.
                     let row = it.px.0 / p.ow;
@@ -134,7 +131,7 @@ impl FwdPlan {
                             let off =
                                 (((img * p.ih) as isize + h) * p.iw as isize + w) * p.ic as isize;
                             org[i] = (h, w, off + (g * icg + c0) as isize);
-                            c[i] = out.get().add((q0 + i) * p.oc + g * ocg + k0);
+                            rows[i] = out.get().add((q0 + i) * p.oc + g * ocg);
                             cur.2 += 1;
                             if cur.2 == p.ow {
                                 cur.2 = 0;
@@ -145,35 +142,62 @@ impl FwdPlan {
                                 }
                             }
                         }
+                        let (mut dh, mut dw) = (0, 0);
                         for tb in 0..nt {
                             let t = t0 + tb;
-                            let dh = ((t / p.kw) * p.dil_h()) as isize;
-                            let dw = ((t % p.kw) * p.dil_w()) as isize;
-                            let doff = (dh * p.iw as isize + dw) * p.ic as isize;
+                            if tb == 0 {
+                                dh = t / p.kw;
+                                dw = t % p.kw;
+                            }
+                            let (dh_el, dw_el) =
+                                ((dh * p.dil_h()) as isize, (dw * p.dil_w()) as isize);
+                            let doff = (dh_el * p.iw as isize + dw_el) * p.ic as isize;
                             // Padding (and rows past the tile) read zeros.
                             ukernel::point_tap_rows(
                                 &mut a,
                                 tb,
                                 &org,
                                 mr,
-                                (dh, dw, doff),
+                                (dh_el, dw_el, doff),
                                 (p.ih, p.iw),
                                 src.as_ptr(),
                                 zero,
                             );
+                            dw += 1;
+                            if dw == p.kw {
+                                dw = 0;
+                                dh += 1;
+                            }
                         }
-                        let k = Igemm {
-                            a: a.as_ptr(),
-                            b: b.as_ptr(),
-                            ntaps: nt,
-                            kc,
-                            ldb: nr,
-                            c: c.as_ptr(),
-                            m,
-                            n,
-                            init,
-                        };
-                        ukernel::igemm(self.isa, &k);
+                        // The same pixels' pointers serve every block of
+                        // the run: only the weights and output columns move.
+                        for blk in blks.clone() {
+                            let k0 = blk % nkb * nr;
+                            let n = nr.min(ocg - k0);
+                            for (tb, bp) in b.iter_mut().enumerate().take(nt) {
+                                *bp = pack.add(((blk * taps + t0 + tb) * icg + c0) * nr);
+                            }
+                            for i in 0..m {
+                                c[i] = rows[i].add(k0);
+                            }
+                            let init = match bias {
+                                _ if t0 > 0 || c0 > 0 => Init::Acc,
+                                Some(bv) => Init::Bias(bv.as_ptr().add(g * ocg + k0)),
+                                None => Init::Zero,
+                            };
+                            let k = Igemm {
+                                a: a.as_ptr(),
+                                b: b.as_ptr(),
+                                ntaps: nt,
+                                kc,
+                                ldb: nr,
+                                c: c.as_ptr(),
+                                m,
+                                n,
+                                init,
+                            };
+                            ukernel::igemm(self.isa, &k);
+                        }
                         q0 += m;
                     }
                 }

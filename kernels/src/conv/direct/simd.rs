@@ -30,6 +30,15 @@ pub(super) trait Simd {
     /// `a * b + c`.
     unsafe fn fma(a: Self::V, b: Self::V, c: Self::V) -> Self::V;
     unsafe fn add(a: Self::V, b: Self::V) -> Self::V;
+    /// Asks for the cache line at `p` ahead of its use; a hint, which
+    /// never faults, so `p` may point anywhere.
+    #[inline(always)]
+    unsafe fn prefetch(p: *const f32) {
+        #[cfg(target_arch = "x86_64")]
+        _mm_prefetch::<_MM_HINT_T0>(p.cast());
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = p;
+    }
 }
 
 /// Portable fallback: one lane, plain multiply-add (a software `mul_add`

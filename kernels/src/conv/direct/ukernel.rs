@@ -54,6 +54,36 @@ pub(super) fn reduction_block(taps: usize, k: usize, nr: usize) -> (usize, usize
     (tb, kc)
 }
 
+/// How many column blocks of `tb x kc x nr` weights one pass over a tile of
+/// rows may take together: as many as share [`B_BLOCK_BYTES`], at least one.
+/// A tile's row pointers (54 for a 3x3 tile of 6 pixels, each with its
+/// padding test) are then set up once per run of blocks, not once per block,
+/// and the rows stay in L1 from one block to the next.
+pub(super) fn blocks_per_pass(tb: usize, kc: usize, nr: usize) -> usize {
+    (B_BLOCK_BYTES / (4 * tb * kc * nr).max(1)).max(1)
+}
+
+/// Splits the flattened `(group, block)` range `blk` (`per_group` blocks
+/// per group) into runs of at most `run` blocks that stay in one group:
+/// yields `(group, flattened block range)`.
+pub(super) fn block_runs(
+    blk: (usize, usize),
+    per_group: usize,
+    run: usize,
+) -> impl Iterator<Item = (usize, std::ops::Range<usize>)> {
+    let mut at = blk.0;
+    std::iter::from_fn(move || {
+        if at >= blk.1 {
+            return None;
+        }
+        let g = at / per_group;
+        let end = blk.1.min((g + 1) * per_group).min(at + run.max(1));
+        let r = (g, at..end);
+        at = end;
+        Some(r)
+    })
+}
+
 /// How an `Igemm` tile starts.
 #[derive(Clone, Copy)]
 pub(super) enum Init {
@@ -216,7 +246,15 @@ unsafe fn st<S: Simd, const NV: usize, const MASK: bool>(
 }
 
 #[inline(always)]
-unsafe fn igemm_body<S: Simd, const MR: usize, const NV: usize, const MASK: bool>(k: &Igemm) {
+unsafe fn igemm_body<
+    S: Simd,
+    const MR: usize,
+    const PF: usize,
+    const NV: usize,
+    const MASK: bool,
+>(
+    k: &Igemm,
+) {
     let last = S::mask(k.n - (NV - 1) * S::L);
     let mut acc = [[S::zero(); NV]; MR];
     match k.init {
@@ -245,6 +283,11 @@ unsafe fn igemm_body<S: Simd, const MR: usize, const NV: usize, const MASK: bool
         }
         let mut bp = *k.b.add(t);
         for c in 0..k.kc {
+            if PF > 0 {
+                // Past the pass's end this touches the next block's
+                // weights (or past the pack): a prefetch never faults.
+                S::prefetch(bp.wrapping_add(PF * k.ldb));
+            }
             let mut bv = [S::zero(); NV];
             for j in 0..NV {
                 bv[j] = ld::<S, NV, MASK>(bp, j, last);
@@ -378,8 +421,8 @@ macro_rules! by_nv {
 }
 
 #[inline(always)]
-unsafe fn igemm_any<S: Simd, const MR: usize>(k: &Igemm) {
-    by_nv!(S, k.n, igemm_body[MR](k))
+unsafe fn igemm_any<S: Simd, const MR: usize, const PF: usize>(k: &Igemm) {
+    by_nv!(S, k.n, igemm_body[MR, PF](k))
 }
 
 /// A [`Panel`] tile for a batch of at most half a vector: the panel's rows
@@ -466,7 +509,7 @@ unsafe fn colsum_any<S: Simd>(k: &ColSum) {
 /// One `#[target_feature]` entry point per kernel and ISA: the generic
 /// bodies above are inlined into them and compiled for that ISA.
 macro_rules! entry_points {
-    ($mod:ident, $S:ident, $feat:literal, $mr:literal) => {
+    ($mod:ident, $S:ident, $feat:literal, $mr:literal, $pf:literal) => {
         #[cfg(target_arch = "x86_64")]
         mod $mod {
             use super::super::simd::$S;
@@ -474,7 +517,7 @@ macro_rules! entry_points {
 
             #[target_feature(enable = $feat)]
             pub(super) unsafe fn igemm(k: &Igemm) {
-                igemm_any::<$S, $mr>(k)
+                igemm_any::<$S, $mr, $pf>(k)
             }
             #[target_feature(enable = $feat)]
             pub(super) unsafe fn panel(k: &Panel, mr: usize) {
@@ -504,8 +547,13 @@ macro_rules! entry_points {
     };
 }
 
-entry_points!(avx512, Avx512, "avx512f", 6);
-entry_points!(avx2, Avx2, "avx2,fma", 6);
+// The last figure: how many rows of weights ahead the `Igemm` tile
+// prefetches. On the AVX2 EPYC, 16 rows (1 KiB) ahead made 3x3 layers
+// 5-13% faster, forward and backward-data, in ABBA runs beside no
+// prefetch (4 and 32 were slower than 16). AVX-512 is left without: its
+// rows are 4 lines wide, and no AVX-512 machine was there to measure one.
+entry_points!(avx512, Avx512, "avx512f", 6, 0);
+entry_points!(avx2, Avx2, "avx2,fma", 6, 16);
 
 /// Runs one [`Igemm`] tile with `isa`'s kernel.
 ///
@@ -518,7 +566,7 @@ pub(super) unsafe fn igemm(isa: Isa, k: &Igemm) {
         Isa::Avx512 => avx512::igemm(k),
         #[cfg(target_arch = "x86_64")]
         Isa::Avx2 => avx2::igemm(k),
-        _ => igemm_any::<Scalar, 4>(k),
+        _ => igemm_any::<Scalar, 4, 0>(k),
     }
 }
 
@@ -678,6 +726,29 @@ unsafe fn transpose16_avx512(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn block_runs_stay_in_one_group_and_cover_the_range() {
+        let runs: Vec<_> = block_runs((3, 14), 4, 3).collect();
+        assert_eq!(
+            runs,
+            vec![
+                (0, 3..4),
+                (1, 4..7),
+                (1, 7..8),
+                (2, 8..11),
+                (2, 11..12),
+                (3, 12..14)
+            ]
+        );
+        assert_eq!(block_runs((0, 0), 4, 3).count(), 0);
+        assert_eq!(
+            block_runs((0, 5), 8, 100).collect::<Vec<_>>(),
+            vec![(0, 0..5)]
+        );
+        assert_eq!(blocks_per_pass(9, 64, 16), 8);
+        assert_eq!(blocks_per_pass(9, 512, 16), 1);
+    }
 
     #[test]
     fn transpose_matches_scalar() {
