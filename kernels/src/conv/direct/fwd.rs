@@ -231,17 +231,22 @@ impl ConvPlan for FwdPlan {
         let nr = self.nr;
         let (icg, ocg, taps) = (p.icg(), p.ocg(), p.taps());
         let nkb = ocg.div_ceil(nr);
-        // Repack: each (group, tap) reads its `ic/g` rows of weights in
-        // order and deals them out to the oc blocks.
+        // Repack: each task reads a run of a (group, tap)'s `ic/g` rows of
+        // weights in order and deals them out to the oc blocks. Runs of at
+        // most REPACK_ROWS rows, so that a 1x1 layer's repack (one
+        // (group, tap), up to 8 MiB in ResNet-50) is not one thread's job.
+        const REPACK_ROWS: usize = 64;
+        let runs = icg.div_ceil(REPACK_ROWS);
         let dstp = SyncPtr::new(self.pack.as_mut_slice());
-        (0..p.g * taps).into_par_iter().for_each(|gt| {
+        (0..p.g * taps * runs).into_par_iter().for_each(|task| {
+            let (gt, run) = (task / runs, task % runs);
             let (g, t) = (gt / taps, gt % taps);
-            for c in 0..icg {
+            for c in run * REPACK_ROWS..icg.min((run + 1) * REPACK_ROWS) {
                 let from = &wei[p.wei_idx(g, t / p.kw, t % p.kw, c, 0)..][..ocg];
                 for kb in 0..nkb {
                     let k0 = kb * nr;
                     let n = nr.min(ocg - k0);
-                    // SAFETY: (g, t) tasks write disjoint rows of the pack.
+                    // SAFETY: tasks write disjoint rows of the pack.
                     unsafe {
                         ptr::copy_nonoverlapping(
                             from.as_ptr().add(k0),
