@@ -142,13 +142,9 @@ impl FwdPlan {
                                 }
                             }
                         }
-                        let (mut dh, mut dw) = (0, 0);
+                        // Tap (row, column), stepped along: no division per tap.
+                        let (mut dh, mut dw) = (t0 / p.kw, t0 % p.kw);
                         for tb in 0..nt {
-                            let t = t0 + tb;
-                            if tb == 0 {
-                                dh = t / p.kw;
-                                dw = t % p.kw;
-                            }
                             let (dh_el, dw_el) =
                                 ((dh * p.dil_h()) as isize, (dw * p.dil_w()) as isize);
                             let doff = (dh_el * p.iw as isize + dw_el) * p.ic as isize;

@@ -548,9 +548,10 @@ macro_rules! entry_points {
 }
 
 // The last figure: how many rows of weights ahead the `Igemm` tile
-// prefetches. On the AVX2 EPYC, 16 rows (1 KiB) ahead made 3x3 layers
-// 5-13% faster, forward and backward-data, in ABBA runs beside no
-// prefetch (4 and 32 were slower than 16). AVX-512 is left without: its
+// prefetches. On the AVX2 EPYC, 16 rows (1 KiB) ahead made most 3x3
+// layers 7-13% faster, forward and backward-data, in ABBA runs beside no
+// prefetch (one, layer3.1.conv2's forward, measured 0.93x; 4 and 32 rows
+// were slower than 16). AVX-512 is left without: its
 // rows are 4 lines wide, and no AVX-512 machine was there to measure one.
 entry_points!(avx512, Avx512, "avx512f", 6, 0);
 entry_points!(avx2, Avx2, "avx2,fma", 6, 16);
