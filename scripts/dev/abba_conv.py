@@ -9,7 +9,9 @@ Round r runs the variants in the given order when r is even and reversed when
 it is odd (ABBA for two), each run `cnnbench conv DESC --format csv -q
 --no-save` with its environment additions, and keeps the run's median
 (`ms_median`). Prints per problem each variant's median over the rounds and
-the first variant's over it (above 1: faster than the first). Standard
+the first variant's over it (above 1: faster than the first). --threads is
+passed on the command line, so it wins over a variant's CNNBENCH_THREADS.
+A run whose check failed, or that gave no time, stops the script. Standard
 library only."""
 import argparse
 import csv
@@ -32,7 +34,7 @@ def main():
     a = ap.parse_args()
     vs = []
     for v in a.variants:
-        parts = v.split(":")
+        parts = v.split(":", 2)
         if len(parts) < 2:
             sys.exit(f"abba_conv.py: a variant is NAME:BIN[:VAR=VALUE,...], not {v!r}")
         env = dict(os.environ)
@@ -40,6 +42,8 @@ def main():
             for kv in parts[2].split(","):
                 k, _, val = kv.partition("=")
                 env[k] = val
+        if any(parts[0] == n for n, _, _ in vs):
+            sys.exit(f"abba_conv.py: two variants are named {parts[0]!r}")
         vs.append((parts[0], parts[1], env))
     for prob in a.prob:
         res = {n: [] for n, _, _ in vs}
@@ -51,6 +55,10 @@ def main():
                 rows = list(csv.DictReader(io.StringIO(out.stdout)))
                 if out.returncode != 0 or not rows:
                     sys.exit(f"abba_conv.py: {n} failed on {prob}: {out.stderr.strip()}")
+                if rows[0].get("check_passed") == "false":
+                    sys.exit(f"abba_conv.py: {n}'s output failed its check on {prob}")
+                if not rows[0].get("ms_median"):
+                    sys.exit(f"abba_conv.py: {n} gave no time on {prob}")
                 res[n].append(float(rows[0]["ms_median"]))
         base = statistics.median(res[vs[0][0]])
         cols = " | ".join(f"{n} {statistics.median(x):.2f} ms ({base / statistics.median(x):.2f}x)" for n, x in res.items())
