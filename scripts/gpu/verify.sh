@@ -94,7 +94,8 @@
 #   check     side by side, at most JOBS=8 at once: the layers crate's GPU
 #             tests (backend_tests runs every body on each path and on all
 #             of them); `check --device gpu --batch 2` on resnet50,
-#             mnist-cnn, imdb-fasttext and imdb-bilstm with each path and
+#             mnist-cnn, imdb-fasttext and (NHWC only: its recurrent
+#             layers refuse NCHW) imdb-bilstm with each path and
 #             with all, in f16 NHWC and f32 NCHW, and with all in bf16
 #             and tf32 NHWC (resnet50); `conv --from builtin:resnet50
 #             --batch 2 --check --api graph` in f16 NHWC and f32 NCHW;
@@ -113,7 +114,7 @@
 #             (--iters 10), default and with --own-kernels --fuse-bn --api
 #             graph: the bytes, GB/s and roofline columns of each layer;
 #             imdb-fasttext at batch 128 f32 per layer with and without
-#             --own-kernels (the embedding's gradient); pytorch_model.py
+#             --own-kernels (its global average pooling); pytorch_model.py
 #             --profile on the same ResNet-50 step (per-op device time).
 #   conv      `conv --from builtin:resnet50 --batch 64 --dtype f32 --dir
 #             FWD_D,BWD_D,BWD_W`, --api legacy then --api graph: the engine
@@ -1501,7 +1502,7 @@ path_flags() {
 paths() {
     local wanted=" ${PATHS_STEPS:-check r50 keras f32 per-layer conv} "
     local singles="own-kernels fuse-bn cuda-graph api-graph"
-    local nogpu="skipped: no GPU" p dl dt l layers cs w n
+    local nogpu="skipped: no GPU" p dl dt l layers cs w n rnn
     local keras="mnist-mlp mnist-cnn cifar10-cnn imdb-fasttext imdb-bilstm lstm-text"
     local store=(--results "$logs/results")
     [ $gpu_listed = 1 ] && nogpu="skipped: the GPU is not usable (see the gpu step)"
@@ -1515,7 +1516,7 @@ paths() {
     }
     cs=$(sanitizer)
     torch_ok=0
-    if [ $usable = 1 ] && { want r50 || want keras; }; then
+    if [ $usable = 1 ] && { want r50 || want keras || want per-layer; }; then
         "$py" -c 'import torch; print("torch", torch.__version__, "cudnn", torch.backends.cudnn.version())' \
             > "$logs/torch.txt" 2>&1 && torch_ok=1
     fi
@@ -1544,9 +1545,13 @@ paths() {
                 for dl in f16:nhwc f32:nchw; do
                     dt=${dl%%:*}
                     l=${dl#*:}
-                    # shellcheck disable=SC2046 # one flag per word
+                    # imdb-bilstm's recurrent layers run in NHWC only:
+                    # check refuses it in NCHW.
+                    rnn="--model imdb-bilstm"
+                    [ "$l" = nchw ] && rnn=""
+                    # shellcheck disable=SC2046,SC2086 # one flag per word
                     bg "check_${p}_${dt}_$l" 150 "$bin" check --device gpu --model resnet50 --model mnist-cnn \
-                        --model imdb-fasttext --model imdb-bilstm --batch 2 --dtype "$dt" --layout "$l" \
+                        --model imdb-fasttext $rnn --batch 2 --dtype "$dt" --layout "$l" \
                         --threads 2 --format json $(path_flags "$p")
                 done
             done
@@ -1651,8 +1656,8 @@ assert 0.6 * b["nominal_gbs"] < b["measured_gbs"] <= 1.02 * b["nominal_gbs"], b'
         # shellcheck disable=SC2046
         run per_layer_paths 20 90 "$bin" model resnet50 --device gpu --batch 256 --dtype f16 --layout nhwc \
             --warmup 3 --iters 10 --per-layer --format json "${store[@]}" -q $(path_flags per-layer-all)
-        # The embedding's gradient: cuDNN-free atomics against the sorted
-        # segmented sum.
+        # imdb-fasttext's step is its global average pooling's backward:
+        # cuDNN's (3.0 ms on the H200) against --own-kernels' gather.
         run per_layer_fasttext_default 10 60 "$bin" model imdb-fasttext --device gpu --batch 128 --dtype f32 \
             --warmup 3 --iters 20 --per-layer --format json "${store[@]}" -q
         run per_layer_fasttext_own 10 60 "$bin" model imdb-fasttext --device gpu --batch 128 --dtype f32 \

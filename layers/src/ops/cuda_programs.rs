@@ -55,7 +55,6 @@ mod tests {
         let defines = [
             ("loss.cu", "XENT_THREADS"),
             ("bias_grad.cu", "BIAS_THREADS"),
-            ("embedding.cu", "SORT_THREADS"),
         ];
         for (file, name) in defines {
             let p = cuda_programs()

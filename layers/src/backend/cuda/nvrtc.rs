@@ -90,7 +90,7 @@ pub const BACKEND_PROGRAMS: &[Program] = &[
 
 /// Threads per block of every launch; the block reductions are written
 /// for exactly this many (`XENT_THREADS` in loss.cu, `BIAS_THREADS` in
-/// bias_grad.cu, `SORT_THREADS` in embedding.cu: a test holds each to it).
+/// bias_grad.cu: a test holds each to it).
 pub(crate) const THREADS: u32 = 256;
 
 /// The most blocks an elementwise launch uses. Their loops are grid-stride,

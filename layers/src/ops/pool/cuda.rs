@@ -3,7 +3,11 @@
 //! as the CPU's) for ceil-mode layers whose output is one larger. With
 //! `--own-kernels`, NHWC max pooling runs on cnnbench's channel-vector
 //! kernels whose forward saves each window's argmax (one byte per output
-//! element), so that the backward reads only that and dy, not x.
+//! element), so that the backward reads only that and dy, not x; and a
+//! global average pooling (one window over the whole input) runs on the
+//! NVRTC kernel above, whose backward is one coalesced pass: cuDNN's
+//! backward took 3.0 ms for imdb-fasttext's 50 channels x 400 steps at
+//! batch 128 on an H200, against 0.022 ms forward.
 
 use crate::backend::cuda::backend::{void, Cuda, DevPtr, GpuCtx};
 use crate::backend::cuda::cudnn::TensorDesc;
@@ -25,11 +29,20 @@ pub struct PoolGpuLayer {
     max: bool,
     dtype: DType,
     layout: Layout,
-    /// `None`: the NVRTC kernel runs.
+    /// `None`: the NVRTC kernel runs (a ceil-mode layer, or a global
+    /// average with `--own-kernels`).
     cudnn: Option<Cudnn>,
+    /// The NVRTC kernel runs by choice (`--own-kernels`), not because
+    /// cuDNN cannot.
+    own: bool,
     /// With `--own-kernels` (NHWC max pooling): each output element's
     /// argmax byte; the own kernels run instead of the above.
     argmax: Option<DeviceBuffer>,
+}
+
+/// One window over the whole input, no padding: a 1x1 output.
+pub fn is_global_avg(p: &PoolShape) -> bool {
+    p.oh == 1 && p.ow == 1 && p.kh == p.ih && p.kw == p.iw && p.ph == 0 && p.pw == 0
 }
 
 /// Whether cuDNN computes this pooling (its output size matches).
@@ -61,6 +74,26 @@ impl PoolGpuLayer {
             dtype,
             layout,
             cudnn,
+            own: false,
+            argmax: None,
+        })
+    }
+
+    /// A global average pooling (`--own-kernels`; see [`is_global_avg`])
+    /// on the NVRTC kernel, in either layout; else `None`.
+    pub fn own_global_avg(
+        shape: PoolShape,
+        max: bool,
+        dtype: DType,
+        layout: Layout,
+    ) -> Option<Self> {
+        (!max && is_global_avg(&shape)).then_some(PoolGpuLayer {
+            shape,
+            max,
+            dtype,
+            layout,
+            cudnn: None,
+            own: true,
             argmax: None,
         })
     }
@@ -77,6 +110,7 @@ impl PoolGpuLayer {
             dtype,
             layout: Layout::Nhwc,
             cudnn: None,
+            own: true,
             argmax: Some(DeviceBuffer::alloc(&gpu.stream, shape.dst_len())?),
         }))
     }
@@ -196,9 +230,10 @@ impl<'g> Layer<Cuda<'g>> for PoolGpuLayer {
         if self.argmax.is_some() {
             return "cnnbench maxpool_nhwc fwd+argmax, bwd gather (channel vectors)".into();
         }
-        match self.cudnn {
-            Some(_) => format!("cudnn pooling {what}"),
-            None => format!("nvrtc pool_{what} (ceil mode)"),
+        match (&self.cudnn, self.own) {
+            (Some(_), _) => format!("cudnn pooling {what}"),
+            (None, true) => format!("cnnbench pool_{what} (global), bwd gather"),
+            (None, false) => format!("nvrtc pool_{what} (ceil mode)"),
         }
     }
 }

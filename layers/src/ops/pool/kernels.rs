@@ -426,6 +426,20 @@ mod tests {
             pw: 1,
             count_pad: true,
         };
+        let global = |ih, iw| PoolShape {
+            ih,
+            iw,
+            oh: 1,
+            ow: 1,
+            kh: ih,
+            kw: iw,
+            sh: 1,
+            sw: 1,
+            ph: 0,
+            pw: 0,
+            count_pad: false,
+            ..base
+        };
         let cases = [
             (base, true),
             (base, false),
@@ -445,7 +459,15 @@ mod tests {
                 },
                 true,
             ),
+            // Global averages (`--own-kernels`): imdb-fasttext's shape (one
+            // row of steps) and ResNet's (a square), shrunk.
+            (global(1, 40), false),
+            (global(7, 7), false),
         ];
+        for (p, max) in &cases[4..] {
+            assert!(!max && crate::ops::pool::cuda::is_global_avg(p), "{p:?}");
+        }
+        assert!(!crate::ops::pool::cuda::is_global_avg(&base));
         let (mut main, mut inputs, mut outputs, mut want) =
             (String::new(), Vec::new(), Vec::new(), Vec::new());
         for (i, &(p, max)) in cases.iter().enumerate() {

@@ -110,6 +110,11 @@ impl OpSpec for PoolSpec {
                 return Ok(Some(Box::new(l)));
             }
         }
+        if b.paths.own_kernels {
+            if let Some(l) = cuda::PoolGpuLayer::own_global_avg(shape, max, b.dtype, b.layout) {
+                return Ok(Some(Box::new(l)));
+            }
+        }
         let l = cuda::PoolGpuLayer::new(shape, max, b.dtype, b.layout)?;
         Ok(Some(Box::new(l)))
     }
