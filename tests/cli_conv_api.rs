@@ -35,7 +35,16 @@ fn graph_is_refused_on_the_cpu_and_unknown_apis_by_name() {
     );
     one_line(
         &cnnbench(&["conv", P, "--api", "v8"]),
-        "unknown cuDNN API 'v8' (legacy or graph)",
+        "unknown cuDNN API 'v8' (legacy, graph or auto)",
+    );
+    // auto chooses per layer, so it belongs to model and check.
+    one_line(
+        &cnnbench(&["conv", P, "--api", "auto"]),
+        "auto picks per layer in model and check",
+    );
+    one_line(
+        &cnnbench(&["model", "mnist-mlp", "--api", "auto", "--device", "cpu"]),
+        "--api auto: GPU only: add --device gpu",
     );
 }
 

@@ -15,7 +15,8 @@ PATH_FLAGS = OrderedDict([
     ("fuse-bn", "--fuse-bn"),
     ("cuda-graph", "--cuda-graph"),
     ("api-graph", "--api graph"),
-    ("all", "--own-kernels --fuse-bn --cuda-graph --api graph"),
+    ("api-auto", "--api auto"),
+    ("all", "--own-kernels --fuse-bn --cuda-graph --api auto"),
     ("pt", "PyTorch eager"),
 ])
 
@@ -78,7 +79,7 @@ def per_layer_section(logs):
     b_tot, b = per_layer_kinds(logs, "per_layer_paths")
     if not a and not b:
         return []
-    lines = ["## Where the f16 batch-256 step goes, default against `--own-kernels --fuse-bn --api graph`",
+    lines = ["## Where the f16 batch-256 step goes, default against `--own-kernels --fuse-bn --api auto`",
              "", f"Step: default {s.fmt_opt_ms(a_tot)} ms, with the paths {s.fmt_opt_ms(b_tot)} ms "
              "(`--per-layer`, --iters 10; fused layers' time is counted in the layer that runs them).", "",
              "| layer type | default ms | with the paths ms |", "|---|---:|---:|"]
@@ -109,8 +110,8 @@ def paths(logs):
     lines += runs_table(runs, "keras", "The Keras models, batch 128, f32, per path",
                         "`cnnbench model ... --batch 128 --dtype f32 --warmup 5 --iters 50`: default, "
                         "--cuda-graph, all, PyTorch, PyTorch, all, --cuda-graph, default.")
-    lines += runs_table(runs, "f32", "ResNet-50 f32, batch 64: the legacy API against the graph API",
-                        "default (legacy), --api graph, --api graph, default.")
+    lines += runs_table(runs, "f32", "ResNet-50 f32, batch 64: the legacy API against the faster of both per layer",
+                        "default (legacy), --api auto, --api auto, default.")
     lines += per_layer_section(logs)
     gpu = st.get("gpu", ("", "", ""))
     fails = s.failed_steps(logs)

@@ -88,8 +88,10 @@
 # paths (issue 28; same budget as quick): the optional GPU paths, each off
 # by default until a run like this shows it correct and faster:
 # own-kernels (--own-kernels), fuse-bn (--fuse-bn), cuda-graph
-# (--cuda-graph), api-graph (--api graph), and all (all four; per-layer
-# runs leave out --cuda-graph, which refuses --per-layer). A word of
+# (--cuda-graph), api-graph (--api graph), api-auto (--api auto: per
+# layer the faster of the two APIs), and all (--own-kernels --fuse-bn
+# --cuda-graph --api auto; per-layer runs leave out --cuda-graph, which
+# refuses --per-layer). A word of
 # PATHS_STEPS (default all) names each part:
 #   check     side by side, at most JOBS=8 at once: the layers crate's GPU
 #             tests (backend_tests runs every body on each path and on all
@@ -108,11 +110,11 @@
 #   keras     the six Keras models at batch 128, f32: default,
 #             --cuda-graph, all, PyTorch, PyTorch, all, --cuda-graph,
 #             default.
-#   f32       ResNet-50 f32 batch 64: --api legacy against --api graph, ABBA.
+#   f32       ResNet-50 f32 batch 64: --api legacy against --api auto, ABBA.
 #   per-layer info's measured device copy against the nominal bandwidth
 #             (60-102%); `model resnet50 --per-layer` at f16, batch 256
 #             (--iters 10), default and with --own-kernels --fuse-bn --api
-#             graph: the bytes, GB/s and roofline columns of each layer;
+#             auto: the bytes, GB/s and roofline columns of each layer;
 #             imdb-fasttext at batch 128 f32 per layer with and without
 #             --own-kernels (its global average pooling); pytorch_model.py
 #             --profile on the same ResNet-50 step (per-op device time).
@@ -1494,14 +1496,15 @@ path_flags() {
         fuse-bn) echo --fuse-bn ;;
         cuda-graph) echo --cuda-graph ;;
         api-graph) echo --api graph ;;
-        all) echo --own-kernels --fuse-bn --cuda-graph --api graph ;;
-        per-layer-all) echo --own-kernels --fuse-bn --api graph ;;
+        api-auto) echo --api auto ;;
+        all) echo --own-kernels --fuse-bn --cuda-graph --api auto ;;
+        per-layer-all) echo --own-kernels --fuse-bn --api auto ;;
     esac
 }
 
 paths() {
     local wanted=" ${PATHS_STEPS:-check r50 keras f32 per-layer conv} "
-    local singles="own-kernels fuse-bn cuda-graph api-graph"
+    local singles="own-kernels fuse-bn cuda-graph api-graph api-auto"
     local nogpu="skipped: no GPU" p dl dt l layers cs w n rnn
     local keras="mnist-mlp mnist-cnn cifar10-cnn imdb-fasttext imdb-bilstm lstm-text"
     local store=(--results "$logs/results")
@@ -1637,8 +1640,8 @@ paths() {
             record f32_api "skipped: time budget ($(left) s left, about 50 s needed)" 0 "rerun: f32"
         else
             p_run p_default_f32_1 default resnet50 64 f32
-            p_run p_api-graph_f32_1 api-graph resnet50 64 f32
-            p_run p_api-graph_f32_2 api-graph resnet50 64 f32
+            p_run p_api-auto_f32_1 api-auto resnet50 64 f32
+            p_run p_api-auto_f32_2 api-auto resnet50 64 f32
             p_run p_default_f32_2 default resnet50 64 f32
         fi
     fi

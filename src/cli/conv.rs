@@ -59,7 +59,7 @@ pub struct ConvArgs {
     /// (the backend API's engine configurations from its heuristics: --algo auto times each
     /// and keeps the fastest, heuristic takes the first, all times every one; checked on an H200
     /// in f16 and f32, not tf32)
-    #[arg(long, value_name = "API", default_value = "legacy", value_parser = ConvApi::parse)]
+    #[arg(long, value_name = "API", default_value = "legacy", value_parser = parse_conv_api)]
     api: ConvApi,
     /// Worker threads [default: all logical CPUs]. A comma list sweeps, as do lists in --batch,
     /// --dtype, --layout and --isa: one run per combination
@@ -134,6 +134,18 @@ fn request(args: &ConvArgs) -> Result<conv::Request> {
         policy,
         avail: crate::results::memory::available(super::thread_count(args.threads).unwrap_or(1)),
     })
+}
+
+/// `--api`: one API per run; `auto` (a per-layer choice) belongs to
+/// `model` and `check`, where a layer keeps the faster.
+fn parse_conv_api(s: &str) -> Result<ConvApi, String> {
+    match ConvApi::parse(s)? {
+        ConvApi::Auto => Err(
+            "auto picks per layer in model and check; conv compares the two with --api legacy and --api graph"
+                .into(),
+        ),
+        api => Ok(api),
+    }
 }
 
 pub fn run(args: ConvArgs) -> Result<ExitCode> {

@@ -23,7 +23,8 @@ pub struct GpuPathArgs {
     pub cuda_graph: bool,
     /// GPU: the convolutions' cuDNN API: legacy (FindEx's algorithm) or graph (the backend
     /// API's engine configurations, each timed, the fastest kept; on an H200 its tf32 weight
-    /// gradients were up to 6.6e-2 off in a test)
+    /// gradients were up to 6.6e-2 off in a test) or auto (per layer and direction, whichever
+    /// of the two ran faster while planning; not yet run on a GPU)
     #[arg(long, value_name = "API", default_value = "legacy", value_parser = parse_api)]
     pub api: ConvApi,
 }
@@ -50,6 +51,7 @@ impl GpuPathArgs {
             .iter()
             .map(|n| match *n {
                 "api-graph" => "--api graph".to_string(),
+                "api-auto" => "--api auto".to_string(),
                 n => format!("--{n}"),
             })
             .collect();

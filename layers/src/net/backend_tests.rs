@@ -180,10 +180,14 @@ fn paths_tested() -> Vec<GpuPaths> {
             ..on
         },
         GpuPaths {
+            conv_api: ConvApi::Auto,
+            ..on
+        },
+        GpuPaths {
             own_kernels: true,
             fuse_bn: true,
             cuda_graph: true,
-            conv_api: ConvApi::Graph,
+            conv_api: ConvApi::Auto,
         },
     ]
 }

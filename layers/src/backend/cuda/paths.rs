@@ -15,6 +15,12 @@ pub enum ConvApi {
     /// engine configurations cuDNN's heuristics offer, each timed, the
     /// fastest kept (as PyTorch's `cudnn.benchmark`).
     Graph,
+    /// Per layer and direction, whichever of the two ran faster while
+    /// planning: FindEx's algorithm and the graph API's fastest plan, each
+    /// timed the same way on the layer's own tensors. On the H200 the graph
+    /// API was faster in most layers (f32: 1.3-2.1x per direction) but
+    /// twice as slow on ResNet-50's first convolution (3 input channels).
+    Auto,
 }
 
 impl ConvApi {
@@ -22,6 +28,7 @@ impl ConvApi {
         match self {
             ConvApi::Legacy => "legacy",
             ConvApi::Graph => "graph",
+            ConvApi::Auto => "auto",
         }
     }
 
@@ -29,7 +36,8 @@ impl ConvApi {
         match s {
             "legacy" => Ok(ConvApi::Legacy),
             "graph" => Ok(ConvApi::Graph),
-            _ => Err(format!("unknown cuDNN API '{s}' (legacy or graph)")),
+            "auto" => Ok(ConvApi::Auto),
+            _ => Err(format!("unknown cuDNN API '{s}' (legacy, graph or auto)")),
         }
     }
 }
@@ -68,6 +76,7 @@ const OPEN: &[(&str, &str)] = &[
         "api-graph",
         "its tf32 weight gradients were up to 6.6e-2 off in an H200 test",
     ),
+    ("api-auto", "it came after the last GPU run"),
 ];
 
 impl GpuPaths {
@@ -83,8 +92,10 @@ impl GpuPaths {
         if self.cuda_graph {
             n.push("cuda-graph");
         }
-        if self.conv_api == ConvApi::Graph {
-            n.push("api-graph");
+        match self.conv_api {
+            ConvApi::Legacy => {}
+            ConvApi::Graph => n.push("api-graph"),
+            ConvApi::Auto => n.push("api-auto"),
         }
         n
     }
@@ -155,11 +166,11 @@ mod tests {
 
     #[test]
     fn apis_parse_by_name() {
-        for api in [ConvApi::Legacy, ConvApi::Graph] {
+        for api in [ConvApi::Legacy, ConvApi::Graph, ConvApi::Auto] {
             assert_eq!(ConvApi::parse(api.name()), Ok(api));
         }
         assert!(ConvApi::parse("v8")
             .unwrap_err()
-            .contains("legacy or graph"));
+            .contains("legacy, graph or auto"));
     }
 }

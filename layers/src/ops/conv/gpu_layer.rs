@@ -8,8 +8,11 @@
 //! With `--api graph` ([`ConvApi::Graph`]) each direction runs through
 //! cuDNN's graph API instead: the engine configurations its heuristics
 //! offer, each timed on the layer's own tensors while planning, the
-//! fastest kept ([`super::graph_conv`]). The bias stays on the legacy
-//! calls (`cudnnAddTensor`, the bias gradient) either way.
+//! fastest kept ([`super::graph_conv`]). With `--api auto`
+//! ([`ConvApi::Auto`]) each direction plans both ways, times FindEx's
+//! algorithm as the graph plans are timed, and keeps the faster. The bias
+//! stays on the legacy calls (`cudnnAddTensor`, the bias gradient) either
+//! way.
 
 use super::cuda::first_usable;
 use super::cudnn_algos;
@@ -39,8 +42,9 @@ pub struct ConvGpuLayer {
     bias: Option<(GpuParam, BiasGrad)>,
     input_grad: bool,
     layout: Layout,
-    /// `--api graph`: per direction, the chosen plan and the operation
-    /// graph it was made from (the legacy `choice` is then unused). In
+    /// `--api graph` (or `auto` where it won): per direction, the chosen
+    /// plan and the operation graph it was made from (the legacy `choice`
+    /// is then unused). In
     /// that order: a tuple drops its fields in order, so the plan goes
     /// before the graph it came from, as cudnn-frontend keeps them.
     graph: [Option<(GraphRunner, ConvGraph)>; 3],
@@ -155,11 +159,38 @@ impl<'g> Layer<Cuda<'g>> for ConvGpuLayer {
         let (search, limit) = (cx.workspace, cx.workspace_limit);
         let h = &cx.gpu.cudnn;
         let ptrs = self.ptrs(x[0], y, dy.unwrap_or(0), dx[0]);
+        let api = cx.paths.conv_api;
         let mut need = 0;
-        if cx.paths.conv_api == ConvApi::Graph {
-            for dir in self.dirs() {
-                let d = &self.descs[index(dir)];
-                let (g, runner) = graph_conv::plan_fastest(
+        for dir in self.dirs() {
+            let i = index(dir);
+            let d = &self.descs[i];
+            // FindEx's algorithm (legacy and auto) and its workspace.
+            let mut legacy = None;
+            if api != ConvApi::Graph {
+                let found = d.find(h, dir, &ptrs, search)?;
+                let best = first_usable(&found, d.dtype, limit).ok_or_else(|| GpuError {
+                    call: "cudnnFind*AlgorithmEx",
+                    status: format!(
+                        "no {} algorithm for {} ran within the workspace limit",
+                        dir.name(),
+                        d.dtype
+                    ),
+                    oom: false,
+                })?;
+                d.conv.set_math(best.math)?;
+                let ws = d.workspace_size(h, dir, best.id)?.max(best.workspace_bytes);
+                self.choice[i] = Some(Choice {
+                    algo: best.id,
+                    math: best.math,
+                });
+                legacy = Some((best.id, ws));
+            }
+            // The graph API's fastest plan (graph and auto): with auto, kept
+            // only where it ran faster than FindEx's algorithm, each timed
+            // the same way here (a graph that cannot plan leaves the legacy
+            // algorithm in place).
+            if api != ConvApi::Legacy {
+                let planned = graph_conv::plan_fastest(
                     cx.gpu,
                     &d.shape,
                     d.dtype,
@@ -168,31 +199,30 @@ impl<'g> Layer<Cuda<'g>> for ConvGpuLayer {
                     &ptrs,
                     search,
                     limit,
-                )?;
-                need = need.max(runner.plan.workspace_bytes);
-                self.graph[index(dir)] = Some((runner, g));
+                );
+                let keep = match (planned, legacy) {
+                    (Ok(p), None) => Some(p),
+                    (Err(e), None) => return Err(e),
+                    (Err(_), Some(_)) => None,
+                    (Ok((g, runner, graph_ms)), Some((algo, _))) => {
+                        let events = cx.gpu.event_pair()?;
+                        // SAFETY: the layer's own tensors and the search
+                        // workspace, which FindEx's algorithm ran in.
+                        let legacy_ms = graph_conv::lowest_time(cx.gpu, &events, &mut || unsafe {
+                            d.run(h, dir, algo, None, &ptrs, search)
+                        })?;
+                        (graph_ms < legacy_ms).then_some((g, runner, graph_ms))
+                    }
+                };
+                if let Some((g, runner, _)) = keep {
+                    need = need.max(runner.plan.workspace_bytes);
+                    self.graph[i] = Some((runner, g));
+                    continue;
+                }
             }
-            return Ok(need);
-        }
-        for dir in self.dirs() {
-            let d = &self.descs[index(dir)];
-            let found = d.find(h, dir, &ptrs, search)?;
-            let best = first_usable(&found, d.dtype, limit).ok_or_else(|| GpuError {
-                call: "cudnnFind*AlgorithmEx",
-                status: format!(
-                    "no {} algorithm for {} ran within the workspace limit",
-                    dir.name(),
-                    d.dtype
-                ),
-                oom: false,
-            })?;
-            d.conv.set_math(best.math)?;
-            let ws = d.workspace_size(h, dir, best.id)?.max(best.workspace_bytes);
-            need = need.max(ws);
-            self.choice[index(dir)] = Some(Choice {
-                algo: best.id,
-                math: best.math,
-            });
+            if let Some((_, ws)) = legacy {
+                need = need.max(ws);
+            }
         }
         Ok(need)
     }

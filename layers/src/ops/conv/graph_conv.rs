@@ -18,7 +18,7 @@ use crate::backend::cuda::cudnn_graph::{
     ConvOperation, ExecutionPlan, OperationGraph, VariantPack,
 };
 use crate::backend::cuda::memory::Workspace;
-use crate::backend::cuda::{Gpu, GpuError, GpuResult};
+use crate::backend::cuda::{EventPair, Gpu, GpuError, GpuResult};
 use crate::core::{DType, Layout};
 use cnnbench_kernels::conv::{ConvShape, Direction};
 use std::ffi::c_void;
@@ -145,26 +145,29 @@ pub fn time_plans(
         let pack = VariantPack::new(&ids, &ptrs, ws.ptr)?;
         // SAFETY: the caller's tensors are sized for this problem and
         // dtype; the workspace holds what the plan needs (checked above).
-        let warm = unsafe { plan.execute(&gpu.cudnn, &pack) }.and_then(|()| gpu.synchronize());
-        if warm.is_err() {
-            times.push(None);
-            continue;
-        }
-        let mut best = f64::INFINITY;
-        for _ in 0..TUNE_RUNS {
-            // SAFETY: as above.
-            let ms = events.time::<GpuError>(&mut || unsafe { plan.execute(&gpu.cudnn, &pack) });
-            match ms {
-                Ok(ms) => best = best.min(ms),
-                Err(_) => {
-                    best = f64::NAN;
-                    break;
-                }
-            }
-        }
-        times.push(best.is_finite().then_some(best));
+        let ms = lowest_time(gpu, &events, &mut || unsafe {
+            plan.execute(&gpu.cudnn, &pack)
+        });
+        times.push(ms.ok());
     }
     Ok(times)
+}
+
+/// The lowest time in ms of [`TUNE_RUNS`] runs of `run` between `events`,
+/// after a warm-up run: how every candidate is timed while planning, so
+/// that a legacy algorithm and a graph plan compare on the same footing.
+pub fn lowest_time(
+    gpu: &Gpu,
+    events: &EventPair,
+    run: &mut dyn FnMut() -> GpuResult<()>,
+) -> GpuResult<f64> {
+    run()?;
+    gpu.synchronize()?;
+    let mut best = f64::INFINITY;
+    for _ in 0..TUNE_RUNS {
+        best = best.min(events.time::<GpuError>(run)?);
+    }
+    Ok(best)
 }
 
 /// The index of the fastest plan that ran, or `None`.
@@ -180,7 +183,8 @@ pub fn fastest(times: &[Option<f64>]) -> Option<usize> {
 /// A network layer's direction planned on the graph API: the operation
 /// graph of `dir` (tensors aligned as `t`'s pointers are), every
 /// candidate within `limit` and the search workspace `ws` timed on `t`,
-/// the fastest kept; what it refused, for an error that says so.
+/// the fastest kept, with its time; what it refused, for an error that
+/// says so.
 #[allow(clippy::too_many_arguments)]
 pub fn plan_fastest(
     gpu: &Gpu,
@@ -191,7 +195,7 @@ pub fn plan_fastest(
     t: &ConvPtrs,
     ws: Workspace,
     limit: usize,
-) -> GpuResult<(ConvGraph, GraphRunner)> {
+) -> GpuResult<(ConvGraph, GraphRunner, f64)> {
     let (_, ptrs) = bindings(dir, t);
     let alignment = alignment_of(&ptrs.map(|p| p as u64));
     let graph = ConvGraph::new(&gpu.cudnn, p, dtype, layout, dir, alignment)?;
@@ -209,11 +213,12 @@ pub fn plan_fastest(
             ),
         )
     })?;
+    let ms = times[best].expect("the fastest ran");
     let plan = plans
         .into_iter()
         .nth(best)
         .expect("the fastest is one of the plans");
-    Ok((graph, GraphRunner::new(dir, plan)))
+    Ok((graph, GraphRunner::new(dir, plan), ms))
 }
 
 /// A chosen plan and the variant packs of the pointers it has run on.
