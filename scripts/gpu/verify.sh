@@ -100,7 +100,8 @@
 #             layers refuse NCHW) imdb-bilstm with each path and
 #             with all, in f16 NHWC and f32 NCHW, and with all in bf16
 #             and tf32 NHWC (resnet50); `conv --from builtin:resnet50
-#             --batch 2 --check --api graph` in f16 NHWC and f32 NCHW;
+#             --batch 2 --check --api graph` in f16 NHWC, f32 NCHW and
+#             tf32 NCHW;
 #             compute-sanitizer memcheck over one resnet18 step at batch 8
 #             with all paths.
 #   r50       ResNet-50 f16 NHWC batch 256 (--warmup 5 --iters 20): the
@@ -1531,7 +1532,8 @@ paths() {
 
     if want check; then
         rerun_hint=check
-        local names="tests_gpu memcheck_all conv_api_f16_nhwc conv_api_f32_nchw check_all_bf16 check_all_tf32"
+        local names="tests_gpu memcheck_all conv_api_f16_nhwc conv_api_f32_nchw conv_api_tf32_nchw"
+        names="$names check_all_bf16 check_all_tf32"
         for p in $singles all; do names="$names check_${p}_f16_nhwc check_${p}_f32_nchw"; done
         # shellcheck disable=SC2086 # one name per word
         if gpu_or_skip $names; then
@@ -1563,7 +1565,9 @@ paths() {
                 bg "check_all_$dt" 150 "$bin" check --device gpu --model resnet50 --batch 2 --dtype "$dt" \
                     --layout nhwc --threads 2 --format json $(path_flags all)
             done
-            for dl in f16:nhwc f32:nchw; do
+            # tf32 NCHW: where the first run's GPU tests found --api graph's
+            # weight gradients off; the JSON names each layer's engine.
+            for dl in f16:nhwc f32:nchw tf32:nchw; do
                 dt=${dl%%:*}
                 l=${dl#*:}
                 bg "conv_api_${dt}_$l" 150 "$bin" conv --from builtin:resnet50 --device gpu --dtype "$dt" \
