@@ -66,7 +66,7 @@ pub struct GpuPaths {
 const OPEN: &[(&str, &str)] = &[
     (
         "own-kernels",
-        "its global average pooling came after the last GPU run",
+        "its global average pooling and max pooling's packed argmax came after the last GPU run",
     ),
     (
         "fuse-bn",

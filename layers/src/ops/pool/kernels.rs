@@ -43,7 +43,8 @@ pub fn maxpool_nhwc_fits(shape: &PoolShape) -> bool {
 
 /// Channels per thread of the NHWC max-pool kernels: a 16-byte vector
 /// when the channels divide into vectors and every buffer is 16-byte
-/// aligned, else one.
+/// aligned (the argmax bytes too: the vector kernels move a group's 4 or
+/// 8 of them in one access), else one.
 pub(crate) fn channel_group(st: Storage, c: usize, ptrs: &[CUdeviceptr]) -> usize {
     let per = match st {
         Storage::F32 => 4,
@@ -141,7 +142,7 @@ impl Kernels {
         y: CUdeviceptr,
         arg: CUdeviceptr,
     ) -> GpuResult<()> {
-        let g = channel_group(st, shape.c, &[x, y]);
+        let g = channel_group(st, shape.c, &[x, y, arg]);
         let k = if g > 1 {
             MAXPOOL_NHWC_FWD_VEC
         } else {
@@ -182,7 +183,7 @@ impl Kernels {
         dy: CUdeviceptr,
         dx: CUdeviceptr,
     ) -> GpuResult<()> {
-        let g = channel_group(st, shape.c, &[dy, dx]);
+        let g = channel_group(st, shape.c, &[arg, dy, dx]);
         let k = if g > 1 {
             MAXPOOL_NHWC_BWD_VEC
         } else {

@@ -209,6 +209,36 @@ struct Chans {
     }
 };
 
+// G argmax bytes at p (p + i is G-aligned: the channel groups start at
+// multiples of G and the buffer is the allocator's): one 4- or 8-byte
+// access for the vector kernels instead of G byte accesses, bytes in
+// address order (little-endian, as the GPU and the host emulator are).
+template <int G>
+__device__ __forceinline__ void store_args(u8* p, const int* at) {
+    if (G == 8 || G == 4) {
+        u64 v = 0;
+#pragma unroll
+        for (int k = 0; k < G; ++k) v |= (u64)(u8)at[k] << (8 * k);
+        if (G == 8) *(u64*)p = v;
+        else *(u32*)p = (u32)v;
+    } else {
+#pragma unroll
+        for (int k = 0; k < G; ++k) p[k] = (u8)at[k];
+    }
+}
+
+template <int G>
+__device__ __forceinline__ void load_args(const u8* p, int* at) {
+    if (G == 8 || G == 4) {
+        u64 v = G == 8 ? *(const u64*)p : (u64) * (const u32*)p;
+#pragma unroll
+        for (int k = 0; k < G; ++k) at[k] = (int)((v >> (8 * k)) & 0xffu);
+    } else {
+#pragma unroll
+        for (int k = 0; k < G; ++k) at[k] = p[k];
+    }
+}
+
 template <class D, int G>
 __device__ __forceinline__ void maxpool_nhwc_fwd_body(const typename D::T* x, typename D::T* y,
                                                       u8* arg, const PoolArgs& a) {
@@ -246,8 +276,7 @@ __device__ __forceinline__ void maxpool_nhwc_fwd_body(const typename D::T* x, ty
         }
         u64 o = a.out(b, ch, oh, ow);
         best.store(y, o);
-#pragma unroll
-        for (int k = 0; k < G; ++k) arg[o + k] = (u8)at[k];
+        store_args<G>(arg + o, at);
     }
 }
 
@@ -273,9 +302,11 @@ __device__ __forceinline__ void maxpool_nhwc_bwd_body(const u8* arg, const typen
                 u64 o = a.out(b, ch, oh, ow);
                 Chans<D, G> g;
                 g.load(dy, o);
+                int won[G];
+                load_args<G>(arg + o, won);
 #pragma unroll
                 for (int k = 0; k < G; ++k)
-                    if (arg[o + k] == code) acc.v[k] += g.v[k];
+                    if (won[k] == code) acc.v[k] += g.v[k];
             }
         }
         acc.store(dx, a.in(b, ch, h, w));
