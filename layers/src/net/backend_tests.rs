@@ -187,6 +187,13 @@ fn paths_tested() -> Vec<GpuPaths> {
             own_kernels: true,
             fuse_bn: true,
             cuda_graph: true,
+            conv_api: ConvApi::Graph,
+        },
+        // Auto's choice depends on timing: all paths with it too.
+        GpuPaths {
+            own_kernels: true,
+            fuse_bn: true,
+            cuda_graph: true,
             conv_api: ConvApi::Auto,
         },
     ]

@@ -18,8 +18,9 @@ pub enum ConvApi {
     /// Per layer and direction, whichever of the two ran faster while
     /// planning: FindEx's algorithm and the graph API's fastest plan, each
     /// timed the same way on the layer's own tensors. On the H200 the graph
-    /// API was faster in most layers (f32: 1.3-2.1x per direction) but
-    /// twice as slow on ResNet-50's first convolution (3 input channels).
+    /// API was faster in most layers (f32: 1.3-2.1x per direction) but, in
+    /// f16, twice as slow on ResNet-50's first convolution (3 input
+    /// channels).
     Auto,
 }
 
@@ -76,7 +77,10 @@ const OPEN: &[(&str, &str)] = &[
         "api-graph",
         "its tf32 weight gradients were up to 6.6e-2 off in an H200 test",
     ),
-    ("api-auto", "it came after the last GPU run"),
+    (
+        "api-auto",
+        "it came after the last GPU run; where a graph plan wins, api-graph's tf32 gradients apply",
+    ),
 ];
 
 impl GpuPaths {

@@ -210,8 +210,16 @@ impl<'g> Layer<Cuda<'g>> for ConvGpuLayer {
                         // workspace, which FindEx's algorithm ran in.
                         let legacy_ms = graph_conv::lowest_time(cx.gpu, &events, &mut || unsafe {
                             d.run(h, dir, algo, None, &ptrs, search)
-                        })?;
-                        (graph_ms < legacy_ms).then_some((g, runner, graph_ms))
+                        });
+                        // A legacy run that fails to time leaves the plan.
+                        if legacy_ms.map_or(true, |ms| graph_ms < ms) {
+                            Some((g, runner, graph_ms))
+                        } else {
+                            // The plan before the graph it came from.
+                            drop(runner);
+                            drop(g);
+                            None
+                        }
                     }
                 };
                 if let Some((g, runner, _)) = keep {

@@ -19,6 +19,11 @@ use cnnbench_layers::DType;
 /// `--algo` names the legacy API's algorithms; the graph API has engine
 /// configurations instead: refused before anything runs.
 pub fn algo_allowed(api: ConvApi, algo: &GpuAlgoChoice) -> Result<()> {
+    // A single layer's run compares the APIs; auto (the faster per layer)
+    // belongs to a network's layers (the CLI refuses it first).
+    if api == ConvApi::Auto {
+        bail!("--api auto picks per layer in model and check; conv takes legacy or graph");
+    }
     if let (ConvApi::Graph, GpuAlgoChoice::Named(name)) = (api, algo) {
         bail!(
             "--algo {name}: --api graph takes --algo auto, heuristic or all \
@@ -109,6 +114,7 @@ mod tests {
     fn named_algorithms_are_refused_on_the_graph_api() {
         let named = GpuAlgoChoice::Named("winograd".into());
         assert!(algo_allowed(ConvApi::Legacy, &named).is_ok());
+        assert!(algo_allowed(ConvApi::Auto, &GpuAlgoChoice::Auto).is_err());
         let e = algo_allowed(ConvApi::Graph, &named)
             .unwrap_err()
             .to_string();
