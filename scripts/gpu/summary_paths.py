@@ -16,7 +16,9 @@ PATH_FLAGS = OrderedDict([
     ("cuda-graph", "--cuda-graph"),
     ("api-graph", "--api graph"),
     ("api-auto", "--api auto"),
+    ("fuse-bn-relu", "--fuse-bn=relu"),
     ("all", "--own-kernels --fuse-bn --cuda-graph --api auto"),
+    ("all-bnrelu", "--own-kernels --fuse-bn=relu --cuda-graph --api auto"),
     ("pt", "PyTorch eager"),
 ])
 

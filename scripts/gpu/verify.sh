@@ -89,9 +89,11 @@
 # by default until a run like this shows it correct and faster:
 # own-kernels (--own-kernels), fuse-bn (--fuse-bn), cuda-graph
 # (--cuda-graph), api-graph (--api graph), api-auto (--api auto: per
-# layer the faster of the two APIs), and all (--own-kernels --fuse-bn
-# --cuda-graph --api auto; per-layer runs leave out --cuda-graph, which
-# refuses --per-layer). A word of
+# layer the faster of the two APIs), fuse-bn-relu (--fuse-bn=relu: the
+# batch norms take their ReLUs, not the adds), all (--own-kernels
+# --fuse-bn --cuda-graph --api auto) and all-bnrelu (the same with
+# --fuse-bn=relu, where the own add takes its ReLU); per-layer runs leave
+# out --cuda-graph, which refuses --per-layer. A word of
 # PATHS_STEPS (default all) names each part:
 #   check     side by side, at most JOBS=8 at once: the layers crate's GPU
 #             tests (backend_tests runs every body on each path and on all
@@ -1498,6 +1500,8 @@ path_flags() {
         cuda-graph) echo --cuda-graph ;;
         api-graph) echo --api graph ;;
         api-auto) echo --api auto ;;
+        fuse-bn-relu) echo --fuse-bn=relu ;;
+        all-bnrelu) echo --own-kernels --fuse-bn=relu --cuda-graph --api auto ;;
         all) echo --own-kernels --fuse-bn --cuda-graph --api auto ;;
         per-layer-all) echo --own-kernels --fuse-bn --api auto ;;
     esac
@@ -1505,7 +1509,8 @@ path_flags() {
 
 paths() {
     local wanted=" ${PATHS_STEPS:-check r50 keras f32 per-layer conv} "
-    local singles="own-kernels fuse-bn cuda-graph api-graph api-auto"
+    # Most telling first: the budget may stop the r50 singles early.
+    local singles="all-bnrelu own-kernels fuse-bn fuse-bn-relu api-auto cuda-graph api-graph"
     local nogpu="skipped: no GPU" p dl dt l layers cs w n rnn
     local keras="mnist-mlp mnist-cnn cifar10-cnn imdb-fasttext imdb-bilstm lstm-text"
     local store=(--results "$logs/results")

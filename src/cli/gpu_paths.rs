@@ -14,9 +14,11 @@ pub struct GpuPathArgs {
     pub own_kernels: bool,
     /// GPU: batch norm runs the ReLU after it, and the residual add before that ReLU, in its
     /// own passes (cuDNN's fused BN-Ex kernels, f16 NHWC; other dtypes and NCHW run unfused;
-    /// on an H200 its f16 bias gradients were up to 2e-2 off)
-    #[arg(long)]
-    pub fuse_bn: bool,
+    /// on an H200 its f16 bias gradients were up to 2e-2 off); --fuse-bn=relu fuses the ReLU
+    /// only (with --own-kernels the add then takes its ReLU)
+    #[arg(long, value_name = "WHAT", num_args = 0..=1, require_equals = true,
+          default_missing_value = "add-relu", value_parser = parse_fuse_bn)]
+    pub fuse_bn: Option<FuseBn>,
     /// GPU: capture one training step as a CUDA graph and replay it; the eager step is timed
     /// too (verified on an H200)
     #[arg(long)]
@@ -29,6 +31,25 @@ pub struct GpuPathArgs {
     pub api: ConvApi,
 }
 
+/// What `--fuse-bn` lets a batch norm take.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FuseBn {
+    /// The ReLU after it, and at a block's end the add before that ReLU.
+    AddRelu,
+    /// The ReLU only.
+    Relu,
+}
+
+fn parse_fuse_bn(s: &str) -> Result<FuseBn, String> {
+    match s {
+        "add-relu" => Ok(FuseBn::AddRelu),
+        "relu" => Ok(FuseBn::Relu),
+        _ => Err(format!(
+            "unknown --fuse-bn '{s}' (add-relu, the default, or relu)"
+        )),
+    }
+}
+
 fn parse_api(s: &str) -> Result<ConvApi, String> {
     ConvApi::parse(s)
 }
@@ -39,7 +60,8 @@ impl GpuPathArgs {
     pub fn paths(&self, on_gpu: bool, cpu_why: Option<&str>) -> Result<GpuPaths> {
         let paths = GpuPaths {
             own_kernels: self.own_kernels,
-            fuse_bn: self.fuse_bn,
+            fuse_bn: self.fuse_bn.is_some(),
+            fuse_bn_relu_only: self.fuse_bn == Some(FuseBn::Relu),
             cuda_graph: self.cuda_graph,
             conv_api: self.api,
         };
@@ -52,6 +74,7 @@ impl GpuPathArgs {
             .map(|n| match *n {
                 "api-graph" => "--api graph".to_string(),
                 "api-auto" => "--api auto".to_string(),
+                "fuse-bn-relu" => "--fuse-bn=relu".to_string(),
                 n => format!("--{n}"),
             })
             .collect();
@@ -65,6 +88,29 @@ impl GpuPathArgs {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fuse_bn_takes_an_optional_what() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct T {
+            #[command(flatten)]
+            p: GpuPathArgs,
+            model: Option<String>,
+        }
+        let t = T::try_parse_from(["t", "--fuse-bn", "resnet50"]).unwrap();
+        assert_eq!(t.p.fuse_bn, Some(FuseBn::AddRelu));
+        assert_eq!(t.model.as_deref(), Some("resnet50"));
+        let t = T::try_parse_from(["t", "--fuse-bn=relu"]).unwrap();
+        let p = t.p.paths(true, None).unwrap();
+        assert!(p.fuse_bn && p.fuse_bn_relu_only);
+        assert_eq!(p.names(), ["fuse-bn-relu"]);
+        assert_eq!(
+            t.p.paths(false, None).unwrap_err().to_string(),
+            "--fuse-bn=relu: GPU only: add --device gpu"
+        );
+        assert!(T::try_parse_from(["t", "--fuse-bn=add"]).is_err());
+    }
 
     #[test]
     fn paths_on_the_cpu_are_refused_in_one_line() {

@@ -186,13 +186,22 @@ fn paths_tested() -> Vec<GpuPaths> {
         GpuPaths {
             own_kernels: true,
             fuse_bn: true,
+            fuse_bn_relu_only: false,
             cuda_graph: true,
             conv_api: ConvApi::Graph,
+        },
+        // The batch norms take their ReLUs only, the adds theirs.
+        GpuPaths {
+            own_kernels: true,
+            fuse_bn: true,
+            fuse_bn_relu_only: true,
+            ..on
         },
         // Auto's choice depends on timing: all paths with it too.
         GpuPaths {
             own_kernels: true,
             fuse_bn: true,
+            fuse_bn_relu_only: false,
             cuda_graph: true,
             conv_api: ConvApi::Auto,
         },

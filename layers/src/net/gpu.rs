@@ -78,11 +78,12 @@ impl<'g> Executor<Cuda<'g>> {
         let exec = ExecOptions {
             seed: opts.seed,
             per_layer: opts.per_layer,
-            // `--fuse-bn`: the batch norm takes the ReLU after it, and the
-            // residual add before that ReLU, where cuDNN's fused kernels
-            // apply (see ops::batchnorm::cuda).
-            fuse_relu: opts.paths.fuse_bn,
-            fuse_add: opts.paths.fuse_bn,
+            // `--fuse-bn`: the batch norm takes the ReLU after it, and
+            // (unless `--fuse-bn=relu`) the residual add before that ReLU,
+            // where cuDNN's fused kernels apply (see ops::batchnorm::cuda);
+            // `--own-kernels`: an add not taken so takes its ReLU forward.
+            fuse_relu: opts.paths.fuse_bn || opts.paths.own_kernels,
+            fuse_add: opts.paths.fuse_bn && !opts.paths.fuse_bn_relu_only,
         };
         let mut net = Executor::build(backend, cx, graph, batch, exec)?;
         net.choose_algorithms(opts.workspace_limit)?;

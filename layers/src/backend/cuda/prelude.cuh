@@ -11,6 +11,11 @@ typedef unsigned short u16;
 typedef unsigned char u8;
 
 #define NEG_INF __uint_as_float(0xff800000u)
+
+// The own kernels' ReLU (relu.cu, and the add's fused one in add.cu):
+// x > 0 ? x : 0, except that a NaN stays NaN, as cuDNN's activation with
+// CUDNN_PROPAGATE_NAN gives it.
+__device__ __forceinline__ float relu(float v) { return (v > 0.0f || v != v) ? v : 0.0f; }
 #define QNAN __uint_as_float(0x7fc00000u)
 
 // Every thread of the grid visits i = its id, id + grid size, ... < n; any

@@ -3,9 +3,11 @@
 // grid-stride loop over whole vectors and one over the scalars left at
 // either end (or over every element when the buffers do not share their
 // alignment); the sum is in float, rounded once to the storage, as
-// cudnnOpTensor's.
+// cudnnOpTensor's. add_relu_fwd applies the ReLU that alone reads the sum
+// in the same pass (prelude.cuh's relu(), before the one rounding), so the
+// ReLU's forward moves nothing of its own; its backward still runs.
 
-template <class D>
+template <class D, bool RELU>
 __device__ __forceinline__ void add_fwd_body(const typename D::T* a, const typename D::T* b,
                                              typename D::T* y, u64 n) {
     typedef Vec16<D> V;
@@ -17,17 +19,25 @@ __device__ __forceinline__ void add_fwd_body(const typename D::T* a, const typen
         V p = V::load(a + h, v);
         V q = V::load(b + h, v);
 #pragma unroll
-        for (int i = 0; i < V::N; ++i) p.set(i, p.get(i) + q.get(i));
+        for (int i = 0; i < V::N; ++i) {
+            float v = p.get(i) + q.get(i);
+            p.set(i, RELU ? relu(v) : v);
+        }
         p.store(y + h, v);
     }
     GRID_STRIDE(k, s.scalars()) {
         u64 i = s.scalar(k);
-        D::store(y, i, D::load(a, i) + D::load(b, i));
+        float v = D::load(a, i) + D::load(b, i);
+        D::store(y, i, RELU ? relu(v) : v);
     }
 }
 
 #define ADD(sfx, D)                                                                     \
     extern "C" __global__ void add_fwd_##sfx(const D::T* a, const D::T* b, D::T* y, u64 n) { \
-        add_fwd_body<D>(a, b, y, n);                                                    \
+        add_fwd_body<D, false>(a, b, y, n);                                             \
+    }                                                                                   \
+    extern "C" __global__ void add_relu_fwd_##sfx(const D::T* a, const D::T* b, D::T* y,   \
+                                                  u64 n) {                              \
+        add_fwd_body<D, true>(a, b, y, n);                                              \
     }
 INSTANTIATE_STORAGES(ADD)

@@ -2,13 +2,16 @@
 //! cnnbench's vectorized kernel (`add.cu`). Its backward hands the output
 //! gradient to both inputs unchanged, which the executor does by sharing
 //! the buffer (`net::plan`: both input edges get the output gradient's
-//! buffer id), so it has no backward work and no copy.
+//! buffer id), so it has no backward work and no copy. The own kernel
+//! also takes the ReLU that alone reads the sum, forward only (as the
+//! CPU's add does): `relu(a + b)` in the add's one pass, the ReLU's
+//! forward skipped, its backward run as before on the output.
 
 use crate::backend::cuda::backend::{add_into, Cuda, DevPtr, GpuCtx};
 use crate::backend::cuda::cudnn::TensorDesc;
 use crate::backend::cuda::cudnn_ops::OpTensorDesc;
 use crate::backend::cuda::GpuResult;
-use crate::core::backend::Layer;
+use crate::core::backend::{Layer, ReluFusion};
 use crate::core::dtype::Storage;
 
 pub struct AddGpuLayer {
@@ -51,11 +54,13 @@ impl<'g> Layer<Cuda<'g>> for AddGpuLayer {
 pub struct OwnAddGpuLayer {
     n: usize,
     st: Storage,
+    /// The ReLU after it runs in the same pass (forward).
+    relu: bool,
 }
 
 impl OwnAddGpuLayer {
     pub fn new(n: usize, st: Storage) -> OwnAddGpuLayer {
-        OwnAddGpuLayer { n, st }
+        OwnAddGpuLayer { n, st, relu: false }
     }
 }
 
@@ -64,7 +69,7 @@ impl<'g> Layer<Cuda<'g>> for OwnAddGpuLayer {
         // SAFETY: both inputs and y hold n elements of the run's storage.
         unsafe {
             cx.kernels
-                .add_fwd(&cx.gpu.stream, self.st, x[0], x[1], y, self.n)
+                .add_fwd(&cx.gpu.stream, self.st, x[0], x[1], y, self.n, self.relu)
         }
     }
 
@@ -87,6 +92,12 @@ impl<'g> Layer<Cuda<'g>> for OwnAddGpuLayer {
             Storage::F16 => ("f16", 8),
             Storage::Bf16 => ("bf16", 8),
         };
-        format!("cnnbench add_fwd_{name} x{per} vectors")
+        let k = if self.relu { "add_relu_fwd" } else { "add_fwd" };
+        format!("cnnbench {k}_{name} x{per} vectors")
+    }
+
+    fn fuse_relu(&mut self, _backward: bool) -> ReluFusion {
+        self.relu = true;
+        ReluFusion::Forward
     }
 }

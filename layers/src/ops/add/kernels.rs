@@ -10,17 +10,20 @@ use cudarc::driver::CudaStream;
 
 /// One instance per storage ([`per_storage!`]).
 pub(crate) const ADD_FWD: PerStorage = per_storage!("add_fwd");
+/// The add with the ReLU after it in the same pass.
+pub(crate) const ADD_RELU_FWD: PerStorage = per_storage!("add_relu_fwd");
 
-/// `add.cu` and its kernel.
+/// `add.cu` and its kernels.
 pub const PROGRAM: Program = Program {
     file: "add.cu",
     source: include_str!("add.cu"),
-    per_storage: &[ADD_FWD],
+    per_storage: &[ADD_FWD, ADD_RELU_FWD],
     single: &[],
 };
 
 impl Kernels {
-    /// `y = a + b` over `n` elements of storage `st`.
+    /// `y = a + b` (`relu(a + b)` with `relu`) over `n` elements of
+    /// storage `st`.
     ///
     /// # Safety
     ///
@@ -35,8 +38,9 @@ impl Kernels {
         b: CUdeviceptr,
         y: CUdeviceptr,
         n: usize,
+        relu: bool,
     ) -> GpuResult<()> {
-        let name = ADD_FWD.name(st);
+        let name = if relu { ADD_RELU_FWD } else { ADD_FWD }.name(st);
         let n = to_u64(name, n)?;
         if n == 0 {
             return Ok(());
@@ -80,6 +84,48 @@ mod tests {
                     in_place: None,
                 });
                 want.push((format!("{storage} add_fwd n={n} {offs:?}"), y));
+            }
+            let got = emulate_eltwise(&PROGRAM, storage, &cases);
+            for (got, (what, want)) in got.iter().zip(&want) {
+                same(what, got, want);
+            }
+        }
+    }
+
+    /// `add_relu_fwd`: the sum's ReLU in the same pass (a NaN stays NaN,
+    /// as the own ReLU's), on the same layouts.
+    #[test]
+    fn emulated_add_relu_matches_the_cpu() {
+        if !emu::available() {
+            return;
+        }
+        for (storage, dtype) in STORAGES {
+            let (mut cases, mut want) = (Vec::new(), Vec::new());
+            for (n, offs, out) in layouts(2) {
+                let (mut a, mut b) = (values(n, 6, true), values(n, 7, false));
+                dtype.round_in_place(&mut a);
+                dtype.round_in_place(&mut b);
+                let mut y: Vec<f32> = a
+                    .iter()
+                    .zip(&b)
+                    .map(|(a, b)| {
+                        let v = a + b;
+                        if v > 0.0 || v.is_nan() {
+                            v
+                        } else {
+                            0.0
+                        }
+                    })
+                    .collect();
+                dtype.round_in_place(&mut y);
+                cases.push(EltwiseCase {
+                    n,
+                    inputs: vec![(a, offs[0]), (b, offs[1])],
+                    out_offset: out,
+                    call: format!("add_relu_fwd_{storage}({{in0}}, {{in1}}, {{out}}, {{n}})"),
+                    in_place: None,
+                });
+                want.push((format!("{storage} add_relu_fwd n={n} {offs:?}"), y));
             }
             let got = emulate_eltwise(&PROGRAM, storage, &cases);
             for (got, (what, want)) in got.iter().zip(&want) {

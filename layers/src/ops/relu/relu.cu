@@ -13,7 +13,7 @@
 // summed on the way (in float, before the select, as the CPU does), so no
 // separate pass forms the sum.
 
-__device__ __forceinline__ float relu(float v) { return (v > 0.0f || v != v) ? v : 0.0f; }
+// relu() itself is prelude.cuh's (the add's fused ReLU uses it too).
 
 template <class D>
 __device__ __forceinline__ void relu_fwd_body(const typename D::T* x, typename D::T* y, u64 n) {
