@@ -56,10 +56,13 @@ impl FusionView for NoFusion {
 ///   of its own and masks the gradient from values it reads anyway; where
 ///   the fused ReLU's output has several readers, the host's backward
 ///   reads their gradient parts.
-/// - A layer that took a residual add and its ReLU runs, and is timed, at
-///   the ReLU's row: its count goes there, plus the add's other input read
-///   forward and, with the backward fused, the gradient it writes for that
-///   input.
+/// - A layer that took a residual add and its ReLU runs at the ReLU's
+///   place, and the executor books its time on its own row
+///   (`Executor::book_moved_times`): its count stays there, plus the add's
+///   other input read forward and, with the backward fused, the gradient
+///   it writes for that input. (The first GPU run of `--fuse-bn` showed
+///   these rows without GB/s: the count was on the ReLU's row and the time
+///   on the layer's.)
 pub fn row_traffic(g: &Graph, fused: &dyn FusionView) -> Vec<Traffic> {
     let readers = g.consumers();
     let n = g.nodes.len();
@@ -71,7 +74,7 @@ pub fn row_traffic(g: &Graph, fused: &dyn FusionView) -> Vec<Traffic> {
             false => 0,
         }
     };
-    let own: Vec<Traffic> = (0..n)
+    let mut rows: Vec<Traffic> = (0..n)
         .map(|i| {
             if i == 0 {
                 return Traffic::default();
@@ -94,8 +97,6 @@ pub fn row_traffic(g: &Graph, fused: &dyn FusionView) -> Vec<Traffic> {
             t
         })
         .collect();
-    let mut rows = own.clone();
-    let mut row_of: Vec<usize> = (0..n).collect();
     for a in 1..n {
         let Some(b) = fused.fused_into(a) else {
             continue;
@@ -103,28 +104,25 @@ pub fn row_traffic(g: &Graph, fused: &dyn FusionView) -> Vec<Traffic> {
         if !matches!(g.nodes[a].op, Op::Add(_)) {
             continue;
         }
-        // `b` took add `a` and its ReLU `r`: it runs at `r`'s row.
-        let Some(r) = (a + 1..n)
-            .find(|&r| fused.fused_into(r) == Some(b) && matches!(g.nodes[r].op, Op::Relu(_)))
-        else {
+        // `b` took add `a` and its ReLU: the shortcut read, its gradient
+        // written.
+        if !(a + 1..n)
+            .any(|r| fused.fused_into(r) == Some(b) && matches!(g.nodes[r].op, Op::Relu(_)))
+        {
             continue;
-        };
-        let y = g.nodes[a].out.len() as u64;
-        let mut t = own[b];
-        t.forward.per_image += y;
-        if fused.backward_taken(a) {
-            t.backward.per_image += y;
         }
-        rows[r] = t;
-        rows[b] = Traffic::default();
-        row_of[b] = r;
+        let y = g.nodes[a].out.len() as u64;
+        rows[b].forward.per_image += y;
+        if fused.backward_taken(a) {
+            rows[b].backward.per_image += y;
+        }
     }
     // A fused ReLU whose output several layers read: its host's backward
     // reads every part of that gradient.
     for i in 1..n {
         if let (Some(p), true) = (fused.fused_into(i), fused.backward_taken(i)) {
             if matches!(g.nodes[i].op, Op::Relu(_)) {
-                rows[row_of[p]].backward.per_image += extra_parts(i);
+                rows[p].backward.per_image += extra_parts(i);
             }
         }
     }
@@ -254,22 +252,22 @@ mod tests {
         assert_eq!(fused[relu].forward, Elements::default());
         assert_eq!(fused[relu].backward, plain[relu].backward);
         assert_eq!(fused[bn1], plain[bn1]);
-        // bn3 runs at relu3's row, reading the shortcut and writing its
-        // gradient besides its own count...
+        // bn3's row (where its time is booked) reads the shortcut and
+        // writes its gradient besides its own count...
         let y = (256 * 56 * 56) as u64;
-        assert_eq!(fused[bn3], Traffic::default());
+        assert_eq!(fused[relu3], Traffic::default());
         assert_eq!(fused[add], Traffic::default());
         assert_eq!(
-            fused[relu3].forward.per_image,
+            fused[bn3].forward.per_image,
             plain[bn3].forward.per_image + y
         );
         // ... and reading the second part of relu3's output gradient (the
         // next block's conv1 and add both read that output).
         assert_eq!(
-            fused[relu3].backward.per_image,
+            fused[bn3].backward.per_image,
             plain[bn3].backward.per_image + 2 * y
         );
-        assert_eq!(fused[relu3].backward.fixed, plain[bn3].backward.fixed);
+        assert_eq!(fused[bn3].backward.fixed, plain[bn3].backward.fixed);
         assert_eq!(fused[0], Traffic::default());
     }
 

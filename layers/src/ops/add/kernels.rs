@@ -30,6 +30,7 @@ impl Kernels {
     /// `a`, `b` and `y` must hold `n` elements of `st` and live until the
     /// work completes on `stream`; `y` may be `a` or `b`, not otherwise
     /// overlap them.
+    #[allow(clippy::too_many_arguments)]
     pub unsafe fn add_fwd(
         &self,
         stream: &CudaStream,
