@@ -28,7 +28,7 @@ def path_runs(logs):
     `p_<path>_<group>_<round>` step printed."""
     out = OrderedDict()
     for name in s.steps(logs):
-        m = re.match(r"^p_(.+)_(r50|keras|f32)_([12])$", name)
+        m = re.match(r"^p_(.+?)_(r50|keras|f32|goal-[0-9a-z-]+)_([12])$", name)
         if not m:
             continue
         path, group, rnd = m.group(1), m.group(2), int(m.group(3))
@@ -42,13 +42,17 @@ def path_runs(logs):
 
 
 def runs_table(runs, group, title, intro):
-    rows = {k: v for k, v in runs.items() if k[0] == group}
+    # "goal" gathers the goal groups (goal-BATCH-DTYPE-LAYOUT), one row
+    # pair each, the layout beside the model.
+    rows = {k: v for k, v in runs.items() if k[0] == group or (group == "goal" and k[0].startswith("goal-"))}
     if not rows:
         return []
     lines = [f"## {title}", "", intro, "",
              "| model | batch | dtype | path | runs (ms) | median ms | img/s | default ms / this ms | "
              "PyTorch ms / this ms |", "|---|---:|---|---|---|---:|---:|---:|---:|"]
-    for (_, model, b, dt), paths in rows.items():
+    for (grp, model, b, dt), paths in rows.items():
+        if grp.startswith("goal-"):
+            model = f"{model} {grp.rsplit('-', 1)[-1].upper()}"
         med = {p: s.median_or_none([v for v in d.values() if v is not None]) for p, d in paths.items()}
         base, pt = med.get("default"), med.get("pt")
         for p in PATH_FLAGS:
@@ -112,6 +116,9 @@ def paths(logs):
     lines += runs_table(runs, "keras", "The Keras models, batch 128, f32, per path",
                         "`cnnbench model ... --batch 128 --dtype f32 --warmup 5 --iters 50`: default, "
                         "--cuda-graph, all, PyTorch, PyTorch, all, --cuda-graph, default.")
+    lines += runs_table(runs, "goal", "ResNet-50 with every path beside PyTorch (issue 28's goal table)",
+                        "`--own-kernels --fuse-bn --cuda-graph --api auto` against `pytorch_model.py`, ABBA "
+                        "(cnnbench, PyTorch, PyTorch, cnnbench) per batch, dtype and layout.")
     lines += runs_table(runs, "f32", "ResNet-50 f32, batch 64: the legacy API against the faster of both per layer",
                         "default (legacy), --api auto, --api auto, default.")
     lines += per_layer_section(logs)

@@ -28,6 +28,23 @@ def row(ms, status="ok"):
 
 
 class PathsSummary(unittest.TestCase):
+    def test_goal_groups_gather_in_one_table_with_their_layout(self):
+        def bf16(ms):
+            return f"resnet50,256,gpu,bf16,nhwc,{ms},ok\n"
+
+        with tempfile.TemporaryDirectory() as d:
+            write_logs(d, [("p_all_goal-256-bf16-nhwc_1", [bf16(40)]),
+                           ("p_pt_goal-256-bf16-nhwc_1", [bf16(50)]),
+                           ("p_pt_goal-256-bf16-nhwc_2", [bf16(50)]),
+                           ("p_all_goal-256-bf16-nhwc_2", [bf16(40)]),
+                           ("p_fuse-bn-relu_r50_1", [row(45)])])
+            text = "\n".join(summary_paths.paths(d))
+        self.assertIn("issue 28's goal table", text)
+        goal = [l for l in text.splitlines() if l.startswith("| resnet50 NHWC | 256 | bf16")]
+        self.assertEqual(len(goal), 2, text)
+        self.assertIn("| 40.00 | 6,400 | n/a | 1.25 |", goal[0])
+        self.assertIn("| --fuse-bn=relu |", text)
+
     def test_medians_and_ratios_per_path(self):
         with tempfile.TemporaryDirectory() as d:
             write_logs(d, [("p_default_r50_1", [row(50)]), ("p_all_r50_1", [row(40)]),

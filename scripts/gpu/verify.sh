@@ -121,6 +121,11 @@
 #             imdb-fasttext at batch 128 f32 per layer with and without
 #             --own-kernels (its global average pooling); pytorch_model.py
 #             --profile on the same ResNet-50 step (per-op device time).
+#   goal      not in the default list (a call of its own, PATHS_STEPS=goal):
+#             issue 28's goal table past f16 NHWC, ResNet-50 with `all`
+#             beside PyTorch in ABBA order for GOAL_GROUPS (default
+#             "256:bf16:nhwc 128:tf32:nhwc 64:f32:nhwc 256:f16:nchw",
+#             batch:dtype:layout), each group about 70 s.
 #   conv      `conv --from builtin:resnet50 --batch 64 --dtype f32 --dir
 #             FWD_D,BWD_D,BWD_W`, --api legacy then --api graph: the engine
 #             each direction of each layer gets.
@@ -1591,21 +1596,41 @@ paths() {
     fi
 
     # p_run NAME PATH MODELS BATCH DTYPE: one cnnbench run, CSV on stdout.
+    # p_run NAME PATH MODELS BATCH DTYPE [LAYOUT]: one cnnbench run, CSV
+    # on stdout.
     p_run() {
-        local name=$1 p=$2 models=$3 b=$4 dt=$5 iters=20
+        local name=$1 p=$2 models=$3 b=$4 dt=$5 l=${6:-nhwc} iters=20
         [ "$b" = 128 ] && iters=50
         # shellcheck disable=SC2046,SC2086 # one flag / model per word
-        run "$name" 0 120 "$bin" model $models --device gpu --batch "$b" --dtype "$dt" --layout nhwc \
+        run "$name" 0 120 "$bin" model $models --device gpu --batch "$b" --dtype "$dt" --layout "$l" \
             --warmup 5 --iters "$iters" --format csv "${store[@]}" -q $(path_flags "$p")
     }
     p_pt() {
-        local name=$1 models=$2 b=$3 dt=$4 iters=20
+        local name=$1 models=$2 b=$3 dt=$4 l=${5:-nhwc} iters=20
         [ "$b" = 128 ] && iters=50
         pt_ready "$name" || return 0
         # shellcheck disable=SC2086
         run "$name" 0 150 "$py" "$root/scripts/peers/pytorch_model.py" $models --device cuda --batch "$b" \
-            --dtype "$dt" --layout nhwc --warmup 5 --iters "$iters"
+            --dtype "$dt" --layout "$l" --warmup 5 --iters "$iters"
     }
+    # Issue 28's goal table past f16 NHWC: ResNet-50 with every path
+    # (`all`) beside PyTorch, ABBA, per batch:dtype:layout group.
+    if want goal && gpu_or_skip goal_paths; then
+        rerun_hint=goal
+        local gb gd gl
+        for g in ${GOAL_GROUPS:-256:bf16:nhwc 128:tf32:nhwc 64:f32:nhwc 256:f16:nchw}; do
+            IFS=: read -r gb gd gl <<< "$g"
+            if [ "$(left)" -lt 70 ]; then
+                record "goal_${gb}_${gd}_$gl" "skipped: time budget ($(left) s left, about 70 s needed)" 0 \
+                    "rerun: GOAL_GROUPS=$g"
+                continue
+            fi
+            p_run "p_all_goal-$gb-$gd-${gl}_1" all resnet50 "$gb" "$gd" "$gl"
+            p_pt "p_pt_goal-$gb-$gd-${gl}_1" resnet50 "$gb" "$gd" "$gl"
+            p_pt "p_pt_goal-$gb-$gd-${gl}_2" resnet50 "$gb" "$gd" "$gl"
+            p_run "p_all_goal-$gb-$gd-${gl}_2" all resnet50 "$gb" "$gd" "$gl"
+        done
+    fi
     if want r50 && gpu_or_skip r50_paths; then
         rerun_hint=r50
         if [ "$(left)" -lt 60 ]; then
