@@ -31,6 +31,18 @@ pub struct PackedRows {
     data: Vec<f32>,
 }
 
+/// Packs of at least this many floats (256 KiB) run on the pool's threads.
+const PACK_PARALLEL_FLOATS: usize = 1 << 16;
+
+/// Where [`PackedRows::pack_from`] reads A.
+#[derive(Clone, Copy)]
+enum Source<'a> {
+    /// Row-major, `blocks·bm` rows of `k`.
+    Rows(&'a [f32]),
+    /// One block transposed: `k` rows of `bm`.
+    Transposed(&'a [f32]),
+}
+
 thread_local! {
     /// B padded to whole AVX2 vectors of columns (see [`PackedRows::gemm_panels`]),
     /// per thread, reused from one step to the next.
@@ -61,26 +73,26 @@ impl PackedRows {
     /// last panel is padded with zero rows.
     pub fn pack(&mut self, isa: Isa, a: &[f32], blocks: usize, bm: usize, k: usize, n: usize) {
         assert_eq!(a.len(), blocks * bm * k, "A size");
-        self.pack_with(isa, blocks, bm, k, n, |row, c| a[row * k + c]);
+        self.pack_from(isa, Source::Rows(a), blocks, bm, k, n);
     }
 
     /// [`PackedRows::pack`] of one block whose A is given transposed:
     /// `a_t` is `k` rows of `bm` (A's row `i` is column `i` of `a_t`).
     pub fn pack_transposed(&mut self, isa: Isa, a_t: &[f32], bm: usize, k: usize, n: usize) {
         assert_eq!(a_t.len(), bm * k, "A size");
-        self.pack_with(isa, 1, bm, k, n, |row, c| a_t[c * bm + row]);
+        self.pack_from(isa, Source::Transposed(a_t), 1, bm, k, n);
     }
 
-    /// Packs A whose element (row, c) is `at(row, c)`.
-    fn pack_with(
-        &mut self,
-        isa: Isa,
-        blocks: usize,
-        bm: usize,
-        k: usize,
-        n: usize,
-        at: impl Fn(usize, usize) -> f32,
-    ) {
+    /// Packs A from `src`. A panel is written in order, one column of its
+    /// rows (`mr` floats) after another: from row-major A each column
+    /// gathers one float of each of the panel's rows, whose cache lines
+    /// stay in L1 for the next 15 columns; from A transposed it is one
+    /// contiguous copy. (A row at a time, writing every `mr`-th float with
+    /// a bounds-checked read each, took a quarter of a small LSTM's
+    /// forward pass.) Large packs run on the pool's threads, a panel per
+    /// task. Every float is written, padding rows as zeros, so the buffer
+    /// is never cleared first.
+    fn pack_from(&mut self, isa: Isa, src: Source, blocks: usize, bm: usize, k: usize, n: usize) {
         let isa = if isa.is_supported() { isa } else { Isa::Scalar };
         let mr = panel_rows(isa, n);
         debug_assert!(mr <= PANEL_MAX_ROWS, "see floats_for");
@@ -94,19 +106,40 @@ impl PackedRows {
             n,
             data: std::mem::take(&mut self.data),
         };
-        self.data.clear();
-        self.data.resize(blocks * ppb * k * mr, 0.0);
-        for blk in 0..blocks {
-            for p in 0..ppb {
-                let panel = &mut self.data[(blk * ppb + p) * k * mr..][..k * mr];
-                let r0 = p * mr;
-                for i in 0..mr.min(bm - r0) {
-                    let row = blk * bm + r0 + i;
-                    for c in 0..k {
-                        panel[c * mr + i] = at(row, c);
+        let len = blocks * ppb * k * mr;
+        self.data.resize(len, 0.0);
+        if len == 0 {
+            return;
+        }
+        let fill = |(q, panel): (usize, &mut [f32])| {
+            let (blk, r0) = (q / ppb, q % ppb * mr);
+            let rows = mr.min(bm - r0);
+            match src {
+                Source::Rows(a) => {
+                    let mut from: [&[f32]; PANEL_MAX_ROWS] = [&[]; PANEL_MAX_ROWS];
+                    for (i, f) in from[..rows].iter_mut().enumerate() {
+                        *f = &a[(blk * bm + r0 + i) * k..][..k];
+                    }
+                    for (c, out) in panel.chunks_exact_mut(mr).enumerate() {
+                        for (o, f) in out.iter_mut().zip(&from[..rows]) {
+                            *o = f[c];
+                        }
+                        out[rows..].fill(0.0);
+                    }
+                }
+                Source::Transposed(a_t) => {
+                    for (c, out) in panel.chunks_exact_mut(mr).enumerate() {
+                        out[..rows].copy_from_slice(&a_t[c * bm + r0..][..rows]);
+                        out[rows..].fill(0.0);
                     }
                 }
             }
+        };
+        if len >= PACK_PARALLEL_FLOATS && rayon::current_num_threads() > 1 {
+            use rayon::prelude::*;
+            self.data.par_chunks_mut(k * mr).enumerate().for_each(fill);
+        } else {
+            self.data.chunks_mut(k * mr).enumerate().for_each(fill);
         }
     }
 
@@ -278,15 +311,26 @@ mod tests {
             (2, 37, 21, 33),
             (4, 30, 33, 17),
             (1, 50, 64, 10),
+            // Past PACK_PARALLEL_FLOATS (4·130 rows of 160): packed on the
+            // pool, a panel per task, the blocks' last panels padded.
+            (4, 130, 2, 160),
         ];
         for isa in [Isa::Avx512, Isa::Avx2, Isa::Scalar] {
             if !isa.is_supported() {
                 continue;
             }
-            for &(blocks, bm, n, k) in &shapes {
+            let reused = RefCell::new(PackedRows::default());
+            for &(blocks, bm, n, k) in shapes.iter().rev() {
                 let m = blocks * bm;
                 check_gemm(isa, m, n, k, |a, b, c, acc| {
                     let mut p = PackedRows::default();
+                    p.pack(isa, a, blocks, bm, k, n);
+                    p.gemm(b, c, acc);
+                });
+                // One value reused from shape to shape (larger, then
+                // smaller): nothing stale survives, padding included.
+                check_gemm(isa, m, n, k, |a, b, c, acc| {
+                    let mut p = reused.borrow_mut();
                     p.pack(isa, a, blocks, bm, k, n);
                     p.gemm(b, c, acc);
                 });
