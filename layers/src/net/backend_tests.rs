@@ -161,7 +161,7 @@ impl<'g> OnBackend for OnCuda<'g> {
 /// test body runs on each.
 fn paths_tested() -> Vec<GpuPaths> {
     let on = GpuPaths::default();
-    vec![
+    [
         on,
         GpuPaths {
             own_kernels: true,
@@ -183,13 +183,6 @@ fn paths_tested() -> Vec<GpuPaths> {
             conv_api: ConvApi::Auto,
             ..on
         },
-        GpuPaths {
-            own_kernels: true,
-            fuse_bn: true,
-            fuse_bn_relu_only: false,
-            cuda_graph: true,
-            conv_api: ConvApi::Graph,
-        },
         // The batch norms take their ReLUs only, the adds theirs.
         GpuPaths {
             own_kernels: true,
@@ -197,15 +190,18 @@ fn paths_tested() -> Vec<GpuPaths> {
             fuse_bn_relu_only: true,
             ..on
         },
-        // Auto's choice depends on timing: all paths with it too.
-        GpuPaths {
-            own_kernels: true,
-            fuse_bn: true,
-            fuse_bn_relu_only: false,
-            cuda_graph: true,
-            conv_api: ConvApi::Auto,
-        },
     ]
+    .into_iter()
+    // All of them, on each API that picks engines (auto's choice depends
+    // on timing).
+    .chain([ConvApi::Graph, ConvApi::Auto].map(|conv_api| GpuPaths {
+        own_kernels: true,
+        fuse_bn: true,
+        fuse_bn_relu_only: false,
+        cuda_graph: true,
+        conv_api,
+    }))
+    .collect()
 }
 
 /// Runs `body` on every dtype, layout and optional path of the GPU, or

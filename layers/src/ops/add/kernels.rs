@@ -66,6 +66,21 @@ mod tests {
     /// head and the scalar fallback; NaNs pass through.
     #[test]
     fn emulated_add_matches_the_cpu() {
+        check_add("add_fwd", |v| v);
+    }
+
+    /// `add_relu_fwd`: the sum's ReLU in the same pass (a NaN stays NaN,
+    /// as the own ReLU's), on the same layouts.
+    #[test]
+    fn emulated_add_relu_matches_the_cpu() {
+        check_add(
+            "add_relu_fwd",
+            |v| if v > 0.0 || v.is_nan() { v } else { 0.0 },
+        );
+    }
+
+    /// Kernel `name` against `then(a + b)`, rounded once to the storage.
+    fn check_add(name: &str, then: impl Fn(f32) -> f32) {
         if !emu::available() {
             return;
         }
@@ -75,58 +90,16 @@ mod tests {
                 let (mut a, mut b) = (values(n, 4, true), values(n, 5, false));
                 dtype.round_in_place(&mut a);
                 dtype.round_in_place(&mut b);
-                let mut y: Vec<f32> = a.iter().zip(&b).map(|(a, b)| a + b).collect();
+                let mut y: Vec<f32> = a.iter().zip(&b).map(|(a, b)| then(a + b)).collect();
                 dtype.round_in_place(&mut y);
                 cases.push(EltwiseCase {
                     n,
                     inputs: vec![(a, offs[0]), (b, offs[1])],
                     out_offset: out,
-                    call: format!("add_fwd_{storage}({{in0}}, {{in1}}, {{out}}, {{n}})"),
+                    call: format!("{name}_{storage}({{in0}}, {{in1}}, {{out}}, {{n}})"),
                     in_place: None,
                 });
-                want.push((format!("{storage} add_fwd n={n} {offs:?}"), y));
-            }
-            let got = emulate_eltwise(&PROGRAM, storage, &cases);
-            for (got, (what, want)) in got.iter().zip(&want) {
-                same(what, got, want);
-            }
-        }
-    }
-
-    /// `add_relu_fwd`: the sum's ReLU in the same pass (a NaN stays NaN,
-    /// as the own ReLU's), on the same layouts.
-    #[test]
-    fn emulated_add_relu_matches_the_cpu() {
-        if !emu::available() {
-            return;
-        }
-        for (storage, dtype) in STORAGES {
-            let (mut cases, mut want) = (Vec::new(), Vec::new());
-            for (n, offs, out) in layouts(2) {
-                let (mut a, mut b) = (values(n, 6, true), values(n, 7, false));
-                dtype.round_in_place(&mut a);
-                dtype.round_in_place(&mut b);
-                let mut y: Vec<f32> = a
-                    .iter()
-                    .zip(&b)
-                    .map(|(a, b)| {
-                        let v = a + b;
-                        if v > 0.0 || v.is_nan() {
-                            v
-                        } else {
-                            0.0
-                        }
-                    })
-                    .collect();
-                dtype.round_in_place(&mut y);
-                cases.push(EltwiseCase {
-                    n,
-                    inputs: vec![(a, offs[0]), (b, offs[1])],
-                    out_offset: out,
-                    call: format!("add_relu_fwd_{storage}({{in0}}, {{in1}}, {{out}}, {{n}})"),
-                    in_place: None,
-                });
-                want.push((format!("{storage} add_relu_fwd n={n} {offs:?}"), y));
+                want.push((format!("{storage} {name} n={n} {offs:?}"), y));
             }
             let got = emulate_eltwise(&PROGRAM, storage, &cases);
             for (got, (what, want)) in got.iter().zip(&want) {
