@@ -9,7 +9,8 @@ use cnnbench_layers::cuda::{ConvApi, GpuPaths};
 #[derive(Args, Debug, Clone, Default)]
 pub struct GpuPathArgs {
     /// GPU: ReLU, the residual add, NHWC max pooling and global average pooling on cnnbench's
-    /// NVRTC kernels instead of cuDNN's (verified on an H200 but for the global average pooling)
+    /// NVRTC kernels instead of cuDNN's, the add taking the ReLU after it (verified on an H200 but
+    /// for the global average pooling, the packed argmax and the add's ReLU)
     #[arg(long)]
     pub own_kernels: bool,
     /// GPU: batch norm runs the ReLU after it, and the residual add before that ReLU, in its
