@@ -1530,7 +1530,7 @@ paths() {
     }
     cs=$(sanitizer)
     torch_ok=0
-    if [ $usable = 1 ] && { want r50 || want keras || want per-layer; }; then
+    if [ $usable = 1 ] && { want r50 || want keras || want per-layer || want goal; }; then
         "$py" -c 'import torch; print("torch", torch.__version__, "cudnn", torch.backends.cudnn.version())' \
             > "$logs/torch.txt" 2>&1 && torch_ok=1
     fi
@@ -1595,7 +1595,6 @@ paths() {
         fi
     fi
 
-    # p_run NAME PATH MODELS BATCH DTYPE: one cnnbench run, CSV on stdout.
     # p_run NAME PATH MODELS BATCH DTYPE [LAYOUT]: one cnnbench run, CSV
     # on stdout.
     p_run() {
@@ -1617,7 +1616,7 @@ paths() {
     # (`all`) beside PyTorch, ABBA, per batch:dtype:layout group.
     if want goal && gpu_or_skip goal_paths; then
         rerun_hint=goal
-        local gb gd gl
+        local g gb gd gl
         for g in ${GOAL_GROUPS:-256:bf16:nhwc 128:tf32:nhwc 64:f32:nhwc 256:f16:nchw}; do
             IFS=: read -r gb gd gl <<< "$g"
             if [ "$(left)" -lt 70 ]; then

@@ -20,15 +20,15 @@ __device__ __forceinline__ void add_fwd_body(const typename D::T* a, const typen
         V q = V::load(b + h, v);
 #pragma unroll
         for (int i = 0; i < V::N; ++i) {
-            float v = p.get(i) + q.get(i);
-            p.set(i, RELU ? relu(v) : v);
+            float sum = p.get(i) + q.get(i);
+            p.set(i, RELU ? relu(sum) : sum);
         }
         p.store(y + h, v);
     }
     GRID_STRIDE(k, s.scalars()) {
         u64 i = s.scalar(k);
-        float v = D::load(a, i) + D::load(b, i);
-        D::store(y, i, RELU ? relu(v) : v);
+        float sum = D::load(a, i) + D::load(b, i);
+        D::store(y, i, RELU ? relu(sum) : sum);
     }
 }
 
