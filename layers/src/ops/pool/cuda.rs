@@ -29,12 +29,10 @@ pub struct PoolGpuLayer {
     max: bool,
     dtype: DType,
     layout: Layout,
-    /// `None`: the NVRTC kernel runs (a ceil-mode layer, or a global
-    /// average with `--own-kernels`).
+    /// `None`: the NVRTC kernel runs (a ceil-mode layer, which cuDNN
+    /// cannot size, or a global average with `--own-kernels`, which it
+    /// could).
     cudnn: Option<Cudnn>,
-    /// The NVRTC kernel runs by choice (`--own-kernels`), not because
-    /// cuDNN cannot.
-    own: bool,
     /// With `--own-kernels` (NHWC max pooling): each output element's
     /// argmax byte; the own kernels run instead of the above.
     argmax: Option<DeviceBuffer>,
@@ -74,7 +72,6 @@ impl PoolGpuLayer {
             dtype,
             layout,
             cudnn,
-            own: false,
             argmax: None,
         })
     }
@@ -93,7 +90,6 @@ impl PoolGpuLayer {
             dtype,
             layout,
             cudnn: None,
-            own: true,
             argmax: None,
         })
     }
@@ -110,7 +106,6 @@ impl PoolGpuLayer {
             dtype,
             layout: Layout::Nhwc,
             cudnn: None,
-            own: true,
             argmax: Some(DeviceBuffer::alloc(&gpu.stream, shape.dst_len())?),
         }))
     }
@@ -230,7 +225,7 @@ impl<'g> Layer<Cuda<'g>> for PoolGpuLayer {
         if self.argmax.is_some() {
             return "cnnbench maxpool_nhwc fwd+argmax, bwd gather (channel vectors)".into();
         }
-        match (&self.cudnn, self.own) {
+        match (&self.cudnn, cudnn_fits(&self.shape)) {
             (Some(_), _) => format!("cudnn pooling {what}"),
             (None, true) => format!("cnnbench pool_{what} (global), bwd gather"),
             (None, false) => format!("nvrtc pool_{what} (ceil mode)"),

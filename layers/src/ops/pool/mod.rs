@@ -105,13 +105,13 @@ impl OpSpec for PoolSpec {
 
     fn cuda<'g>(&self, cx: &NodeCx, b: &Cuda<'g>) -> GpuResult<Option<Box<dyn Layer<Cuda<'g>>>>> {
         let (shape, max) = self.shape(cx.x[0], cx.y, cx.batch);
-        if b.paths.own_kernels && max && b.layout == crate::core::Layout::Nhwc {
-            if let Some(l) = cuda::PoolGpuLayer::own_nhwc_max(b.gpu, shape, b.dtype)? {
-                return Ok(Some(Box::new(l)));
-            }
-        }
         if b.paths.own_kernels {
-            if let Some(l) = cuda::PoolGpuLayer::own_global_avg(shape, max, b.dtype, b.layout) {
+            let own = if max && b.layout == crate::core::Layout::Nhwc {
+                cuda::PoolGpuLayer::own_nhwc_max(b.gpu, shape, b.dtype)?
+            } else {
+                cuda::PoolGpuLayer::own_global_avg(shape, max, b.dtype, b.layout)
+            };
+            if let Some(l) = own {
                 return Ok(Some(Box::new(l)));
             }
         }
