@@ -19,6 +19,9 @@ PATH_FLAGS = OrderedDict([
     ("fuse-bn-relu", "--fuse-bn=relu"),
     ("all", "--own-kernels --fuse-bn --cuda-graph --api auto"),
     ("all-bnrelu", "--own-kernels --fuse-bn=relu --cuda-graph --api auto"),
+    ("own-bn", "--own-bn --fuse-bn"),
+    ("own-bn-plain", "--own-bn"),
+    ("all-own", "--own-kernels --own-bn --fuse-bn --cuda-graph --api auto"),
     ("pt", "PyTorch eager"),
 ])
 
@@ -83,16 +86,19 @@ def per_layer_kinds(logs, name):
 def per_layer_section(logs):
     a_tot, a = per_layer_kinds(logs, "per_layer_default")
     b_tot, b = per_layer_kinds(logs, "per_layer_paths")
-    if not a and not b:
+    c_tot, c = per_layer_kinds(logs, "per_layer_own")
+    if not a and not b and not c:
         return []
-    lines = ["## Where the f16 batch-256 step goes, default against `--own-kernels --fuse-bn --api auto`",
-             "", f"Step: default {s.fmt_opt_ms(a_tot)} ms, with the paths {s.fmt_opt_ms(b_tot)} ms "
-             "(`--per-layer`, --iters 10; fused layers' time is counted in the layer that runs them).", "",
-             "| layer type | default ms | with the paths ms |", "|---|---:|---:|"]
-    for kind in OrderedDict.fromkeys(list(a) + list(b)):
-        fa = f"{a[kind][1]:.2f}" if kind in a else "-"
-        fb = f"{b[kind][1]:.2f}" if kind in b else "-"
-        lines.append(f"| {kind} | {fa} | {fb} |")
+    lines = ["## Where the f16 batch-256 step goes, default against `--own-kernels --fuse-bn --api auto` "
+             "and `--own-kernels --own-bn --fuse-bn --api auto`",
+             "", f"Step: default {s.fmt_opt_ms(a_tot)} ms, with the paths {s.fmt_opt_ms(b_tot)} ms, with the "
+             f"own batch norm {s.fmt_opt_ms(c_tot)} ms (`--per-layer`, --iters 10; fused layers' time is "
+             "counted in the layer that runs them).", "",
+             "| layer type | default ms | with the paths ms | with the own batch norm ms |",
+             "|---|---:|---:|---:|"]
+    for kind in OrderedDict.fromkeys(list(a) + list(b) + list(c)):
+        cols = [f"{t[kind][1]:.2f}" if kind in t else "-" for t in (a, b, c)]
+        lines.append(f"| {kind} | {' | '.join(cols)} |")
     return lines + ["", "(Every layer's bytes, GB/s and roofline columns: `per-layer.md` in the logs.)", ""]
 
 
@@ -117,8 +123,9 @@ def paths(logs):
                         "`cnnbench model ... --batch 128 --dtype f32 --warmup 5 --iters 50`: default, "
                         "--cuda-graph, all, PyTorch, PyTorch, all, --cuda-graph, default.")
     lines += runs_table(runs, "goal", "ResNet-50 with every path beside PyTorch (issue 28's goal table)",
-                        "`--own-kernels --fuse-bn --cuda-graph --api auto` against `pytorch_model.py`, ABBA "
-                        "(cnnbench, PyTorch, PyTorch, cnnbench) per batch, dtype and layout.")
+                        "`all` (or GOAL_PATH's path; the path column names its flags) against "
+                        "`pytorch_model.py`, ABBA (cnnbench, PyTorch, PyTorch, cnnbench) per batch, dtype and "
+                        "layout.")
     lines += runs_table(runs, "f32", "ResNet-50 f32, batch 64: the legacy API against the faster of both per layer",
                         "default (legacy), --api auto, --api auto, default.")
     lines += per_layer_section(logs)

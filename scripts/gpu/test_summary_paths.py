@@ -60,6 +60,27 @@ class PathsSummary(unittest.TestCase):
         self.assertIn("PyTorch eager", pt)
         self.assertIn("Paths verification on NVIDIA H200", text)
 
+    def test_own_batch_norm_paths_have_rows_and_a_per_layer_column(self):
+        import json
+
+        def per_layer(ms):
+            return json.dumps({"records": [{"total_ms": {"median": ms}, "layers": [
+                {"kind": "bn", "forward_ms": ms / 4, "backward_ms": ms / 4},
+                {"kind": "conv", "forward_ms": ms / 4, "backward_ms": ms / 4}]}]})
+
+        with tempfile.TemporaryDirectory() as d:
+            write_logs(d, [("p_all-own_r50_1", [row(30)]), ("p_own-bn-plain_r50_1", [row(48)])])
+            with open(os.path.join(d, "steps.tsv"), "a") as f:
+                for name, ms in [("per_layer_default", 52.0), ("per_layer_own", 32.0)]:
+                    f.write(f"{name}\tok\t10\t\n")
+                    with open(os.path.join(d, name + ".out"), "w") as out:
+                        out.write(per_layer(ms))
+            text = "\n".join(summary_paths.paths(d))
+        self.assertIn("| --own-kernels --own-bn --fuse-bn --cuda-graph --api auto | 30.00 |", text)
+        self.assertIn("| --own-bn | 48.00 |", text)
+        self.assertIn("| bn | 26.00 | - | 16.00 |", text)
+        self.assertIn("with the own batch norm 32.00 ms", text)
+
     def test_a_run_that_is_not_ok_has_no_time(self):
         with tempfile.TemporaryDirectory() as d:
             write_logs(d, [("p_default_r50_1", [row(50)]), ("p_fuse-bn_r50_1", [row("", "OOM")])])

@@ -92,7 +92,10 @@
 # layer the faster of the two APIs), fuse-bn-relu (--fuse-bn=relu: the
 # batch norms take their ReLUs, not the adds), all (--own-kernels
 # --fuse-bn --cuda-graph --api auto) and all-bnrelu (the same with
-# --fuse-bn=relu, where the own add takes its ReLU); per-layer runs leave
+# --fuse-bn=relu, where the own add takes its ReLU), own-bn (--own-bn
+# --fuse-bn: batch norm on the own kernels, taking its ReLU and add in
+# every dtype and layout), own-bn-plain (--own-bn) and all-own (--own-kernels
+# --own-bn --fuse-bn --cuda-graph --api auto); per-layer runs leave
 # out --cuda-graph, which refuses --per-layer. A word of
 # PATHS_STEPS (default all) names each part:
 #   check     side by side, at most JOBS=8 at once: the layers crate's GPU
@@ -100,8 +103,8 @@
 #             of them); `check --device gpu --batch 2` on resnet50,
 #             mnist-cnn, imdb-fasttext and (NHWC only: its recurrent
 #             layers refuse NCHW) imdb-bilstm with each path and
-#             with all, in f16 NHWC and f32 NCHW, and with all in bf16
-#             and tf32 NHWC (resnet50); `conv --from builtin:resnet50
+#             with all, in f16 NHWC and f32 NCHW, and with all and all-own
+#             in bf16 and tf32 NHWC (resnet50); `conv --from builtin:resnet50
 #             --batch 2 --check --api graph` in f16 NHWC, f32 NCHW and
 #             tf32 NCHW;
 #             compute-sanitizer memcheck over one resnet18 step at batch 8
@@ -116,14 +119,16 @@
 #   f32       ResNet-50 f32 batch 64: --api legacy against --api auto, ABBA.
 #   per-layer info's measured device copy against the nominal bandwidth
 #             (60-102%); `model resnet50 --per-layer` at f16, batch 256
-#             (--iters 10), default and with --own-kernels --fuse-bn --api
-#             auto: the bytes, GB/s and roofline columns of each layer;
+#             (--iters 10), default, with --own-kernels --fuse-bn --api
+#             auto, and with --own-kernels --own-bn --fuse-bn --api auto:
+#             the bytes, GB/s and roofline columns of each layer;
 #             imdb-fasttext at batch 128 f32 per layer with and without
 #             --own-kernels (its global average pooling); pytorch_model.py
 #             --profile on the same ResNet-50 step (per-op device time).
 #   goal      not in the default list (a call of its own, PATHS_STEPS=goal):
 #             issue 28's goal table past f16 NHWC, ResNet-50 with `all`
-#             beside PyTorch in ABBA order for GOAL_GROUPS (default
+#             (or GOAL_PATH, e.g. all-own) beside PyTorch in ABBA order
+#             for GOAL_GROUPS (default
 #             "256:bf16:nhwc 128:tf32:nhwc 64:f32:nhwc 256:f16:nchw",
 #             batch:dtype:layout), each group about 70 s.
 #   conv      `conv --from builtin:resnet50 --batch 64 --dtype f32 --dir
@@ -1509,13 +1514,17 @@ path_flags() {
         all-bnrelu) echo --own-kernels --fuse-bn=relu --cuda-graph --api auto ;;
         all) echo --own-kernels --fuse-bn --cuda-graph --api auto ;;
         per-layer-all) echo --own-kernels --fuse-bn --api auto ;;
+        own-bn) echo --own-bn --fuse-bn ;;
+        own-bn-plain) echo --own-bn ;;
+        all-own) echo --own-kernels --own-bn --fuse-bn --cuda-graph --api auto ;;
+        per-layer-own) echo --own-kernels --own-bn --fuse-bn --api auto ;;
     esac
 }
 
 paths() {
     local wanted=" ${PATHS_STEPS:-check r50 keras f32 per-layer conv} "
     # Most telling first: the budget may stop the r50 singles early.
-    local singles="all-bnrelu own-kernels fuse-bn fuse-bn-relu api-auto cuda-graph api-graph"
+    local singles="all-own own-bn all-bnrelu own-kernels fuse-bn own-bn-plain fuse-bn-relu api-auto cuda-graph api-graph"
     local nogpu="skipped: no GPU" p dl dt l layers cs w n rnn
     local keras="mnist-mlp mnist-cnn cifar10-cnn imdb-fasttext imdb-bilstm lstm-text"
     local store=(--results "$logs/results")
@@ -1543,7 +1552,7 @@ paths() {
     if want check; then
         rerun_hint=check
         local names="tests_gpu memcheck_all conv_api_f16_nhwc conv_api_f32_nchw conv_api_tf32_nchw"
-        names="$names check_all_bf16 check_all_tf32"
+        names="$names check_all_bf16 check_all_tf32 check_all-own_bf16 check_all-own_tf32"
         for p in $singles all; do names="$names check_${p}_f16_nhwc check_${p}_f32_nchw"; done
         # shellcheck disable=SC2086 # one name per word
         if gpu_or_skip $names; then
@@ -1571,9 +1580,11 @@ paths() {
                 done
             done
             for dt in bf16 tf32; do
-                # shellcheck disable=SC2046
-                bg "check_all_$dt" 150 "$bin" check --device gpu --model resnet50 --batch 2 --dtype "$dt" \
-                    --layout nhwc --threads 2 --format json $(path_flags all)
+                for p in all all-own; do
+                    # shellcheck disable=SC2046
+                    bg "check_${p}_$dt" 150 "$bin" check --device gpu --model resnet50 --batch 2 --dtype "$dt" \
+                        --layout nhwc --threads 2 --format json $(path_flags "$p")
+                done
             done
             # tf32 NCHW: where the first run's GPU tests found --api graph's
             # weight gradients off; the JSON names each layer's engine.
@@ -1616,7 +1627,7 @@ paths() {
     # (`all`) beside PyTorch, ABBA, per batch:dtype:layout group.
     if want goal && gpu_or_skip goal_paths; then
         rerun_hint=goal
-        local g gb gd gl
+        local g gb gd gl gp=${GOAL_PATH:-all}
         for g in ${GOAL_GROUPS:-256:bf16:nhwc 128:tf32:nhwc 64:f32:nhwc 256:f16:nchw}; do
             IFS=: read -r gb gd gl <<< "$g"
             if [ "$(left)" -lt 70 ]; then
@@ -1624,10 +1635,10 @@ paths() {
                     "rerun: GOAL_GROUPS=$g"
                 continue
             fi
-            p_run "p_all_goal-$gb-$gd-${gl}_1" all resnet50 "$gb" "$gd" "$gl"
+            p_run "p_${gp}_goal-$gb-$gd-${gl}_1" "$gp" resnet50 "$gb" "$gd" "$gl"
             p_pt "p_pt_goal-$gb-$gd-${gl}_1" resnet50 "$gb" "$gd" "$gl"
             p_pt "p_pt_goal-$gb-$gd-${gl}_2" resnet50 "$gb" "$gd" "$gl"
-            p_run "p_all_goal-$gb-$gd-${gl}_2" all resnet50 "$gb" "$gd" "$gl"
+            p_run "p_${gp}_goal-$gb-$gd-${gl}_2" "$gp" resnet50 "$gb" "$gd" "$gl"
         done
     fi
     if want r50 && gpu_or_skip r50_paths; then
@@ -1680,8 +1691,8 @@ paths() {
             p_run p_default_f32_2 default resnet50 64 f32
         fi
     fi
-    if want per-layer && gpu_or_skip bandwidth per_layer_default per_layer_paths per_layer_fasttext_default \
-        per_layer_fasttext_own pt_profile; then
+    if want per-layer && gpu_or_skip bandwidth per_layer_default per_layer_paths per_layer_own \
+        per_layer_fasttext_default per_layer_fasttext_own pt_profile; then
         rerun_hint=per-layer
         # The measured copy against the nominal bandwidth (info.json, read
         # at the start): within 60-102%.
@@ -1694,6 +1705,9 @@ assert 0.6 * b["nominal_gbs"] < b["measured_gbs"] <= 1.02 * b["nominal_gbs"], b'
         # shellcheck disable=SC2046
         run per_layer_paths 20 90 "$bin" model resnet50 --device gpu --batch 256 --dtype f16 --layout nhwc \
             --warmup 3 --iters 10 --per-layer --format json "${store[@]}" -q $(path_flags per-layer-all)
+        # shellcheck disable=SC2046
+        run per_layer_own 20 90 "$bin" model resnet50 --device gpu --batch 256 --dtype f16 --layout nhwc \
+            --warmup 3 --iters 10 --per-layer --format json "${store[@]}" -q $(path_flags per-layer-own)
         # imdb-fasttext's step is its global average pooling's backward:
         # cuDNN's (3.0 ms on the H200) against --own-kernels' gather.
         run per_layer_fasttext_default 10 60 "$bin" model imdb-fasttext --device gpu --batch 128 --dtype f32 \

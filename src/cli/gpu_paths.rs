@@ -13,8 +13,14 @@ pub struct GpuPathArgs {
     /// for the global average pooling, the packed argmax and the add's ReLU)
     #[arg(long)]
     pub own_kernels: bool,
+    /// GPU: batch norm on cnnbench's NVRTC kernels instead of cuDNN's, in every dtype and
+    /// layout; with --fuse-bn they take the ReLU after it and the residual add in every dtype
+    /// and layout too (not yet run on a GPU)
+    #[arg(long)]
+    pub own_bn: bool,
     /// GPU: batch norm runs the ReLU after it, and the residual add before that ReLU, in its
-    /// own passes (cuDNN's fused BN-Ex kernels, f16 NHWC; other dtypes and NCHW run unfused;
+    /// own passes (cuDNN's fused BN-Ex kernels, f16 NHWC; other dtypes and NCHW run unfused,
+    /// but with --own-bn in every dtype and layout;
     /// on an H200 its f16 bias gradients were up to 2e-2 off); --fuse-bn=relu fuses the ReLU
     /// only (with --own-kernels the add then takes its ReLU)
     #[arg(long, value_name = "WHAT", num_args = 0..=1, require_equals = true,
@@ -61,6 +67,7 @@ impl GpuPathArgs {
     pub fn paths(&self, on_gpu: bool, cpu_why: Option<&str>) -> Result<GpuPaths> {
         let paths = GpuPaths {
             own_kernels: self.own_kernels,
+            own_bn: self.own_bn,
             fuse_bn: self.fuse_bn.is_some(),
             fuse_bn_relu_only: self.fuse_bn == Some(FuseBn::Relu),
             cuda_graph: self.cuda_graph,
@@ -111,6 +118,14 @@ mod tests {
             "--fuse-bn=relu: GPU only: add --device gpu"
         );
         assert!(T::try_parse_from(["t", "--fuse-bn=add"]).is_err());
+        let t = T::try_parse_from(["t", "--own-bn", "--fuse-bn"]).unwrap();
+        let p = t.p.paths(true, None).unwrap();
+        assert!(p.own_bn && p.fuse_bn && !p.fuse_bn_relu_only);
+        assert_eq!(p.record_name().as_deref(), Some("own-bn+fuse-bn"));
+        assert_eq!(
+            t.p.paths(false, None).unwrap_err().to_string(),
+            "--own-bn --fuse-bn: GPU only: add --device gpu"
+        );
     }
 
     #[test]

@@ -183,6 +183,14 @@ fn paths_tested() -> Vec<GpuPaths> {
             conv_api: ConvApi::Auto,
             ..on
         },
+        // Batch norm on the own kernels, plain and taking its ReLU and add
+        // (in every dtype and layout).
+        GpuPaths { own_bn: true, ..on },
+        GpuPaths {
+            own_bn: true,
+            fuse_bn: true,
+            ..on
+        },
         // The batch norms take their ReLUs only, the adds theirs.
         GpuPaths {
             own_kernels: true,
@@ -196,6 +204,7 @@ fn paths_tested() -> Vec<GpuPaths> {
     // on timing).
     .chain([ConvApi::Graph, ConvApi::Auto].map(|conv_api| GpuPaths {
         own_kernels: true,
+        own_bn: false,
         fuse_bn: true,
         fuse_bn_relu_only: false,
         cuda_graph: true,

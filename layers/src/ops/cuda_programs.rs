@@ -55,6 +55,7 @@ mod tests {
         let defines = [
             ("loss.cu", "XENT_THREADS"),
             ("bias_grad.cu", "BIAS_THREADS"),
+            ("bn.cu", "BN_THREADS"),
         ];
         for (file, name) in defines {
             let p = cuda_programs()

@@ -64,7 +64,7 @@ macro_rules! registry {
 
 registry! {
     conv::Conv(ConvSpec) cuda kernels::PROGRAM,
-    batchnorm::BatchNorm(BatchNormSpec),
+    batchnorm::BatchNorm(BatchNormSpec) cuda kernels::PROGRAM,
     relu::Relu(ReluSpec) cuda kernels::PROGRAM,
     pool::Pool(PoolSpec) cuda kernels::PROGRAM,
     lrn::Lrn(LrnSpec) cuda kernels::PROGRAM,

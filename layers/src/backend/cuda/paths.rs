@@ -50,6 +50,10 @@ pub struct GpuPaths {
     /// vectorized NVRTC kernels instead of cuDNN's, and global average
     /// pooling on its gather kernel (`--own-kernels`).
     pub own_kernels: bool,
+    /// Batch norm on cnnbench's NVRTC kernels (`bn.cu`) instead of
+    /// cuDNN's, in every dtype and layout; with `fuse_bn` they take the
+    /// ReLU and the add in every dtype and layout too (`--own-bn`).
+    pub own_bn: bool,
     /// Batch norm runs the ReLU after it, and the residual add before that
     /// ReLU, in its own passes (`--fuse-bn`).
     pub fuse_bn: bool,
@@ -75,6 +79,10 @@ const OPEN: &[(&str, &str)] = &[
         "its global average pooling, max pooling's packed argmax and the add's fused ReLU came after the last GPU run",
     ),
     (
+        "own-bn",
+        "it came after the last GPU run",
+    ),
+    (
         "fuse-bn",
         "cuDNN's fused f16 kernels put batch-norm bias gradients up to 2e-2 off on an H200",
     ),
@@ -98,6 +106,9 @@ impl GpuPaths {
         let mut n = Vec::new();
         if self.own_kernels {
             n.push("own-kernels");
+        }
+        if self.own_bn {
+            n.push("own-bn");
         }
         if self.fuse_bn {
             n.push(if self.fuse_bn_relu_only {
@@ -153,6 +164,7 @@ mod tests {
         assert_eq!(GpuPaths::default().unverified_note(), None);
         let all = GpuPaths {
             own_kernels: true,
+            own_bn: false,
             fuse_bn: true,
             fuse_bn_relu_only: false,
             cuda_graph: true,

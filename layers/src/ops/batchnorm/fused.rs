@@ -9,10 +9,10 @@
 //! and its documentation names half data with channels a multiple of 4
 //! (and a workspace) as the case its fast kernels cover; MXNet's and
 //! NVIDIA's MLPerf ResNet-50 run exactly that. Elsewhere (NCHW, f32/tf32,
-//! odd channels) the layer stays unfused: a fused kernel of its own would
-//! have to replace cuDNN's statistics pass too (a batch norm of its own),
-//! while a ReLU applied after cuDNN's output moves the same bytes as the
-//! separate ReLU layer (`--own-kernels` makes that one fast).
+//! odd channels) the cuDNN layer stays unfused: a ReLU applied after
+//! cuDNN's output moves the same bytes as the separate ReLU layer
+//! (`--own-kernels` makes that one fast). The own batch norm
+//! (`--own-bn`, [`super::own`]) fuses in every dtype and layout.
 
 use crate::backend::cuda::loader::cudnn_sys as sys;
 use crate::core::{DType, Layout};

@@ -5,6 +5,8 @@
 pub mod cpu;
 pub mod cuda;
 pub mod fused;
+pub mod kernels;
+pub mod own;
 
 use crate::backend::cpu::Cpu;
 use crate::backend::cuda::backend::Cuda;
@@ -13,6 +15,7 @@ use crate::backend::cuda::GpuResult;
 use crate::core::backend::Layer;
 use crate::core::error::Result;
 use crate::core::shape::Dims;
+use crate::core::Layout;
 use crate::ops::spec::{Elements, NodeCx, OpSpec, Traffic};
 pub use cpu::BatchNormLayer;
 
@@ -67,6 +70,26 @@ impl OpSpec for BatchNormSpec {
     fn cuda<'g>(&self, cx: &NodeCx, b: &Cuda<'g>) -> GpuResult<Option<Box<dyn Layer<Cuda<'g>>>>> {
         let x = cx.x[0];
         let [gamma, beta] = two(self.init(cx));
+        if b.paths.own_bn {
+            let shape = kernels::BnShape {
+                st: b.dtype.storage(),
+                nhwc: b.layout == Layout::Nhwc,
+                n: cx.batch,
+                c: x.c,
+                hw: x.h * x.w,
+            };
+            let l = own::OwnBatchNormGpuLayer::new(
+                b.gpu,
+                shape,
+                self.eps,
+                self.momentum,
+                b.param(&gamma, HostOrder::Plain, None)?,
+                b.param(&beta, HostOrder::Plain, None)?,
+                // `--fuse-bn`: in every dtype and layout.
+                b.paths.fuse_bn,
+            )?;
+            return Ok(Some(Box::new(l)));
+        }
         let l = cuda::BatchNormGpuLayer::new(
             b.gpu,
             [cx.batch, x.c, x.h, x.w],
