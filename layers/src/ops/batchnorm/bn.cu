@@ -248,18 +248,42 @@ __device__ __forceinline__ void grads_nchw(const typename D::T* x, const typenam
     reduce_nchw<D, N>(op, n, c, ivs, groups, part);
 }
 
-// The channel of slot 0 of vector v and the step to the next slot's: NHWC
-// rows of cvs vectors (slots are consecutive channels), NCHW planes of ivs
-// vectors (one channel per vector).
+// The channel of slot 0 of vector v: NHWC rows of `per` vectors (the
+// slots are consecutive channels), NCHW planes of `per` vectors (every
+// slot the same channel).
 template <bool NHWC>
-__device__ __forceinline__ void channels_of(u32 v, u32 c, u32 per, u32 n_per_vec, u32* ch0,
-                                            u32* step) {
+__device__ __forceinline__ u32 channel_of(u32 v, u32 c, u32 per, u32 n_per_vec) {
     if constexpr (NHWC) {
-        *ch0 = (v % per) * n_per_vec;
-        *step = 1;
+        return (v % per) * n_per_vec;
     } else {
-        *ch0 = (v / per) % c;
-        *step = 0;
+        return (v / per) % c;
+    }
+}
+
+// Row `row` of st for the N slots from channel ch0: in NHWC N consecutive
+// floats, in 16-byte loads where N is a whole number of them (c is then
+// a multiple of 4, so every row starts 16-byte aligned); in NCHW one float
+// for every slot.
+template <int N, bool NHWC>
+__device__ __forceinline__ void st_row(const float* st, int row, u32 c, u32 ch0, float* out) {
+    const float* p = st + (u64)row * c + ch0;
+    if constexpr (NHWC && N % 4 == 0) {
+        struct alignas(16) F4 {
+            float v[4];
+        };
+#pragma unroll
+        for (int k = 0; k < N / 4; ++k) {
+            F4 q = ((const F4*)p)[k];
+#pragma unroll
+            for (int j = 0; j < 4; ++j) out[4 * k + j] = q.v[j];
+        }
+    } else if constexpr (NHWC) {
+#pragma unroll
+        for (int k = 0; k < N; ++k) out[k] = p[k];
+    } else {
+        float v = p[0];
+#pragma unroll
+        for (int k = 0; k < N; ++k) out[k] = v;
     }
 }
 
@@ -269,15 +293,16 @@ __device__ __forceinline__ void fwd_body(const typename D::T* x, const typename 
                                          typename D::T* y, const float* st, u32 nv, u32 c,
                                          u32 per, int relu_on) {
     GRID_STRIDE(v, nv) {
-        u32 ch0, step;
-        channels_of<NHWC>((u32)v, c, per, N, &ch0, &step);
+        u32 ch0 = channel_of<NHWC>((u32)v, c, per, N);
+        float sc[N], sh[N];
+        st_row<N, NHWC>(st, ST_SCALE, c, ch0, sc);
+        st_row<N, NHWC>(st, ST_SHIFT, c, ch0, sh);
         Pk<D, N> xv, zv;
         xv.load(x, v);
         if (z) zv.load(z, v);
 #pragma unroll
         for (int i = 0; i < N; ++i) {
-            u32 ch = ch0 + i * step;
-            float o = fmaf(xv.v[i], st[ST_SCALE * c + ch], st[ST_SHIFT * c + ch]);
+            float o = fmaf(xv.v[i], sc[i], sh[i]);
             if (z) o += zv.v[i];
             xv.v[i] = relu_on ? relu(o) : o;
         }
@@ -292,18 +317,23 @@ __device__ __forceinline__ void bwd_body(const typename D::T* x, const typename 
                                          typename D::T* dx, const float* st, u32 nv, u32 c,
                                          u32 per, int relu_mask) {
     GRID_STRIDE(v, nv) {
-        u32 ch0, step;
-        channels_of<NHWC>((u32)v, c, per, N, &ch0, &step);
+        u32 ch0 = channel_of<NHWC>((u32)v, c, per, N);
+        float a[N], b[N], c0[N], sc[N], sh[N];
+        st_row<N, NHWC>(st, ST_A, c, ch0, a);
+        st_row<N, NHWC>(st, ST_B, c, ch0, b);
+        st_row<N, NHWC>(st, ST_C0, c, ch0, c0);
+        if (relu_mask) {
+            st_row<N, NHWC>(st, ST_SCALE, c, ch0, sc);
+            st_row<N, NHWC>(st, ST_SHIFT, c, ch0, sh);
+        }
         Pk<D, N> xv, g;
         xv.load(x, v);
         g.load(gsrc, v);
 #pragma unroll
         for (int i = 0; i < N; ++i) {
-            u32 ch = ch0 + i * step;
             float gi = g.v[i];
-            if (relu_mask && !(fmaf(xv.v[i], st[ST_SCALE * c + ch], st[ST_SHIFT * c + ch]) > 0.0f))
-                gi = 0.0f;
-            xv.v[i] = fmaf(st[ST_A * c + ch], gi, fmaf(st[ST_B * c + ch], xv.v[i], st[ST_C0 * c + ch]));
+            if (relu_mask && !(fmaf(xv.v[i], sc[i], sh[i]) > 0.0f)) gi = 0.0f;
+            xv.v[i] = fmaf(a[i], gi, fmaf(b[i], xv.v[i], c0[i]));
         }
         xv.store(dx, v);
     }
