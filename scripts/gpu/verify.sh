@@ -108,7 +108,7 @@
 #             --batch 2 --check --api graph` in f16 NHWC, f32 NCHW and
 #             tf32 NCHW;
 #             compute-sanitizer memcheck over one resnet18 step at batch 8
-#             with all paths.
+#             with all paths, and with all-own.
 #   r50       ResNet-50 f16 NHWC batch 256 (--warmup 5 --iters 20): the
 #             default step, all paths and PyTorch in ABBA order (default,
 #             all, PyTorch, PyTorch, all, default); then each path alone,
@@ -1551,7 +1551,7 @@ paths() {
 
     if want check; then
         rerun_hint=check
-        local names="tests_gpu memcheck_all conv_api_f16_nhwc conv_api_f32_nchw conv_api_tf32_nchw"
+        local names="tests_gpu memcheck_all memcheck_all-own conv_api_f16_nhwc conv_api_f32_nchw conv_api_tf32_nchw"
         names="$names check_all_bf16 check_all_tf32 check_all-own_bf16 check_all-own_tf32"
         for p in $singles all; do names="$names check_${p}_f16_nhwc check_${p}_f32_nchw"; done
         # shellcheck disable=SC2086 # one name per word
@@ -1595,13 +1595,15 @@ paths() {
                     --layout "$l" --batch 2 --check --api graph --threads 2 --iters 3 --warmup 1 \
                     --format json --out "$logs/check/conv_api_${dt}_$l.json" "${store[@]}" -q
             done
-            if [ -z "$cs" ]; then
-                record memcheck_all "skipped: compute-sanitizer not found" 0
-            else
-                # shellcheck disable=SC2046
-                bg memcheck_all 180 "$cs" --tool memcheck --error-exitcode 1 "$bin" model resnet18 \
-                    --device gpu --batch 8 --warmup 1 --iters 1 --no-save -q $(path_flags all)
-            fi
+            for p in all all-own; do
+                if [ -z "$cs" ]; then
+                    record "memcheck_$p" "skipped: compute-sanitizer not found" 0
+                else
+                    # shellcheck disable=SC2046
+                    bg "memcheck_$p" 180 "$cs" --tool memcheck --error-exitcode 1 "$bin" model resnet18 \
+                        --device gpu --batch 8 --warmup 1 --iters 1 --no-save -q $(path_flags "$p")
+                fi
+            done
             bg_wait
         fi
     fi
