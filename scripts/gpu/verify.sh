@@ -1630,7 +1630,11 @@ paths() {
     if want goal && gpu_or_skip goal_paths; then
         rerun_hint=goal
         local g gb gd gl gp=${GOAL_PATH:-all}
-        for g in ${GOAL_GROUPS:-256:bf16:nhwc 128:tf32:nhwc 64:f32:nhwc 256:f16:nchw}; do
+        if [ -z "$(path_flags "$gp")" ]; then
+            record goal_paths "FAILED: GOAL_PATH '$gp' is not a path word (all, all-own, own-bn, ...)" 0
+            gp=""
+        fi
+        for g in ${gp:+${GOAL_GROUPS:-256:bf16:nhwc 128:tf32:nhwc 64:f32:nhwc 256:f16:nchw}}; do
             IFS=: read -r gb gd gl <<< "$g"
             if [ "$(left)" -lt 70 ]; then
                 record "goal_${gb}_${gd}_$gl" "skipped: time budget ($(left) s left, about 70 s needed)" 0 \

@@ -14,8 +14,8 @@ pub struct GpuPathArgs {
     #[arg(long)]
     pub own_kernels: bool,
     /// GPU: batch norm on cnnbench's NVRTC kernels instead of cuDNN's, in every dtype and
-    /// layout; with --fuse-bn they take the ReLU after it and the residual add in every dtype
-    /// and layout too (not yet run on a GPU)
+    /// layout; with --fuse-bn they take the ReLU after it and the residual add (the ReLU only
+    /// with --fuse-bn=relu) in every dtype and layout too (not yet run on a GPU)
     #[arg(long)]
     pub own_bn: bool,
     /// GPU: batch norm runs the ReLU after it, and the residual add before that ReLU, in its

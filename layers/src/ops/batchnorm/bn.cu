@@ -13,7 +13,7 @@
 //
 // The tensor is viewed as [outer][c][inner]: NHWC is outer = N*H*W,
 // inner = 1; NCHW is outer = N, inner = H*W. Every statistic is in float.
-// Per channel, in four launches each way:
+// Per channel, in three launches each way:
 //   1. bn_stats / bn_grads: each block sums a share of the channel's
 //      elements into a partial (sum, sum of squares; or sum of g and of
 //      g*(x - mean)); partials land in part[2][groups][c], in a fixed
@@ -141,10 +141,13 @@ struct GradsOp {
 // (c / N of them in all); its threads are ct columns by 256 / ct rows, each
 // thread visiting every (groups * rows per block)-th row from its own.
 // Writes the block's partials of its channels.
+// `sh` is the kernel's shared array of 2 * BN_THREADS * N floats
+// (declared once per kernel: a grads kernel instantiates this per mode, and
+// arrays declared here would not share memory, 48 KiB in f16).
 template <class D, int N, class Op>
 __device__ __forceinline__ void reduce_nhwc(Op& op, u32 rows, u32 c, u32 ct, u32 groups,
-                                            float* part) {
-    __shared__ float sh[2][BN_THREADS * N];
+                                            float* part, float* sh) {
+    float* sq = sh + BN_THREADS * N;
     u32 cvs = c / N, tiles = (cvs + ct - 1) / ct;
     u32 tile = blockIdx.x % tiles, grp = blockIdx.x / tiles;
     u32 col = threadIdx.x % ct, lane = threadIdx.x / ct, rl = BN_THREADS / ct;
@@ -158,8 +161,8 @@ __device__ __forceinline__ void reduce_nhwc(Op& op, u32 rows, u32 c, u32 ct, u32
     }
 #pragma unroll
     for (int i = 0; i < N; ++i) {
-        sh[0][threadIdx.x * N + i] = a[i];
-        sh[1][threadIdx.x * N + i] = b[i];
+        sh[threadIdx.x * N + i] = a[i];
+        sq[threadIdx.x * N + i] = b[i];
     }
     __syncthreads();
     // One thread per channel of the tile adds its rows' sums, in order.
@@ -168,8 +171,8 @@ __device__ __forceinline__ void reduce_nhwc(Op& op, u32 rows, u32 c, u32 ct, u32
         u32 cl = t / N, i = t % N;
         float s = 0.0f, q = 0.0f;
         for (u32 l = 0; l < rl; ++l) {
-            s += sh[0][(l * ct + cl) * N + i];
-            q += sh[1][(l * ct + cl) * N + i];
+            s += sh[(l * ct + cl) * N + i];
+            q += sq[(l * ct + cl) * N + i];
         }
         u32 ch = (tile * ct + cl) * N + i;
         part[grp * c + ch] = s;
@@ -179,10 +182,12 @@ __device__ __forceinline__ void reduce_nhwc(Op& op, u32 rows, u32 c, u32 ct, u32
 
 // NCHW: blockIdx.x = group * c + channel; the block's threads stride over
 // the channel's n planes of ivs vectors (every slot is the same channel).
+// `sh`: the kernel's shared array of 2 * BN_THREADS floats (see
+// reduce_nhwc).
 template <class D, int N, class Op>
 __device__ __forceinline__ void reduce_nchw(Op& op, u32 n, u32 c, u32 ivs, u32 groups,
-                                            float* part) {
-    __shared__ float sh[2][BN_THREADS];
+                                            float* part, float* sh) {
+    float* sq = sh + BN_THREADS;
     u32 ch = blockIdx.x % c, grp = blockIdx.x / c;
     float a[N], b[N];
 #pragma unroll
@@ -200,52 +205,54 @@ __device__ __forceinline__ void reduce_nchw(Op& op, u32 n, u32 c, u32 ivs, u32 g
         q += b[i];
     }
     u32 t = threadIdx.x;
-    sh[0][t] = s;
-    sh[1][t] = q;
+    sh[t] = s;
+    sq[t] = q;
     __syncthreads();
     for (u32 w = BN_THREADS / 2; w > 0; w >>= 1) {
         if (t < w) {
-            sh[0][t] += sh[0][t + w];
-            sh[1][t] += sh[1][t + w];
+            sh[t] += sh[t + w];
+            sq[t] += sq[t + w];
         }
         __syncthreads();
     }
     if (t == 0) {
-        part[grp * c + ch] = sh[0][0];
-        part[(groups + grp) * c + ch] = sh[1][0];
+        part[grp * c + ch] = sh[0];
+        part[(groups + grp) * c + ch] = sq[0];
     }
 }
 
 template <class D, int N>
 __device__ __forceinline__ void stats_nhwc(const typename D::T* x, float* part, u32 rows, u32 c,
                                            u32 ct, u32 groups) {
+    __shared__ float sh[2 * BN_THREADS * N];
     StatsOp<D, N> op{x, 1};
-    reduce_nhwc<D, N>(op, rows, c, ct, groups, part);
+    reduce_nhwc<D, N>(op, rows, c, ct, groups, part, sh);
 }
 
 template <class D, int N>
 __device__ __forceinline__ void stats_nchw(const typename D::T* x, float* part, u32 n, u32 c,
                                            u32 ivs, u32 groups) {
+    __shared__ float sh[2 * BN_THREADS];
     StatsOp<D, N> op{x, ivs * N};
-    reduce_nchw<D, N>(op, n, c, ivs, groups, part);
+    reduce_nchw<D, N>(op, n, c, ivs, groups, part, sh);
 }
 
 template <class D, int N, int MODE>
 __device__ __forceinline__ void grads_nhwc(const typename D::T* x, const typename D::T* dy,
                                            const typename D::T* y, typename D::T* dz,
                                            const float* st, float* part, u32 rows, u32 c, u32 ct,
-                                           u32 groups) {
+                                           u32 groups, float* sh) {
     GradsOp<D, N, MODE> op{x, dy, y, dz, st, c};
-    reduce_nhwc<D, N>(op, rows, c, ct, groups, part);
+    reduce_nhwc<D, N>(op, rows, c, ct, groups, part, sh);
 }
 
 template <class D, int N, int MODE>
 __device__ __forceinline__ void grads_nchw(const typename D::T* x, const typename D::T* dy,
                                            const typename D::T* y, typename D::T* dz,
                                            const float* st, float* part, u32 n, u32 c, u32 ivs,
-                                           u32 groups) {
+                                           u32 groups, float* sh) {
     GradsOp<D, N, MODE> op{x, dy, y, dz, st, c};
-    reduce_nchw<D, N>(op, n, c, ivs, groups, part);
+    reduce_nchw<D, N>(op, n, c, ivs, groups, part, sh);
 }
 
 // The channel of slot 0 of vector v: NHWC rows of `per` vectors (the
@@ -287,24 +294,37 @@ __device__ __forceinline__ void st_row(const float* st, int row, u32 c, u32 ch0,
     }
 }
 
+// Slots per run of coefficients the elementwise passes hold at once: a
+// 16-byte load's 4 in NHWC vectors (holding a whole vector's 8 rows of
+// five coefficients took 64 registers a thread, half the SM's threads).
+template <int N, bool NHWC>
+struct Chunk {
+    static constexpr int Q = (NHWC && N % 4 == 0) ? 4 : N;
+};
+
 // y = [relu](x * scale + shift [+ z]) over nv vectors (or elements).
 template <class D, int N, bool NHWC>
 __device__ __forceinline__ void fwd_body(const typename D::T* x, const typename D::T* z,
                                          typename D::T* y, const float* st, u32 nv, u32 c,
                                          u32 per, int relu_on) {
+    constexpr int Q = Chunk<N, NHWC>::Q;
     GRID_STRIDE(v, nv) {
         u32 ch0 = channel_of<NHWC>((u32)v, c, per, N);
-        float sc[N], sh[N];
-        st_row<N, NHWC>(st, ST_SCALE, c, ch0, sc);
-        st_row<N, NHWC>(st, ST_SHIFT, c, ch0, sh);
         Pk<D, N> xv, zv;
         xv.load(x, v);
         if (z) zv.load(z, v);
 #pragma unroll
-        for (int i = 0; i < N; ++i) {
-            float o = fmaf(xv.v[i], sc[i], sh[i]);
-            if (z) o += zv.v[i];
-            xv.v[i] = relu_on ? relu(o) : o;
+        for (int q = 0; q < N; q += Q) {
+            u32 ch = NHWC ? ch0 + q : ch0;
+            float sc[Q], sh[Q];
+            st_row<Q, NHWC>(st, ST_SCALE, c, ch, sc);
+            st_row<Q, NHWC>(st, ST_SHIFT, c, ch, sh);
+#pragma unroll
+            for (int i = 0; i < Q; ++i) {
+                float o = fmaf(xv.v[q + i], sc[i], sh[i]);
+                if (z) o += zv.v[q + i];
+                xv.v[q + i] = relu_on ? relu(o) : o;
+            }
         }
         xv.store(y, v);
     }
@@ -316,24 +336,30 @@ template <class D, int N, bool NHWC>
 __device__ __forceinline__ void bwd_body(const typename D::T* x, const typename D::T* gsrc,
                                          typename D::T* dx, const float* st, u32 nv, u32 c,
                                          u32 per, int relu_mask) {
+    constexpr int Q = Chunk<N, NHWC>::Q;
     GRID_STRIDE(v, nv) {
         u32 ch0 = channel_of<NHWC>((u32)v, c, per, N);
-        float a[N], b[N], c0[N], sc[N], sh[N];
-        st_row<N, NHWC>(st, ST_A, c, ch0, a);
-        st_row<N, NHWC>(st, ST_B, c, ch0, b);
-        st_row<N, NHWC>(st, ST_C0, c, ch0, c0);
-        if (relu_mask) {
-            st_row<N, NHWC>(st, ST_SCALE, c, ch0, sc);
-            st_row<N, NHWC>(st, ST_SHIFT, c, ch0, sh);
-        }
         Pk<D, N> xv, g;
         xv.load(x, v);
         g.load(gsrc, v);
 #pragma unroll
-        for (int i = 0; i < N; ++i) {
-            float gi = g.v[i];
-            if (relu_mask && !(fmaf(xv.v[i], sc[i], sh[i]) > 0.0f)) gi = 0.0f;
-            xv.v[i] = fmaf(a[i], gi, fmaf(b[i], xv.v[i], c0[i]));
+        for (int q = 0; q < N; q += Q) {
+            u32 ch = NHWC ? ch0 + q : ch0;
+            float a[Q], b[Q], c0[Q];
+            st_row<Q, NHWC>(st, ST_A, c, ch, a);
+            st_row<Q, NHWC>(st, ST_B, c, ch, b);
+            st_row<Q, NHWC>(st, ST_C0, c, ch, c0);
+            if (relu_mask) {
+                float sc[Q], sh[Q];
+                st_row<Q, NHWC>(st, ST_SCALE, c, ch, sc);
+                st_row<Q, NHWC>(st, ST_SHIFT, c, ch, sh);
+#pragma unroll
+                for (int i = 0; i < Q; ++i)
+                    if (!(fmaf(xv.v[q + i], sc[i], sh[i]) > 0.0f)) g.v[q + i] = 0.0f;
+            }
+#pragma unroll
+            for (int i = 0; i < Q; ++i)
+                xv.v[q + i] = fmaf(a[i], g.v[q + i], fmaf(b[i], xv.v[q + i], c0[i]));
         }
         xv.store(dx, v);
     }
@@ -428,22 +454,24 @@ extern "C" __global__ void bn_finalize_bwd(const float* part, u32 groups, u32 c,
     extern "C" __global__ void bn_grads_nhwc##vsfx##_##sfx(                                      \
         const D::T* x, const D::T* dy, const D::T* y, D::T* dz, const float* st, float* part,    \
         u32 rows, u32 c, u32 ct, u32 groups, int mode) {                                         \
+        __shared__ float sh[2 * BN_THREADS * N];                                                 \
         if (mode == BN_RELU)                                                                     \
-            grads_nhwc<D, N, BN_RELU>(x, dy, y, dz, st, part, rows, c, ct, groups);              \
+            grads_nhwc<D, N, BN_RELU>(x, dy, y, dz, st, part, rows, c, ct, groups, sh);          \
         else if (mode == BN_ADD_RELU)                                                            \
-            grads_nhwc<D, N, BN_ADD_RELU>(x, dy, y, dz, st, part, rows, c, ct, groups);          \
+            grads_nhwc<D, N, BN_ADD_RELU>(x, dy, y, dz, st, part, rows, c, ct, groups, sh);      \
         else                                                                                     \
-            grads_nhwc<D, N, BN_PLAIN>(x, dy, y, dz, st, part, rows, c, ct, groups);             \
+            grads_nhwc<D, N, BN_PLAIN>(x, dy, y, dz, st, part, rows, c, ct, groups, sh);         \
     }                                                                                            \
     extern "C" __global__ void bn_grads_nchw##vsfx##_##sfx(                                      \
         const D::T* x, const D::T* dy, const D::T* y, D::T* dz, const float* st, float* part,    \
         u32 n, u32 c, u32 ivs, u32 groups, int mode) {                                           \
+        __shared__ float sh[2 * BN_THREADS];                                                     \
         if (mode == BN_RELU)                                                                     \
-            grads_nchw<D, N, BN_RELU>(x, dy, y, dz, st, part, n, c, ivs, groups);                \
+            grads_nchw<D, N, BN_RELU>(x, dy, y, dz, st, part, n, c, ivs, groups, sh);            \
         else if (mode == BN_ADD_RELU)                                                            \
-            grads_nchw<D, N, BN_ADD_RELU>(x, dy, y, dz, st, part, n, c, ivs, groups);            \
+            grads_nchw<D, N, BN_ADD_RELU>(x, dy, y, dz, st, part, n, c, ivs, groups, sh);        \
         else                                                                                     \
-            grads_nchw<D, N, BN_PLAIN>(x, dy, y, dz, st, part, n, c, ivs, groups);               \
+            grads_nchw<D, N, BN_PLAIN>(x, dy, y, dz, st, part, n, c, ivs, groups, sh);           \
     }                                                                                            \
     extern "C" __global__ void bn_fwd_nhwc##vsfx##_##sfx(const D::T* x, const D::T* z, D::T* y, \
                                                         const float* st, u32 nv, u32 c, u32 per, \

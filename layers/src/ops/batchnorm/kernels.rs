@@ -1,5 +1,5 @@
 //! Launch wrappers of `bn.cu` (batch normalisation in training mode on
-//! cnnbench's own kernels, `--own-bn`), on the compiled [`Kernels`]: four
+//! cnnbench's own kernels, `--own-bn`), on the compiled [`Kernels`]: three
 //! launches each way (partial sums, their totals per channel, one
 //! elementwise pass; see the file's header).
 
@@ -550,6 +550,10 @@ mod tests {
             (false, 2, 3, 16, 0, all),
             (false, 2, 5, 7, 0, &[BnFused::AddRelu][..]),
             (true, 2, 16, 9, 2, &[BnFused::None][..]),
+            // Several groups of partial sums, and NHWC tiles (32 channel
+            // vectors) with a partial last one.
+            (true, 2, 264, 40, 0, &[BnFused::Relu][..]),
+            (false, 3, 2, 8192, 0, &[BnFused::AddRelu][..]),
         ];
         // The storages' programs build and run side by side.
         let storages = [
