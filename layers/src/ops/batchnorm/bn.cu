@@ -221,38 +221,49 @@ __device__ __forceinline__ void reduce_nchw(Op& op, u32 n, u32 c, u32 ivs, u32 g
     }
 }
 
-template <class D, int N>
-__device__ __forceinline__ void stats_nhwc(const typename D::T* x, float* part, u32 rows, u32 c,
-                                           u32 ct, u32 groups) {
-    __shared__ float sh[2 * BN_THREADS * N];
-    StatsOp<D, N> op{x, 1};
-    reduce_nhwc<D, N>(op, rows, c, ct, groups, part, sh);
+// A reduction over one layout: its kernel's shared array, then
+// reduce_nhwc or reduce_nchw (`per` is ct or ivs, `outer` rows or n).
+template <class D, int N, bool NHWC, class Op>
+__device__ __forceinline__ void reduce(Op& op, u32 outer, u32 c, u32 per, u32 groups, float* part,
+                                       float* sh) {
+    if constexpr (NHWC) {
+        reduce_nhwc<D, N>(op, outer, c, per, groups, part, sh);
+    } else {
+        reduce_nchw<D, N>(op, outer, c, per, groups, part, sh);
+    }
 }
 
-template <class D, int N>
-__device__ __forceinline__ void stats_nchw(const typename D::T* x, float* part, u32 n, u32 c,
-                                           u32 ivs, u32 groups) {
-    __shared__ float sh[2 * BN_THREADS];
-    StatsOp<D, N> op{x, ivs * N};
-    reduce_nchw<D, N>(op, n, c, ivs, groups, part, sh);
+// A mode as a type, so that a run-time mode picks a template instance.
+template <int M>
+struct Mode {
+    static constexpr int value = M;
+};
+
+template <class D, int N, bool NHWC>
+__device__ __forceinline__ void stats(const typename D::T* x, float* part, u32 outer, u32 c,
+                                      u32 per, u32 groups) {
+    __shared__ float sh[2 * BN_THREADS * (NHWC ? N : 1)];
+    StatsOp<D, N> op{x, NHWC ? 1u : per * N};
+    reduce<D, N, NHWC>(op, outer, c, per, groups, part, sh);
 }
 
-template <class D, int N, int MODE>
-__device__ __forceinline__ void grads_nhwc(const typename D::T* x, const typename D::T* dy,
-                                           const typename D::T* y, typename D::T* dz,
-                                           const float* st, float* part, u32 rows, u32 c, u32 ct,
-                                           u32 groups, float* sh) {
-    GradsOp<D, N, MODE> op{x, dy, y, dz, st, c};
-    reduce_nhwc<D, N>(op, rows, c, ct, groups, part, sh);
-}
-
-template <class D, int N, int MODE>
-__device__ __forceinline__ void grads_nchw(const typename D::T* x, const typename D::T* dy,
-                                           const typename D::T* y, typename D::T* dz,
-                                           const float* st, float* part, u32 n, u32 c, u32 ivs,
-                                           u32 groups, float* sh) {
-    GradsOp<D, N, MODE> op{x, dy, y, dz, st, c};
-    reduce_nchw<D, N>(op, n, c, ivs, groups, part, sh);
+template <class D, int N, bool NHWC>
+__device__ __forceinline__ void grads(const typename D::T* x, const typename D::T* dy,
+                                      const typename D::T* y, typename D::T* dz, const float* st,
+                                      float* part, u32 outer, u32 c, u32 per, u32 groups,
+                                      int mode) {
+    // One array for the three instances (each its own would not share).
+    __shared__ float sh[2 * BN_THREADS * (NHWC ? N : 1)];
+    auto run = [&](auto m) {
+        GradsOp<D, N, decltype(m)::value> op{x, dy, y, dz, st, c};
+        reduce<D, N, NHWC>(op, outer, c, per, groups, part, sh);
+    };
+    if (mode == BN_RELU)
+        run(Mode<BN_RELU>());
+    else if (mode == BN_ADD_RELU)
+        run(Mode<BN_ADD_RELU>());
+    else
+        run(Mode<BN_PLAIN>());
 }
 
 // The channel of slot 0 of vector v: NHWC rows of `per` vectors (the
@@ -442,57 +453,30 @@ extern "C" __global__ void bn_finalize_bwd(const float* part, u32 groups, u32 c,
 // Per storage, a vector (_vec: 16-byte loads, c or H*W a whole number of
 // vectors, every buffer 16-byte aligned) and an element variant of each
 // pass; the modes are run-time arguments of one kernel.
-#define BN_VARIANT(sfx, D, vsfx, N)                                                              \
-    extern "C" __global__ void bn_stats_nhwc##vsfx##_##sfx(const D::T* x, float* part, u32 rows, \
-                                                          u32 c, u32 ct, u32 groups) {           \
-        stats_nhwc<D, N>(x, part, rows, c, ct, groups);                                          \
-    }                                                                                            \
-    extern "C" __global__ void bn_stats_nchw##vsfx##_##sfx(const D::T* x, float* part, u32 n,    \
-                                                          u32 c, u32 ivs, u32 groups) {          \
-        stats_nchw<D, N>(x, part, n, c, ivs, groups);                                            \
-    }                                                                                            \
-    extern "C" __global__ void bn_grads_nhwc##vsfx##_##sfx(                                      \
-        const D::T* x, const D::T* dy, const D::T* y, D::T* dz, const float* st, float* part,    \
-        u32 rows, u32 c, u32 ct, u32 groups, int mode) {                                         \
-        __shared__ float sh[2 * BN_THREADS * N];                                                 \
-        if (mode == BN_RELU)                                                                     \
-            grads_nhwc<D, N, BN_RELU>(x, dy, y, dz, st, part, rows, c, ct, groups, sh);          \
-        else if (mode == BN_ADD_RELU)                                                            \
-            grads_nhwc<D, N, BN_ADD_RELU>(x, dy, y, dz, st, part, rows, c, ct, groups, sh);      \
-        else                                                                                     \
-            grads_nhwc<D, N, BN_PLAIN>(x, dy, y, dz, st, part, rows, c, ct, groups, sh);         \
-    }                                                                                            \
-    extern "C" __global__ void bn_grads_nchw##vsfx##_##sfx(                                      \
-        const D::T* x, const D::T* dy, const D::T* y, D::T* dz, const float* st, float* part,    \
-        u32 n, u32 c, u32 ivs, u32 groups, int mode) {                                           \
-        __shared__ float sh[2 * BN_THREADS];                                                     \
-        if (mode == BN_RELU)                                                                     \
-            grads_nchw<D, N, BN_RELU>(x, dy, y, dz, st, part, n, c, ivs, groups, sh);            \
-        else if (mode == BN_ADD_RELU)                                                            \
-            grads_nchw<D, N, BN_ADD_RELU>(x, dy, y, dz, st, part, n, c, ivs, groups, sh);        \
-        else                                                                                     \
-            grads_nchw<D, N, BN_PLAIN>(x, dy, y, dz, st, part, n, c, ivs, groups, sh);           \
-    }                                                                                            \
-    extern "C" __global__ void bn_fwd_nhwc##vsfx##_##sfx(const D::T* x, const D::T* z, D::T* y, \
-                                                        const float* st, u32 nv, u32 c, u32 per, \
-                                                        int relu_on) {                           \
-        fwd_body<D, N, true>(x, z, y, st, nv, c, per, relu_on);                                  \
-    }                                                                                            \
-    extern "C" __global__ void bn_fwd_nchw##vsfx##_##sfx(const D::T* x, const D::T* z, D::T* y, \
-                                                        const float* st, u32 nv, u32 c, u32 per, \
-                                                        int relu_on) {                           \
-        fwd_body<D, N, false>(x, z, y, st, nv, c, per, relu_on);                                 \
-    }                                                                                            \
-    extern "C" __global__ void bn_bwd_nhwc##vsfx##_##sfx(const D::T* x, const D::T* g, D::T* dx, \
-                                                        const float* st, u32 nv, u32 c, u32 per, \
-                                                        int relu_mask) {                         \
-        bwd_body<D, N, true>(x, g, dx, st, nv, c, per, relu_mask);                               \
-    }                                                                                            \
-    extern "C" __global__ void bn_bwd_nchw##vsfx##_##sfx(const D::T* x, const D::T* g, D::T* dx, \
-                                                        const float* st, u32 nv, u32 c, u32 per, \
-                                                        int relu_mask) {                         \
-        bwd_body<D, N, false>(x, g, dx, st, nv, c, per, relu_mask);                              \
+#define BN_LAYOUT(sfx, D, vsfx, N, lay, NHWC)                                                      \
+    extern "C" __global__ void bn_stats_##lay##vsfx##_##sfx(const D::T* x, float* part, u32 outer, \
+                                                           u32 c, u32 per, u32 groups) {          \
+        stats<D, N, NHWC>(x, part, outer, c, per, groups);                                        \
+    }                                                                                             \
+    extern "C" __global__ void bn_grads_##lay##vsfx##_##sfx(                                      \
+        const D::T* x, const D::T* dy, const D::T* y, D::T* dz, const float* st, float* part,     \
+        u32 outer, u32 c, u32 per, u32 groups, int mode) {                                        \
+        grads<D, N, NHWC>(x, dy, y, dz, st, part, outer, c, per, groups, mode);                   \
+    }                                                                                             \
+    extern "C" __global__ void bn_fwd_##lay##vsfx##_##sfx(const D::T* x, const D::T* z, D::T* y,  \
+                                                         const float* st, u32 nv, u32 c, u32 per, \
+                                                         int relu_on) {                           \
+        fwd_body<D, N, NHWC>(x, z, y, st, nv, c, per, relu_on);                                   \
+    }                                                                                             \
+    extern "C" __global__ void bn_bwd_##lay##vsfx##_##sfx(const D::T* x, const D::T* g, D::T* dx, \
+                                                         const float* st, u32 nv, u32 c, u32 per, \
+                                                         int relu_mask) {                         \
+        bwd_body<D, N, NHWC>(x, g, dx, st, nv, c, per, relu_mask);                                \
     }
+
+#define BN_VARIANT(sfx, D, vsfx, N)                                                               \
+    BN_LAYOUT(sfx, D, vsfx, N, nhwc, true)                                                        \
+    BN_LAYOUT(sfx, D, vsfx, N, nchw, false)
 
 #define BN(sfx, D)                                                                               \
     BN_VARIANT(sfx, D, _vec, Vec16<D>::N)                                                        \
