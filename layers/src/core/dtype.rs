@@ -24,6 +24,17 @@ pub enum Storage {
     Bf16,
 }
 
+impl Storage {
+    /// The suffix of its kernels (`f32`, `f16`, `bf16`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Storage::F32 => "f32",
+            Storage::F16 => "f16",
+            Storage::Bf16 => "bf16",
+        }
+    }
+}
+
 impl DType {
     pub const ALL: [DType; 4] = [DType::F32, DType::Tf32, DType::F16, DType::Bf16];
 

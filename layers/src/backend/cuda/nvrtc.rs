@@ -315,14 +315,31 @@ pub(crate) fn blocks_for(n: u64) -> u32 {
     n.div_ceil(u64::from(THREADS)).min(MAX_BLOCKS) as u32
 }
 
+/// Elements of storage `st` in one 16-byte vector (prelude.cuh's `Vec16`).
+pub(crate) fn vector_len(st: Storage) -> usize {
+    match st {
+        Storage::F32 => 4,
+        Storage::F16 | Storage::Bf16 => 8,
+    }
+}
+
+/// Elements per thread slot of a kernel with a vector and an element
+/// variant: a 16-byte vector where runs of `run` elements (a row's
+/// channels, a plane) divide into vectors and every buffer in `ptrs` is
+/// 16-byte aligned, else one.
+pub(crate) fn vector_width(st: Storage, run: usize, ptrs: &[CUdeviceptr]) -> usize {
+    let per = vector_len(st);
+    if run.is_multiple_of(per) && ptrs.iter().all(|p| p.is_multiple_of(16)) {
+        per
+    } else {
+        1
+    }
+}
+
 /// Blocks of [`THREADS`] for a grid-stride loop over the 16-byte vectors
 /// (prelude.cuh's `Vec16`) of `n` elements of storage `st`.
 pub(crate) fn vector_blocks(st: Storage, n: u64) -> u32 {
-    let per = match st {
-        Storage::F32 => 4,
-        Storage::F16 | Storage::Bf16 => 8,
-    };
-    blocks_for(n.div_ceil(per))
+    blocks_for(n.div_ceil(vector_len(st) as u64))
 }
 
 /// Checks that no two of `programs` name the same kernel, so that each

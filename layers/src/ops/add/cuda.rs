@@ -10,6 +10,7 @@
 use crate::backend::cuda::backend::{add_into, Cuda, DevPtr, GpuCtx};
 use crate::backend::cuda::cudnn::TensorDesc;
 use crate::backend::cuda::cudnn_ops::OpTensorDesc;
+use crate::backend::cuda::nvrtc::vector_len;
 use crate::backend::cuda::GpuResult;
 use crate::core::backend::{Layer, ReluFusion};
 use crate::core::dtype::Storage;
@@ -87,11 +88,7 @@ impl<'g> Layer<Cuda<'g>> for OwnAddGpuLayer {
     }
 
     fn kernels(&self) -> String {
-        let (name, per) = match self.st {
-            Storage::F32 => ("f32", 4),
-            Storage::F16 => ("f16", 8),
-            Storage::Bf16 => ("bf16", 8),
-        };
+        let (name, per) = (self.st.name(), vector_len(self.st));
         let k = if self.relu { "add_relu_fwd" } else { "add_fwd" };
         format!("cnnbench {k}_{name} x{per} vectors")
     }

@@ -5,7 +5,9 @@
 
 use super::fused::BnFused;
 use crate::backend::cuda::kernel_name::{per_storage, PerStorage};
-use crate::backend::cuda::nvrtc::{blocks_for, invalid, to_i32, Arg, Kernels, Program, THREADS};
+use crate::backend::cuda::nvrtc::{
+    blocks_for, invalid, to_i32, vector_width, Arg, Kernels, Program, THREADS,
+};
 use crate::backend::cuda::GpuResult;
 use crate::core::dtype::Storage;
 use cudarc::driver::sys::CUdeviceptr;
@@ -99,25 +101,11 @@ impl BnShape {
         self.n * self.c * self.hw
     }
 
-    /// Elements in a 16-byte vector of the storage.
-    fn vector(&self) -> usize {
-        match self.st {
-            Storage::F32 => 4,
-            Storage::F16 | Storage::Bf16 => 8,
-        }
-    }
-
     /// Elements per slot: a 16-byte vector where the channels (NHWC) or
     /// the planes (NCHW) divide into vectors and every buffer is 16-byte
     /// aligned, else one.
     fn width(&self, ptrs: &[CUdeviceptr]) -> usize {
-        let v = self.vector();
-        let run = if self.nhwc { self.c } else { self.hw };
-        if run.is_multiple_of(v) && ptrs.iter().all(|p| p.is_multiple_of(16)) {
-            v
-        } else {
-            1
-        }
+        vector_width(self.st, if self.nhwc { self.c } else { self.hw }, ptrs)
     }
 
     fn split(&self, width: usize) -> Split {
@@ -152,12 +140,12 @@ impl BnShape {
         }
     }
 
-    /// Floats of the partial sums' buffer: enough for either width.
+    /// Floats of the partial sums' buffer: enough for either width the
+    /// shape allows (the buffers' alignment picks one per launch).
     pub fn part_floats(&self) -> usize {
-        [1, self.vector()]
-            .into_iter()
-            .filter(|&w| w == 1 || self.width(&[]) == w)
+        [1, self.width(&[])]
             .map(|w| 2 * self.split(w).groups * self.c)
+            .into_iter()
             .max()
             .unwrap_or(0)
     }
@@ -810,7 +798,7 @@ mod tests {
             shape(false, 256, 512, 49),
             shape(true, 3, 7, 5),
         ] {
-            for w in [1, s.vector()] {
+            for w in [1, crate::backend::cuda::nvrtc::vector_len(s.st)] {
                 if w > 1 && s.width(&[]) == 1 {
                     continue;
                 }

@@ -9,10 +9,8 @@
 use super::fused::BnFused;
 use super::kernels::{BnBwdArgs, BnFwdArgs, BnShape, STAT_ROWS};
 use crate::backend::cuda::backend::{Cuda, DevPtr, GpuCtx, GpuParam};
-use crate::backend::cuda::nvrtc::invalid;
 use crate::backend::cuda::{DeviceBuffer, Gpu, GpuResult};
 use crate::core::backend::{Layer, ReluFusion};
-use crate::core::dtype::Storage;
 use crate::core::DType;
 
 pub struct OwnBatchNormGpuLayer {
@@ -98,21 +96,14 @@ impl<'g> Layer<Cuda<'g>> for OwnBatchNormGpuLayer {
         dy: &[DevPtr],
         dx: &mut [Option<DevPtr>],
     ) -> GpuResult<()> {
-        let add = self.bwd == BnFused::AddRelu;
-        // The add's output gradient: the executor always gives the fused
-        // layer its buffer (the one the add hands on to z).
-        let dz = dx.get(1).copied().flatten();
-        if add && dz.is_none() {
-            return Err(invalid(
-                "bn_bwd",
-                "a fused add without its gradient buffer".into(),
-            ));
-        }
         let a = BnBwdArgs {
             x: x[0],
             dy: dy[0],
             y,
-            dz: dz.filter(|_| add),
+            // The add's output gradient: the executor gives a fused layer
+            // its buffer (the one the add hands on to z); the launches
+            // refuse an add without it.
+            dz: dx.get(1).copied().flatten(),
             dx: dx[0],
             gamma: self.gamma.value.ptr(),
             dgamma: self.gamma.grad.ptr(),
@@ -165,11 +156,7 @@ impl<'g> Layer<Cuda<'g>> for OwnBatchNormGpuLayer {
     }
 
     fn kernels(&self) -> String {
-        let st = match self.shape.st {
-            Storage::F32 => "f32",
-            Storage::F16 => "f16",
-            Storage::Bf16 => "bf16",
-        };
+        let st = self.shape.st.name();
         let layout = if self.shape.nhwc { "nhwc" } else { "nchw" };
         let fused = match (self.relu_fwd, self.bwd) {
             (_, BnFused::AddRelu) => " +add+relu",

@@ -2,7 +2,9 @@
 //! [`Kernels`].
 
 use crate::backend::cuda::kernel_name::{per_storage, PerStorage};
-use crate::backend::cuda::nvrtc::{blocks_for, invalid, to_i32, Arg, Kernels, Program};
+use crate::backend::cuda::nvrtc::{
+    blocks_for, invalid, to_i32, vector_width, Arg, Kernels, Program,
+};
 use crate::backend::cuda::GpuResult;
 use crate::core::dtype::Storage;
 use cnnbench_kernels::pool::PoolShape;
@@ -39,22 +41,6 @@ pub const PROGRAM: Program = Program {
 /// window's position fits in the argmax byte.
 pub fn maxpool_nhwc_fits(shape: &PoolShape) -> bool {
     shape.kh.checked_mul(shape.kw).is_some_and(|k| k <= 256)
-}
-
-/// Channels per thread of the NHWC max-pool kernels: a 16-byte vector
-/// when the channels divide into vectors and every buffer is 16-byte
-/// aligned (the argmax bytes too: the vector kernels move a group's 4 or
-/// 8 of them in one access), else one.
-pub(crate) fn channel_group(st: Storage, c: usize, ptrs: &[CUdeviceptr]) -> usize {
-    let per = match st {
-        Storage::F32 => 4,
-        Storage::F16 | Storage::Bf16 => 8,
-    };
-    if c.is_multiple_of(per) && ptrs.iter().all(|p| p.is_multiple_of(16)) {
-        per
-    } else {
-        1
-    }
 }
 
 impl Kernels {
@@ -142,7 +128,10 @@ impl Kernels {
         y: CUdeviceptr,
         arg: CUdeviceptr,
     ) -> GpuResult<()> {
-        let g = channel_group(st, shape.c, &[x, y, arg]);
+        // Channels per thread: a vector where every buffer allows it (the
+        // argmax bytes too: the vector kernels move a group's 4 or 8 of
+        // them in one access).
+        let g = vector_width(st, shape.c, &[x, y, arg]);
         let k = if g > 1 {
             MAXPOOL_NHWC_FWD_VEC
         } else {
@@ -183,7 +172,7 @@ impl Kernels {
         dy: CUdeviceptr,
         dx: CUdeviceptr,
     ) -> GpuResult<()> {
-        let g = channel_group(st, shape.c, &[arg, dy, dx]);
+        let g = vector_width(st, shape.c, &[arg, dy, dx]);
         let k = if g > 1 {
             MAXPOOL_NHWC_BWD_VEC
         } else {

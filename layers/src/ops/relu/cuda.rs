@@ -6,6 +6,7 @@ use crate::backend::cuda::backend::{void, Cuda, DevPtr, GpuCtx};
 use crate::backend::cuda::cudnn::TensorDesc;
 use crate::backend::cuda::cudnn_ops::{ActivationDesc, SCALARS};
 use crate::backend::cuda::loader::cudnn_sys as sys;
+use crate::backend::cuda::nvrtc::vector_len;
 use crate::backend::cuda::{check_cudnn, GpuResult};
 use crate::core::backend::Layer;
 use crate::core::dtype::Storage;
@@ -126,11 +127,7 @@ impl<'g> Layer<Cuda<'g>> for OwnReluGpuLayer {
     }
 
     fn kernels(&self) -> String {
-        let (name, per) = match self.st {
-            Storage::F32 => ("f32", 4),
-            Storage::F16 => ("f16", 8),
-            Storage::Bf16 => ("bf16", 8),
-        };
+        let (name, per) = (self.st.name(), vector_len(self.st));
         format!("cnnbench relu_fwd/relu_bwd_{name} x{per} vectors")
     }
 }
