@@ -117,7 +117,8 @@ def paths(logs):
     lines += runs_table(runs, "r50", "ResNet-50 f16 NHWC, batch 256, per path",
                         "`cnnbench model resnet50 --device gpu --dtype f16 --layout nhwc --batch 256 --warmup 5 "
                         "--iters 20` with each path's flags, beside `scripts/peers/pytorch_model.py`; order: "
-                        "default, all, PyTorch, PyTorch, all, default, then each path alone forward and back. "
+                        "default, all-own, all, PyTorch, PyTorch, all, all-own, default, then each path of "
+                        "PATHS_SINGLES alone forward and back. "
                         "Medians of each run's median step; ratios above 1: this path faster.")
     lines += runs_table(runs, "keras", "The Keras models, batch 128, f32, per path",
                         "`cnnbench model ... --batch 128 --dtype f32 --warmup 5 --iters 50`: default, "

@@ -97,7 +97,8 @@
 # every dtype and layout), own-bn-plain (--own-bn) and all-own (--own-kernels
 # --own-bn --fuse-bn --cuda-graph --api auto); per-layer runs leave
 # out --cuda-graph, which refuses --per-layer. A word of
-# PATHS_STEPS (default all) names each part:
+# PATHS_STEPS (default "check r50 per-layer keras", in this order; f32,
+# conv and goal on request) names each part:
 #   check     side by side, at most JOBS=8 at once: the layers crate's GPU
 #             tests (backend_tests runs every body on each path and on all
 #             of them); `check --device gpu --batch 2` on resnet50,
@@ -110,9 +111,13 @@
 #             compute-sanitizer memcheck over one resnet18 step at batch 8
 #             with all paths, and with all-own.
 #   r50       ResNet-50 f16 NHWC batch 256 (--warmup 5 --iters 20): the
-#             default step, all paths and PyTorch in ABBA order (default,
-#             all, PyTorch, PyTorch, all, default); then each path alone,
-#             forward then reverse order, while the budget lasts.
+#             default step, all-own, all and PyTorch in ABBA order
+#             (default, all-own, all, PyTorch, PyTorch, all, all-own,
+#             default); then each path of PATHS_SINGLES (default: those
+#             the run of 56f71b5 did not time: own-bn own-bn-plain
+#             all-bnrelu api-auto fuse-bn-relu) alone, forward then
+#             reverse order, while the budget lasts, keeping what the
+#             later steps need.
 #   keras     the six Keras models at batch 128, f32: default,
 #             --cuda-graph, all, PyTorch, PyTorch, all, --cuda-graph,
 #             default.
@@ -123,8 +128,10 @@
 #             auto, and with --own-kernels --own-bn --fuse-bn --api auto:
 #             the bytes, GB/s and roofline columns of each layer;
 #             imdb-fasttext at batch 128 f32 per layer with and without
-#             --own-kernels (its global average pooling); pytorch_model.py
-#             --profile on the same ResNet-50 step (per-op device time).
+#             --own-kernels (its global average pooling), imdb-bilstm at
+#             batch 128 f32 per layer; pytorch_model.py --profile on the
+#             same ResNet-50 step and imdb-bilstm step (per-op device
+#             time).
 #   goal      not in the default list (a call of its own, PATHS_STEPS=goal):
 #             issue 28's goal table past f16 NHWC, ResNet-50 with `all`
 #             (or GOAL_PATH, e.g. all-own) beside PyTorch in ABBA order
@@ -1522,9 +1529,13 @@ path_flags() {
 }
 
 paths() {
-    local wanted=" ${PATHS_STEPS:-check r50 keras f32 per-layer conv} "
-    # Most telling first: the budget may stop the r50 singles early.
+    local wanted=" ${PATHS_STEPS:-check r50 per-layer keras} "
+    # Every path word `check` checks; most telling first.
     local singles="all-own own-bn all-bnrelu own-kernels fuse-bn own-bn-plain fuse-bn-relu api-auto cuda-graph api-graph"
+    # The paths the r50 step times alone, both ways, while the budget
+    # lasts: those the H200 run of 56f71b5 did not time (own-kernels,
+    # fuse-bn, cuda-graph and api-graph alone are in its summary).
+    local timed=${PATHS_SINGLES:-own-bn own-bn-plain all-bnrelu api-auto fuse-bn-relu}
     local nogpu="skipped: no GPU" p dl dt l layers cs w n rnn
     local keras="mnist-mlp mnist-cnn cifar10-cnn imdb-fasttext imdb-bilstm lstm-text"
     local store=(--results "$logs/results")
@@ -1653,21 +1664,64 @@ paths() {
             record r50_paths "skipped: time budget ($(left) s left, about 90 s needed)" 0 "rerun: r50"
         else
             p_run p_default_r50_1 default resnet50 256 f16
+            p_run p_all-own_r50_1 all-own resnet50 256 f16
             p_run p_all_r50_1 all resnet50 256 f16
             p_pt p_pt_r50_1 resnet50 256 f16
             p_pt p_pt_r50_2 resnet50 256 f16
             p_run p_all_r50_2 all resnet50 256 f16
+            p_run p_all-own_r50_2 all-own resnet50 256 f16
             p_run p_default_r50_2 default resnet50 256 f16
-            for p in $singles; do
-                [ "$(left)" -lt 60 ] && break
+            # What the later steps need of the budget: the singles stop
+            # short of it.
+            local reserve=20
+            want per-layer && reserve=$((reserve + 150))
+            want keras && reserve=$((reserve + 40))
+            for p in $timed; do
+                [ "$(left)" -lt $((reserve + 20)) ] && break
                 p_run "p_${p}_r50_1" "$p" resnet50 256 f16
             done
-            for w in $(echo "$singles" | tr ' ' '\n' | tac); do
+            for w in $(echo "$timed" | tr ' ' '\n' | tac); do
                 [ -f "$logs/p_${w}_r50_1.out" ] || continue
-                [ "$(left)" -lt 20 ] && break
+                [ "$(left)" -lt "$reserve" ] && break
                 p_run "p_${w}_r50_2" "$w" resnet50 256 f16
             done
         fi
+    fi
+    if want per-layer && gpu_or_skip bandwidth per_layer_default per_layer_paths per_layer_own \
+        per_layer_fasttext_default per_layer_fasttext_own per_layer_bilstm pt_profile pt_profile_bilstm; then
+        rerun_hint=per-layer
+        # The measured copy against the nominal bandwidth (info.json, read
+        # at the start): within 60-102%.
+        run bandwidth 0 30 "$py" -c 'import json, sys
+b = json.load(open(sys.argv[1]))["gpu"]["bandwidth"]
+print(b)
+assert 0.6 * b["nominal_gbs"] < b["measured_gbs"] <= 1.02 * b["nominal_gbs"], b' "$logs/info.json"
+        run per_layer_default 20 90 "$bin" model resnet50 --device gpu --batch 256 --dtype f16 --layout nhwc \
+            --warmup 3 --iters 10 --per-layer --format json "${store[@]}" -q
+        # shellcheck disable=SC2046
+        run per_layer_paths 20 90 "$bin" model resnet50 --device gpu --batch 256 --dtype f16 --layout nhwc \
+            --warmup 3 --iters 10 --per-layer --format json "${store[@]}" -q $(path_flags per-layer-all)
+        # shellcheck disable=SC2046
+        run per_layer_own 20 90 "$bin" model resnet50 --device gpu --batch 256 --dtype f16 --layout nhwc \
+            --warmup 3 --iters 10 --per-layer --format json "${store[@]}" -q $(path_flags per-layer-own)
+        # imdb-fasttext's step is its global average pooling's backward:
+        # cuDNN's (3.0 ms on the H200) against --own-kernels' gather.
+        run per_layer_fasttext_default 10 60 "$bin" model imdb-fasttext --device gpu --batch 128 --dtype f32 \
+            --warmup 3 --iters 20 --per-layer --format json "${store[@]}" -q
+        run per_layer_fasttext_own 10 60 "$bin" model imdb-fasttext --device gpu --batch 128 --dtype f32 \
+            --warmup 3 --iters 20 --per-layer --format json "${store[@]}" -q --own-kernels
+        # imdb-bilstm trailed PyTorch (0.81x with --cuda-graph on the
+        # H200): its layers against PyTorch's ops below. cuDNN's RNN reads
+        # cnnbench's batch-major sequence, PyTorch's time-major one.
+        run per_layer_bilstm 10 60 "$bin" model imdb-bilstm --device gpu --batch 128 --dtype f32 \
+            --warmup 3 --iters 20 --per-layer --format json "${store[@]}" -q
+        # PyTorch's own per-op device time of the same steps, for a layer by
+        # layer comparison (three tables on stderr).
+        pt_ready pt_profile && run pt_profile 40 150 "$py" "$root/scripts/peers/pytorch_model.py" resnet50 \
+            --device cuda --batch 256 --dtype f16 --layout nhwc --warmup 3 --iters 10 --profile
+        pt_ready pt_profile_bilstm && run pt_profile_bilstm 15 60 "$py" \
+            "$root/scripts/peers/pytorch_model.py" imdb-bilstm --device cuda --batch 128 --dtype f32 \
+            --warmup 3 --iters 20 --profile
     fi
     if want keras && gpu_or_skip keras_paths; then
         rerun_hint=keras
@@ -1696,34 +1750,6 @@ paths() {
             p_run p_api-auto_f32_2 api-auto resnet50 64 f32
             p_run p_default_f32_2 default resnet50 64 f32
         fi
-    fi
-    if want per-layer && gpu_or_skip bandwidth per_layer_default per_layer_paths per_layer_own \
-        per_layer_fasttext_default per_layer_fasttext_own pt_profile; then
-        rerun_hint=per-layer
-        # The measured copy against the nominal bandwidth (info.json, read
-        # at the start): within 60-102%.
-        run bandwidth 0 30 "$py" -c 'import json, sys
-b = json.load(open(sys.argv[1]))["gpu"]["bandwidth"]
-print(b)
-assert 0.6 * b["nominal_gbs"] < b["measured_gbs"] <= 1.02 * b["nominal_gbs"], b' "$logs/info.json"
-        run per_layer_default 20 90 "$bin" model resnet50 --device gpu --batch 256 --dtype f16 --layout nhwc \
-            --warmup 3 --iters 10 --per-layer --format json "${store[@]}" -q
-        # shellcheck disable=SC2046
-        run per_layer_paths 20 90 "$bin" model resnet50 --device gpu --batch 256 --dtype f16 --layout nhwc \
-            --warmup 3 --iters 10 --per-layer --format json "${store[@]}" -q $(path_flags per-layer-all)
-        # shellcheck disable=SC2046
-        run per_layer_own 20 90 "$bin" model resnet50 --device gpu --batch 256 --dtype f16 --layout nhwc \
-            --warmup 3 --iters 10 --per-layer --format json "${store[@]}" -q $(path_flags per-layer-own)
-        # imdb-fasttext's step is its global average pooling's backward:
-        # cuDNN's (3.0 ms on the H200) against --own-kernels' gather.
-        run per_layer_fasttext_default 10 60 "$bin" model imdb-fasttext --device gpu --batch 128 --dtype f32 \
-            --warmup 3 --iters 20 --per-layer --format json "${store[@]}" -q
-        run per_layer_fasttext_own 10 60 "$bin" model imdb-fasttext --device gpu --batch 128 --dtype f32 \
-            --warmup 3 --iters 20 --per-layer --format json "${store[@]}" -q --own-kernels
-        # PyTorch's own per-op device time of the same step, for a layer by
-        # layer comparison (three tables on stderr).
-        pt_ready pt_profile && run pt_profile 40 150 "$py" "$root/scripts/peers/pytorch_model.py" resnet50 \
-            --device cuda --batch 256 --dtype f16 --layout nhwc --warmup 3 --iters 10 --profile
     fi
     if want conv && gpu_or_skip conv_legacy_f32 conv_graph_f32; then
         rerun_hint=conv
