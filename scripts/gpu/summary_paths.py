@@ -17,11 +17,12 @@ PATH_FLAGS = OrderedDict([
     ("api-graph", "--api graph"),
     ("api-auto", "--api auto"),
     ("fuse-bn-relu", "--fuse-bn=relu"),
-    ("all", "--own-kernels --fuse-bn --cuda-graph --api auto"),
-    ("all-bnrelu", "--own-kernels --fuse-bn=relu --cuda-graph --api auto"),
+    ("rnn-auto", "--rnn-algo auto"),
+    ("all", "--own-kernels --fuse-bn --cuda-graph --api auto --rnn-algo auto"),
+    ("all-bnrelu", "--own-kernels --fuse-bn=relu --cuda-graph --api auto --rnn-algo auto"),
     ("own-bn", "--own-bn --fuse-bn"),
     ("own-bn-plain", "--own-bn"),
-    ("all-own", "--own-kernels --own-bn --fuse-bn --cuda-graph --api auto"),
+    ("all-own", "--own-kernels --own-bn --fuse-bn --cuda-graph --api auto --rnn-algo auto"),
     ("pt", "PyTorch eager"),
 ])
 

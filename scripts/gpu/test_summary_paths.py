@@ -76,7 +76,7 @@ class PathsSummary(unittest.TestCase):
                     with open(os.path.join(d, name + ".out"), "w") as out:
                         out.write(per_layer(ms))
             text = "\n".join(summary_paths.paths(d))
-        self.assertIn("| --own-kernels --own-bn --fuse-bn --cuda-graph --api auto | 30.00 |", text)
+        self.assertIn("| --own-kernels --own-bn --fuse-bn --cuda-graph --api auto --rnn-algo auto | 30.00 |", text)
         self.assertIn("| --own-bn | 48.00 |", text)
         self.assertIn("| bn | 26.00 | - | 16.00 |", text)
         self.assertIn("with the own batch norm 32.00 ms", text)

@@ -91,11 +91,12 @@
 # (--cuda-graph), api-graph (--api graph), api-auto (--api auto: per
 # layer the faster of the two APIs), fuse-bn-relu (--fuse-bn=relu: the
 # batch norms take their ReLUs, not the adds), all (--own-kernels
-# --fuse-bn --cuda-graph --api auto) and all-bnrelu (the same with
-# --fuse-bn=relu, where the own add takes its ReLU), own-bn (--own-bn
-# --fuse-bn: batch norm on the own kernels, taking its ReLU and add in
-# every dtype and layout), own-bn-plain (--own-bn) and all-own (--own-kernels
-# --own-bn --fuse-bn --cuda-graph --api auto); per-layer runs leave
+# --fuse-bn --cuda-graph --api auto --rnn-algo auto) and all-bnrelu (the
+# same with --fuse-bn=relu, where the own add takes its ReLU), own-bn
+# (--own-bn --fuse-bn: batch norm on the own kernels, taking its ReLU and
+# add in every dtype and layout), own-bn-plain (--own-bn), rnn-auto
+# (--rnn-algo auto: per recurrent layer the fastest of cuDNN's algorithms)
+# and all-own (all with --own-bn); per-layer runs leave
 # out --cuda-graph, which refuses --per-layer. A word of
 # PATHS_STEPS (default "check r50 per-layer keras", in this order; f32,
 # conv and goal on request) names each part:
@@ -129,7 +130,8 @@
 #             the bytes, GB/s and roofline columns of each layer;
 #             imdb-fasttext at batch 128 f32 per layer with and without
 #             --own-kernels (its global average pooling), imdb-bilstm at
-#             batch 128 f32 per layer; pytorch_model.py --profile on the
+#             batch 128 f32 per layer with and without --rnn-algo auto;
+#             pytorch_model.py --profile on the
 #             same ResNet-50 step and imdb-bilstm step (per-op device
 #             time).
 #   goal      not in the default list (a call of its own, PATHS_STEPS=goal):
@@ -1518,12 +1520,13 @@ path_flags() {
         api-graph) echo --api graph ;;
         api-auto) echo --api auto ;;
         fuse-bn-relu) echo --fuse-bn=relu ;;
-        all-bnrelu) echo --own-kernels --fuse-bn=relu --cuda-graph --api auto ;;
-        all) echo --own-kernels --fuse-bn --cuda-graph --api auto ;;
+        rnn-auto) echo --rnn-algo auto ;;
+        all-bnrelu) echo --own-kernels --fuse-bn=relu --cuda-graph --api auto --rnn-algo auto ;;
+        all) echo --own-kernels --fuse-bn --cuda-graph --api auto --rnn-algo auto ;;
         per-layer-all) echo --own-kernels --fuse-bn --api auto ;;
         own-bn) echo --own-bn --fuse-bn ;;
         own-bn-plain) echo --own-bn ;;
-        all-own) echo --own-kernels --own-bn --fuse-bn --cuda-graph --api auto ;;
+        all-own) echo --own-kernels --own-bn --fuse-bn --cuda-graph --api auto --rnn-algo auto ;;
         per-layer-own) echo --own-kernels --own-bn --fuse-bn --api auto ;;
     esac
 }
@@ -1531,7 +1534,7 @@ path_flags() {
 paths() {
     local wanted=" ${PATHS_STEPS:-check r50 per-layer keras} "
     # Every path word `check` checks; most telling first.
-    local singles="all-own own-bn all-bnrelu own-kernels fuse-bn own-bn-plain fuse-bn-relu api-auto cuda-graph api-graph"
+    local singles="all-own own-bn all-bnrelu own-kernels fuse-bn own-bn-plain fuse-bn-relu api-auto rnn-auto cuda-graph api-graph"
     # The paths the r50 step times alone, both ways, while the budget
     # lasts: those the H200 run of 56f71b5 did not time (own-kernels,
     # fuse-bn, cuda-graph and api-graph alone are in its summary).
@@ -1688,7 +1691,8 @@ paths() {
         fi
     fi
     if want per-layer && gpu_or_skip bandwidth per_layer_default per_layer_paths per_layer_own \
-        per_layer_fasttext_default per_layer_fasttext_own per_layer_bilstm pt_profile pt_profile_bilstm; then
+        per_layer_fasttext_default per_layer_fasttext_own per_layer_bilstm per_layer_bilstm_auto pt_profile \
+        pt_profile_bilstm; then
         rerun_hint=per-layer
         # The measured copy against the nominal bandwidth (info.json, read
         # at the start): within 60-102%.
@@ -1711,10 +1715,14 @@ assert 0.6 * b["nominal_gbs"] < b["measured_gbs"] <= 1.02 * b["nominal_gbs"], b'
         run per_layer_fasttext_own 10 60 "$bin" model imdb-fasttext --device gpu --batch 128 --dtype f32 \
             --warmup 3 --iters 20 --per-layer --format json "${store[@]}" -q --own-kernels
         # imdb-bilstm trailed PyTorch (0.81x with --cuda-graph on the
-        # H200): its layers against PyTorch's ops below. cuDNN's RNN reads
-        # cnnbench's batch-major sequence, PyTorch's time-major one.
+        # H200): its layers against PyTorch's ops below, on cuDNN's
+        # standard algorithm and with --rnn-algo auto (PyTorch runs an LSTM
+        # of hidden size 64 on persist-static-small-h; cuDNN's RNN also
+        # reads cnnbench's batch-major sequence, PyTorch's time-major one).
         run per_layer_bilstm 10 60 "$bin" model imdb-bilstm --device gpu --batch 128 --dtype f32 \
             --warmup 3 --iters 20 --per-layer --format json "${store[@]}" -q
+        run per_layer_bilstm_auto 10 60 "$bin" model imdb-bilstm --device gpu --batch 128 --dtype f32 \
+            --warmup 3 --iters 20 --per-layer --format json "${store[@]}" -q --rnn-algo auto
         # PyTorch's own per-op device time of the same steps, for a layer by
         # layer comparison (three tables on stderr).
         pt_ready pt_profile && run pt_profile 40 150 "$py" "$root/scripts/peers/pytorch_model.py" resnet50 \

@@ -4,7 +4,7 @@
 
 use anyhow::{bail, Result};
 use clap::Args;
-use cnnbench_layers::cuda::{ConvApi, GpuPaths};
+use cnnbench_layers::cuda::{ConvApi, GpuPaths, RnnChoice};
 
 #[derive(Args, Debug, Clone, Default)]
 pub struct GpuPathArgs {
@@ -36,6 +36,13 @@ pub struct GpuPathArgs {
     /// of the two ran faster while planning; not yet run on a GPU)
     #[arg(long, value_name = "API", default_value = "legacy", value_parser = parse_api)]
     pub api: ConvApi,
+    /// GPU: the recurrent layers' cuDNN algorithm: standard, persist-static, persist-dynamic,
+    /// persist-static-small-h, or auto (per layer, the fastest forward + backward of standard,
+    /// persist-static and persist-static-small-h that cuDNN accepts, timed while planning;
+    /// PyTorch runs LSTMs of hidden size 128 and less on persist-static-small-h); the persistent
+    /// ones not yet run in a network on a GPU
+    #[arg(long, value_name = "ALGO", default_value = "standard", value_parser = parse_rnn)]
+    pub rnn_algo: RnnChoice,
 }
 
 /// What `--fuse-bn` lets a batch norm take.
@@ -61,6 +68,10 @@ fn parse_api(s: &str) -> Result<ConvApi, String> {
     ConvApi::parse(s)
 }
 
+fn parse_rnn(s: &str) -> Result<RnnChoice, String> {
+    RnnChoice::parse(s)
+}
+
 impl GpuPathArgs {
     /// The paths asked for; refused when any is asked for and the run is on
     /// the CPU (`cpu_why`: why it is, when not asked for).
@@ -72,6 +83,7 @@ impl GpuPathArgs {
             fuse_bn_relu_only: self.fuse_bn == Some(FuseBn::Relu),
             cuda_graph: self.cuda_graph,
             conv_api: self.api,
+            rnn: self.rnn_algo,
         };
         if on_gpu || paths == GpuPaths::default() {
             return Ok(paths);
@@ -83,6 +95,7 @@ impl GpuPathArgs {
                 "api-graph" => "--api graph".to_string(),
                 "api-auto" => "--api auto".to_string(),
                 "fuse-bn-relu" => "--fuse-bn=relu".to_string(),
+                n if n.starts_with("rnn-") => format!("--rnn-algo {}", &n[4..]),
                 n => format!("--{n}"),
             })
             .collect();
@@ -146,5 +159,34 @@ mod tests {
             .to_string();
         assert_eq!(e, "--cuda-graph --api graph: GPU only: no NVIDIA driver");
         assert!(!e.contains('\n'));
+    }
+
+    #[test]
+    fn rnn_algo_names_an_algorithm_or_auto() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct T {
+            #[command(flatten)]
+            p: GpuPathArgs,
+        }
+        let t = T::try_parse_from(["t"]).unwrap();
+        assert_eq!(t.p.paths(false, None).unwrap(), GpuPaths::default());
+        let t = T::try_parse_from(["t", "--rnn-algo", "auto"]).unwrap();
+        assert_eq!(t.p.paths(true, None).unwrap().rnn, RnnChoice::Auto);
+        assert_eq!(
+            t.p.paths(false, None).unwrap_err().to_string(),
+            "--rnn-algo auto: GPU only: add --device gpu"
+        );
+        let t = T::try_parse_from(["t", "--rnn-algo", "persist-static-small-h", "--cuda-graph"])
+            .unwrap();
+        assert_eq!(
+            t.p.paths(false, None).unwrap_err().to_string(),
+            "--cuda-graph --rnn-algo persist-static-small-h: GPU only: add --device gpu"
+        );
+        let e = T::try_parse_from(["t", "--rnn-algo", "fast"])
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("unknown RNN algorithm 'fast'"), "{e}");
     }
 }

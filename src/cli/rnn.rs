@@ -13,7 +13,7 @@ use crate::problem::rnn::{self as desc, RnnProblem};
 use crate::results::Dir;
 use anyhow::{bail, Context as _, Result};
 use clap::Args;
-use cnnbench_layers::ops::recurrent::cudnn_algos::RnnAlgo;
+use cnnbench_layers::backend::cuda::rnn_algo::RnnAlgo;
 use cnnbench_layers::DType;
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -15,7 +15,7 @@ use super::graph::Graph;
 use super::tests::{every_op_net, preact_net, residual_net, sequence_net, token_net};
 use crate::backend::cuda::device::{compute_capability, supports_dtype};
 use crate::backend::cuda::nvrtc::Kernels;
-use crate::backend::cuda::{no_gpu_for_test, ConvApi, Gpu, GpuPaths};
+use crate::backend::cuda::{no_gpu_for_test, ConvApi, Gpu, GpuPaths, RnnChoice};
 use crate::core::backend::Backend;
 use crate::core::{DType, Layout};
 use crate::ops::cuda_programs::compile_kernels;
@@ -220,6 +220,7 @@ fn paths_tested() -> Vec<GpuPaths> {
         fuse_bn_relu_only: false,
         cuda_graph: true,
         conv_api,
+        rnn: RnnChoice::Auto,
     }))
     .collect()
 }

@@ -21,12 +21,13 @@ pub mod nccl;
 pub mod nvrtc;
 pub mod paths;
 mod probe;
+pub mod rnn_algo;
 pub mod stage;
 
 pub use device::{DeviceInfo, Peak};
 pub use error::{check_cudnn, check_driver as error_driver, GpuError, GpuResult};
 pub use memory::DeviceBuffer;
-pub use paths::{ConvApi, GpuPaths};
+pub use paths::{ConvApi, GpuPaths, RnnChoice};
 pub use probe::{gpu_lib_for_test, no_gpu_for_test, nvrtc_missing, Presence};
 
 use crate::core::DType;
@@ -150,6 +151,9 @@ impl Gpu {
     }
 }
 
+/// Timed runs per candidate while planning, after one warm-up run.
+pub const TUNE_RUNS: usize = 3;
+
 /// CUDA events around work enqueued on the benchmark stream: the time the
 /// GPU spent between them, without the host's launch overhead.
 pub struct EventPair {
@@ -180,6 +184,20 @@ impl EventPair {
             .elapsed_ms(&self.end)
             .map_err(|e| driver("cuEventElapsedTime", e))?;
         Ok(ms as f64)
+    }
+
+    /// The lowest time in ms of [`TUNE_RUNS`] runs of `run`, after a
+    /// warm-up run: how every candidate is timed while planning (a legacy
+    /// convolution algorithm against a graph plan, one RNN algorithm
+    /// against another), so that they compare on the same footing.
+    pub fn lowest_time(&self, gpu: &Gpu, run: &mut dyn FnMut() -> GpuResult<()>) -> GpuResult<f64> {
+        run()?;
+        gpu.synchronize()?;
+        let mut best = f64::INFINITY;
+        for _ in 0..TUNE_RUNS {
+            best = best.min(self.time::<GpuError>(run)?);
+        }
+        Ok(best)
     }
 }
 

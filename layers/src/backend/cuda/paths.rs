@@ -4,6 +4,8 @@
 //! Each is off by default until a GPU run shows it correct and faster;
 //! records name the ones that ran ([`GpuPaths::names`]).
 
+use super::rnn_algo::RnnAlgo;
+
 /// Which cuDNN API runs the convolutions.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum ConvApi {
@@ -43,6 +45,47 @@ impl ConvApi {
     }
 }
 
+/// Which cuDNN recurrence algorithm the network's recurrent layers run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RnnChoice {
+    /// This algorithm in every layer.
+    Algo(RnnAlgo),
+    /// Per layer, the fastest forward + backward of the algorithms cuDNN
+    /// accepts for it (standard, persist-static, persist-static-small-h),
+    /// each timed the same way while planning. PyTorch runs its LSTMs of
+    /// hidden size 128 and less (forward: 192) on persist-static-small-h,
+    /// where the network layers had run on standard.
+    Auto,
+}
+
+impl Default for RnnChoice {
+    fn default() -> Self {
+        RnnChoice::Algo(RnnAlgo::Standard)
+    }
+}
+
+impl RnnChoice {
+    pub fn name(self) -> &'static str {
+        match self {
+            RnnChoice::Algo(a) => a.name(),
+            RnnChoice::Auto => "auto",
+        }
+    }
+
+    /// `auto` or an algorithm's name, or one line listing them.
+    pub fn parse(s: &str) -> Result<RnnChoice, String> {
+        if s == "auto" {
+            return Ok(RnnChoice::Auto);
+        }
+        RnnAlgo::parse(s).map(RnnChoice::Algo).map_err(|_| {
+            format!(
+                "unknown RNN algorithm '{s}' (expected {} or auto)",
+                RnnAlgo::ALL.map(RnnAlgo::name).join(", ")
+            )
+        })
+    }
+}
+
 /// The optional GPU paths of one run.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct GpuPaths {
@@ -67,6 +110,8 @@ pub struct GpuPaths {
     pub cuda_graph: bool,
     /// The convolutions' cuDNN API (`--api`).
     pub conv_api: ConvApi,
+    /// The recurrent layers' cuDNN algorithm (`--rnn-algo`).
+    pub rnn: RnnChoice,
 }
 
 /// The paths a GPU run has not yet shown wholly correct, each with what is
@@ -98,7 +143,20 @@ const OPEN: &[(&str, &str)] = &[
         "api-auto",
         "it came after the last GPU run; where a graph plan wins, api-graph's tf32 gradients apply",
     ),
+    (
+        "rnn-*",
+        "cuDNN's persistent RNN algorithms have not run in a network on a GPU",
+    ),
 ];
+
+/// Whether the path name `name` is what `pattern` (a name, or a prefix
+/// ending in `*`) names.
+fn matches(pattern: &str, name: &str) -> bool {
+    match pattern.strip_suffix('*') {
+        Some(prefix) => name.starts_with(prefix),
+        None => name == pattern,
+    }
+}
 
 impl GpuPaths {
     /// The paths taken, by their record names, in a fixed order.
@@ -125,6 +183,13 @@ impl GpuPaths {
             ConvApi::Graph => n.push("api-graph"),
             ConvApi::Auto => n.push("api-auto"),
         }
+        match self.rnn {
+            RnnChoice::Algo(RnnAlgo::Standard) => {}
+            RnnChoice::Algo(RnnAlgo::PersistStatic) => n.push("rnn-persist-static"),
+            RnnChoice::Algo(RnnAlgo::PersistDynamic) => n.push("rnn-persist-dynamic"),
+            RnnChoice::Algo(RnnAlgo::PersistStaticSmallH) => n.push("rnn-persist-static-small-h"),
+            RnnChoice::Auto => n.push("rnn-auto"),
+        }
         n
     }
 
@@ -141,8 +206,10 @@ impl GpuPaths {
         let names = self.names();
         let open: Vec<String> = OPEN
             .iter()
-            .filter(|(n, _)| names.contains(n))
-            .map(|(n, what)| format!("{n} ({what})"))
+            .filter_map(|(pattern, what)| {
+                let n = names.iter().find(|n| matches(pattern, n))?;
+                Some(format!("{n} ({what})"))
+            })
             .collect();
         (!open.is_empty()).then(|| {
             format!(
@@ -169,10 +236,11 @@ mod tests {
             fuse_bn_relu_only: false,
             cuda_graph: true,
             conv_api: ConvApi::Graph,
+            rnn: RnnChoice::Auto,
         };
         assert_eq!(
             all.record_name().as_deref(),
-            Some("own-kernels+fuse-bn+cuda-graph+api-graph")
+            Some("own-kernels+fuse-bn+cuda-graph+api-graph+rnn-auto")
         );
         let note = all.unverified_note().unwrap();
         assert!(
@@ -180,7 +248,9 @@ mod tests {
             "{note}"
         );
         assert!(
-            note.contains("fuse-bn (") && note.contains("api-graph ("),
+            note.contains("fuse-bn (")
+                && note.contains("api-graph (")
+                && note.contains("rnn-auto ("),
             "{note}"
         );
         assert!(
@@ -192,6 +262,37 @@ mod tests {
             ..GpuPaths::default()
         };
         assert_eq!(graph_only.unverified_note(), None);
+    }
+
+    #[test]
+    fn rnn_choices_parse_by_name_and_name_their_path() {
+        assert_eq!(RnnChoice::default(), RnnChoice::Algo(RnnAlgo::Standard));
+        for a in RnnAlgo::ALL {
+            let c = RnnChoice::Algo(a);
+            assert_eq!(RnnChoice::parse(c.name()), Ok(c));
+            let paths = GpuPaths {
+                rnn: c,
+                ..GpuPaths::default()
+            };
+            match a {
+                RnnAlgo::Standard => assert_eq!(paths.record_name(), None),
+                _ => {
+                    let name = format!("rnn-{}", a.name());
+                    assert_eq!(paths.record_name(), Some(name.clone()));
+                    let note = paths.unverified_note().unwrap();
+                    assert!(note.contains(&format!("{name} (")), "{note}");
+                }
+            }
+        }
+        assert_eq!(RnnChoice::parse("auto"), Ok(RnnChoice::Auto));
+        let e = RnnChoice::parse("fast").unwrap_err();
+        assert_eq!(
+            e,
+            "unknown RNN algorithm 'fast' (expected standard, persist-static, \
+             persist-dynamic, persist-static-small-h or auto)"
+        );
+        assert!(matches("rnn-*", "rnn-auto") && !matches("rnn-*", "api-auto"));
+        assert!(matches("own-bn", "own-bn") && !matches("own-bn", "own-bn-plain"));
     }
 
     #[test]

@@ -18,7 +18,7 @@ use crate::backend::cuda::cudnn_graph::{
     ConvOperation, ExecutionPlan, OperationGraph, VariantPack,
 };
 use crate::backend::cuda::memory::Workspace;
-use crate::backend::cuda::{EventPair, Gpu, GpuError, GpuResult};
+use crate::backend::cuda::{Gpu, GpuError, GpuResult};
 use crate::core::{DType, Layout};
 use cnnbench_kernels::conv::{ConvShape, Direction};
 use std::ffi::c_void;
@@ -27,8 +27,6 @@ use std::ffi::c_void;
 /// `cudnn.benchmark_limit` is 10): heuristics mode A's best first, then
 /// the fallback list.
 pub const MAX_CANDIDATES: usize = 16;
-/// Timed runs per candidate, after one warm-up run.
-pub const TUNE_RUNS: usize = 3;
 
 /// A configuration that could not be a candidate, and why.
 #[derive(Clone, Debug, PartialEq)]
@@ -123,8 +121,8 @@ impl ConvGraph {
     }
 }
 
-/// Each plan's lowest time in ms over [`TUNE_RUNS`] runs on `t` (after a
-/// warm-up run), or `None` for one that failed to run. Runs while
+/// Each plan's lowest time in ms over [`crate::backend::cuda::EventPair::lowest_time`]'s runs
+/// on `t`, or `None` for one that failed to run. Runs while
 /// planning, never in a timed loop; writes the direction's output.
 pub fn time_plans(
     gpu: &Gpu,
@@ -145,29 +143,10 @@ pub fn time_plans(
         let pack = VariantPack::new(&ids, &ptrs, ws.ptr)?;
         // SAFETY: the caller's tensors are sized for this problem and
         // dtype; the workspace holds what the plan needs (checked above).
-        let ms = lowest_time(gpu, &events, &mut || unsafe {
-            plan.execute(&gpu.cudnn, &pack)
-        });
+        let ms = events.lowest_time(gpu, &mut || unsafe { plan.execute(&gpu.cudnn, &pack) });
         times.push(ms.ok());
     }
     Ok(times)
-}
-
-/// The lowest time in ms of [`TUNE_RUNS`] runs of `run` between `events`,
-/// after a warm-up run: how every candidate is timed while planning, so
-/// that a legacy algorithm and a graph plan compare on the same footing.
-pub fn lowest_time(
-    gpu: &Gpu,
-    events: &EventPair,
-    run: &mut dyn FnMut() -> GpuResult<()>,
-) -> GpuResult<f64> {
-    run()?;
-    gpu.synchronize()?;
-    let mut best = f64::INFINITY;
-    for _ in 0..TUNE_RUNS {
-        best = best.min(events.time::<GpuError>(run)?);
-    }
-    Ok(best)
 }
 
 /// The index of the fastest plan that ran, or `None`.

@@ -19,12 +19,12 @@
 //! goes back the same way into `dhy`, beside a sequence gradient kept at
 //! zero.
 
-use super::cudnn_algos::RnnAlgo;
 use super::cudnn_descs::RnnForm;
 use super::cudnn_space::{RnnSpace, RnnTensors};
 use super::cudnn_weights::Slot;
 use crate::backend::cuda::backend::{Cuda, DevPtr, GpuCtx, GpuParam, HostOrder};
 use crate::backend::cuda::error::{check_driver, driver};
+use crate::backend::cuda::paths::RnnChoice;
 use crate::backend::cuda::{DeviceBuffer, Gpu, GpuResult};
 use crate::core::backend::Layer;
 use crate::core::dtype::Storage;
@@ -53,7 +53,15 @@ pub fn layer<'g>(
         .iter()
         .map(|host| b.param(host, HostOrder::Plain, None))
         .collect::<GpuResult<Vec<_>>>()?;
-    let l = RecurrentGpuLayer::new(b.gpu, shape, b.dtype, spec.sequences, params, cx.input_grad)?;
+    let l = RecurrentGpuLayer::new(
+        b.gpu,
+        shape,
+        b.dtype,
+        b.paths.rnn,
+        spec.sequences,
+        params,
+        cx.input_grad,
+    )?;
     Ok(Some(Box::new(l)))
 }
 
@@ -211,23 +219,23 @@ pub struct RecurrentGpuLayer {
     /// The input gradient cuDNN always computes, where the network needs
     /// none.
     dx_scratch: Option<DeviceBuffer>,
+    /// With `--rnn-algo auto`: what each candidate algorithm did.
+    picked: Option<String>,
 }
 
 impl RecurrentGpuLayer {
     /// `params` as the spec makes them (per direction `weight_ih`,
-    /// `weight_hh`, `bias_ih`); `input_grad`: whether the network needs
-    /// the sequence's gradient.
+    /// `weight_hh`, `bias_ih`); `rnn`: cuDNN's algorithm, or auto;
+    /// `input_grad`: whether the network needs the sequence's gradient.
     pub fn new(
         gpu: &Gpu,
         shape: RnnShape,
         dtype: DType,
+        rnn: RnnChoice,
         sequences: bool,
         params: Vec<GpuParam>,
         input_grad: bool,
     ) -> GpuResult<Self> {
-        let space = RnnSpace::new(gpu, shape, dtype, RnnAlgo::Standard, RnnForm::Network)?;
-        let sizes: Vec<usize> = params.iter().map(|p| p.len).collect();
-        let pieces = pieces(space.slots(), dtype.size_bytes(), &sizes)?;
         let s = &gpu.stream;
         let size = dtype.size_bytes();
         let bytes = |elems: usize| {
@@ -254,21 +262,56 @@ impl RecurrentGpuLayer {
                 dhy: DeviceBuffer::alloc(s, state)?,
             }),
         };
+        let (zeros, hy, cy) = (
+            zeroed(state)?,
+            DeviceBuffer::alloc(s, state)?,
+            DeviceBuffer::alloc(s, cell)?,
+        );
+        let (dhx, dcx) = (
+            DeviceBuffer::alloc(s, state)?,
+            DeviceBuffer::alloc(s, cell)?,
+        );
+        let (space, picked) = match rnn {
+            RnnChoice::Algo(algo) => (
+                RnnSpace::new(gpu, shape, dtype, algo, RnnForm::Network)?,
+                None,
+            ),
+            RnnChoice::Auto => {
+                let z = zeros.ptr();
+                let states = RnnTensors {
+                    hx: z,
+                    cx: z,
+                    dhy: z,
+                    dcy: z,
+                    hy: hy.ptr(),
+                    cy: cy.ptr(),
+                    dhx: dhx.ptr(),
+                    dcx: dcx.ptr(),
+                    ..RnnTensors::default()
+                };
+                let (space, said) =
+                    pick::fastest_space(gpu, shape, dtype, &states, (x_bytes, y_bytes))?;
+                (space, Some(said))
+            }
+        };
+        let sizes: Vec<usize> = params.iter().map(|p| p.len).collect();
+        let pieces = pieces(space.slots(), dtype.size_bytes(), &sizes)?;
         Ok(RecurrentGpuLayer {
             storage: dtype.storage(),
             params,
             pieces,
-            zeros: zeroed(state)?,
-            hy: DeviceBuffer::alloc(s, state)?,
-            cy: DeviceBuffer::alloc(s, cell)?,
-            dhx: DeviceBuffer::alloc(s, state)?,
-            dcx: DeviceBuffer::alloc(s, cell)?,
+            zeros,
+            hy,
+            cy,
+            dhx,
+            dcx,
             last,
             dx_scratch: match input_grad {
                 true => None,
                 false => Some(DeviceBuffer::alloc(s, x_bytes)?),
             },
             space,
+            picked,
         })
     }
 
@@ -457,8 +500,12 @@ impl<'g> Layer<Cuda<'g>> for RecurrentGpuLayer {
         } else {
             ""
         };
+        let picked = self
+            .picked
+            .as_ref()
+            .map_or(String::new(), |p| format!(" [{p}]"));
         format!(
-            "cudnn RNN v8 {} ({}), batch-major in place{last}; \
+            "cudnn RNN v8 {}{picked} ({}), batch-major in place{last}; \
              {n} {copy}s of the weights in and {n} of their gradients out per step",
             d.algo,
             d.dtype,
@@ -466,6 +513,8 @@ impl<'g> Layer<Cuda<'g>> for RecurrentGpuLayer {
         )
     }
 }
+
+mod pick;
 
 #[cfg(test)]
 mod cudnn_tests;

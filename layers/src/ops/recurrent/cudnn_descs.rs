@@ -15,10 +15,10 @@
 //! passes in [`super::cudnn_space`], `cnnbench rnn`'s problem in
 //! [`super::cudnn_problem`].
 
-use super::cudnn_algos::RnnAlgo;
 use crate::backend::cuda::cudnn::{self, TensorDesc, MAX_TENSOR_ELEMENTS};
 use crate::backend::cuda::error::{check_cudnn, GpuError, GpuResult};
 use crate::backend::cuda::loader::cudnn_sys as sys;
+use crate::backend::cuda::rnn_algo::RnnAlgo;
 use crate::core::DType;
 use cnnbench_kernels::rnn::{Cell, Direction, RnnShape};
 
@@ -64,10 +64,15 @@ pub enum RnnForm {
     Pytorch,
     /// The graph's recurrent layer's: the network's batch-major tensors
     /// (`[mb][t][vector]`, NHWC `[n][1][t][c]`), read and written in place,
-    /// and Keras's one bias per gate. cuDNN's `SINGLE_INP_BIAS` keeps only
-    /// the input GEMM's bias (`b_ih`; the weight-parameter query confirms
-    /// where it lies), so the recurrent one is zero with nothing to hold or
-    /// update, as the CPU's `b_hh`.
+    /// and Keras's one bias per gate. With the standard algorithm cuDNN's
+    /// `SINGLE_INP_BIAS` keeps only the input GEMM's bias (`b_ih`; the
+    /// weight-parameter query confirms where it lies), so the recurrent one
+    /// is zero with nothing to hold or update, as the CPU's `b_hh`. The
+    /// persistent algorithms take two biases only (cuDNN 9.19 refuses
+    /// `SINGLE_INP_BIAS` with them when the descriptor is set): there the
+    /// recurrent bias lies in the weight space as zeros, never written, its
+    /// gradient never read, as PyTorch's Keras-style LSTM freezes `b_hh` at
+    /// zero.
     Network,
 }
 
@@ -81,10 +86,12 @@ impl RnnForm {
         }
     }
 
-    fn bias_mode(self) -> sys::cudnnRNNBiasMode_t {
-        match self {
-            RnnForm::Pytorch => sys::cudnnRNNBiasMode_t::CUDNN_RNN_DOUBLE_BIAS,
-            RnnForm::Network => sys::cudnnRNNBiasMode_t::CUDNN_RNN_SINGLE_INP_BIAS,
+    fn bias_mode(self, algo: RnnAlgo) -> sys::cudnnRNNBiasMode_t {
+        match (self, algo) {
+            (RnnForm::Network, RnnAlgo::Standard) => {
+                sys::cudnnRNNBiasMode_t::CUDNN_RNN_SINGLE_INP_BIAS
+            }
+            _ => sys::cudnnRNNBiasMode_t::CUDNN_RNN_DOUBLE_BIAS,
         }
     }
 
@@ -95,7 +102,8 @@ impl RnnForm {
         }
     }
 
-    /// Whether cuDNN holds a bias on the recurrent (hidden-state) side.
+    /// Whether the recurrent (hidden-state) side has a bias of the
+    /// problem's own, which the weight space holds and the passes use.
     pub fn recurrent_bias(self) -> bool {
         self == RnnForm::Pytorch
     }
@@ -369,7 +377,7 @@ pub(super) fn set_rnn(
             algo.raw(),
             cell_mode(shape.cell),
             // PyTorch's two biases, b_ih and b_hh, or Keras's one.
-            form.bias_mode(),
+            form.bias_mode(algo),
             dir,
             sys::cudnnRNNInputMode_t::CUDNN_LINEAR_INPUT,
             cudnn::data_type(dtype),

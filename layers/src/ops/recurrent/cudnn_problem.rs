@@ -1,10 +1,10 @@
 //! `cnnbench rnn --device gpu`'s problem ([`GpuRnn`]): one RNN on cuDNN
 //! in PyTorch's form, with every tensor it reads and writes.
 
-use super::cudnn_algos::RnnAlgo;
 use super::cudnn_descs::{invalid, RnnDescs, RnnForm};
 use super::cudnn_space::{RnnSpace, RnnTensors};
 use crate::backend::cuda::error::GpuResult;
+use crate::backend::cuda::rnn_algo::RnnAlgo;
 use crate::backend::cuda::{DeviceBuffer, Gpu};
 use crate::core::DType;
 use cnnbench_kernels::rnn::{Cell, RnnShape, Weights};

@@ -3,11 +3,11 @@
 //! them, shared by `cnnbench rnn`'s problem ([`super::cudnn_problem`]) and
 //! the network's recurrent layer ([`super::cuda`]).
 
-use super::cudnn_algos::RnnAlgo;
 use super::cudnn_descs::{empty_tensor_desc, invalid, to_int, RnnDescs, RnnForm};
 use super::cudnn_weights::{lin_layers_in, packed_dims, Slot};
 use crate::backend::cuda::error::{check_cudnn, GpuResult};
 use crate::backend::cuda::loader::cudnn_sys as sys;
+use crate::backend::cuda::rnn_algo::RnnAlgo;
 use crate::backend::cuda::{DeviceBuffer, Gpu};
 use crate::core::DType;
 use cnnbench_kernels::rnn::{Cell, RnnShape, Weights};

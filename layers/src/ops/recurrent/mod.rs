@@ -15,7 +15,6 @@
 
 pub mod cpu;
 pub mod cuda;
-pub mod cudnn_algos;
 pub mod cudnn_descs;
 pub mod cudnn_problem;
 pub mod cudnn_space;

@@ -6,10 +6,10 @@
 use crate::backend::cuda::cudnn;
 use crate::backend::cuda::error::{GpuError, GpuResult};
 use crate::backend::cuda::loader::cudnn_sys as sys;
+use crate::backend::cuda::rnn_algo::RnnAlgo;
 use crate::backend::cuda::Gpu;
 use crate::backend::cuda::{gpu_lib_for_test, no_gpu_for_test};
 use crate::core::DType;
-use crate::ops::recurrent::cudnn_algos::RnnAlgo;
 use crate::ops::recurrent::cudnn_descs::{
     cell_mode, math_type, set_rnn, RnnDataDesc, RnnDesc, RnnDescs, RnnForm,
     CUDNN_RNN_PADDED_IO_DISABLED, CUDNN_RNN_PADDED_IO_ENABLED,
@@ -595,15 +595,24 @@ fn real_libs_cudnn_accepts_the_network_form_of_every_layer() {
         return;
     }
     let mut sets = 0;
-    for (spec, shape) in layer_problems() {
+    // Every algorithm `--rnn-algo auto` may pick: its descriptors are set
+    // the same way (whether cuDNN then runs a persistent one is the GPU's
+    // to say).
+    for ((spec, shape), algo) in layer_problems()
+        .into_iter()
+        .flat_map(|p| super::pick::CANDIDATES.map(|a| (p, a)))
+    {
         for dtype in DType::ALL {
-            let what = format!("{spec:?} {shape:?} {dtype}");
-            let d = RnnDescs::with_form(shape, dtype, RnnAlgo::Standard, RnnForm::Network)
+            let what = format!("{spec:?} {shape:?} {dtype} {algo}");
+            let d = RnnDescs::with_form(shape, dtype, algo, RnnForm::Network)
                 .unwrap_or_else(|e| panic!("{what}: {e}"));
             let want = [
-                RnnAlgo::Standard.raw() as i64,
+                algo.raw() as i64,
                 cell_mode(shape.cell) as i64,
-                sys::cudnnRNNBiasMode_t::CUDNN_RNN_SINGLE_INP_BIAS as i64,
+                match algo {
+                    RnnAlgo::Standard => sys::cudnnRNNBiasMode_t::CUDNN_RNN_SINGLE_INP_BIAS,
+                    _ => sys::cudnnRNNBiasMode_t::CUDNN_RNN_DOUBLE_BIAS,
+                } as i64,
                 spec.bidirectional as i64,
                 sys::cudnnRNNInputMode_t::CUDNN_LINEAR_INPUT as i64,
                 cudnn::data_type(dtype) as i64,
@@ -630,7 +639,7 @@ fn real_libs_cudnn_accepts_the_network_form_of_every_layer() {
             sets += 1;
         }
     }
-    assert_eq!(sets, 10 * 4);
+    assert_eq!(sets, 10 * 4 * 3);
 }
 
 /// cuDNN's own report of where the network form's weights lie (a query

@@ -46,7 +46,7 @@ impl RnnAlgo {
             })
     }
 
-    pub(super) fn raw(self) -> sys::cudnnRNNAlgo_t {
+    pub(crate) fn raw(self) -> sys::cudnnRNNAlgo_t {
         match self {
             RnnAlgo::Standard => sys::cudnnRNNAlgo_t::CUDNN_RNN_ALGO_STANDARD,
             RnnAlgo::PersistStatic => sys::cudnnRNNAlgo_t::CUDNN_RNN_ALGO_PERSIST_STATIC,
