@@ -18,6 +18,7 @@ PATH_FLAGS = OrderedDict([
     ("api-auto", "--api auto"),
     ("fuse-bn-relu", "--fuse-bn=relu"),
     ("rnn-auto", "--rnn-algo auto"),
+    ("rnn-small-h", "--rnn-algo persist-static-small-h"),
     ("all", "--own-kernels --fuse-bn --cuda-graph --api auto --rnn-algo auto"),
     ("all-bnrelu", "--own-kernels --fuse-bn=relu --cuda-graph --api auto --rnn-algo auto"),
     ("own-bn", "--own-bn --fuse-bn"),

@@ -95,8 +95,9 @@
 # same with --fuse-bn=relu, where the own add takes its ReLU), own-bn
 # (--own-bn --fuse-bn: batch norm on the own kernels, taking its ReLU and
 # add in every dtype and layout), own-bn-plain (--own-bn), rnn-auto
-# (--rnn-algo auto: per recurrent layer the fastest of cuDNN's algorithms)
-# and all-own (all with --own-bn); per-layer runs leave
+# (--rnn-algo auto: per recurrent layer the fastest of cuDNN's algorithms),
+# rnn-small-h (--rnn-algo persist-static-small-h, checked: auto may not
+# pick it) and all-own (all with --own-bn); per-layer runs leave
 # out --cuda-graph, which refuses --per-layer. A word of
 # PATHS_STEPS (default "check r50 per-layer keras", in this order; f32,
 # conv and goal on request) names each part:
@@ -1521,6 +1522,7 @@ path_flags() {
         api-auto) echo --api auto ;;
         fuse-bn-relu) echo --fuse-bn=relu ;;
         rnn-auto) echo --rnn-algo auto ;;
+        rnn-small-h) echo --rnn-algo persist-static-small-h ;;
         all-bnrelu) echo --own-kernels --fuse-bn=relu --cuda-graph --api auto --rnn-algo auto ;;
         all) echo --own-kernels --fuse-bn --cuda-graph --api auto --rnn-algo auto ;;
         per-layer-all) echo --own-kernels --fuse-bn --api auto ;;
@@ -1534,7 +1536,7 @@ path_flags() {
 paths() {
     local wanted=" ${PATHS_STEPS:-check r50 per-layer keras} "
     # Every path word `check` checks; most telling first.
-    local singles="all-own own-bn all-bnrelu own-kernels fuse-bn own-bn-plain fuse-bn-relu api-auto rnn-auto cuda-graph api-graph"
+    local singles="all-own own-bn all-bnrelu own-kernels fuse-bn own-bn-plain fuse-bn-relu api-auto rnn-auto rnn-small-h cuda-graph api-graph"
     # The paths the r50 step times alone, both ways, while the budget
     # lasts: those the H200 run of 56f71b5 did not time (own-kernels,
     # fuse-bn, cuda-graph and api-graph alone are in its summary).
