@@ -2,7 +2,11 @@
 //! to right or bidirectional (concatenated), reading the network's
 //! batch-major `[n][t][c]` sequence and writing its `[n][t][dirs·h]`
 //! output in place (`CUDNN_RNN_DATA_LAYOUT_BATCH_MAJOR_UNPACKED`: no
-//! transposes), with Keras's one bias per gate (`SINGLE_INP_BIAS`).
+//! transposes), with Keras's one bias per gate (`SINGLE_INP_BIAS`), on
+//! the algorithm `--rnn-algo` names (standard by default). With
+//! `--rnn-algo auto` ([`pick`]) each algorithm is timed in that layout
+//! and in PyTorch's time-major one behind transposes ([`seq_major`]), and
+//! the fastest kept.
 //!
 //! The parameters are the CPU's tensors (`weight_ih`, `weight_hh`,
 //! `bias_ih` per direction, fp32 master values and gradients). cuDNN wants
@@ -34,6 +38,7 @@ use crate::ops::spec::{NodeCx, OpSpec};
 use cnnbench_kernels::rnn::{Cell, RnnShape};
 use cudarc::driver::sys as drv;
 use cudarc::driver::CudaStream;
+use seq_major::SeqMajor;
 
 /// The recurrent layer of `spec` for the node `cx` on `b`.
 pub fn layer<'g>(
@@ -221,6 +226,8 @@ pub struct RecurrentGpuLayer {
     dx_scratch: Option<DeviceBuffer>,
     /// With `--rnn-algo auto`: what each candidate algorithm did.
     picked: Option<String>,
+    /// The time-major form's views and buffers, where auto picked it.
+    seq: Option<SeqMajor>,
 }
 
 impl RecurrentGpuLayer {
@@ -271,9 +278,10 @@ impl RecurrentGpuLayer {
             DeviceBuffer::alloc(s, state)?,
             DeviceBuffer::alloc(s, cell)?,
         );
-        let (space, picked) = match rnn {
+        let (space, seq, picked) = match rnn {
             RnnChoice::Algo(algo) => (
                 RnnSpace::new(gpu, shape, dtype, algo, RnnForm::Network)?,
+                None,
                 None,
             ),
             RnnChoice::Auto => {
@@ -289,9 +297,8 @@ impl RecurrentGpuLayer {
                     dcx: dcx.ptr(),
                     ..RnnTensors::default()
                 };
-                let (space, said) =
-                    pick::fastest_space(gpu, shape, dtype, &states, (x_bytes, y_bytes))?;
-                (space, Some(said))
+                let p = pick::fastest(gpu, shape, dtype, &states, sequences)?;
+                (p.space, p.seq, Some(p.said))
             }
         };
         let sizes: Vec<usize> = params.iter().map(|p| p.len).collect();
@@ -312,6 +319,7 @@ impl RecurrentGpuLayer {
             },
             space,
             picked,
+            seq,
         })
     }
 
@@ -418,8 +426,9 @@ impl<'g> Layer<Cuda<'g>> for RecurrentGpuLayer {
         };
         // SAFETY: x is the network's `[n][t][c]` and the sequence output
         // (the network's `[n][t][dirs·h]` or ours) as the descriptors
-        // size them; the states are ours, at `dirs·n·h`.
-        unsafe { self.space.forward(cx.gpu, &t)? };
+        // size them; the states are ours, at `dirs·n·h`; `seq` was made
+        // with the space.
+        unsafe { seq_major::forward(cx.gpu, &self.space, self.seq.as_ref(), &t)? };
         if self.last.is_some() {
             self.states_copy(cx, y, self.hy.ptr(), false)?;
         }
@@ -434,6 +443,7 @@ impl<'g> Layer<Cuda<'g>> for RecurrentGpuLayer {
         dy: &[DevPtr],
         dx: &mut [Option<DevPtr>],
     ) -> GpuResult<()> {
+        let dx_wanted = dx.first().copied().flatten().is_some();
         let dx = match (dx.first().copied().flatten(), &self.dx_scratch) {
             (Some(d), _) => d,
             (None, Some(s)) => s.ptr(),
@@ -460,10 +470,7 @@ impl<'g> Layer<Cuda<'g>> for RecurrentGpuLayer {
         };
         // SAFETY: as in `forward`; dx holds the `[n][t][c]` gradient and
         // dy the output sequence's, both as the descriptors size them.
-        unsafe {
-            self.space.backward_data(cx.gpu, &t)?;
-            self.space.backward_weights(cx.gpu, &t)?;
-        }
+        unsafe { seq_major::backward(cx.gpu, &mut self.space, self.seq.as_ref(), &t, dx_wanted)? };
         self.grads_out(cx)
     }
 
@@ -481,6 +488,7 @@ impl<'g> Layer<Cuda<'g>> for RecurrentGpuLayer {
             .as_ref()
             .map_or(0, |l| l.y.bytes() + l.dy_zero.bytes() + l.dhy.bytes());
         self.space.bytes()
+            + self.seq.as_ref().map_or(0, SeqMajor::bytes)
             + [&self.zeros, &self.hy, &self.cy, &self.dhx, &self.dcx]
                 .iter()
                 .map(|b| b.bytes())
@@ -504,8 +512,12 @@ impl<'g> Layer<Cuda<'g>> for RecurrentGpuLayer {
             .picked
             .as_ref()
             .map_or(String::new(), |p| format!(" [{p}]"));
+        let layout = match self.seq {
+            None => "batch-major in place",
+            Some(_) => "time-major, transposed in and out",
+        };
         format!(
-            "cudnn RNN v8 {}{picked} ({}), batch-major in place{last}; \
+            "cudnn RNN v8 {}{picked} ({}), {layout}{last}; \
              {n} {copy}s of the weights in and {n} of their gradients out per step",
             d.algo,
             d.dtype,
@@ -515,6 +527,7 @@ impl<'g> Layer<Cuda<'g>> for RecurrentGpuLayer {
 }
 
 mod pick;
+mod seq_major;
 
 #[cfg(test)]
 mod cudnn_tests;

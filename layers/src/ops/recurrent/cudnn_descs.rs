@@ -74,12 +74,20 @@ pub enum RnnForm {
     /// gradient never read, as PyTorch's Keras-style LSTM freezes `b_hh` at
     /// zero.
     Network,
+    /// [`RnnForm::Network`]'s biases on time-major packed sequences
+    /// (`[t][mb][vector]`), PyTorch's layout: the layer transposes the
+    /// network's batch-major tensors to and from its own buffers around
+    /// the passes (`--rnn-algo auto` times this form beside the other,
+    /// transposes included).
+    NetworkSeqMajor,
 }
 
 impl RnnForm {
     fn layout(self) -> sys::cudnnRNNDataLayout_t {
         match self {
-            RnnForm::Pytorch => sys::cudnnRNNDataLayout_t::CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_PACKED,
+            RnnForm::Pytorch | RnnForm::NetworkSeqMajor => {
+                sys::cudnnRNNDataLayout_t::CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_PACKED
+            }
             RnnForm::Network => {
                 sys::cudnnRNNDataLayout_t::CUDNN_RNN_DATA_LAYOUT_BATCH_MAJOR_UNPACKED
             }
@@ -88,7 +96,7 @@ impl RnnForm {
 
     fn bias_mode(self, algo: RnnAlgo) -> sys::cudnnRNNBiasMode_t {
         match (self, algo) {
-            (RnnForm::Network, RnnAlgo::Standard) => {
+            (RnnForm::Network | RnnForm::NetworkSeqMajor, RnnAlgo::Standard) => {
                 sys::cudnnRNNBiasMode_t::CUDNN_RNN_SINGLE_INP_BIAS
             }
             _ => sys::cudnnRNNBiasMode_t::CUDNN_RNN_DOUBLE_BIAS,
@@ -97,7 +105,7 @@ impl RnnForm {
 
     fn aux_flags(self) -> u32 {
         match self {
-            RnnForm::Pytorch => CUDNN_RNN_PADDED_IO_DISABLED,
+            RnnForm::Pytorch | RnnForm::NetworkSeqMajor => CUDNN_RNN_PADDED_IO_DISABLED,
             RnnForm::Network => CUDNN_RNN_PADDED_IO_ENABLED,
         }
     }

@@ -595,17 +595,29 @@ fn real_libs_cudnn_accepts_the_network_form_of_every_layer() {
         return;
     }
     let mut sets = 0;
-    // Every algorithm `--rnn-algo auto` may pick: its descriptors are set
-    // the same way (whether cuDNN then runs a persistent one is the GPU's
-    // to say).
-    for ((spec, shape), algo) in layer_problems()
-        .into_iter()
-        .flat_map(|p| super::pick::CANDIDATES.map(|a| (p, a)))
-    {
+    // Every algorithm and layout `--rnn-algo auto` may pick: its
+    // descriptors are set the same way (whether cuDNN then runs a
+    // persistent one is the GPU's to say).
+    let forms = [RnnForm::Network, RnnForm::NetworkSeqMajor];
+    for ((spec, shape), algo, form) in layer_problems().into_iter().flat_map(|p| {
+        super::pick::CANDIDATES
+            .into_iter()
+            .flat_map(move |a| forms.map(|f| (p, a, f)))
+    }) {
         for dtype in DType::ALL {
-            let what = format!("{spec:?} {shape:?} {dtype} {algo}");
-            let d = RnnDescs::with_form(shape, dtype, algo, RnnForm::Network)
+            let what = format!("{spec:?} {shape:?} {dtype} {algo} {form:?}");
+            let d = RnnDescs::with_form(shape, dtype, algo, form)
                 .unwrap_or_else(|e| panic!("{what}: {e}"));
+            let (layout, aux) = match form {
+                RnnForm::Network => (
+                    sys::cudnnRNNDataLayout_t::CUDNN_RNN_DATA_LAYOUT_BATCH_MAJOR_UNPACKED,
+                    CUDNN_RNN_PADDED_IO_ENABLED,
+                ),
+                _ => (
+                    sys::cudnnRNNDataLayout_t::CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_PACKED,
+                    CUDNN_RNN_PADDED_IO_DISABLED,
+                ),
+            };
             let want = [
                 algo.raw() as i64,
                 cell_mode(shape.cell) as i64,
@@ -622,14 +634,21 @@ fn real_libs_cudnn_accepts_the_network_form_of_every_layer() {
                 shape.hidden as i64,
                 shape.hidden as i64,
                 1,
-                CUDNN_RNN_PADDED_IO_ENABLED as i64,
+                aux as i64,
                 0,
             ];
             assert_eq!(stored(&d.rnn), want, "{what}");
-            let batch_major = sys::cudnnRNNDataLayout_t::CUDNN_RNN_DATA_LAYOUT_BATCH_MAJOR_UNPACKED;
             let out = spec.directions() * spec.hidden;
             for (desc, vector) in [(&d.x, shape.input), (&d.y, out)] {
-                assert_data_desc(desc, dtype, batch_major, &shape, vector, &what);
+                assert_data_desc(desc, dtype, layout, &shape, vector, &what);
+            }
+            // The time-major form's transposes: both views of each
+            // sequence, accepted as set.
+            if form == RnnForm::NetworkSeqMajor {
+                for vector in [shape.input, out] {
+                    super::seq_major::Transpose::new(dtype, shape.t, shape.mb, vector)
+                        .unwrap_or_else(|e| panic!("{what}: transpose views: {e}"));
+                }
             }
             assert_eq!(
                 packed_dims(&d.h).unwrap_or_else(|e| panic!("{what}: {e}")),
@@ -639,7 +658,7 @@ fn real_libs_cudnn_accepts_the_network_form_of_every_layer() {
             sets += 1;
         }
     }
-    assert_eq!(sets, 10 * 4 * 3);
+    assert_eq!(sets, 10 * 4 * 3 * 2);
 }
 
 /// cuDNN's own report of where the network form's weights lie (a query

@@ -1,0 +1,218 @@
+//! [`RnnForm::NetworkSeqMajor`](super::super::cudnn_descs::RnnForm): the
+//! network's batch-major sequences (`[n][t][c]`) transposed into cuDNN's
+//! time-major packed ones (`[t][n][c]`, PyTorch's layout) and back around
+//! the passes, one `cudnnTransformTensor` per tensor and way, and the
+//! passes of either form behind one pair of calls.
+
+use super::super::cudnn_descs::to_int;
+use super::super::cudnn_space::{RnnSpace, RnnTensors};
+use crate::backend::cuda::cudnn::{self, TensorDesc};
+use crate::backend::cuda::cudnn_ops::SCALARS;
+use crate::backend::cuda::error::{check_cudnn, GpuResult};
+use crate::backend::cuda::loader::cudnn_sys as sys;
+use crate::backend::cuda::{DeviceBuffer, Gpu};
+use crate::core::DType;
+use cnnbench_kernels::rnn::RnnShape;
+use cudarc::driver::sys::CUdeviceptr;
+
+/// Two views of one logical `(t, n, c)` tensor: as the network holds it
+/// (batch-major) and as cuDNN's time-major packed layout does.
+pub(super) struct Transpose {
+    batch_major: TensorDesc,
+    seq_major: TensorDesc,
+}
+
+/// A 4-d descriptor `dims` (the last 1) with `strides`.
+fn strided(dtype: DType, dims: [i32; 4], strides: [i32; 4]) -> GpuResult<TensorDesc> {
+    let mut p = std::ptr::null_mut();
+    // SAFETY: out-pointer to a local.
+    check_cudnn("cudnnCreateTensorDescriptor", unsafe {
+        sys::cudnnCreateTensorDescriptor(&mut p)
+    })?;
+    let desc = TensorDesc(p);
+    // SAFETY: valid descriptor; arrays of 4 ints.
+    check_cudnn("cudnnSetTensorNdDescriptor", unsafe {
+        sys::cudnnSetTensorNdDescriptor(
+            p,
+            cudnn::data_type(dtype),
+            4,
+            dims.as_ptr(),
+            strides.as_ptr(),
+        )
+    })?;
+    Ok(desc)
+}
+
+impl Transpose {
+    /// The views of a `(t, n, c)` sequence tensor in `dtype`.
+    pub(super) fn new(dtype: DType, t: usize, n: usize, c: usize) -> GpuResult<Self> {
+        let call = "cudnnSetTensorNdDescriptor";
+        let (t, n, c) = (
+            to_int(call, "sequence length", t)?,
+            to_int(call, "minibatch", n)?,
+            to_int(call, "vector", c)?,
+        );
+        let dims = [t, n, c, 1];
+        let tc = to_int(call, "a sequence's elements", t as usize * c as usize)?;
+        let nc = to_int(call, "a step's elements", n as usize * c as usize)?;
+        Ok(Transpose {
+            batch_major: strided(dtype, dims, [c, tc, 1, 1])?,
+            seq_major: strided(dtype, dims, [nc, c, 1, 1])?,
+        })
+    }
+
+    /// `dst` (time-major) from `src` (batch-major), or the other way
+    /// round when `to_seq` is false; on the GPU's stream.
+    ///
+    /// # Safety
+    /// Both must hold the tensor in the dtype the views were made for, and
+    /// not overlap.
+    pub(super) unsafe fn run(
+        &self,
+        gpu: &Gpu,
+        to_seq: bool,
+        src: CUdeviceptr,
+        dst: CUdeviceptr,
+    ) -> GpuResult<()> {
+        let (from, to) = match to_seq {
+            true => (&self.batch_major, &self.seq_major),
+            false => (&self.seq_major, &self.batch_major),
+        };
+        // SAFETY: valid handle and descriptors; the caller's buffers.
+        check_cudnn("cudnnTransformTensor", unsafe {
+            sys::cudnnTransformTensor(
+                gpu.cudnn.0,
+                SCALARS.one(),
+                from.0,
+                src as *const std::ffi::c_void,
+                SCALARS.zero(),
+                to.0,
+                dst as *mut std::ffi::c_void,
+            )
+        })
+    }
+}
+
+/// The time-major form's views and buffers: the input sequence (kept from
+/// the forward for the backward) and its gradient, and when the layer
+/// outputs its whole sequence, that sequence and its gradient (otherwise
+/// cuDNN's output sequence is the layer's own buffer, in whatever layout).
+pub(super) struct SeqMajor {
+    x: Transpose,
+    y: Transpose,
+    xs: DeviceBuffer,
+    dxs: DeviceBuffer,
+    ys: Option<(DeviceBuffer, DeviceBuffer)>,
+}
+
+impl SeqMajor {
+    /// For `shape` in `dtype`; `sequences`: whether the layer outputs
+    /// every step.
+    pub(super) fn new(
+        gpu: &Gpu,
+        shape: RnnShape,
+        dtype: DType,
+        sequences: bool,
+    ) -> GpuResult<Self> {
+        let s = &gpu.stream;
+        let size = dtype.size_bytes();
+        let (x_bytes, y_bytes) = (shape.x_len() * size, shape.y_len() * size);
+        Ok(SeqMajor {
+            x: Transpose::new(dtype, shape.t, shape.mb, shape.input)?,
+            y: Transpose::new(dtype, shape.t, shape.mb, shape.output())?,
+            xs: DeviceBuffer::alloc(s, x_bytes)?,
+            dxs: DeviceBuffer::alloc(s, x_bytes)?,
+            ys: match sequences {
+                true => Some((
+                    DeviceBuffer::alloc(s, y_bytes)?,
+                    DeviceBuffer::alloc(s, y_bytes)?,
+                )),
+                false => None,
+            },
+        })
+    }
+
+    pub(super) fn bytes(&self) -> usize {
+        self.xs.bytes()
+            + self.dxs.bytes()
+            + self.ys.as_ref().map_or(0, |(y, dy)| y.bytes() + dy.bytes())
+    }
+}
+
+/// cuDNN's forward on the network's tensors `t` (batch-major `x`, and `y`
+/// when the layer outputs its sequence), through `seq`'s buffers when the
+/// space is time-major.
+///
+/// # Safety
+/// As [`RnnSpace::forward`], `t` in the network's layout; `seq` made for
+/// the space's shape and dtype.
+pub(super) unsafe fn forward(
+    gpu: &Gpu,
+    space: &RnnSpace,
+    seq: Option<&SeqMajor>,
+    t: &RnnTensors,
+) -> GpuResult<()> {
+    // SAFETY: the caller's tensors and `seq`'s own buffers, sized alike.
+    unsafe {
+        let Some(s) = seq else {
+            return space.forward(gpu, t);
+        };
+        s.x.run(gpu, true, t.x, s.xs.ptr())?;
+        let y = s.ys.as_ref().map_or(t.y, |(y, _)| y.ptr());
+        space.forward(
+            gpu,
+            &RnnTensors {
+                x: s.xs.ptr(),
+                y,
+                ..*t
+            },
+        )?;
+        if s.ys.is_some() {
+            s.y.run(gpu, false, y, t.y)?;
+        }
+        Ok(())
+    }
+}
+
+/// cuDNN's backward passes (data, then weights) on the network's tensors
+/// `t`, through `seq`'s buffers when the space is time-major; `dx_wanted`:
+/// whether `t.dx` must receive the input gradient (a time-major space
+/// otherwise leaves it in its own buffer).
+///
+/// # Safety
+/// As [`forward`], after it on the same tensors.
+pub(super) unsafe fn backward(
+    gpu: &Gpu,
+    space: &mut RnnSpace,
+    seq: Option<&SeqMajor>,
+    t: &RnnTensors,
+    dx_wanted: bool,
+) -> GpuResult<()> {
+    // SAFETY: as in `forward`.
+    unsafe {
+        let Some(s) = seq else {
+            space.backward_data(gpu, t)?;
+            return space.backward_weights(gpu, t);
+        };
+        let (y, dy) = match &s.ys {
+            Some((y, dy)) => {
+                s.y.run(gpu, true, t.dy, dy.ptr())?;
+                (y.ptr(), dy.ptr())
+            }
+            None => (t.y, t.dy),
+        };
+        let ts = RnnTensors {
+            x: s.xs.ptr(),
+            y,
+            dy,
+            dx: s.dxs.ptr(),
+            ..*t
+        };
+        space.backward_data(gpu, &ts)?;
+        space.backward_weights(gpu, &ts)?;
+        if dx_wanted {
+            s.x.run(gpu, false, s.dxs.ptr(), t.dx)?;
+        }
+        Ok(())
+    }
+}
