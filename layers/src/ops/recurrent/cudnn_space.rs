@@ -203,6 +203,12 @@ impl RnnSpace {
         &self.weight_space
     }
 
+    /// The weight space, for tests that fill it.
+    #[cfg(test)]
+    pub(crate) fn weight_space_mut(&mut self) -> &mut DeviceBuffer {
+        &mut self.weight_space
+    }
+
     /// The weight gradients, laid out as the weight space.
     pub fn dweight_space(&self) -> &DeviceBuffer {
         &self.dweight_space

@@ -216,3 +216,119 @@ pub(super) unsafe fn backward(
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::cuda::no_gpu_for_test;
+    use crate::backend::cuda::rnn_algo::RnnAlgo;
+    use crate::ops::recurrent::cudnn_descs::RnnForm;
+    use cnnbench_kernels::rnn::{Cell, Direction};
+
+    fn floats(b: &[u8]) -> Vec<f32> {
+        b.chunks_exact(4)
+            .map(|c| f32::from_ne_bytes([c[0], c[1], c[2], c[3]]))
+            .collect()
+    }
+
+    fn bytes(v: &[f32]) -> Vec<u8> {
+        v.iter().flat_map(|x| x.to_ne_bytes()).collect()
+    }
+
+    /// The time-major form behind its transposes computes what the
+    /// batch-major form computes in place: the output sequence, the final
+    /// state, the input gradient and the weight gradient, from the same
+    /// weights, inputs and output gradients (f32, standard algorithm, so
+    /// that both spaces lay their weights out alike).
+    #[test]
+    fn gpu_time_major_form_matches_the_batch_major_one() {
+        let gpu = match Gpu::open() {
+            Ok(g) => g,
+            Err(why) => {
+                no_gpu_for_test(&why);
+                return;
+            }
+        };
+        for (cell, direction) in [
+            (Cell::Lstm, Direction::Concat),
+            (Cell::Gru, Direction::Left2Right),
+        ] {
+            let shape = RnnShape {
+                cell,
+                direction,
+                layers: 1,
+                t: 5,
+                mb: 3,
+                input: 7,
+                hidden: 6,
+            };
+            let dtype = DType::F32;
+            let s = &gpu.stream;
+            let wave = |n: usize, k: f32| -> Vec<f32> {
+                (0..n).map(|i| (i as f32 * k).sin() * 0.5).collect()
+            };
+            let up = |v: &[f32]| DeviceBuffer::from_bytes(s, &bytes(v)).unwrap();
+            let x = up(&wave(shape.x_len(), 0.37));
+            let dy = up(&wave(shape.y_len(), 0.71));
+            let zeros = up(&vec![0.0; shape.state_len()]);
+            let mut outs = Vec::new();
+            for form in [RnnForm::Network, RnnForm::NetworkSeqMajor] {
+                let mut space = RnnSpace::new(&gpu, shape, dtype, RnnAlgo::Standard, form).unwrap();
+                let wb = space.weight_space().bytes() / 4;
+                // The same weights in both: the same algorithm and bias
+                // mode lay them out alike.
+                space
+                    .weight_space_mut()
+                    .upload(&bytes(&wave(wb, 0.13)))
+                    .unwrap();
+                let seq = (form == RnnForm::NetworkSeqMajor)
+                    .then(|| SeqMajor::new(&gpu, shape, dtype, true).unwrap());
+                let alloc = |n: usize| DeviceBuffer::alloc(s, n * 4).unwrap();
+                let (y, dx) = (alloc(shape.y_len()), alloc(shape.x_len()));
+                let (hy, cy, dhx, dcx) = (
+                    alloc(shape.state_len()),
+                    alloc(shape.state_len()),
+                    alloc(shape.state_len()),
+                    alloc(shape.state_len()),
+                );
+                let t = RnnTensors {
+                    x: x.ptr(),
+                    y: y.ptr(),
+                    dx: dx.ptr(),
+                    dy: dy.ptr(),
+                    hx: zeros.ptr(),
+                    cx: zeros.ptr(),
+                    dhy: zeros.ptr(),
+                    dcy: zeros.ptr(),
+                    hy: hy.ptr(),
+                    cy: cy.ptr(),
+                    dhx: dhx.ptr(),
+                    dcx: dcx.ptr(),
+                };
+                // SAFETY: every tensor above is sized for `shape` in f32.
+                unsafe {
+                    forward(&gpu, &space, seq.as_ref(), &t).unwrap();
+                    backward(&gpu, &mut space, seq.as_ref(), &t, true).unwrap();
+                }
+                gpu.synchronize().unwrap();
+                let dw = floats(&space.dweight_space().download().unwrap());
+                outs.push([
+                    floats(&y.download().unwrap()),
+                    floats(&hy.download().unwrap()),
+                    floats(&dx.download().unwrap()),
+                    dw,
+                ]);
+            }
+            for (k, what) in ["y", "hy", "dx", "dw"].iter().enumerate() {
+                let (a, b) = (&outs[0][k], &outs[1][k]);
+                assert_eq!(a.len(), b.len(), "{cell:?} {what}");
+                for (i, (p, q)) in a.iter().zip(b).enumerate() {
+                    assert!(
+                        (p - q).abs() <= 1e-5 * (1.0 + p.abs()),
+                        "{cell:?} {what}[{i}]: batch-major {p}, time-major {q}"
+                    );
+                }
+            }
+        }
+    }
+}
