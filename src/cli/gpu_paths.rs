@@ -38,9 +38,9 @@ pub struct GpuPathArgs {
     pub api: ConvApi,
     /// GPU: the recurrent layers' cuDNN algorithm: standard, persist-static, persist-dynamic,
     /// persist-static-small-h, or auto (per layer, the fastest forward + backward of standard,
-    /// persist-static and persist-static-small-h that cuDNN accepts, timed while planning;
-    /// PyTorch runs LSTMs of hidden size 128 and less on persist-static-small-h); the persistent
-    /// ones not yet run in a network on a GPU
+    /// persist-static and persist-static-small-h, each on batch-major and on time-major
+    /// sequences, that cuDNN accepts, timed while planning; PyTorch runs LSTMs of hidden size
+    /// 128 and less on persist-static-small-h); not yet run in a network on a GPU but standard
     #[arg(long, value_name = "ALGO", default_value = "standard", value_parser = parse_rnn)]
     pub rnn_algo: RnnChoice,
 }

@@ -52,7 +52,8 @@ pub enum RnnChoice {
     Algo(RnnAlgo),
     /// Per layer, the fastest forward + backward of the algorithms cuDNN
     /// accepts for it (standard, persist-static, persist-static-small-h),
-    /// each timed the same way while planning. PyTorch runs its LSTMs of
+    /// each on the network's batch-major sequences and on time-major ones
+    /// behind transposes, each timed the same way while planning. PyTorch runs its LSTMs of
     /// hidden size 128 and less (forward: 192) on persist-static-small-h,
     /// where the network layers had run on standard.
     Auto,
