@@ -83,7 +83,7 @@ pub fn max_fwd(isa: Isa, p: &PoolShape, x: &[f32], y: &mut [f32], argmax: &mut [
 /// the row's `ow · c` outputs and winners.
 type MaxRow = fn(&PoolShape, &[f32], usize, &mut [f32], &mut [u32]);
 
-/// The max-pooling row kernel for `isa`, chosen once per call; the lane
+/// The max-pooling row kernel for `isa`, chosen once per call; the window
 /// kernels are inlined into it, so nothing is called per pixel.
 fn max_row_for(isa: Isa) -> MaxRow {
     match isa {
@@ -91,14 +91,35 @@ fn max_row_for(isa: Isa) -> MaxRow {
         Isa::Avx512 if Isa::Avx512.is_supported() => x86::max_row_avx512,
         #[cfg(target_arch = "x86_64")]
         Isa::Avx2 if Isa::Avx2.is_supported() => x86::max_row_avx2,
-        _ => |p, img, oh, y, am| max_row(p, img, oh, y, am, max_into_scalar),
+        _ => |p, img, oh, y, am| max_row(p, img, oh, y, am, max_window_scalar),
     }
 }
 
-/// The window loops of one output row, over `lanes`: `y = max(y, xs)`
-/// lane by lane over one pixel's channels, recording `pix` where `xs`
-/// won. Keeps the first maximum; a NaN input wins and stays (it must not
-/// be hidden).
+/// One output pixel's window: input rows `r0..r1`, columns `c0..c1` of an
+/// image `iw` pixels wide with `c` channels.
+#[derive(Clone, Copy)]
+struct Window {
+    rows: (usize, usize),
+    cols: (usize, usize),
+    iw: usize,
+    c: usize,
+}
+
+impl Window {
+    /// The window's pixels (`h·iw + w`), row by row.
+    fn pixels(self) -> impl Iterator<Item = usize> {
+        let (c0, c1) = self.cols;
+        (self.rows.0..self.rows.1).flat_map(move |h| (c0..c1).map(move |w| h * self.iw + w))
+    }
+
+    /// The pixel a window with no winner names: its first.
+    fn first(self) -> u32 {
+        (self.rows.0 * self.iw + self.cols.0) as u32
+    }
+}
+
+/// The output row's pixels, each window computed whole by `pixel` (every
+/// channel of one output pixel: its maximum and the pixel that won).
 #[inline(always)]
 fn max_row(
     p: &PoolShape,
@@ -106,38 +127,58 @@ fn max_row(
     oh: usize,
     y: &mut [f32],
     am: &mut [u32],
-    lanes: impl Fn(&mut [f32], &mut [u32], &[f32], u32),
+    pixel: impl Fn(&mut [f32], &mut [u32], &[f32], Window),
 ) {
     let c = p.c;
     let (r0, r1, _) = p.rows(oh);
     for ow in 0..p.ow {
         let (c0, c1, _) = p.cols(ow);
-        let (y, am) = (&mut y[ow * c..ow * c + c], &mut am[ow * c..ow * c + c]);
-        y.fill(f32::NEG_INFINITY);
-        am.fill((r0 * p.iw + c0) as u32);
-        for ih in r0..r1 {
-            for iw in c0..c1 {
-                let pix = ih * p.iw + iw;
-                lanes(y, am, &img[pix * c..pix * c + c], pix as u32);
+        let w = Window {
+            rows: (r0, r1),
+            cols: (c0, c1),
+            iw: p.iw,
+            c,
+        };
+        pixel(
+            &mut y[ow * c..ow * c + c],
+            &mut am[ow * c..ow * c + c],
+            img,
+            w,
+        );
+    }
+}
+
+/// Channels `from..` of one window, lane by lane (the scalar kernel, and
+/// every vector kernel's tail). Keeps the first maximum; a NaN input wins
+/// and stays (it must not be hidden). LLVM does not vectorise this
+/// compare-and-select pair, hence the `std::arch` kernels.
+fn max_window_tail(y: &mut [f32], am: &mut [u32], img: &[f32], w: Window, from: usize) {
+    let (y, am) = (&mut y[from..], &mut am[from..]);
+    y.fill(f32::NEG_INFINITY);
+    am.fill(w.first());
+    for pix in w.pixels() {
+        let xs = &img[pix * w.c + from..pix * w.c + w.c];
+        for ((y, am), &x) in y.iter_mut().zip(am.iter_mut()).zip(xs) {
+            if x > *y || x.is_nan() {
+                *y = x;
+                *am = pix as u32;
             }
         }
     }
 }
 
-/// The scalar lanes (and every kernel's tail). LLVM does not vectorise
-/// this compare-and-select pair, hence the `std::arch` versions.
-fn max_into_scalar(y: &mut [f32], am: &mut [u32], xs: &[f32], pix: u32) {
-    for ((y, am), &x) in y.iter_mut().zip(am.iter_mut()).zip(xs) {
-        if x > *y || x.is_nan() {
-            *y = x;
-            *am = pix;
-        }
-    }
+fn max_window_scalar(y: &mut [f32], am: &mut [u32], img: &[f32], w: Window) {
+    max_window_tail(y, am, img, w, 0)
 }
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use super::{max_into_scalar, max_row, PoolShape};
+    //! Each window in registers: per block of channels, the running
+    //! maximum and its pixel stay in vector registers over the whole
+    //! window and are stored once (the kernel that loaded and stored them
+    //! for every window pixel ran the ResNet-50 stem pool's forward at a
+    //! fifth of the copy bandwidth).
+    use super::{max_row, max_window_tail, PoolShape, Window};
     use std::arch::x86_64::*;
 
     pub fn max_row_avx512(p: &PoolShape, img: &[f32], oh: usize, y: &mut [f32], am: &mut [u32]) {
@@ -153,64 +194,123 @@ mod x86 {
     }
 
     // The closures below are defined inside `#[target_feature]` functions,
-    // so they are compiled with those features and inline the lanes.
+    // so they are compiled with those features and inline the kernels.
     #[target_feature(enable = "avx512f")]
     unsafe fn avx512_max_row(p: &PoolShape, img: &[f32], oh: usize, y: &mut [f32], am: &mut [u32]) {
-        max_row(p, img, oh, y, am, |y, am, xs, pix| {
-            // SAFETY: this function runs only where AVX-512F is present.
-            unsafe { avx512_max_into_f32x16(y, am, xs, pix) }
+        max_row(p, img, oh, y, am, |y, am, img, w| {
+            let mut ch = 0;
+            // SAFETY: AVX-512F is present; each block lies inside the
+            // window's pixels' channels and the output's `c`.
+            unsafe {
+                while ch + 64 <= w.c {
+                    avx512_block::<4>(y, am, img, w, ch);
+                    ch += 64;
+                }
+                while ch + 16 <= w.c {
+                    avx512_block::<1>(y, am, img, w, ch);
+                    ch += 16;
+                }
+            }
+            max_window_tail(y, am, img, w, ch);
         })
     }
 
     #[target_feature(enable = "avx2")]
     unsafe fn avx2_max_row(p: &PoolShape, img: &[f32], oh: usize, y: &mut [f32], am: &mut [u32]) {
-        max_row(p, img, oh, y, am, |y, am, xs, pix| {
-            // SAFETY: this function runs only where AVX2 is present.
-            unsafe { avx2_max_into_f32x8(y, am, xs, pix) }
+        max_row(p, img, oh, y, am, |y, am, img, w| {
+            let mut ch = 0;
+            // SAFETY: AVX2 is present; each block lies inside the window's
+            // pixels' channels and the output's `c`.
+            unsafe {
+                while ch + 32 <= w.c {
+                    avx2_block::<4>(y, am, img, w, ch);
+                    ch += 32;
+                }
+                while ch + 8 <= w.c {
+                    avx2_block::<1>(y, am, img, w, ch);
+                    ch += 8;
+                }
+            }
+            max_window_tail(y, am, img, w, ch);
         })
     }
 
+    /// Channels `ch..ch + 16·N` of one window.
+    ///
+    /// # Safety
+    /// AVX-512F; `ch + 16·N <= w.c`, `y` and `am` hold `w.c` values, `img`
+    /// every pixel of the window.
     #[target_feature(enable = "avx512f")]
-    unsafe fn avx512_max_into_f32x16(y: &mut [f32], am: &mut [u32], xs: &[f32], pix: u32) {
-        let n = xs.len().min(y.len()).min(am.len());
-        let full = n / 16 * 16;
-        let p = _mm512_set1_epi32(pix as i32);
-        for i in (0..full).step_by(16) {
-            // SAFETY: i + 16 <= n for all three slices.
-            unsafe {
-                let x = _mm512_loadu_ps(xs.as_ptr().add(i));
-                let yv = _mm512_loadu_ps(y.as_ptr().add(i));
-                let take = _mm512_cmp_ps_mask::<_CMP_GT_OQ>(x, yv)
+    #[inline]
+    unsafe fn avx512_block<const N: usize>(
+        y: &mut [f32],
+        am: &mut [u32],
+        img: &[f32],
+        w: Window,
+        ch: usize,
+    ) {
+        debug_assert!(ch + 16 * N <= w.c && y.len() >= w.c && am.len() >= w.c);
+        let mut yv = [_mm512_set1_ps(f32::NEG_INFINITY); N];
+        let mut av = [_mm512_set1_epi32(w.first() as i32); N];
+        for pix in w.pixels() {
+            let p = _mm512_set1_epi32(pix as i32);
+            let xp = img[pix * w.c + ch..pix * w.c + ch + 16 * N].as_ptr();
+            for j in 0..N {
+                // SAFETY: 16·N floats from xp were bounds-checked above.
+                let x = unsafe { _mm512_loadu_ps(xp.add(16 * j)) };
+                let take = _mm512_cmp_ps_mask::<_CMP_GT_OQ>(x, yv[j])
                     | _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(x, x);
-                _mm512_storeu_ps(y.as_mut_ptr().add(i), _mm512_mask_mov_ps(yv, take, x));
-                let a = _mm512_loadu_si512(am.as_ptr().add(i).cast());
-                let a = _mm512_mask_mov_epi32(a, take, p);
-                _mm512_storeu_si512(am.as_mut_ptr().add(i).cast(), a);
+                yv[j] = _mm512_mask_mov_ps(yv[j], take, x);
+                av[j] = _mm512_mask_mov_epi32(av[j], take, p);
             }
         }
-        max_into_scalar(&mut y[full..n], &mut am[full..n], &xs[full..n], pix);
+        for j in 0..N {
+            // SAFETY: ch + 16·N <= w.c <= the lengths of y and am.
+            unsafe {
+                _mm512_storeu_ps(y.as_mut_ptr().add(ch + 16 * j), yv[j]);
+                _mm512_storeu_si512(am.as_mut_ptr().add(ch + 16 * j).cast(), av[j]);
+            }
+        }
     }
 
+    /// Channels `ch..ch + 8·N` of one window.
+    ///
+    /// # Safety
+    /// AVX2; `ch + 8·N <= w.c`, `y` and `am` hold `w.c` values, `img`
+    /// every pixel of the window.
     #[target_feature(enable = "avx2")]
-    unsafe fn avx2_max_into_f32x8(y: &mut [f32], am: &mut [u32], xs: &[f32], pix: u32) {
-        let n = xs.len().min(y.len()).min(am.len());
-        let full = n / 8 * 8;
-        let p = _mm256_castsi256_ps(_mm256_set1_epi32(pix as i32));
-        for i in (0..full).step_by(8) {
-            // SAFETY: i + 8 <= n for all three slices.
-            unsafe {
-                let x = _mm256_loadu_ps(xs.as_ptr().add(i));
-                let yv = _mm256_loadu_ps(y.as_ptr().add(i));
+    #[inline]
+    unsafe fn avx2_block<const N: usize>(
+        y: &mut [f32],
+        am: &mut [u32],
+        img: &[f32],
+        w: Window,
+        ch: usize,
+    ) {
+        debug_assert!(ch + 8 * N <= w.c && y.len() >= w.c && am.len() >= w.c);
+        let mut yv = [_mm256_set1_ps(f32::NEG_INFINITY); N];
+        let mut av = [_mm256_castsi256_ps(_mm256_set1_epi32(w.first() as i32)); N];
+        for pix in w.pixels() {
+            let p = _mm256_castsi256_ps(_mm256_set1_epi32(pix as i32));
+            let xp = img[pix * w.c + ch..pix * w.c + ch + 8 * N].as_ptr();
+            for j in 0..N {
+                // SAFETY: 8·N floats from xp were bounds-checked above.
+                let x = unsafe { _mm256_loadu_ps(xp.add(8 * j)) };
                 let take = _mm256_or_ps(
-                    _mm256_cmp_ps::<_CMP_GT_OQ>(x, yv),
+                    _mm256_cmp_ps::<_CMP_GT_OQ>(x, yv[j]),
                     _mm256_cmp_ps::<_CMP_UNORD_Q>(x, x),
                 );
-                _mm256_storeu_ps(y.as_mut_ptr().add(i), _mm256_blendv_ps(yv, x, take));
-                let a = _mm256_loadu_ps(am.as_ptr().add(i).cast());
-                _mm256_storeu_ps(am.as_mut_ptr().add(i).cast(), _mm256_blendv_ps(a, p, take));
+                yv[j] = _mm256_blendv_ps(yv[j], x, take);
+                av[j] = _mm256_blendv_ps(av[j], p, take);
             }
         }
-        max_into_scalar(&mut y[full..n], &mut am[full..n], &xs[full..n], pix);
+        for j in 0..N {
+            // SAFETY: ch + 8·N <= w.c <= the lengths of y and am.
+            unsafe {
+                _mm256_storeu_ps(y.as_mut_ptr().add(ch + 8 * j), yv[j]);
+                _mm256_storeu_ps(am.as_mut_ptr().add(ch + 8 * j).cast(), av[j]);
+            }
+        }
     }
 }
 
@@ -384,9 +484,14 @@ mod tests {
 
     #[test]
     fn every_isas_max_lanes_keep_ties_first_and_nans() {
-        // One output over a 1x5 window of 37 channels: full vectors of 16
-        // and 8 and a tail on every ISA.
-        let c = 37;
+        // One output over a 1x5 window: blocks of four vectors, single
+        // vectors and a tail on every ISA.
+        for c in [37, 45, 77, 141] {
+            every_isas_max_lanes_agree(c);
+        }
+    }
+
+    fn every_isas_max_lanes_agree(c: usize) {
         let p = PoolShape {
             mb: 1,
             c,
