@@ -104,6 +104,30 @@ def per_layer_section(logs):
     return lines + ["", "(Every layer's bytes, GB/s and roofline columns: `per-layer.md` in the logs.)", ""]
 
 
+def bilstm_section(logs):
+    """imdb-bilstm per layer on cuDNN's standard RNN algorithm and with --rnn-algo auto: each
+    layer's times, and what the recurrent layer ran (its kernels column names auto's candidates)."""
+    runs = []
+    for name, label in (("per_layer_bilstm", "standard"), ("per_layer_bilstm_auto", "--rnn-algo auto")):
+        doc = s.load_json(os.path.join(logs, name + ".out"))
+        recs = doc.get("records", []) if isinstance(doc, dict) else []
+        rec = next((r for r in recs if r.get("layers")), None)
+        if rec is not None:
+            runs.append((label, rec))
+    if not runs:
+        return []
+    lines = ["## imdb-bilstm f32, batch 128, per layer: standard against `--rnn-algo auto`", "",
+             "`model imdb-bilstm --per-layer` (--iters 20); the step is the median, each layer's "
+             "forward + backward its median.", "",
+             "| run | step ms | layer | fwd ms | bwd ms | kernels |", "|---|---:|---|---:|---:|---|"]
+    for label, rec in runs:
+        step = s.fmt_opt_ms((rec.get("total_ms") or {}).get("median"))
+        for lay in rec["layers"]:
+            lines.append(f"| {label} | {step} | {lay.get('name')} | {lay.get('forward_ms') or 0:.3f} | "
+                         f"{lay.get('backward_ms') or 0:.3f} | {lay.get('kernels') or ''} |")
+    return lines + [""]
+
+
 def paths(logs):
     lines = s.header(logs, "cnnbench GPU verification, issue 28's paths (`scripts/gpu/verify.sh paths`)")
     torch = s.read(os.path.join(logs, "torch.txt")).strip().splitlines()
@@ -132,6 +156,7 @@ def paths(logs):
     lines += runs_table(runs, "f32", "ResNet-50 f32, batch 64: the legacy API against the faster of both per layer",
                         "default (legacy), --api auto, --api auto, default.")
     lines += per_layer_section(logs)
+    lines += bilstm_section(logs)
     gpu = st.get("gpu", ("", "", ""))
     fails = s.failed_steps(logs)
     skips = s.skipped_steps(logs)

@@ -81,6 +81,27 @@ class PathsSummary(unittest.TestCase):
         self.assertIn("| bn | 26.00 | - | 16.00 |", text)
         self.assertIn("with the own batch norm 32.00 ms", text)
 
+    def test_bilstm_per_layer_runs_have_a_table(self):
+        import json
+
+        def per_layer(ms, kernels):
+            return json.dumps({"records": [{"total_ms": {"median": ms}, "layers": [
+                {"name": "bidirectional_1", "kind": "recurrent", "forward_ms": ms / 3,
+                 "backward_ms": ms / 3, "kernels": kernels}]}]})
+
+        with tempfile.TemporaryDirectory() as d:
+            write_logs(d, [("p_default_r50_1", [row(50)])])
+            with open(os.path.join(d, "steps.tsv"), "a") as f:
+                for name, ms, k in [("per_layer_bilstm", 3.0, "cudnn RNN v8 standard"),
+                                    ("per_layer_bilstm_auto", 1.5, "cudnn RNN v8 persist-static-small-h [auto of ...]")]:
+                    f.write(f"{name}\tok\t10\t\n")
+                    with open(os.path.join(d, name + ".out"), "w") as out:
+                        out.write(per_layer(ms, k))
+            text = "\n".join(summary_paths.paths(d))
+        self.assertIn("| standard | 3.0000 | bidirectional_1 | 1.000 | 1.000 | cudnn RNN v8 standard |", text)
+        self.assertIn("| --rnn-algo auto | 1.5000 | bidirectional_1 | 0.500 | 0.500 | cudnn RNN v8 "
+                      "persist-static-small-h [auto of ...] |", text)
+
     def test_a_run_that_is_not_ok_has_no_time(self):
         with tempfile.TemporaryDirectory() as d:
             write_logs(d, [("p_default_r50_1", [row(50)]), ("p_fuse-bn_r50_1", [row("", "OOM")])])

@@ -202,6 +202,13 @@ fn paths_tested() -> Vec<GpuPaths> {
             fuse_bn: true,
             ..on
         },
+        // Each recurrent layer on the fastest of cuDNN's algorithms and
+        // layouts (alone, so that a persistent kernel's failure is its
+        // own).
+        GpuPaths {
+            rnn: RnnChoice::Auto,
+            ..on
+        },
         // The batch norms take their ReLUs only, the adds theirs.
         GpuPaths {
             own_kernels: true,

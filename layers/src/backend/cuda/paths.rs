@@ -146,7 +146,7 @@ const OPEN: &[(&str, &str)] = &[
     ),
     (
         "rnn-*",
-        "cuDNN's persistent RNN algorithms have not run in a network on a GPU",
+        "cuDNN's persistent RNN algorithms and the time-major transposes have not run in a network on a GPU",
     ),
 ];
 

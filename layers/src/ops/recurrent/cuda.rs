@@ -2,11 +2,13 @@
 //! to right or bidirectional (concatenated), reading the network's
 //! batch-major `[n][t][c]` sequence and writing its `[n][t][dirs·h]`
 //! output in place (`CUDNN_RNN_DATA_LAYOUT_BATCH_MAJOR_UNPACKED`: no
-//! transposes), with Keras's one bias per gate (`SINGLE_INP_BIAS`), on
-//! the algorithm `--rnn-algo` names (standard by default). With
-//! `--rnn-algo auto` ([`pick`]) each algorithm is timed in that layout
-//! and in PyTorch's time-major one behind transposes ([`seq_major`]), and
-//! the fastest kept.
+//! transposes), with Keras's one bias per gate, on the algorithm
+//! `--rnn-algo` names (standard by default; `SINGLE_INP_BIAS`, and with
+//! a persistent algorithm two biases, the recurrent one zeros that no
+//! parameter maps to). A persistent algorithm cuDNN refuses in that
+//! layout runs on PyTorch's time-major one behind transposes
+//! ([`seq_major`]); with `--rnn-algo auto` ([`pick`]) each algorithm is
+//! timed in both layouts and the fastest kept.
 //!
 //! The parameters are the CPU's tensors (`weight_ih`, `weight_hh`,
 //! `bias_ih` per direction, fp32 master values and gradients). cuDNN wants
@@ -29,6 +31,7 @@ use super::cudnn_weights::Slot;
 use crate::backend::cuda::backend::{Cuda, DevPtr, GpuCtx, GpuParam, HostOrder};
 use crate::backend::cuda::error::{check_driver, driver};
 use crate::backend::cuda::paths::RnnChoice;
+use crate::backend::cuda::rnn_algo::RnnAlgo;
 use crate::backend::cuda::{DeviceBuffer, Gpu, GpuResult};
 use crate::core::backend::Layer;
 use crate::core::dtype::Storage;
@@ -70,6 +73,35 @@ pub fn layer<'g>(
     Ok(Some(Box::new(l)))
 }
 
+/// The space of an algorithm `--rnn-algo` names: on the network's
+/// batch-major sequences, or where cuDNN refuses a persistent algorithm
+/// there, on time-major ones behind transposes; refused in one line when
+/// cuDNN takes it in neither layout.
+fn named_space(
+    gpu: &Gpu,
+    shape: RnnShape,
+    dtype: DType,
+    algo: RnnAlgo,
+    sequences: bool,
+) -> GpuResult<(RnnSpace, Option<SeqMajor>)> {
+    let batch_major = match RnnSpace::new(gpu, shape, dtype, algo, RnnForm::Network) {
+        Ok(space) => return Ok((space, None)),
+        Err(e) if algo == RnnAlgo::Standard => return Err(e),
+        Err(e) => e,
+    };
+    let time_major = RnnSpace::new(gpu, shape, dtype, algo, RnnForm::NetworkSeqMajor)
+        .and_then(|space| Ok((space, Some(SeqMajor::new(gpu, shape, dtype, sequences)?))));
+    time_major.map_err(|e| {
+        Error::invalid(
+            "--rnn-algo",
+            format!(
+                "{algo}: cuDNN refuses it for this layer in either layout: \
+                 batch-major: {batch_major}; time-major: {e}"
+            ),
+        )
+    })
+}
+
 /// A run of one parameter's elements that lies contiguously in the
 /// weight space.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -106,6 +138,8 @@ fn pieces(slots: &[Slot], elem: usize, sizes: &[usize]) -> GpuResult<Vec<Piece>>
                 len: b.len(),
             }),
             (None, _) => {}
+            // A guard: the network's forms name no recurrent bias, so
+            // `find_slots` gives none.
             (Some(_), true) => {
                 return Err(Error::invalid(
                     call,
@@ -279,11 +313,10 @@ impl RecurrentGpuLayer {
             DeviceBuffer::alloc(s, cell)?,
         );
         let (space, seq, picked) = match rnn {
-            RnnChoice::Algo(algo) => (
-                RnnSpace::new(gpu, shape, dtype, algo, RnnForm::Network)?,
-                None,
-                None,
-            ),
+            RnnChoice::Algo(algo) => {
+                let (space, seq) = named_space(gpu, shape, dtype, algo, sequences)?;
+                (space, seq, None)
+            }
             RnnChoice::Auto => {
                 let z = zeros.ptr();
                 let states = RnnTensors {
@@ -297,7 +330,7 @@ impl RecurrentGpuLayer {
                     dcx: dcx.ptr(),
                     ..RnnTensors::default()
                 };
-                let p = pick::fastest(gpu, shape, dtype, &states, sequences)?;
+                let p = pick::fastest(gpu, shape, dtype, &states, sequences, input_grad)?;
                 (p.space, p.seq, Some(p.said))
             }
         };
@@ -313,7 +346,8 @@ impl RecurrentGpuLayer {
             dhx,
             dcx,
             last,
-            dx_scratch: match input_grad {
+            // The time-major form's own buffer takes an unwanted gradient.
+            dx_scratch: match input_grad || seq.is_some() {
                 true => None,
                 false => Some(DeviceBuffer::alloc(s, x_bytes)?),
             },
@@ -447,6 +481,8 @@ impl<'g> Layer<Cuda<'g>> for RecurrentGpuLayer {
         let dx = match (dx.first().copied().flatten(), &self.dx_scratch) {
             (Some(d), _) => d,
             (None, Some(s)) => s.ptr(),
+            // Unused: the time-major form leaves it in its own buffer.
+            (None, None) if self.seq.is_some() => 0,
             (None, None) => {
                 return Err(Error::invalid(
                     "recurrent backward",

@@ -120,8 +120,9 @@ impl RnnSpace {
     /// Asks cuDNN where each matrix and bias of [`lin_layers_in`] lies in
     /// the weight space, and checks that it holds them in the shapes
     /// expected (a mismatch would scramble the weights silently). A bias
-    /// the form expects must be there: in [`RnnForm::Network`] this is
-    /// where cuDNN's single bias is confirmed to be the input GEMM's.
+    /// the form expects must be there: in the network's forms this is
+    /// where cuDNN's input bias (its only one with the standard algorithm)
+    /// is confirmed to be the input GEMM's.
     fn find_slots(&self, gpu: &Gpu) -> GpuResult<Vec<Slot>> {
         let call = "cudnnGetRNNWeightParams";
         let (m_desc, b_desc) = (empty_tensor_desc()?, empty_tensor_desc()?);

@@ -44,8 +44,11 @@ pub fn lin_layers(shape: &RnnShape) -> Vec<LinLayer> {
 
 /// Every matrix and bias of `shape`'s weight space held in `form`, as
 /// cuDNN should report them through `cudnnGetRNNWeightParams`, in order of
-/// pseudo-layer and `linLayerID`. Without a recurrent bias
-/// ([`RnnForm::Network`]) the recurrent matrices have none (`bias` 0).
+/// pseudo-layer and `linLayerID`. Without a recurrent bias of the
+/// problem's own ([`RnnForm::Network`], [`RnnForm::NetworkSeqMajor`]) the
+/// recurrent matrices have none here (`bias` 0): cuDNN holds none with the
+/// standard algorithm, and with a persistent one holds zeros that no
+/// slot names, so nothing writes or reads them.
 ///
 /// The gate order is the same in cuDNN and PyTorch, so gate `g`'s matrix
 /// is rows `g·h..(g+1)·h` of PyTorch's `weight_ih`/`weight_hh`. cuDNN's
@@ -89,8 +92,8 @@ pub fn lin_layers_in(shape: &RnnShape, form: RnnForm) -> Vec<LinLayer> {
 pub struct Slot {
     pub lin: LinLayer,
     pub matrix: usize,
-    /// `None` for a matrix without a bias (the recurrent ones in
-    /// [`RnnForm::Network`]).
+    /// `None` for a matrix without a bias of the problem's own (the
+    /// recurrent ones in the network's forms).
     pub bias: Option<usize>,
 }
 

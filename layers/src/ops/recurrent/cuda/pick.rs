@@ -43,14 +43,19 @@ pub(super) struct Picked {
 /// The fastest candidate for `shape` in `dtype`. `states` gives the state
 /// tensors (`hx`, `cx`, `dhy`, `dcy` zeros; `hy`, `cy`, `dhx`, `dcx`
 /// writable); the sequences are scratch made here; `sequences`: whether
-/// the layer outputs every step. The standard algorithm failing in the
-/// network's layout is an error; any other candidate is skipped.
+/// the layer outputs every step; `input_grad`: whether the network wants
+/// the input's gradient (a time-major candidate transposes it only then).
+/// The standard algorithm failing in the network's layout is an error; any
+/// other candidate that cuDNN refuses, or that runs out of memory, is
+/// skipped, unless the GPU then fails to synchronise (an error from a
+/// kernel poisons the context: that is an error too).
 pub(super) fn fastest(
     gpu: &Gpu,
     shape: RnnShape,
     dtype: DType,
     states: &RnnTensors,
     sequences: bool,
+    input_grad: bool,
 ) -> GpuResult<Picked> {
     let s = &gpu.stream;
     let size = dtype.size_bytes();
@@ -73,15 +78,25 @@ pub(super) fn fastest(
         ..*states
     };
     let events = gpu.event_pair()?;
-    let seq = SeqMajor::new(gpu, shape, dtype, sequences)?;
-    let mut best: Option<(RnnSpace, RnnForm, f64)> = None;
     let mut said = Vec::new();
+    // The time-major form's buffers; without them only the batch-major
+    // candidates run.
+    let seq = SeqMajor::new(gpu, shape, dtype, sequences)
+        .map_err(|e| said.push(format!("time-major refused ({}: {})", e.call, e.status)))
+        .ok();
+    let mut best: Option<(RnnSpace, RnnForm, f64)> = None;
     for form in FORMS {
         let layout = match form {
             RnnForm::NetworkSeqMajor => " time-major",
             _ => "",
         };
-        let seq = (form == RnnForm::NetworkSeqMajor).then_some(&seq);
+        let seq = match form {
+            RnnForm::NetworkSeqMajor => match &seq {
+                Some(s) => Some(s),
+                None => continue,
+            },
+            _ => None,
+        };
         for algo in CANDIDATES {
             let timed = RnnSpace::new(gpu, shape, dtype, algo, form).and_then(|mut space| {
                 let ms = events.lowest_time(gpu, &mut || {
@@ -90,7 +105,7 @@ pub(super) fn fastest(
                     // and `seq` were made for the same shape on this GPU.
                     unsafe {
                         seq_major::forward(gpu, &space, seq, &t)?;
-                        seq_major::backward(gpu, &mut space, seq, &t, true)
+                        seq_major::backward(gpu, &mut space, seq, &t, input_grad)
                     }
                 })?;
                 Ok((space, ms))
@@ -104,8 +119,11 @@ pub(super) fn fastest(
                 }
                 Err(e) if algo == RnnAlgo::Standard && form == RnnForm::Network => return Err(e),
                 Err(e) => {
+                    // A refusal leaves nothing behind; a failed kernel
+                    // would leave the context unusable.
+                    gpu.synchronize()?;
                     let status = e.status.split(':').next().unwrap_or_default().trim();
-                    said.push(format!("{algo}{layout} refused ({status})"));
+                    said.push(format!("{algo}{layout} refused ({}: {status})", e.call));
                 }
             }
         }
@@ -113,7 +131,7 @@ pub(super) fn fastest(
     let (space, form, _) = best.expect("the standard algorithm ran or returned an error");
     Ok(Picked {
         space,
-        seq: (form == RnnForm::NetworkSeqMajor).then_some(seq),
+        seq: seq.filter(|_| form == RnnForm::NetworkSeqMajor),
         said: format!("auto of {}", said.join(", ")),
     })
 }
