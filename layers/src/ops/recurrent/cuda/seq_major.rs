@@ -4,7 +4,7 @@
 //! the passes, one `cudnnTransformTensor` per tensor and way, and the
 //! passes of either form behind one pair of calls.
 
-use super::super::cudnn_descs::to_int;
+use super::super::cudnn_descs::{empty_tensor_desc, to_int};
 use super::super::cudnn_space::{RnnSpace, RnnTensors};
 use crate::backend::cuda::cudnn::{self, TensorDesc};
 use crate::backend::cuda::cudnn_ops::SCALARS;
@@ -24,16 +24,11 @@ pub(super) struct Transpose {
 
 /// A 4-d descriptor `dims` (the last 1) with `strides`.
 fn strided(dtype: DType, dims: [i32; 4], strides: [i32; 4]) -> GpuResult<TensorDesc> {
-    let mut p = std::ptr::null_mut();
-    // SAFETY: out-pointer to a local.
-    check_cudnn("cudnnCreateTensorDescriptor", unsafe {
-        sys::cudnnCreateTensorDescriptor(&mut p)
-    })?;
-    let desc = TensorDesc(p);
+    let desc = empty_tensor_desc()?;
     // SAFETY: valid descriptor; arrays of 4 ints.
     check_cudnn("cudnnSetTensorNdDescriptor", unsafe {
         sys::cudnnSetTensorNdDescriptor(
-            p,
+            desc.0,
             cudnn::data_type(dtype),
             4,
             dims.as_ptr(),
