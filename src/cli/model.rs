@@ -204,7 +204,8 @@ pub fn run(mut args: ModelArgs) -> Result<ExitCode> {
     if let (Some(why), false) = (&cpu_why, args.quiet) {
         note!("cnnbench: device auto: {why}; using the CPU");
     }
-    if let Some(line) = paths.unverified_note() {
+    let recurrent = graphs.iter().any(|g| g.has_recurrent());
+    if let Some(line) = paths.unverified_note_for(recurrent) {
         note!("cnnbench: {line}");
     }
     if gpu.is_none() && (dtype != DType::F32 || layout != Layout::Nhwc) {

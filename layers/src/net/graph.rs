@@ -158,6 +158,11 @@ impl Graph {
         s.shape(self.nodes[n.inputs[0]].out, n.out, mb)
     }
 
+    /// Whether a layer is recurrent (what `--rnn-algo` changes).
+    pub fn has_recurrent(&self) -> bool {
+        self.nodes.iter().any(|n| matches!(n.op, Op::Recurrent(_)))
+    }
+
     /// Whether a layer runs in the NHWC layout only (recurrent layers: a
     /// sequence's features innermost, as cuDNN's RNN API reads them).
     pub fn nhwc_only(&self) -> bool {

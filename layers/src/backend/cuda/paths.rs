@@ -204,7 +204,21 @@ impl GpuPaths {
     /// The one line a run taking a path with something open prints, or
     /// `None`.
     pub fn unverified_note(&self) -> Option<String> {
-        let names = self.names();
+        self.unverified_note_for(true)
+    }
+
+    /// [`GpuPaths::unverified_note`] for a run whose models have recurrent
+    /// layers or not (`--rnn-algo` changes nothing in the latter, so it
+    /// leaves nothing open there).
+    pub fn unverified_note_for(&self, recurrent: bool) -> Option<String> {
+        let paths = match recurrent {
+            true => *self,
+            false => GpuPaths {
+                rnn: RnnChoice::default(),
+                ..*self
+            },
+        };
+        let names = paths.names();
         let open: Vec<String> = OPEN
             .iter()
             .filter_map(|(pattern, what)| {
@@ -263,6 +277,14 @@ mod tests {
             ..GpuPaths::default()
         };
         assert_eq!(graph_only.unverified_note(), None);
+        // Without recurrent layers `--rnn-algo` leaves nothing open.
+        let rnn_only = GpuPaths {
+            rnn: RnnChoice::Auto,
+            ..graph_only
+        };
+        assert!(rnn_only.unverified_note().is_some());
+        assert_eq!(rnn_only.unverified_note_for(false), None);
+        assert!(!all.unverified_note_for(false).unwrap().contains("rnn-"));
     }
 
     #[test]
