@@ -99,8 +99,9 @@
 # rnn-small-h (--rnn-algo persist-static-small-h, checked: auto may not
 # pick it) and all-own (all with --own-bn); per-layer runs leave
 # out --cuda-graph, which refuses --per-layer. A word of
-# PATHS_STEPS (default "check r50 per-layer keras", in this order; f32,
-# conv and goal on request) names each part:
+# PATHS_STEPS (default "check r50 per-layer keras"; f32, conv and goal on
+# request) names each part; they run in the order check, goal, r50,
+# per-layer's first part, keras, per-layer's second part, f32, conv:
 #   check     side by side, at most JOBS=8 at once: the layers crate's GPU
 #             tests (backend_tests runs every body on each path and on all
 #             of them); `check --device gpu --batch 2` on resnet50,
@@ -124,17 +125,18 @@
 #             --cuda-graph, all, PyTorch, PyTorch, all, --cuda-graph,
 #             default.
 #   f32       ResNet-50 f32 batch 64: --api legacy against --api auto, ABBA.
-#   per-layer info's measured device copy against the nominal bandwidth
-#             (60-102%); `model resnet50 --per-layer` at f16, batch 256
-#             (--iters 10), default, with --own-kernels --fuse-bn --api
-#             auto, and with --own-kernels --own-bn --fuse-bn --api auto:
-#             the bytes, GB/s and roofline columns of each layer;
-#             imdb-fasttext at batch 128 f32 per layer with and without
-#             --own-kernels (its global average pooling), imdb-bilstm at
-#             batch 128 f32 per layer with and without --rnn-algo auto;
-#             pytorch_model.py --profile on the
-#             same ResNet-50 step and imdb-bilstm step (per-op device
-#             time).
+#   per-layer first part: info's measured device copy against the
+#             nominal bandwidth (60-102%); `model resnet50 --per-layer` at
+#             f16, batch 256 (--iters 10), default and with --own-kernels
+#             --own-bn --fuse-bn --api auto: the bytes, GB/s and roofline
+#             columns of each layer; imdb-fasttext at batch 128 f32 per
+#             layer with --own-kernels (its global average pooling);
+#             imdb-bilstm at batch 128 f32 per layer with and without
+#             --rnn-algo auto. Second part (after keras, with what the
+#             budget leaves): ResNet-50 with --own-kernels --fuse-bn --api
+#             auto, imdb-fasttext without --own-kernels (both measured
+#             at 56f71b5), then pytorch_model.py --profile on the same
+#             imdb-bilstm and ResNet-50 steps (per-op device time).
 #   goal      not in the default list (a call of its own, PATHS_STEPS=goal):
 #             issue 28's goal table past f16 NHWC, ResNet-50 with `all`
 #             (or GOAL_PATH, e.g. all-own) beside PyTorch in ABBA order
@@ -1703,7 +1705,7 @@ paths() {
             # What the later steps need of the budget: the singles stop
             # short of it.
             local reserve=20
-            want per-layer && reserve=$((reserve + 200))
+            want per-layer && reserve=$((reserve + 110))
             want keras && reserve=$((reserve + 70))
             for p in $timed; do
                 [ "$(left)" -lt $((reserve + 20)) ] && break
@@ -1716,9 +1718,11 @@ paths() {
             done
         fi
     fi
-    if want per-layer && gpu_or_skip bandwidth per_layer_default per_layer_paths per_layer_own \
-        per_layer_fasttext_default per_layer_fasttext_own per_layer_bilstm per_layer_bilstm_auto pt_profile \
-        pt_profile_bilstm; then
+    # per-layer, first part: what this run's paths need to be judged (the
+    # bandwidth, the default and own batch norm steps, the two models the
+    # Keras goal waits on); the rest after keras.
+    if want per-layer && gpu_or_skip bandwidth per_layer_default per_layer_own per_layer_fasttext_own \
+        per_layer_bilstm per_layer_bilstm_auto; then
         rerun_hint=per-layer
         # The measured copy against the nominal bandwidth (info.json, read
         # at the start): within 60-102%.
@@ -1729,33 +1733,21 @@ assert 0.6 * b["nominal_gbs"] < b["measured_gbs"] <= 1.02 * b["nominal_gbs"], b'
         run per_layer_default 20 90 "$bin" model resnet50 --device gpu --batch 256 --dtype f16 --layout nhwc \
             --warmup 3 --iters 10 --per-layer --format json "${store[@]}" -q
         # shellcheck disable=SC2046
-        run per_layer_paths 20 90 "$bin" model resnet50 --device gpu --batch 256 --dtype f16 --layout nhwc \
-            --warmup 3 --iters 10 --per-layer --format json "${store[@]}" -q $(path_flags per-layer-all)
-        # shellcheck disable=SC2046
         run per_layer_own 20 90 "$bin" model resnet50 --device gpu --batch 256 --dtype f16 --layout nhwc \
             --warmup 3 --iters 10 --per-layer --format json "${store[@]}" -q $(path_flags per-layer-own)
-        # imdb-fasttext's step is its global average pooling's backward:
-        # cuDNN's (3.0 ms on the H200) against --own-kernels' gather.
-        run per_layer_fasttext_default 10 60 "$bin" model imdb-fasttext --device gpu --batch 128 --dtype f32 \
-            --warmup 3 --iters 20 --per-layer --format json "${store[@]}" -q
+        # imdb-fasttext's step was its global average pooling's backward:
+        # cuDNN's (3.0 ms on the H200), against --own-kernels' gather.
         run per_layer_fasttext_own 10 60 "$bin" model imdb-fasttext --device gpu --batch 128 --dtype f32 \
             --warmup 3 --iters 20 --per-layer --format json "${store[@]}" -q --own-kernels
         # imdb-bilstm trailed PyTorch (0.81x with --cuda-graph on the
-        # H200): its layers against PyTorch's ops below, on cuDNN's
-        # standard algorithm and with --rnn-algo auto (PyTorch runs an LSTM
-        # of hidden size 64 on persist-static-small-h; cuDNN's RNN also
-        # reads cnnbench's batch-major sequence, PyTorch's time-major one).
+        # H200): its layers on cuDNN's standard algorithm and with
+        # --rnn-algo auto (PyTorch runs an LSTM of hidden size 64 on
+        # persist-static-small-h; cuDNN's RNN also reads cnnbench's
+        # batch-major sequence, PyTorch's time-major one).
         run per_layer_bilstm 10 60 "$bin" model imdb-bilstm --device gpu --batch 128 --dtype f32 \
             --warmup 3 --iters 20 --per-layer --format json "${store[@]}" -q
         run per_layer_bilstm_auto 10 60 "$bin" model imdb-bilstm --device gpu --batch 128 --dtype f32 \
             --warmup 3 --iters 20 --per-layer --format json "${store[@]}" -q --rnn-algo auto
-        # PyTorch's own per-op device time of the same steps, for a layer by
-        # layer comparison (three tables on stderr).
-        pt_ready pt_profile && run pt_profile 40 150 "$py" "$root/scripts/peers/pytorch_model.py" resnet50 \
-            --device cuda --batch 256 --dtype f16 --layout nhwc --warmup 3 --iters 10 --profile
-        pt_ready pt_profile_bilstm && run pt_profile_bilstm 15 60 "$py" \
-            "$root/scripts/peers/pytorch_model.py" imdb-bilstm --device cuda --batch 128 --dtype f32 \
-            --warmup 3 --iters 20 --profile
     fi
     if want keras && gpu_or_skip keras_paths; then
         rerun_hint=keras
@@ -1771,6 +1763,23 @@ assert 0.6 * b["nominal_gbs"] < b["measured_gbs"] <= 1.02 * b["nominal_gbs"], b'
             p_run p_cuda-graph_keras_2 cuda-graph "$keras" 128 f32
             p_run p_default_keras_2 default "$keras" 128 f32
         fi
+    fi
+    # per-layer, second part, with what the budget leaves: the paths
+    # without --own-bn and fasttext without --own-kernels (both measured
+    # at 56f71b5 already), then PyTorch's own per-op device time of the
+    # same steps (three tables on stderr), imdb-bilstm's first.
+    if want per-layer && gpu_or_skip per_layer_paths per_layer_fasttext_default pt_profile_bilstm pt_profile; then
+        rerun_hint=per-layer
+        # shellcheck disable=SC2046
+        run per_layer_paths 20 90 "$bin" model resnet50 --device gpu --batch 256 --dtype f16 --layout nhwc \
+            --warmup 3 --iters 10 --per-layer --format json "${store[@]}" -q $(path_flags per-layer-all)
+        run per_layer_fasttext_default 10 60 "$bin" model imdb-fasttext --device gpu --batch 128 --dtype f32 \
+            --warmup 3 --iters 20 --per-layer --format json "${store[@]}" -q
+        pt_ready pt_profile_bilstm && run pt_profile_bilstm 15 60 "$py" \
+            "$root/scripts/peers/pytorch_model.py" imdb-bilstm --device cuda --batch 128 --dtype f32 \
+            --warmup 3 --iters 20 --profile
+        pt_ready pt_profile && run pt_profile 40 150 "$py" "$root/scripts/peers/pytorch_model.py" resnet50 \
+            --device cuda --batch 256 --dtype f16 --layout nhwc --warmup 3 --iters 10 --profile
     fi
     if want f32 && gpu_or_skip f32_api; then
         rerun_hint=f32
