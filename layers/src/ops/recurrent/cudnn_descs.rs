@@ -275,14 +275,19 @@ pub(super) fn empty_tensor_desc() -> GpuResult<TensorDesc> {
 
 /// A packed 3-d tensor `[a][b][c]` (the states: `[layers·dirs][mb][h]`).
 fn tensor3(dtype: DType, dims: [i32; 3]) -> GpuResult<TensorDesc> {
+    strided_tensor(dtype, &dims, &[dims[1] * dims[2], dims[2], 1])
+}
+
+/// A tensor of `dims` with `strides` (as many of each, 3 to 8).
+pub(super) fn strided_tensor(dtype: DType, dims: &[i32], strides: &[i32]) -> GpuResult<TensorDesc> {
+    assert_eq!(dims.len(), strides.len(), "a stride per dimension");
     let desc = empty_tensor_desc()?;
-    let strides = [dims[1] * dims[2], dims[2], 1];
-    // SAFETY: valid descriptor; arrays of 3 ints.
+    // SAFETY: valid descriptor; `dims` and `strides` hold `len` ints each.
     check_cudnn("cudnnSetTensorNdDescriptor", unsafe {
         sys::cudnnSetTensorNdDescriptor(
             desc.0,
             cudnn::data_type(dtype),
-            3,
+            dims.len() as i32,
             dims.as_ptr(),
             strides.as_ptr(),
         )

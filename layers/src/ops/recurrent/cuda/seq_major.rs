@@ -4,9 +4,9 @@
 //! the passes, one `cudnnTransformTensor` per tensor and way, and the
 //! passes of either form behind one pair of calls.
 
-use super::super::cudnn_descs::{empty_tensor_desc, to_int};
+use super::super::cudnn_descs::{strided_tensor, to_int};
 use super::super::cudnn_space::{RnnSpace, RnnTensors};
-use crate::backend::cuda::cudnn::{self, TensorDesc};
+use crate::backend::cuda::cudnn::TensorDesc;
 use crate::backend::cuda::cudnn_ops::SCALARS;
 use crate::backend::cuda::error::{check_cudnn, GpuResult};
 use crate::backend::cuda::loader::cudnn_sys as sys;
@@ -22,22 +22,6 @@ pub(super) struct Transpose {
     seq_major: TensorDesc,
 }
 
-/// A 4-d descriptor `dims` (the last 1) with `strides`.
-fn strided(dtype: DType, dims: [i32; 4], strides: [i32; 4]) -> GpuResult<TensorDesc> {
-    let desc = empty_tensor_desc()?;
-    // SAFETY: valid descriptor; arrays of 4 ints.
-    check_cudnn("cudnnSetTensorNdDescriptor", unsafe {
-        sys::cudnnSetTensorNdDescriptor(
-            desc.0,
-            cudnn::data_type(dtype),
-            4,
-            dims.as_ptr(),
-            strides.as_ptr(),
-        )
-    })?;
-    Ok(desc)
-}
-
 impl Transpose {
     /// The views of a `(t, n, c)` sequence tensor in `dtype`.
     pub(super) fn new(dtype: DType, t: usize, n: usize, c: usize) -> GpuResult<Self> {
@@ -51,8 +35,8 @@ impl Transpose {
         let tc = to_int(call, "a sequence's elements", t as usize * c as usize)?;
         let nc = to_int(call, "a step's elements", n as usize * c as usize)?;
         Ok(Transpose {
-            batch_major: strided(dtype, dims, [c, tc, 1, 1])?,
-            seq_major: strided(dtype, dims, [nc, c, 1, 1])?,
+            batch_major: strided_tensor(dtype, &dims, &[c, tc, 1, 1])?,
+            seq_major: strided_tensor(dtype, &dims, &[nc, c, 1, 1])?,
         })
     }
 
