@@ -190,9 +190,11 @@ impl EventPair {
     /// warm-up run: how every candidate is timed while planning (a legacy
     /// convolution algorithm against a graph plan, one RNN algorithm
     /// against another), so that they compare on the same footing.
-    pub fn lowest_time(&self, gpu: &Gpu, run: &mut dyn FnMut() -> GpuResult<()>) -> GpuResult<f64> {
+    pub fn lowest_time(&self, run: &mut dyn FnMut() -> GpuResult<()>) -> GpuResult<f64> {
         run()?;
-        gpu.synchronize()?;
+        self.stream
+            .synchronize()
+            .map_err(|e| driver("cuStreamSynchronize", e))?;
         let mut best = f64::INFINITY;
         for _ in 0..TUNE_RUNS {
             best = best.min(self.time::<GpuError>(run)?);

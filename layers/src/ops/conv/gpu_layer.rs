@@ -208,7 +208,7 @@ impl<'g> Layer<Cuda<'g>> for ConvGpuLayer {
                         let events = cx.gpu.event_pair()?;
                         // SAFETY: the layer's own tensors and the search
                         // workspace, which FindEx's algorithm ran in.
-                        let legacy_ms = events.lowest_time(cx.gpu, &mut || unsafe {
+                        let legacy_ms = events.lowest_time(&mut || unsafe {
                             d.run(h, dir, algo, None, &ptrs, search)
                         });
                         // A legacy run that fails to time leaves the plan.

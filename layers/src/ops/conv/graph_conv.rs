@@ -143,7 +143,7 @@ pub fn time_plans(
         let pack = VariantPack::new(&ids, &ptrs, ws.ptr)?;
         // SAFETY: the caller's tensors are sized for this problem and
         // dtype; the workspace holds what the plan needs (checked above).
-        let ms = events.lowest_time(gpu, &mut || unsafe { plan.execute(&gpu.cudnn, &pack) });
+        let ms = events.lowest_time(&mut || unsafe { plan.execute(&gpu.cudnn, &pack) });
         times.push(ms.ok());
     }
     Ok(times)

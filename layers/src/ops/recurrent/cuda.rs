@@ -102,6 +102,28 @@ fn named_space(
     })
 }
 
+/// The state tensors of every pass: `zeros` as the initial states and the
+/// cell state's gradient, `dhy` as the final state's gradient, and the
+/// buffers cuDNN writes (`hy`, `cy`, `dhx`, `dcx`).
+fn state_tensors(
+    zeros: &DeviceBuffer,
+    [hy, cy, dhx, dcx]: [&DeviceBuffer; 4],
+    dhy: DevPtr,
+) -> RnnTensors {
+    let z = zeros.ptr();
+    RnnTensors {
+        hx: z,
+        cx: z,
+        dcy: z,
+        dhy,
+        hy: hy.ptr(),
+        cy: cy.ptr(),
+        dhx: dhx.ptr(),
+        dcx: dcx.ptr(),
+        ..RnnTensors::default()
+    }
+}
+
 /// A run of one parameter's elements that lies contiguously in the
 /// weight space.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -318,18 +340,7 @@ impl RecurrentGpuLayer {
                 (space, seq, None)
             }
             RnnChoice::Auto => {
-                let z = zeros.ptr();
-                let states = RnnTensors {
-                    hx: z,
-                    cx: z,
-                    dhy: z,
-                    dcy: z,
-                    hy: hy.ptr(),
-                    cy: cy.ptr(),
-                    dhx: dhx.ptr(),
-                    dcx: dcx.ptr(),
-                    ..RnnTensors::default()
-                };
+                let states = state_tensors(&zeros, [&hy, &cy, &dhx, &dcx], zeros.ptr());
                 let p = pick::fastest(gpu, shape, dtype, &states, sequences, input_grad)?;
                 (p.space, p.seq, Some(p.said))
             }
@@ -364,18 +375,8 @@ impl RecurrentGpuLayer {
     /// The tensors of every pass but the sequences: zero initial states,
     /// the layer's own final states and state gradients.
     fn states(&self) -> RnnTensors {
-        let z = self.zeros.ptr();
-        RnnTensors {
-            hx: z,
-            cx: z,
-            dcy: z,
-            dhy: self.last.as_ref().map_or(z, |l| l.dhy.ptr()),
-            hy: self.hy.ptr(),
-            cy: self.cy.ptr(),
-            dhx: self.dhx.ptr(),
-            dcx: self.dcx.ptr(),
-            ..RnnTensors::default()
-        }
+        let dhy = self.last.as_ref().map_or(self.zeros.ptr(), |l| l.dhy.ptr());
+        state_tensors(&self.zeros, [&self.hy, &self.cy, &self.dhx, &self.dcx], dhy)
     }
 
     /// The parameters into cuDNN's weight space, in the run's dtype.

@@ -99,7 +99,7 @@ pub(super) fn fastest(
         };
         for algo in CANDIDATES {
             let timed = RnnSpace::new(gpu, shape, dtype, algo, form).and_then(|mut space| {
-                let ms = events.lowest_time(gpu, &mut || {
+                let ms = events.lowest_time(&mut || {
                     // SAFETY: the sequences are sized for `shape` in
                     // `dtype` above, the states by the caller; the space
                     // and `seq` were made for the same shape on this GPU.
