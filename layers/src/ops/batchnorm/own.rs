@@ -9,7 +9,7 @@
 use super::fused::BnFused;
 use super::kernels::{BnBwdArgs, BnFwdArgs, BnShape, STAT_ROWS};
 use crate::backend::cuda::backend::{Cuda, DevPtr, GpuCtx, GpuParam};
-use crate::backend::cuda::{DeviceBuffer, Gpu, GpuResult};
+use crate::backend::cuda::{DeviceBuffer, Gpu, GpuError, GpuResult};
 use crate::core::backend::{Layer, ReluFusion};
 use crate::core::DType;
 
@@ -25,8 +25,11 @@ pub struct OwnBatchNormGpuLayer {
     /// forward's scale and shift (the fused ReLU's mask in the backward
     /// pass) and the backward's coefficients.
     stats: DeviceBuffer,
-    /// The reductions' partial sums.
-    part: DeviceBuffer,
+    /// Bytes of the reductions' partial sums, which live in the shared
+    /// workspace: each pass's launches fill and empty them, so one buffer
+    /// serves every layer (77 MiB over ResNet-50's batch norms at 256
+    /// when each held its own).
+    part_bytes: usize,
     /// It may take what follows it (`--fuse-bn`).
     may_fuse: bool,
     /// The forward applies the ReLU (a fused ReLU, or the add's).
@@ -59,7 +62,7 @@ impl OwnBatchNormGpuLayer {
             running_mean: f32s(0.0, c)?,
             running_var: f32s(1.0, c)?,
             stats: f32s(0.0, STAT_ROWS * c)?,
-            part: f32s(0.0, shape.part_floats())?,
+            part_bytes: 4 * shape.part_floats(),
             may_fuse,
             relu_fwd: false,
             bwd: BnFused::None,
@@ -67,8 +70,39 @@ impl OwnBatchNormGpuLayer {
     }
 }
 
+impl OwnBatchNormGpuLayer {
+    /// The partial sums' place in the shared workspace, which `plan` asked
+    /// to hold them.
+    fn part(&self, cx: &GpuCtx) -> GpuResult<DevPtr> {
+        if cx.workspace.bytes < self.part_bytes {
+            return Err(GpuError {
+                call: "own batch norm",
+                status: format!(
+                    "the shared workspace holds {} bytes, the partial sums need {}: the layer ran before the network planned it",
+                    cx.workspace.bytes, self.part_bytes
+                ),
+                oom: false,
+            });
+        }
+        Ok(cx.workspace.ptr as DevPtr)
+    }
+}
+
 impl<'g> Layer<Cuda<'g>> for OwnBatchNormGpuLayer {
+    /// Nothing to choose: the partial sums' bytes, from the shared workspace.
+    fn plan(
+        &mut self,
+        _cx: &mut GpuCtx<'g>,
+        _x: &[DevPtr],
+        _y: DevPtr,
+        _dy: Option<DevPtr>,
+        _dx: &mut [Option<DevPtr>],
+    ) -> GpuResult<usize> {
+        Ok(self.part_bytes)
+    }
+
     fn forward(&mut self, cx: &mut GpuCtx<'g>, x: &[DevPtr], y: DevPtr) -> GpuResult<()> {
+        let part = self.part(cx)?;
         let a = BnFwdArgs {
             x: x[0],
             z: (self.bwd == BnFused::AddRelu).then(|| x[1]),
@@ -77,14 +111,16 @@ impl<'g> Layer<Cuda<'g>> for OwnBatchNormGpuLayer {
             beta: self.beta.value.ptr(),
             run_mean: self.running_mean.ptr(),
             run_var: self.running_var.ptr(),
-            part: self.part.ptr(),
+            part,
             st: self.stats.ptr(),
             eps: self.eps,
             momentum: self.momentum,
             relu: self.relu_fwd,
         };
         // SAFETY: x, y (and z) hold the layer's tensor, the parameters and
-        // running averages c floats, stats and part their sizes.
+        // running averages c floats, stats its size, and the shared
+        // workspace at least the partial sums' (checked by `part`), which
+        // nothing else uses while these launches run on the stream.
         unsafe { cx.kernels.bn_fwd(&cx.gpu.stream, &self.shape, &a) }
     }
 
@@ -96,6 +132,7 @@ impl<'g> Layer<Cuda<'g>> for OwnBatchNormGpuLayer {
         dy: &[DevPtr],
         dx: &mut [Option<DevPtr>],
     ) -> GpuResult<()> {
+        let part = self.part(cx)?;
         let a = BnBwdArgs {
             x: x[0],
             dy: dy[0],
@@ -108,7 +145,7 @@ impl<'g> Layer<Cuda<'g>> for OwnBatchNormGpuLayer {
             gamma: self.gamma.value.ptr(),
             dgamma: self.gamma.grad.ptr(),
             dbeta: self.beta.grad.ptr(),
-            part: self.part.ptr(),
+            part,
             st: self.stats.ptr(),
             mode: self.bwd,
         };
@@ -149,10 +186,8 @@ impl<'g> Layer<Cuda<'g>> for OwnBatchNormGpuLayer {
     }
 
     fn scratch_bytes(&self) -> usize {
-        self.running_mean.bytes()
-            + self.running_var.bytes()
-            + self.stats.bytes()
-            + self.part.bytes()
+        // The partial sums are in the shared workspace, counted once.
+        self.running_mean.bytes() + self.running_var.bytes() + self.stats.bytes()
     }
 
     fn kernels(&self) -> String {
