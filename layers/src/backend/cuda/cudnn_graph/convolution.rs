@@ -46,6 +46,7 @@ pub fn tensor_specs(
         dims,
         layout,
         alignment,
+        is_virtual: false,
     };
     [
         t(X, [p.mb, p.ic, p.ih, p.iw]),
@@ -119,6 +120,27 @@ fn op_attrs(dir: Direction) -> (Kind, [Attr; 6]) {
     }
 }
 
+/// The finalized operation of direction `dir` over `[x, w, y]` (in
+/// [`op_attrs`]' order: the gradients stand where their tensors do) and
+/// the convolution descriptor `conv`: output = 1·conv + 0·output.
+pub fn operation(
+    dir: Direction,
+    [x, w, y]: [&Descriptor; 3],
+    conv: &Descriptor,
+) -> GpuResult<Descriptor> {
+    let (kind, [ax, aw, ay, ac, alpha, beta]) = op_attrs(dir);
+    let mut op = Descriptor::new(kind)?;
+    op.set_descs(ax, &[x])?;
+    op.set_descs(aw, &[w])?;
+    op.set_descs(ay, &[y])?;
+    op.set_descs(ac, &[conv])?;
+    // Float scalars, as for fp32 compute (double only for double).
+    op.set_f32(alpha, 1.0)?;
+    op.set_f32(beta, 0.0)?;
+    op.finalize()?;
+    Ok(op)
+}
+
 impl ConvOperation {
     /// Direction `dir` of `p` in `dtype` and `layout`, its pointers
     /// aligned to `alignment` bytes; output = 1·conv + 0·output.
@@ -133,16 +155,7 @@ impl ConvOperation {
         let [x, w, y] = tensor_specs(p, dtype, layout, alignment).map(|t| t.build());
         let tensors = [x?, w?, y?];
         let conv = conv_descriptor(geometry)?;
-        let (kind, [ax, aw, ay, ac, alpha, beta]) = op_attrs(dir);
-        let mut op = Descriptor::new(kind)?;
-        op.set_descs(ax, &[&tensors[0]])?;
-        op.set_descs(aw, &[&tensors[1]])?;
-        op.set_descs(ay, &[&tensors[2]])?;
-        op.set_descs(ac, &[&conv])?;
-        // Float scalars, as for fp32 compute (double only for double).
-        op.set_f32(alpha, 1.0)?;
-        op.set_f32(beta, 0.0)?;
-        op.finalize()?;
+        let op = operation(dir, [&tensors[0], &tensors[1], &tensors[2]], &conv)?;
         Ok(ConvOperation {
             dir,
             dtype,

@@ -15,6 +15,10 @@
 //! - [`engine`]: the operation graph, cuDNN's heuristics (mode A, then the
 //!   fallback list) and what each engine configuration is: its numerical
 //!   notes and its name (engine id and knobs).
+//! - [`pointwise`]: pointwise operations (scale, shift, ReLU) and the
+//!   statistics one, and [`norm_conv`]: the NormConv forward of runtime
+//!   fusion built from them (batch norm and ReLU in a convolution's
+//!   prologue, the next batch norm's statistics in its epilogue).
 //! - [`plan`]: execution plans (an engine configuration finalized on a
 //!   handle, with its workspace) and variant packs (the device pointers),
 //!   and the call that runs them.
@@ -26,7 +30,9 @@
 pub mod convolution;
 pub mod descriptor;
 pub mod engine;
+pub mod norm_conv;
 pub mod plan;
+pub mod pointwise;
 pub mod tensor;
 #[cfg(test)]
 mod tests;

@@ -18,6 +18,9 @@ pub struct TensorSpec {
     pub layout: Layout,
     /// Bytes every pointer bound to it is aligned to.
     pub alignment: usize,
+    /// Passed between the operations of one graph, never in memory (no
+    /// pointer binds it).
+    pub is_virtual: bool,
 }
 
 /// The strides of dense `dims` (N, C, H, W) in `layout`: NCHW is
@@ -70,7 +73,7 @@ impl TensorSpec {
             Attr::CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT,
             to_i64(self.alignment)?,
         )?;
-        d.set_bool(Attr::CUDNN_ATTR_TENSOR_IS_VIRTUAL, false)?;
+        d.set_bool(Attr::CUDNN_ATTR_TENSOR_IS_VIRTUAL, self.is_virtual)?;
         d.finalize()?;
         Ok(d)
     }

@@ -209,3 +209,56 @@ fn real_libs_statuses_by_name() {
     assert_eq!(status_name(3000), "CUDNN_STATUS_NOT_SUPPORTED");
     assert!(status_name(3002).starts_with("CUDNN_STATUS_NOT_SUPPORTED"));
 }
+
+/// ResNet-50's NormConv shapes (1x1 and 3x3, stride 1 and 2): every
+/// operation of the fused forward finalizes in f16 and bf16 without a
+/// GPU, and what runtime fusion cannot take is refused in one line.
+#[test]
+fn real_libs_norm_conv_operations_finalize_without_a_gpu() {
+    use super::norm_conv::{refusal, NormConvFwd};
+    if !cudnn_here() {
+        return;
+    }
+    let [r50, grouped] = shapes();
+    let one_by_one = ConvShape {
+        kh: 1,
+        kw: 1,
+        ph: 0,
+        pw: 0,
+        sh: 1,
+        sw: 1,
+        oh: 56,
+        ow: 56,
+        oc: 256,
+        ..r50
+    };
+    for p in [r50, one_by_one] {
+        for dtype in [DType::F16, DType::Bf16] {
+            let nc = NormConvFwd::new(&p, &geometry(&p), dtype, 16)
+                .unwrap_or_else(|e| panic!("{dtype} {p:?}: {e}"));
+            assert_eq!(nc.ops().len(), 5);
+            assert_eq!(
+                nc.ops()[3].kind(),
+                Kind::CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR
+            );
+            assert_eq!(
+                nc.ops()[4].kind(),
+                Kind::CUDNN_BACKEND_OPERATION_GEN_STATS_DESCRIPTOR
+            );
+        }
+    }
+    for (p, dtype, layout, word) in [
+        (r50, DType::F32, Layout::Nhwc, "f16 or bf16"),
+        (r50, DType::Tf32, Layout::Nhwc, "f16 or bf16"),
+        (r50, DType::F16, Layout::Nchw, "NHWC"),
+        (grouped, DType::F16, Layout::Nhwc, "one"),
+    ] {
+        let why = refusal(&p, dtype, layout).expect("refused");
+        assert!(why.contains(word) && !why.contains('\n'), "{why}");
+    }
+    let e = NormConvFwd::new(&grouped, &geometry(&grouped), DType::F16, 16)
+        .err()
+        .expect("a grouped convolution is refused");
+    let e = e.to_string();
+    assert!(e.contains("NormConv graph") && !e.contains('\n'), "{e}");
+}
