@@ -462,6 +462,9 @@ pub fn first_usable(
 #[cfg(test)]
 #[path = "graph_tests.rs"]
 mod graph_tests;
+#[cfg(test)]
+#[path = "norm_conv_tests.rs"]
+mod norm_conv_tests;
 
 #[cfg(test)]
 mod tests {

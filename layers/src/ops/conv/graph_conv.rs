@@ -83,42 +83,65 @@ impl ConvGraph {
         h: &CudnnHandle,
         workspace_limit: usize,
     ) -> GpuResult<(Vec<ExecutionPlan>, Vec<Refused>)> {
-        let (mut plans, mut refused) = (Vec::new(), Vec::new());
-        let mut refuse = |name: String, status: &str, ws| {
-            refused.push(Refused {
-                name,
-                status: status.into(),
-                workspace_bytes: ws,
-            })
-        };
-        for cfg in engine_configs(&self.graph)? {
-            if plans.len() == MAX_CANDIDATES {
-                break;
-            }
-            if let Some(why) = refused_by(self.dtype, &cfg.notes) {
-                refuse(cfg.name(), why, None);
-                continue;
-            }
-            // Each layer plans its own directions: an engine compiled at
-            // run time (its behaviour note) could cost seconds per layer
-            // and direction while planning.
-            if cfg.runtime_compiled {
-                refuse(cfg.name(), "compiles at run time", None);
-                continue;
-            }
-            let name = cfg.name();
-            match ExecutionPlan::new(h, cfg) {
-                Ok(p) if p.workspace_bytes > workspace_limit => {
-                    refuse(name, "over workspace limit", Some(p.workspace_bytes))
-                }
-                Ok(p) => plans.push(p),
-                Err(e) if not_supported(&e) => refuse(name, "not supported", None),
-                Err(e) if e.oom => refuse(name, "out of memory", None),
-                Err(e) => return Err(e),
-            }
-        }
-        Ok((plans, refused))
+        // Each layer plans its own directions: an engine compiled at run
+        // time (its behaviour note) could cost seconds per layer and
+        // direction while planning.
+        candidates(
+            h,
+            &self.graph,
+            self.dtype,
+            workspace_limit,
+            false,
+            MAX_CANDIDATES,
+        )
     }
+}
+
+/// The plans of `graph` to try, best guess first (at most `most`; maybe
+/// none), and the configurations refused on the way: what `dtype`
+/// refuses, what does not finalize or fit `workspace_limit`, and, unless
+/// `runtime_compiled`, the engines that compile their kernels at run
+/// time.
+pub fn candidates(
+    h: &CudnnHandle,
+    graph: &OperationGraph,
+    dtype: DType,
+    workspace_limit: usize,
+    runtime_compiled: bool,
+    most: usize,
+) -> GpuResult<(Vec<ExecutionPlan>, Vec<Refused>)> {
+    let (mut plans, mut refused) = (Vec::new(), Vec::new());
+    let mut refuse = |name: String, status: &str, ws| {
+        refused.push(Refused {
+            name,
+            status: status.into(),
+            workspace_bytes: ws,
+        })
+    };
+    for cfg in engine_configs(graph)? {
+        if plans.len() == most {
+            break;
+        }
+        if let Some(why) = refused_by(dtype, &cfg.notes) {
+            refuse(cfg.name(), why, None);
+            continue;
+        }
+        if cfg.runtime_compiled && !runtime_compiled {
+            refuse(cfg.name(), "compiles at run time", None);
+            continue;
+        }
+        let name = cfg.name();
+        match ExecutionPlan::new(h, cfg) {
+            Ok(p) if p.workspace_bytes > workspace_limit => {
+                refuse(name, "over workspace limit", Some(p.workspace_bytes))
+            }
+            Ok(p) => plans.push(p),
+            Err(e) if not_supported(&e) => refuse(name, "not supported", None),
+            Err(e) if e.oom => refuse(name, "out of memory", None),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok((plans, refused))
 }
 
 /// Each plan's lowest time in ms over [`crate::backend::cuda::EventPair::lowest_time`]'s runs

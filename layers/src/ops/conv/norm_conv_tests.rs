@@ -1,0 +1,96 @@
+//! NormConv's forward on a GPU against the host reference: a 1x1 and a
+//! 3x3 stride-2 shape of ResNet-50's kind (channels in multiples of 8),
+//! f16 and bf16, the fastest plan of those runtime fusion offers. Needs a
+//! handle, hence a GPU; skips without one. What runs without one is in
+//! `backend::cuda::cudnn_graph::tests`. Under `cuda` so that the GPU test
+//! filters (`::cuda`) select it.
+
+use crate::backend::cuda::{no_gpu_for_test, Gpu};
+use crate::core::DType;
+use crate::ops::conv::norm_conv::{reference, GpuNormConv, NormConvInputs};
+use cnnbench_kernels::conv::reference::rel_l2_error;
+use cnnbench_kernels::conv::ConvShape;
+use cnnbench_kernels::rng::fill_uniform;
+
+fn shapes() -> [ConvShape; 2] {
+    let one = ConvShape {
+        mb: 2,
+        g: 1,
+        ic: 32,
+        ih: 8,
+        iw: 8,
+        oc: 64,
+        oh: 8,
+        ow: 8,
+        kh: 1,
+        kw: 1,
+        sh: 1,
+        sw: 1,
+        ph: 0,
+        pw: 0,
+        dh: 0,
+        dw: 0,
+    };
+    let three = ConvShape {
+        ic: 64,
+        oc: 32,
+        ih: 9,
+        iw: 9,
+        oh: 5,
+        ow: 5,
+        kh: 3,
+        kw: 3,
+        sh: 2,
+        sw: 2,
+        ph: 1,
+        pw: 1,
+        ..one
+    };
+    [one, three]
+}
+
+#[test]
+fn norm_conv_matches_the_reference() {
+    let gpu = match Gpu::open() {
+        Ok(g) => g,
+        Err(e) => return no_gpu_for_test(&e),
+    };
+    for p in shapes() {
+        for dtype in [DType::F16, DType::Bf16] {
+            let what = format!("k{} {dtype}", p.kh);
+            let mut v = [
+                vec![0.0; p.src_len()],
+                vec![0.0; p.wei_len()],
+                vec![0.0; p.ic],
+                vec![0.0; p.ic],
+            ];
+            for (i, t) in v.iter_mut().enumerate() {
+                fill_uniform(t, 40 + i as u64, 1.0);
+                dtype.round_in_place(t);
+            }
+            let [x, w, scale, shift] = &v;
+            let inp = NormConvInputs { x, w, scale, shift };
+            let want = reference(&p, &inp);
+            let mut nc =
+                GpuNormConv::new(&gpu, &p, dtype, &inp).unwrap_or_else(|e| panic!("{what}: {e}"));
+            let planned = nc.plan(256 << 20).unwrap_or_else(|e| panic!("{what}: {e}"));
+            let (name, ms) = nc.chosen().expect("planned");
+            eprintln!("{what}: {name} {ms:.4} ms; {planned:?}");
+            nc.poison().unwrap();
+            nc.run().unwrap_or_else(|e| panic!("{what}: {e}"));
+            let got = nc.download().unwrap();
+            // The convolution's inputs are rounded to the dtype inside the
+            // engine (the reference keeps the activation in f32), and its
+            // output is stored in the dtype.
+            let tol = if dtype == DType::Bf16 { 5e-2 } else { 1e-2 };
+            for (field, g, w) in [
+                ("y", &got.y, &want.y),
+                ("sum", &got.sum, &want.sum),
+                ("sqsum", &got.sqsum, &want.sqsum),
+            ] {
+                let e = rel_l2_error(g, w);
+                assert!(e <= tol, "{what} {name}: {field} error {e} over {tol}");
+            }
+        }
+    }
+}
