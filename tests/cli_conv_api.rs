@@ -1,6 +1,7 @@
 //! `conv --api`: legacy is the default and leaves CPU runs as they were;
 //! graph is GPU only, refused in one line (exit 2) on a run that lands on
-//! the CPU; an unknown API is refused by name.
+//! the CPU; an unknown API is refused by name. `--norm-conv` too is GPU
+//! only.
 
 use std::process::{Command, Output};
 
@@ -46,6 +47,20 @@ fn graph_is_refused_on_the_cpu_and_unknown_apis_by_name() {
         &cnnbench(&["model", "mnist-mlp", "--api", "auto", "--device", "cpu"]),
         "--api auto: GPU only: add --device gpu",
     );
+}
+
+/// `--norm-conv` (NormConv's fused forward) is GPU only: one line on a
+/// run that lands on the CPU, whether asked for or chosen by auto.
+#[test]
+fn norm_conv_is_refused_on_the_cpu() {
+    one_line(
+        &cnnbench(&["conv", P, "--norm-conv", "--device", "cpu"]),
+        "--norm-conv: GPU only: add --device gpu",
+    );
+    let auto = cnnbench(&["conv", P, "--norm-conv", "--dtype", "f16", "--dir", "fwd"]);
+    if auto.status.code() == Some(2) {
+        one_line(&auto, "--norm-conv: GPU only");
+    }
 }
 
 #[test]

@@ -61,6 +61,12 @@ pub struct ConvArgs {
     /// in f16 and f32, not tf32)
     #[arg(long, value_name = "API", default_value = "legacy", value_parser = parse_conv_api)]
     api: ConvApi,
+    /// GPU, f16 or bf16, NHWC, --dir fwd: time each forward as NormConv, MLPerf ResNet-50's
+    /// runtime-fused convolution through cuDNN's graph API (whatever --api says): the previous
+    /// batch norm's scale and shift and its ReLU in the prologue, the output's per-channel sum
+    /// and sum of squares in the epilogue; --check compares all three. Not yet run on a GPU
+    #[arg(long)]
+    norm_conv: bool,
     /// Worker threads [default: all logical CPUs]. A comma list sweeps, as do lists in --batch,
     /// --dtype, --layout and --isa: one run per combination
     #[arg(long, value_name = "N", env = "CNNBENCH_THREADS")]
@@ -128,6 +134,7 @@ fn request(args: &ConvArgs) -> Result<conv::Request> {
         isa: args.isa.clone(),
         cold_cache: args.cold_cache,
         api: args.api,
+        norm_conv: args.norm_conv,
         check: args.check,
         seed: args.timing.seed,
         dump: args.dump.clone(),

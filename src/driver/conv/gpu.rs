@@ -3,6 +3,7 @@
 //! configurations instead ([`graph`]).
 
 mod graph;
+pub mod norm_conv;
 
 use super::{progress_line, write_dump, Setup};
 use crate::bench::timer::CudaEvents;
@@ -42,9 +43,12 @@ pub struct GpuSetup {
     workspace_limit: usize,
     cold_cache: bool,
     api: ConvApi,
+    /// `--norm-conv`: each forward as NormConv ([`norm_conv`]).
+    norm_conv: bool,
 }
 
 impl GpuSetup {
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         gpu: Gpu,
         algo: GpuAlgoChoice,
@@ -53,6 +57,7 @@ impl GpuSetup {
         workspace_limit: Option<usize>,
         cold_cache: bool,
         api: ConvApi,
+        norm_conv: bool,
     ) -> Result<GpuSetup> {
         graph::algo_allowed(api, &algo)?;
         dtype_supported(&gpu.info.compute_capability, dtype)?;
@@ -67,6 +72,7 @@ impl GpuSetup {
             workspace_limit,
             cold_cache,
             api,
+            norm_conv,
         })
     }
 }
@@ -319,6 +325,9 @@ pub fn run(
     ctx: &Context,
     open: impl FnOnce(Environment, DType) -> Result<Output>,
 ) -> Result<Output> {
+    if g.norm_conv {
+        return norm_conv::run(s, g, ctx, open);
+    }
     let GpuSetup {
         mut gpu,
         algo,
@@ -327,6 +336,7 @@ pub fn run(
         workspace_limit,
         cold_cache,
         api,
+        norm_conv: _,
     } = g;
     ensure_peak(&mut gpu, dtype).context("measuring the GPU's peak")?;
     // Compiled once for the run, where cuDNN cannot reduce the bias

@@ -46,6 +46,8 @@ pub struct Request {
     pub cold_cache: bool,
     /// `--api`: cuDNN's legacy or graph API (GPU only).
     pub api: ConvApi,
+    /// `--norm-conv`: each forward as NormConv (GPU only).
+    pub norm_conv: bool,
     pub check: bool,
     pub seed: u64,
     pub dump: Option<PathBuf>,
@@ -117,6 +119,7 @@ pub fn plan(req: Request, gpu: Option<Gpu>, no_gpu: Option<String>) -> Result<(S
         isa,
         cold_cache,
         api,
+        norm_conv,
         check,
         seed,
         dump,
@@ -126,6 +129,9 @@ pub fn plan(req: Request, gpu: Option<Gpu>, no_gpu: Option<String>) -> Result<(S
     let target = match gpu {
         Some(g) => {
             let algo = plan::GpuAlgoChoice::parse(&algo, &dirs)?;
+            if norm_conv {
+                gpu::norm_conv::allowed(&dirs, dtype, layout, &algo, dump.is_some(), &problems)?;
+            }
             Target::Gpu(Box::new(gpu::GpuSetup::new(
                 g,
                 algo,
@@ -134,9 +140,16 @@ pub fn plan(req: Request, gpu: Option<Gpu>, no_gpu: Option<String>) -> Result<(S
                 workspace_limit,
                 cold_cache,
                 api,
+                norm_conv,
             )?))
         }
         None => {
+            if norm_conv {
+                bail!(
+                    "--norm-conv: GPU only: {}",
+                    no_gpu.as_deref().unwrap_or("add --device gpu")
+                );
+            }
             if api != ConvApi::Legacy {
                 bail!(
                     "--api {}: GPU only: {}",

@@ -174,6 +174,11 @@ impl<'g> GpuNormConv<'g> {
         Ok(Planned { refused, timed })
     }
 
+    /// The chosen plan's workspace (0 before planning).
+    pub fn workspace_bytes(&self) -> usize {
+        self.chosen.as_ref().map_or(0, |c| c.plan.workspace_bytes)
+    }
+
     /// The chosen plan's name and its planning time (ms).
     pub fn chosen(&self) -> Option<(String, f64)> {
         self.chosen.as_ref().map(|c| (c.plan.describe(), c.ms))
