@@ -128,6 +128,41 @@ def bilstm_section(logs):
     return lines + [""]
 
 
+def normconv_section(logs):
+    """`conv --norm-conv` per layer at batch 256 beside the plain forward on the graph API, with
+    the batch-2 check of the same layers: what NormConv's fused kernel costs over the
+    convolution alone."""
+    def records(path):
+        doc = s.load_json(path)
+        return doc.get("records", []) if isinstance(doc, dict) else []
+
+    def layer(problem):
+        return re.sub(r"^(g\d+)?mb\d+", "", problem or "")
+
+    fused = {layer(r.get("problem")): r for r in records(os.path.join(logs, "normconv_f16.json"))}
+    plain = {layer(r.get("problem")): r for r in records(os.path.join(logs, "conv_graph_fwd_f16.json"))}
+    checks = {layer(r.get("problem")): r.get("check") for r in
+              records(os.path.join(logs, "check", "normconv_check.json"))}
+    if not (fused or checks):
+        return []
+    lines = ["## NormConv's fused forward against the plain convolution (f16 NHWC, batch 256)", "",
+             "`conv --norm-conv` (scale, shift and ReLU in the prologue, the per-channel sum and sum of "
+             "squares in the epilogue) and `conv --api graph --dir FWD_D` on the same layers, medians of "
+             "20 runs; fused / plain above 1: the fusion costs that much over the convolution alone. "
+             "The check ran the same layers at batch 2.", "",
+             "| layer | plain ms | plain engine | fused ms | fused engine | fused / plain | check (batch 2) |",
+             "|---|---:|---|---:|---|---:|---|"]
+    for key in OrderedDict.fromkeys(list(fused) + list(plain) + list(checks)):
+        f, p = fused.get(key, {}), plain.get(key, {})
+        fm, pm = (f.get("ms") or {}).get("median"), (p.get("ms") or {}).get("median")
+        ratio = f"{fm / pm:.2f}" if fm and pm else "-"
+        c = checks.get(key)
+        check = "-" if not c else f"{'ok' if c.get('passed') else 'FAILED'} ({c.get('rel_err', 0):.1e})"
+        lines.append(f"| {key} | {s.fmt_opt_ms(pm)} | {p.get('algo', '-')} | {s.fmt_opt_ms(fm)} | "
+                     f"{f.get('algo', '-')} | {ratio} | {check} |")
+    return lines + [""]
+
+
 def paths(logs):
     lines = s.header(logs, "cnnbench GPU verification, issue 28's paths (`scripts/gpu/verify.sh paths`)")
     torch = s.read(os.path.join(logs, "torch.txt")).strip().splitlines()
@@ -157,6 +192,7 @@ def paths(logs):
                         "default (legacy), --api auto, --api auto, default.")
     lines += per_layer_section(logs)
     lines += bilstm_section(logs)
+    lines += normconv_section(logs)
     gpu = st.get("gpu", ("", "", ""))
     fails = s.failed_steps(logs)
     skips = s.skipped_steps(logs)

@@ -2,6 +2,7 @@
 """Tests of summary_paths.py (verify.sh paths' summary) on made-up logs: the per-path table's
 medians and ratios, a run whose status is not ok, and a folder with nothing in it. Standard
 library only: `python3 scripts/gpu/test_summary_paths.py`."""
+import json
 import os
 import sys
 import tempfile
@@ -61,8 +62,6 @@ class PathsSummary(unittest.TestCase):
         self.assertIn("Paths verification on NVIDIA H200", text)
 
     def test_own_batch_norm_paths_have_rows_and_a_per_layer_column(self):
-        import json
-
         def per_layer(ms):
             return json.dumps({"records": [{"total_ms": {"median": ms}, "layers": [
                 {"kind": "bn", "forward_ms": ms / 4, "backward_ms": ms / 4},
@@ -82,8 +81,6 @@ class PathsSummary(unittest.TestCase):
         self.assertIn("with the own batch norm 32.00 ms", text)
 
     def test_bilstm_per_layer_runs_have_a_table(self):
-        import json
-
         def per_layer(ms, kernels):
             return json.dumps({"records": [{"total_ms": {"median": ms}, "layers": [
                 {"name": "bidirectional_1", "kind": "recurrent", "forward_ms": ms / 3,
@@ -101,6 +98,29 @@ class PathsSummary(unittest.TestCase):
         self.assertIn("| standard | 3.0000 | bidirectional_1 | 1.000 | 1.000 | cudnn RNN v8 standard |", text)
         self.assertIn("| --rnn-algo auto | 1.5000 | bidirectional_1 | 0.500 | 0.500 | cudnn RNN v8 "
                       "persist-static-small-h [auto of ...] |", text)
+
+    def test_norm_conv_layers_have_a_table_beside_the_plain_forward(self):
+        def doc(recs):
+            return json.dumps({"records": recs})
+
+        def rec(problem, algo, ms, check=None):
+            return {"problem": problem, "dir": "fwd", "algo": algo, "ms": {"median": ms}, "check": check}
+
+        with tempfile.TemporaryDirectory() as d:
+            write_logs(d, [])
+            os.makedirs(os.path.join(d, "check"))
+            for name, recs in [
+                ("normconv_f16.json", [rec("mb256ic64ih56oc64oh56kh3ph1", "norm-conv:eng9", 1.2)]),
+                ("conv_graph_fwd_f16.json", [rec("mb256ic64ih56oc64oh56kh3ph1", "graph:eng34", 1.0)]),
+                ("check/normconv_check.json",
+                 [rec("mb2ic64ih56oc64oh56kh3ph1", "norm-conv:eng9", 0.01, {"rel_err": 3e-4, "passed": True})]),
+            ]:
+                with open(os.path.join(d, name), "w") as f:
+                    f.write(doc(recs))
+            text = "\n".join(summary_paths.normconv_section(d))
+            self.assertIn("| ic64ih56oc64oh56kh3ph1 | 1.000 | graph:eng34 | 1.200 | norm-conv:eng9 | 1.20 | "
+                          "ok (3.0e-04) |", text)
+            self.assertEqual(summary_paths.normconv_section(os.path.join(d, "nowhere")), [])
 
     def test_a_run_that_is_not_ok_has_no_time(self):
         with tempfile.TemporaryDirectory() as d:
