@@ -118,7 +118,7 @@ class PathsSummary(unittest.TestCase):
                 with open(os.path.join(d, name), "w") as f:
                     f.write(doc(recs))
             text = "\n".join(summary_paths.normconv_section(d))
-            self.assertIn("| ic64ih56oc64oh56kh3ph1 | 1.000 | graph:eng34 | 1.200 | norm-conv:eng9 | 1.20 | "
+            self.assertIn("| ic64ih56oc64oh56kh3ph1 | 1.0000 | graph:eng34 | 1.2000 | norm-conv:eng9 | 1.20 | "
                           "ok (3.0e-04) |", text)
             self.assertEqual(summary_paths.normconv_section(os.path.join(d, "nowhere")), [])
 
