@@ -350,16 +350,7 @@ pub fn run(
     } else {
         None
     };
-    let peak_gflops = gpu.peak_tflops(dtype).map(|t| t * 1e3);
-    let env = Environment {
-        gpu: Some(gpu.info.clone()),
-        ..Environment::here(
-            ctx.threads,
-            Isa::detect().name().into(),
-            peak_gflops,
-            CudaEvents::DESCRIPTION,
-        )
-    };
+    let (env, peak_gflops) = environment(&gpu, dtype, ctx);
     let mut out = open(env, dtype)?;
     let runner = &ctx.runner;
     let total = s.problems.len() * s.dirs.len();
@@ -445,6 +436,22 @@ pub fn run(
         write_dump(s, pi, &t, &algo_per_dir)?;
     }
     Ok(out)
+}
+
+/// The run's environment on `gpu` (its peak for `dtype` measured before),
+/// and that peak in GFLOP/s.
+fn environment(gpu: &Gpu, dtype: DType, ctx: &Context) -> (Environment, Option<f64>) {
+    let peak_gflops = gpu.peak_tflops(dtype).map(|t| t * 1e3);
+    let env = Environment {
+        gpu: Some(gpu.info.clone()),
+        ..Environment::here(
+            ctx.threads,
+            Isa::detect().name().into(),
+            peak_gflops,
+            CudaEvents::DESCRIPTION,
+        )
+    };
+    (env, peak_gflops)
 }
 
 /// A short status for an algorithm that could not run.

@@ -35,6 +35,30 @@ pub struct NormConvInputs<'a> {
     pub shift: &'a [f32],
 }
 
+impl<'a> NormConvInputs<'a> {
+    /// Views of `[x, w, scale, shift]`.
+    pub fn of(v: &'a [Vec<f32>; 4]) -> NormConvInputs<'a> {
+        let [x, w, scale, shift] = v;
+        NormConvInputs { x, w, scale, shift }
+    }
+}
+
+/// Seeded uniform `[x, w, scale, shift]` for `p`, rounded to `dtype` (the
+/// device stores rounded inputs; the reference sees the same).
+pub fn random_inputs(p: &ConvShape, dtype: DType, seed: u64) -> [Vec<f32>; 4] {
+    let mut v = [
+        vec![0.0; p.src_len()],
+        vec![0.0; p.wei_len()],
+        vec![0.0; p.ic],
+        vec![0.0; p.ic],
+    ];
+    for (i, t) in v.iter_mut().enumerate() {
+        cnnbench_kernels::rng::fill_uniform(t, seed.wrapping_add(i as u64), 1.0);
+        dtype.round_in_place(t);
+    }
+    v
+}
+
 /// What one run computed, on the host: `y` NHWC, `sum` and `sqsum` per
 /// output channel.
 pub struct NormConvOutputs {

@@ -7,10 +7,9 @@
 
 use crate::backend::cuda::{no_gpu_for_test, Gpu};
 use crate::core::DType;
-use crate::ops::conv::norm_conv::{reference, GpuNormConv, NormConvInputs};
+use crate::ops::conv::norm_conv::{random_inputs, reference, GpuNormConv, NormConvInputs};
 use cnnbench_kernels::conv::reference::rel_l2_error;
 use cnnbench_kernels::conv::ConvShape;
-use cnnbench_kernels::rng::fill_uniform;
 
 fn shapes() -> [ConvShape; 2] {
     let one = ConvShape {
@@ -58,18 +57,8 @@ fn norm_conv_matches_the_reference() {
     for p in shapes() {
         for dtype in [DType::F16, DType::Bf16] {
             let what = format!("k{} {dtype}", p.kh);
-            let mut v = [
-                vec![0.0; p.src_len()],
-                vec![0.0; p.wei_len()],
-                vec![0.0; p.ic],
-                vec![0.0; p.ic],
-            ];
-            for (i, t) in v.iter_mut().enumerate() {
-                fill_uniform(t, 40 + i as u64, 1.0);
-                dtype.round_in_place(t);
-            }
-            let [x, w, scale, shift] = &v;
-            let inp = NormConvInputs { x, w, scale, shift };
+            let v = random_inputs(&p, dtype, 40);
+            let inp = NormConvInputs::of(&v);
             let want = reference(&p, &inp);
             let mut nc =
                 GpuNormConv::new(&gpu, &p, dtype, &inp).unwrap_or_else(|e| panic!("{what}: {e}"));

@@ -19,9 +19,9 @@ use crate::results::record::{Ran, Subject, Timing};
 use crate::results::{Check, Device, Environment, Record, Skipped};
 use anyhow::{bail, Context as _, Result};
 use cnnbench_kernels::conv::{reduction_len, Direction};
-use cnnbench_kernels::rng::fill_uniform;
-use cnnbench_kernels::Isa;
-use cnnbench_layers::conv::norm_conv::{reference, GpuNormConv, NormConvInputs, NormConvOutputs};
+use cnnbench_layers::conv::norm_conv::{
+    random_inputs, reference, GpuNormConv, NormConvInputs, NormConvOutputs,
+};
 use cnnbench_layers::cuda::cudnn_graph::norm_conv::refusal;
 use cnnbench_layers::gemm::cuda::ensure_peak;
 use cnnbench_layers::{DType, Layout};
@@ -145,16 +145,7 @@ pub fn run(
         ..
     } = g;
     ensure_peak(&mut gpu, dtype).context("measuring the GPU's peak")?;
-    let peak_gflops = gpu.peak_tflops(dtype).map(|t| t * 1e3);
-    let env = Environment {
-        gpu: Some(gpu.info.clone()),
-        ..Environment::here(
-            ctx.threads,
-            Isa::detect().name().into(),
-            peak_gflops,
-            CudaEvents::DESCRIPTION,
-        )
-    };
+    let (env, peak_gflops) = super::environment(&gpu, dtype, ctx);
     let mut out = open(env, dtype)?;
     let total = s.problems.len();
     let skip = |out: &mut Output, prob: &ConvProblem, status: String| {
@@ -171,19 +162,8 @@ pub fn run(
     };
     for (pi, prob) in s.problems.iter().enumerate() {
         let p = &prob.shape;
-        let mut v = [
-            vec![0.0; p.src_len()],
-            vec![0.0; p.wei_len()],
-            vec![0.0; p.ic],
-            vec![0.0; p.ic],
-        ];
-        for (i, t) in v.iter_mut().enumerate() {
-            fill_uniform(t, s.seed.wrapping_add(i as u64), 1.0);
-            // The device stores rounded inputs; the reference sees the same.
-            dtype.round_in_place(t);
-        }
-        let [x, w, scale, shift] = &v;
-        let inp = NormConvInputs { x, w, scale, shift };
+        let v = random_inputs(p, dtype, s.seed);
+        let inp = NormConvInputs::of(&v);
         let want = s.check.then(|| reference(p, &inp));
         let mut nc = match GpuNormConv::new(&gpu, p, dtype, &inp) {
             Ok(nc) => nc,
