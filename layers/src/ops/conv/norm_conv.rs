@@ -158,22 +158,25 @@ impl<'g> GpuNormConv<'g> {
         )?;
         let events = self.gpu.event_pair()?;
         let ptrs = self.ptrs();
+        // One workspace, the largest any candidate needs (each is within
+        // the limit), for timing them all and then for the one kept.
+        let most = plans.iter().map(|p| p.workspace_bytes).max().unwrap_or(0);
+        let workspace = match most {
+            0 => None,
+            n => Some(DeviceBuffer::alloc(&self.gpu.stream, n)?),
+        };
+        let ws_ptr = workspace
+            .as_ref()
+            .map_or(std::ptr::null_mut(), DeviceBuffer::as_void);
         let mut timed = Vec::with_capacity(plans.len());
-        let mut workspaces = Vec::with_capacity(plans.len());
+        let mut packs = Vec::with_capacity(plans.len());
         for plan in &plans {
-            let ws = match plan.workspace_bytes {
-                0 => None,
-                n => Some(DeviceBuffer::alloc(&self.gpu.stream, n)?),
-            };
-            let ws_ptr = ws
-                .as_ref()
-                .map_or(std::ptr::null_mut(), DeviceBuffer::as_void);
             let pack = VariantPack::new(&IDS, &ptrs, ws_ptr)?;
             // SAFETY: the tensors are this problem's, in its dtype; the
-            // workspace is the plan's size.
+            // workspace holds at least the plan's.
             let ms = events.lowest_time(&mut || unsafe { plan.execute(h, &pack) });
             timed.push((plan.describe(), ms.as_ref().ok().copied()));
-            workspaces.push((ws, pack));
+            packs.push(pack);
         }
         let times: Vec<Option<f64>> = timed.iter().map(|t| t.1).collect();
         let best = fastest(&times).ok_or_else(|| {
@@ -188,11 +191,11 @@ impl<'g> GpuNormConv<'g> {
             )
         })?;
         let plan = plans.into_iter().nth(best).expect("one of the plans");
-        let (ws, pack) = workspaces.swap_remove(best);
+        let pack = packs.swap_remove(best);
         self.chosen = Some(Chosen {
             plan,
             pack,
-            _workspace: ws,
+            _workspace: workspace,
             ms: times[best].expect("the fastest ran"),
         });
         Ok(Planned { refused, timed })
