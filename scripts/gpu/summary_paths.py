@@ -139,9 +139,15 @@ def normconv_section(logs):
     def layer(problem):
         return re.sub(r"^(g\d+)?mb\d+", "", problem or "")
 
+    def skipped(path):
+        doc = s.load_json(path)
+        return doc.get("skipped", []) if isinstance(doc, dict) else []
+
     fused = {layer(r.get("problem")): r for r in records(os.path.join(logs, "normconv_f16.json"))}
+    for r in skipped(os.path.join(logs, "normconv_f16.json")):
+        fused.setdefault(layer(r.get("problem")), {"algo": f"skipped: {r.get('status')}"})
     plain = {layer(r.get("problem")): r for r in records(os.path.join(logs, "conv_graph_fwd_f16.json"))}
-    checks = {layer(r.get("problem")): r.get("check") for r in
+    checks = {layer(r.get("problem")): r for r in
               records(os.path.join(logs, "check", "normconv_check.json"))}
     if not (fused or checks):
         return []
@@ -156,8 +162,9 @@ def normconv_section(logs):
         f, p = fused.get(key, {}), plain.get(key, {})
         fm, pm = (f.get("ms") or {}).get("median"), (p.get("ms") or {}).get("median")
         ratio = f"{fm / pm:.2f}" if fm and pm else "-"
-        c = checks.get(key)
-        check = "-" if not c else f"{'ok' if c.get('passed') else 'FAILED'} ({c.get('rel_err', 0):.1e})"
+        c = (checks.get(key) or {}).get("check")
+        check = "-" if not c else (f"{'ok' if c.get('passed') else 'FAILED'} ({s.fmt_err(c.get('rel_err'))}, "
+                                   f"{checks[key].get('algo', '-')})")
         lines.append(f"| {key} | {s.fmt_opt_ms(pm)} | {p.get('algo', '-')} | {s.fmt_opt_ms(fm)} | "
                      f"{f.get('algo', '-')} | {ratio} | {check} |")
     return lines + [""]

@@ -119,8 +119,18 @@ class PathsSummary(unittest.TestCase):
                     f.write(doc(recs))
             text = "\n".join(summary_paths.normconv_section(d))
             self.assertIn("| ic64ih56oc64oh56kh3ph1 | 1.0000 | graph:eng34 | 1.2000 | norm-conv:eng9 | 1.20 | "
-                          "ok (3.0e-04) |", text)
+                          "ok (3.00e-04, norm-conv:eng9) |", text)
             self.assertEqual(summary_paths.normconv_section(os.path.join(d, "nowhere")), [])
+            # A check whose output was never written (rel_err null), and a
+            # layer runtime fusion refused, still make a table.
+            with open(os.path.join(d, "check", "normconv_check.json"), "w") as f:
+                f.write(doc([rec("mb2ic64ih56oc64oh56kh3ph1", "norm-conv:eng9", 0.01,
+                                 {"rel_err": None, "passed": False})]))
+            with open(os.path.join(d, "normconv_f16.json"), "w") as f:
+                f.write(json.dumps({"records": [], "skipped": [
+                    {"problem": "mb256ic64ih56oc64oh56kh3ph1", "status": "not supported"}]}))
+            text = "\n".join(summary_paths.normconv_section(d))
+            self.assertIn("| skipped: not supported | - | FAILED (NaN, norm-conv:eng9) |", text)
 
     def test_a_run_that_is_not_ok_has_no_time(self):
         with tempfile.TemporaryDirectory() as d:

@@ -130,7 +130,15 @@ pub fn plan(req: Request, gpu: Option<Gpu>, no_gpu: Option<String>) -> Result<(S
         Some(g) => {
             let algo = plan::GpuAlgoChoice::parse(&algo, &dirs)?;
             if norm_conv {
-                gpu::norm_conv::allowed(&dirs, dtype, layout, &algo, dump.is_some(), &problems)?;
+                gpu::norm_conv::allowed(
+                    &dirs,
+                    dtype,
+                    layout,
+                    &algo,
+                    dump.is_some(),
+                    cold_cache,
+                    &problems,
+                )?;
             }
             Target::Gpu(Box::new(gpu::GpuSetup::new(
                 g,

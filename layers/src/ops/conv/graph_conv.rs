@@ -17,6 +17,7 @@ use crate::backend::cuda::cudnn_graph::tensor::alignment_of;
 use crate::backend::cuda::cudnn_graph::{
     ConvOperation, ExecutionPlan, OperationGraph, VariantPack,
 };
+use crate::backend::cuda::loader::cudnn_sys::cudnnBackendNumericalNote_t as Note;
 use crate::backend::cuda::memory::Workspace;
 use crate::backend::cuda::{Gpu, GpuError, GpuResult};
 use crate::core::{DType, Layout};
@@ -91,24 +92,47 @@ impl ConvGraph {
             &self.graph,
             self.dtype,
             workspace_limit,
-            false,
-            MAX_CANDIDATES,
+            &Policy::CONVOLUTION,
         )
     }
 }
 
-/// The plans of `graph` to try, best guess first (at most `most`; maybe
-/// none), and the configurations refused on the way: what `dtype`
-/// refuses, what does not finalize or fit `workspace_limit`, and, unless
-/// `runtime_compiled`, the engines that compile their kernels at run
-/// time.
+/// Which engine configurations [`candidates`] takes, and how many.
+pub struct Policy {
+    /// Engines that compile their kernels at run time (a behaviour note;
+    /// seconds each while a plan finalizes).
+    pub runtime_compiled: bool,
+    /// Engines noted as down-converting their inputs.
+    pub down_convert: bool,
+    /// Most plans kept.
+    pub most: usize,
+    /// Most run-time-compiled configurations finalized, kept or not (each
+    /// compiles, whatever comes of it).
+    pub most_compiled: usize,
+}
+
+impl Policy {
+    /// A convolution's directions: each layer plans its own, so an engine
+    /// compiled at run time could cost seconds per layer and direction.
+    pub const CONVOLUTION: Policy = Policy {
+        runtime_compiled: false,
+        down_convert: false,
+        most: MAX_CANDIDATES,
+        most_compiled: 0,
+    };
+}
+
+/// The plans of `graph` to try, best guess first (at most `policy.most`;
+/// maybe none), and the configurations refused on the way: what `dtype`
+/// refuses (down-converting inputs only where the policy allows it), what
+/// does not finalize or fit `workspace_limit`, and the engines compiled at
+/// run time past the policy's count (or all of them).
 pub fn candidates(
     h: &CudnnHandle,
     graph: &OperationGraph,
     dtype: DType,
     workspace_limit: usize,
-    runtime_compiled: bool,
-    most: usize,
+    policy: &Policy,
 ) -> GpuResult<(Vec<ExecutionPlan>, Vec<Refused>)> {
     let (mut plans, mut refused) = (Vec::new(), Vec::new());
     let mut refuse = |name: String, status: &str, ws| {
@@ -118,17 +142,31 @@ pub fn candidates(
             workspace_bytes: ws,
         })
     };
+    let mut compiled = 0;
     for cfg in engine_configs(graph)? {
-        if plans.len() == most {
+        if plans.len() == policy.most {
             break;
         }
-        if let Some(why) = refused_by(dtype, &cfg.notes) {
+        let notes: Vec<u32> = if policy.down_convert {
+            let down = Note::CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS as u32;
+            cfg.notes.iter().copied().filter(|&n| n != down).collect()
+        } else {
+            cfg.notes.clone()
+        };
+        if let Some(why) = refused_by(dtype, &notes) {
             refuse(cfg.name(), why, None);
             continue;
         }
-        if cfg.runtime_compiled && !runtime_compiled {
-            refuse(cfg.name(), "compiles at run time", None);
-            continue;
+        if cfg.runtime_compiled {
+            if !policy.runtime_compiled {
+                refuse(cfg.name(), "compiles at run time", None);
+                continue;
+            }
+            if compiled == policy.most_compiled {
+                refuse(cfg.name(), "past the configurations compiled", None);
+                continue;
+            }
+            compiled += 1;
         }
         let name = cfg.name();
         match ExecutionPlan::new(h, cfg) {

@@ -1,17 +1,21 @@
 //! NormConv's forward on a GPU (`cudnn_graph::norm_conv`, issue 28 item
 //! 4): the batch norm and ReLU before a convolution in its prologue and
 //! the next batch norm's statistics in its epilogue, as one graph of
-//! cuDNN's runtime fusion. The graph is made on the GPU's handle, every
-//! configuration cuDNN's heuristics offer that finalizes is a candidate
-//! (runtime-compiled engines included: runtime fusion compiles its
-//! kernels, so planning a shape can take seconds), each is timed as
-//! `--api graph` times a convolution's, and the fastest is kept.
+//! cuDNN's runtime fusion. The graph is made on the GPU's handle; up to
+//! [`MAX_FUSED_CANDIDATES`] of the configurations cuDNN's heuristics offer
+//! that finalize within the workspace limit are candidates (runtime
+//! fusion compiles its kernels as a plan finalizes, seconds each, so at
+//! most [`MAX_COMPILED`] are compiled), each is timed as `--api graph`
+//! times a convolution's, and the fastest is kept. Engines noted as
+//! down-converting their inputs are allowed: the prologue's activation is
+//! fp32 and the convolution's tensor cores take the data's dtype, as the
+//! unfused network stores that activation in it anyway.
 //!
-//! Not yet in the network: this is the single-layer form its GPU test and
-//! a later `--norm-conv` path build on. Not yet run on a GPU.
+//! Used by `conv --norm-conv` and its GPU test; not yet in the network.
+//! Not yet run on a GPU.
 
 use super::cudnn_conv::geometry;
-use super::graph_conv::{candidates, fastest, Refused};
+use super::graph_conv::{candidates, fastest, Policy, Refused};
 use crate::backend::cuda::cudnn_graph::norm_conv::{NormConvFwd, IDS};
 use crate::backend::cuda::cudnn_graph::tensor::alignment_of;
 use crate::backend::cuda::cudnn_graph::{ExecutionPlan, OperationGraph, VariantPack};
@@ -20,10 +24,20 @@ use crate::core::{DType, Layout};
 use cnnbench_kernels::conv::ConvShape;
 use std::ffi::c_void;
 
-/// Most candidates planned: each runtime-fused configuration compiles its
+/// Most candidates kept: each runtime-fused configuration compiles its
 /// kernel when it finalizes (seconds each), so only the heuristics' first
 /// few are tried.
 pub const MAX_FUSED_CANDIDATES: usize = 4;
+/// Most runtime-fused configurations compiled, kept or not.
+pub const MAX_COMPILED: usize = 8;
+
+/// What NormConv's planning takes (see the module's header).
+const POLICY: Policy = Policy {
+    runtime_compiled: true,
+    down_convert: true,
+    most: MAX_FUSED_CANDIDATES,
+    most_compiled: MAX_COMPILED,
+};
 
 /// Host values of one NormConv problem: `x` NHWC, `w` as the CPU's
 /// convolutions hold weights (gHWIO), `scale` and `shift` per input
@@ -144,54 +158,60 @@ impl<'g> GpuNormConv<'g> {
         self.bufs.iter().map(DeviceBuffer::as_void).collect()
     }
 
-    /// Plans every candidate within `workspace_limit`, times each on this
-    /// problem's tensors and keeps the fastest.
-    pub fn plan(&mut self, workspace_limit: usize) -> GpuResult<Planned> {
+    /// Plans the candidates within `workspace_limit`, times each on this
+    /// problem's tensors and keeps the fastest; stops timing when `stop`
+    /// says so (Ctrl-C). No candidate that ran is an error naming what
+    /// was refused and why.
+    pub fn plan(&mut self, workspace_limit: usize, stop: &dyn Fn() -> bool) -> GpuResult<Planned> {
         let h = &self.gpu.cudnn;
-        let (plans, refused) = candidates(
-            h,
-            &self.graph,
-            self.dtype,
-            workspace_limit,
-            true,
-            MAX_FUSED_CANDIDATES,
-        )?;
+        let (plans, refused) = candidates(h, &self.graph, self.dtype, workspace_limit, &POLICY)?;
         let events = self.gpu.event_pair()?;
         let ptrs = self.ptrs();
         // One workspace, the largest any candidate needs (each is within
-        // the limit), for timing them all and then for the one kept.
+        // the limit), for timing them all.
         let most = plans.iter().map(|p| p.workspace_bytes).max().unwrap_or(0);
-        let workspace = match most {
-            0 => None,
-            n => Some(DeviceBuffer::alloc(&self.gpu.stream, n)?),
-        };
-        let ws_ptr = workspace
+        let search = self.workspace(most)?;
+        let ws_ptr = search
             .as_ref()
             .map_or(std::ptr::null_mut(), DeviceBuffer::as_void);
         let mut timed = Vec::with_capacity(plans.len());
-        let mut packs = Vec::with_capacity(plans.len());
         for plan in &plans {
+            if stop() {
+                timed.push((plan.describe(), None));
+                continue;
+            }
             let pack = VariantPack::new(&IDS, &ptrs, ws_ptr)?;
             // SAFETY: the tensors are this problem's, in its dtype; the
             // workspace holds at least the plan's.
             let ms = events.lowest_time(&mut || unsafe { plan.execute(h, &pack) });
             timed.push((plan.describe(), ms.as_ref().ok().copied()));
-            packs.push(pack);
         }
         let times: Vec<Option<f64>> = timed.iter().map(|t| t.1).collect();
-        let best = fastest(&times).ok_or_else(|| {
-            GpuError::invalid(
-                "cudnnBackendExecute",
+        let Some(best) = fastest(&times) else {
+            let why: Vec<String> = refused
+                .iter()
+                .map(|r| format!("{}: {}", r.name, r.status))
+                .collect();
+            return Err(GpuError::invalid(
+                "NormConv graph",
                 format!(
-                    "no NormConv engine configuration for {} ran ({} candidates, {} refused)",
+                    "no engine configuration for {} ran ({} timed, {} refused{}{})",
                     self.dtype,
                     plans.len(),
-                    refused.len()
+                    refused.len(),
+                    if why.is_empty() { "" } else { ": " },
+                    why.join("; ")
                 ),
-            )
-        })?;
+            ));
+        };
         let plan = plans.into_iter().nth(best).expect("one of the plans");
-        let pack = packs.swap_remove(best);
+        // The one kept runs in a workspace of its own size.
+        drop(search);
+        let workspace = self.workspace(plan.workspace_bytes)?;
+        let ws_ptr = workspace
+            .as_ref()
+            .map_or(std::ptr::null_mut(), DeviceBuffer::as_void);
+        let pack = VariantPack::new(&IDS, &ptrs, ws_ptr)?;
         self.chosen = Some(Chosen {
             plan,
             pack,
@@ -201,14 +221,24 @@ impl<'g> GpuNormConv<'g> {
         Ok(Planned { refused, timed })
     }
 
+    fn workspace(&self, bytes: usize) -> GpuResult<Option<DeviceBuffer>> {
+        match bytes {
+            0 => Ok(None),
+            n => DeviceBuffer::alloc(&self.gpu.stream, n).map(Some),
+        }
+    }
+
     /// The chosen plan's workspace (0 before planning).
     pub fn workspace_bytes(&self) -> usize {
         self.chosen.as_ref().map_or(0, |c| c.plan.workspace_bytes)
     }
 
-    /// The chosen plan's name and its planning time (ms).
-    pub fn chosen(&self) -> Option<(String, f64)> {
-        self.chosen.as_ref().map(|c| (c.plan.describe(), c.ms))
+    /// The chosen plan: its engine configuration's name, that name with
+    /// its numerical notes, and its lowest time (ms) while planning.
+    pub fn chosen(&self) -> Option<(String, String, f64)> {
+        self.chosen
+            .as_ref()
+            .map(|c| (c.plan.name.clone(), c.plan.describe(), c.ms))
     }
 
     /// Enqueues one run of the chosen plan.
@@ -222,11 +252,14 @@ impl<'g> GpuNormConv<'g> {
         unsafe { c.plan.execute(&self.gpu.cudnn, &c.pack) }
     }
 
-    /// Fills the outputs with NaN, so that what a run leaves unwritten
-    /// shows as an error.
+    /// Fills `y` with NaN, so that what a run leaves unwritten shows as an
+    /// error, and zeroes the sums: whether the statistics operation
+    /// overwrites or adds to them is not known yet (it has not run), and
+    /// a check after one run from zero holds either way.
     pub fn poison(&mut self) -> GpuResult<()> {
-        for i in [2, 5, 6] {
-            self.bufs[i].fill_bytes(0xFF)?;
+        self.bufs[2].fill_bytes(0xFF)?;
+        for i in [5, 6] {
+            self.bufs[i].fill_bytes(0)?;
         }
         Ok(())
     }

@@ -1,11 +1,11 @@
 //! `conv --norm-conv`: each problem's forward as NormConv, MLPerf
 //! ResNet-50's runtime-fused convolution (`y = conv(relu(x·scale +
 //! shift), w)` with the per-channel sum and sum of squares of `y` in the
-//! same kernel), through cuDNN's graph API whatever `--api` says. The
-//! configurations cuDNN's heuristics offer first are planned and timed and
-//! the fastest is timed as any convolution is; `--check` compares `y`, the
-//! sums and the sums of squares with the host's reference. Not yet run on
-//! a GPU.
+//! same kernel), through cuDNN's graph API whatever `--api` says. Up to 4
+//! of the configurations cuDNN's heuristics offer first are planned and
+//! timed, and the fastest is timed as any convolution is; `--check` runs
+//! it once more from zeroed sums and compares `y`, the sums and the sums
+//! of squares with the host's reference. Not yet run on a GPU.
 
 use super::{status_of, GpuSetup};
 use crate::bench::timer::CudaEvents;
@@ -22,6 +22,7 @@ use cnnbench_kernels::conv::{reduction_len, Direction};
 use cnnbench_layers::conv::norm_conv::{
     random_inputs, reference, GpuNormConv, NormConvInputs, NormConvOutputs,
 };
+use cnnbench_layers::cuda::cudnn_graph::descriptor::not_supported;
 use cnnbench_layers::cuda::cudnn_graph::norm_conv::refusal;
 use cnnbench_layers::gemm::cuda::ensure_peak;
 use cnnbench_layers::{DType, Layout};
@@ -35,13 +36,15 @@ pub fn record_name(config: &str) -> String {
 /// What `--norm-conv` cannot take, refused in one line before anything
 /// runs: it times the forward (`fwd`, `FWD_B` or `FWD_D`: NormConv has no
 /// bias), in f16 or bf16, NHWC, one group, the fastest plan (`--algo
-/// auto`), and writes no dump.
+/// auto`), on one set of tensors (no `--cold-cache`), and writes no dump.
+#[allow(clippy::too_many_arguments)]
 pub fn allowed(
     dirs: &[DirSpec],
     dtype: DType,
     layout: Layout,
     algo: &GpuAlgoChoice,
     dump: bool,
+    cold_cache: bool,
     problems: &[ConvProblem],
 ) -> Result<()> {
     if dirs.len() != 1 || dirs[0].dir != Direction::Fwd {
@@ -52,6 +55,9 @@ pub fn allowed(
     }
     if dump {
         bail!("--norm-conv writes no --dump");
+    }
+    if cold_cache {
+        bail!("--norm-conv runs on one set of tensors: no --cold-cache");
     }
     for p in problems {
         if let Some(why) = refusal(&p.shape, dtype, layout) {
@@ -66,8 +72,11 @@ struct NormConvCase<'a, 'g> {
     nc: &'a mut GpuNormConv<'g>,
     want: Option<&'a NormConvOutputs>,
     prob: &'a ConvProblem,
-    planning_ms: f64,
+    /// The chosen plan's lowest time while planning (`cudnn_find_ms`).
+    search_ms: f64,
+    /// Its engine configuration, and that with its numerical notes.
     engine: String,
+    described: String,
     peak_gflops: Option<f64>,
 }
 
@@ -82,6 +91,10 @@ impl Case for NormConvCase<'_, '_> {
         let Some(want) = self.want else {
             return Ok(None);
         };
+        // One run from zeroed sums (whether the statistics operation adds
+        // to them is not known yet) and a poisoned output.
+        self.nc.poison()?;
+        self.nc.run()?;
         let got = self.nc.download()?;
         let rel = cnnbench_kernels::conv::reference::rel_l2_error;
         let rel_err = [
@@ -122,11 +135,11 @@ impl Case for NormConvCase<'_, '_> {
                 check,
                 kernel: format!(
                     "cudnn runtime fusion {} (scale, shift, relu | conv | sum, sqsum)",
-                    self.engine
+                    self.described
                 ),
                 bias: false,
                 workspace_bytes: self.nc.workspace_bytes(),
-                cudnn_find_ms: Some(self.planning_ms),
+                cudnn_find_ms: Some(self.search_ms),
             },
         ))
     }
@@ -167,13 +180,15 @@ pub fn run(
         let want = s.check.then(|| reference(p, &inp));
         let mut nc = match GpuNormConv::new(&gpu, p, dtype, &inp) {
             Ok(nc) => nc,
-            Err(e) if e.oom => {
-                skip(&mut out, prob, "out of memory".into())?;
+            // Out of memory, or a graph cuDNN does not take here (its
+            // operation graph finalizes on the GPU's handle only).
+            Err(e) if e.oom || not_supported(&e) => {
+                skip(&mut out, prob, status_of(&e))?;
                 continue;
             }
             Err(e) => return Err(e).with_context(|| format!("problem {prob}")),
         };
-        match nc.plan(workspace_limit) {
+        match nc.plan(workspace_limit, &crate::signals::stopped) {
             Ok(_) => {}
             // No configuration of runtime fusion takes it here: a skip
             // that says why, not the end of the run.
@@ -182,15 +197,15 @@ pub fn run(
                 continue;
             }
         }
-        let (engine, planning_ms) = nc.chosen().context("planned")?;
-        nc.poison()?;
+        let (engine, described, search_ms) = nc.chosen().context("planned")?;
         let mut timer = CudaEvents(gpu.event_pair()?);
         let mut case = NormConvCase {
             nc: &mut nc,
             want: want.as_ref(),
             prob,
-            planning_ms,
+            search_ms,
             engine,
+            described,
             peak_gflops,
         };
         let Some(rec) = driver::drive(&mut case, &ctx.runner, &mut timer)
@@ -221,7 +236,7 @@ mod tests {
         let one = [prob("mb2ic32ih8oc64oh8kh1ph0")];
         let ok =
             |dirs: &[DirSpec], dtype, layout, algo: &GpuAlgoChoice, dump, ps: &[ConvProblem]| {
-                allowed(dirs, dtype, layout, algo, dump, ps).map_err(|e| e.to_string())
+                allowed(dirs, dtype, layout, algo, dump, false, ps).map_err(|e| e.to_string())
             };
         let auto = GpuAlgoChoice::Auto;
         assert!(ok(&fwd, DType::F16, Layout::Nhwc, &auto, false, &one).is_ok());
@@ -279,6 +294,10 @@ mod tests {
             let e = e.expect_err(word);
             assert!(e.contains(word) && !e.contains('\n'), "{e}");
         }
+        let e = allowed(&fwd, DType::F16, Layout::Nhwc, &auto, false, true, &one)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(e, "--norm-conv runs on one set of tensors: no --cold-cache");
         assert_eq!(record_name("eng9_k2=1"), "norm-conv:eng9_k2=1");
     }
 }
