@@ -174,6 +174,11 @@ pub fn run(
         })
     };
     for (pi, prob) in s.problems.iter().enumerate() {
+        // Ctrl-C: what finished is kept, nothing more is planned (each plan
+        // compiles for seconds).
+        if crate::signals::stopped() {
+            break;
+        }
         let p = &prob.shape;
         let v = random_inputs(p, dtype, s.seed);
         let inp = NormConvInputs::of(&v);
