@@ -161,7 +161,9 @@ pub fn run(
     let (env, peak_gflops) = super::environment(&gpu, dtype, ctx);
     let mut out = open(env, dtype)?;
     let total = s.problems.len();
+    // A problem not timed still moves the progress bar.
     let skip = |out: &mut Output, prob: &ConvProblem, status: String| {
+        ctx.bar.inc(1);
         out.push_skipped(Skipped {
             problem: prob.canonical(),
             dir: Direction::Fwd.into(),
