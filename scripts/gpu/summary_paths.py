@@ -132,23 +132,19 @@ def normconv_section(logs):
     """`conv --norm-conv` per layer at batch 256 beside the plain forward on the graph API, with
     the batch-2 check of the same layers: what NormConv's fused kernel costs over the
     convolution alone."""
-    def records(path):
+    def listed(path, key="records"):
         doc = s.load_json(path)
-        return doc.get("records", []) if isinstance(doc, dict) else []
+        return doc.get(key, []) if isinstance(doc, dict) else []
 
     def layer(problem):
         return re.sub(r"^(g\d+)?mb\d+", "", problem or "")
 
-    def skipped(path):
-        doc = s.load_json(path)
-        return doc.get("skipped", []) if isinstance(doc, dict) else []
-
-    fused = {layer(r.get("problem")): r for r in records(os.path.join(logs, "normconv_f16.json"))}
-    for r in skipped(os.path.join(logs, "normconv_f16.json")):
+    fused = {layer(r.get("problem")): r for r in listed(os.path.join(logs, "normconv_f16.json"))}
+    for r in listed(os.path.join(logs, "normconv_f16.json"), "skipped"):
         fused.setdefault(layer(r.get("problem")), {"algo": f"skipped: {r.get('status')}"})
-    plain = {layer(r.get("problem")): r for r in records(os.path.join(logs, "conv_graph_fwd_f16.json"))}
+    plain = {layer(r.get("problem")): r for r in listed(os.path.join(logs, "conv_graph_fwd_f16.json"))}
     checks = {layer(r.get("problem")): r for r in
-              records(os.path.join(logs, "check", "normconv_check.json"))}
+              listed(os.path.join(logs, "check", "normconv_check.json"))}
     if not (fused or checks):
         return []
     lines = ["## NormConv's fused forward against the plain convolution (f16 NHWC, batch 256)", "",

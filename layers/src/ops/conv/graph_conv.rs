@@ -84,9 +84,6 @@ impl ConvGraph {
         h: &CudnnHandle,
         workspace_limit: usize,
     ) -> GpuResult<(Vec<ExecutionPlan>, Vec<Refused>)> {
-        // Each layer plans its own directions: an engine compiled at run
-        // time (its behaviour note) could cost seconds per layer and
-        // direction while planning.
         candidates(
             h,
             &self.graph,
@@ -99,15 +96,13 @@ impl ConvGraph {
 
 /// Which engine configurations [`candidates`] takes, and how many.
 pub struct Policy {
-    /// Engines that compile their kernels at run time (a behaviour note;
-    /// seconds each while a plan finalizes).
-    pub runtime_compiled: bool,
     /// Engines noted as down-converting their inputs.
     pub down_convert: bool,
     /// Most plans kept.
     pub most: usize,
-    /// Most run-time-compiled configurations finalized, kept or not (each
-    /// compiles, whatever comes of it).
+    /// Most configurations of engines that compile their kernels at run
+    /// time (a behaviour note; seconds each while a plan finalizes)
+    /// finalized, kept or not: 0 refuses them all.
     pub most_compiled: usize,
 }
 
@@ -115,7 +110,6 @@ impl Policy {
     /// A convolution's directions: each layer plans its own, so an engine
     /// compiled at run time could cost seconds per layer and direction.
     pub const CONVOLUTION: Policy = Policy {
-        runtime_compiled: false,
         down_convert: false,
         most: MAX_CANDIDATES,
         most_compiled: 0,
@@ -158,7 +152,7 @@ pub fn candidates(
             continue;
         }
         if cfg.runtime_compiled {
-            if !policy.runtime_compiled {
+            if policy.most_compiled == 0 {
                 refuse(cfg.name(), "compiles at run time", None);
                 continue;
             }

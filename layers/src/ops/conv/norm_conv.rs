@@ -33,7 +33,6 @@ pub const MAX_COMPILED: usize = 8;
 
 /// What NormConv's planning takes (see the module's header).
 const POLICY: Policy = Policy {
-    runtime_compiled: true,
     down_convert: true,
     most: MAX_FUSED_CANDIDATES,
     most_compiled: MAX_COMPILED,
@@ -85,7 +84,6 @@ pub struct NormConvOutputs {
 /// planned, the fastest plan with its pointers and workspace.
 pub struct GpuNormConv<'g> {
     gpu: &'g Gpu,
-    pub shape: ConvShape,
     pub dtype: DType,
     /// In [`IDS`]' order: x, w, y, scale, shift, sum, sqsum.
     bufs: Vec<DeviceBuffer>,
@@ -145,7 +143,6 @@ impl<'g> GpuNormConv<'g> {
         let graph = OperationGraph::new(&gpu.cudnn, &fwd.ops())?;
         Ok(GpuNormConv {
             gpu,
-            shape: *p,
             dtype,
             bufs,
             graph,

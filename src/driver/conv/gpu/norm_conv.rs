@@ -72,11 +72,6 @@ struct NormConvCase<'a, 'g> {
     nc: &'a mut GpuNormConv<'g>,
     want: Option<&'a NormConvOutputs>,
     prob: &'a ConvProblem,
-    /// The chosen plan's lowest time while planning (`cudnn_find_ms`).
-    search_ms: f64,
-    /// Its engine configuration, and that with its numerical notes.
-    engine: String,
-    described: String,
     peak_gflops: Option<f64>,
 }
 
@@ -114,6 +109,9 @@ impl Case for NormConvCase<'_, '_> {
 
     fn record(&mut self, samples: &Samples, check: Option<Check>) -> Result<Record> {
         let ms = Stats::of(&samples.ms).context("no timed runs")?;
+        // The plan's engine configuration, that with its numerical notes,
+        // and its lowest time while planning (`cudnn_find_ms`).
+        let (engine, described, search_ms) = self.nc.chosen().context("planned")?;
         Ok(Record::new(
             Subject {
                 problem: self.prob.canonical(),
@@ -121,7 +119,7 @@ impl Case for NormConvCase<'_, '_> {
                 device: Device::Gpu,
                 dtype: self.nc.dtype,
                 layout: Layout::Nhwc.name().into(),
-                algo: record_name(&self.engine),
+                algo: record_name(&engine),
             },
             Timing {
                 ms,
@@ -135,11 +133,11 @@ impl Case for NormConvCase<'_, '_> {
                 check,
                 kernel: format!(
                     "cudnn runtime fusion {} (scale, shift, relu | conv | sum, sqsum)",
-                    self.described
+                    described
                 ),
                 bias: false,
                 workspace_bytes: self.nc.workspace_bytes(),
-                cudnn_find_ms: Some(self.search_ms),
+                cudnn_find_ms: Some(search_ms),
             },
         ))
     }
@@ -195,24 +193,17 @@ pub fn run(
             }
             Err(e) => return Err(e).with_context(|| format!("problem {prob}")),
         };
-        match nc.plan(workspace_limit, &crate::signals::stopped) {
-            Ok(_) => {}
-            // No configuration of runtime fusion takes it here: a skip
-            // that says why, not the end of the run.
-            Err(e) => {
-                skip(&mut out, prob, status_of(&e))?;
-                continue;
-            }
+        // No configuration of runtime fusion takes it here: a skip that
+        // says why, not the end of the run.
+        if let Err(e) = nc.plan(workspace_limit, &crate::signals::stopped) {
+            skip(&mut out, prob, status_of(&e))?;
+            continue;
         }
-        let (engine, described, search_ms) = nc.chosen().context("planned")?;
         let mut timer = CudaEvents(gpu.event_pair()?);
         let mut case = NormConvCase {
             nc: &mut nc,
             want: want.as_ref(),
             prob,
-            search_ms,
-            engine,
-            described,
             peak_gflops,
         };
         let Some(rec) = driver::drive(&mut case, &ctx.runner, &mut timer)
