@@ -129,39 +129,44 @@ def bilstm_section(logs):
 
 
 def normconv_section(logs):
-    """`conv --norm-conv` per layer at batch 256 beside the plain forward on the graph API, with
-    the batch-2 check of the same layers: what NormConv's fused kernel costs over the
-    convolution alone."""
+    """`conv --norm-conv` per layer and direction at batch 256 beside the plain convolution on the
+    graph API, with the batch-2 check of the same layers: what NormConv's fused kernels cost
+    over the convolution alone."""
     def listed(path, key="records"):
         doc = s.load_json(path)
         return doc.get(key, []) if isinstance(doc, dict) else []
 
-    def layer(problem):
-        return re.sub(r"^(g\d+)?mb\d+", "", problem or "")
+    def key(r):
+        return re.sub(r"^(g\d+)?mb\d+", "", r.get("problem") or ""), r.get("dir") or "-"
 
-    fused = {layer(r.get("problem")): r for r in listed(os.path.join(logs, "normconv_f16.json"))}
+    def by_key(name):
+        return {key(r): r for r in listed(os.path.join(logs, name))}
+
+    fused = by_key("normconv_f16.json")
     for r in listed(os.path.join(logs, "normconv_f16.json"), "skipped"):
-        fused.setdefault(layer(r.get("problem")), {"algo": f"skipped: {r.get('status')}"})
-    plain = {layer(r.get("problem")): r for r in listed(os.path.join(logs, "conv_graph_fwd_f16.json"))}
-    checks = {layer(r.get("problem")): r for r in
-              listed(os.path.join(logs, "check", "normconv_check.json"))}
+        fused.setdefault(key(r), {"algo": f"skipped: {r.get('status')}"})
+    plain = by_key("conv_graph_normconv_f16.json")
+    checks = by_key(os.path.join("check", "normconv_check.json"))
     if not (fused or checks):
         return []
-    lines = ["## NormConv's fused forward against the plain convolution (f16 NHWC, batch 256)", "",
-             "`conv --norm-conv` (scale, shift and ReLU in the prologue, the per-channel sum and sum of "
-             "squares in the epilogue) and `conv --api graph --dir FWD_D` on the same layers, medians of "
-             "20 runs; fused / plain above 1: the fusion costs that much over the convolution alone. "
-             "The check ran the same layers at batch 2.", "",
-             "| layer | plain ms | plain engine | fused ms | fused engine | fused / plain | check (batch 2) |",
-             "|---|---:|---|---:|---|---:|---|"]
-    for key in OrderedDict.fromkeys(list(fused) + list(plain) + list(checks)):
-        f, p = fused.get(key, {}), plain.get(key, {})
+    lines = ["## NormConv's fused graphs against the plain convolution (f16 NHWC, batch 256)", "",
+             "`conv --norm-conv --dir all` (forward: scale, shift and ReLU in the prologue, the "
+             "per-channel sum and sum of squares in the epilogue; data gradient: ReLU's backward and "
+             "the batch norm's weight backward after it; weight gradient: the activation recomputed "
+             "in the prologue) and `conv --api graph --dir FWD_D,BWD_D,BWD_W` on the same layers, "
+             "medians of 20 runs; fused / plain above 1: the fusion costs that much over the "
+             "convolution alone. The check ran the same layers at batch 2.", "",
+             "| layer | dir | plain ms | plain engine | fused ms | fused engine | fused / plain | "
+             "check (batch 2) |",
+             "|---|---|---:|---|---:|---|---:|---|"]
+    for k in OrderedDict.fromkeys(list(fused) + list(plain) + list(checks)):
+        f, p = fused.get(k, {}), plain.get(k, {})
         fm, pm = (f.get("ms") or {}).get("median"), (p.get("ms") or {}).get("median")
         ratio = f"{fm / pm:.2f}" if fm and pm else "-"
-        c = (checks.get(key) or {}).get("check")
+        c = (checks.get(k) or {}).get("check")
         check = "-" if not c else (f"{'ok' if c.get('passed') else 'FAILED'} ({s.fmt_err(c.get('rel_err'))}, "
-                                   f"{checks[key].get('algo', '-')})")
-        lines.append(f"| {key} | {s.fmt_opt_ms(pm)} | {p.get('algo', '-')} | {s.fmt_opt_ms(fm)} | "
+                                   f"{checks[k].get('algo', '-')})")
+        lines.append(f"| {k[0]} | {k[1]} | {s.fmt_opt_ms(pm)} | {p.get('algo', '-')} | {s.fmt_opt_ms(fm)} | "
                      f"{f.get('algo', '-')} | {ratio} | {check} |")
     return lines + [""]
 

@@ -103,23 +103,29 @@ class PathsSummary(unittest.TestCase):
         def doc(recs):
             return json.dumps({"records": recs})
 
-        def rec(problem, algo, ms, check=None):
-            return {"problem": problem, "dir": "fwd", "algo": algo, "ms": {"median": ms}, "check": check}
+        def rec(problem, algo, ms, check=None, direction="fwd"):
+            return {"problem": problem, "dir": direction, "algo": algo, "ms": {"median": ms}, "check": check}
 
         with tempfile.TemporaryDirectory() as d:
             write_logs(d, [])
             os.makedirs(os.path.join(d, "check"))
             for name, recs in [
-                ("normconv_f16.json", [rec("mb256ic64ih56oc64oh56kh3ph1", "norm-conv:eng9", 1.2)]),
-                ("conv_graph_fwd_f16.json", [rec("mb256ic64ih56oc64oh56kh3ph1", "graph:eng34", 1.0)]),
+                ("normconv_f16.json", [rec("mb256ic64ih56oc64oh56kh3ph1", "norm-conv:eng9", 1.2),
+                                       rec("mb256ic64ih56oc64oh56kh3ph1", "norm-conv:eng3", 0.9,
+                                           direction="bwd-data")]),
+                ("conv_graph_normconv_f16.json",
+                 [rec("mb256ic64ih56oc64oh56kh3ph1", "graph:eng34", 1.0),
+                  rec("mb256ic64ih56oc64oh56kh3ph1", "graph:eng1", 1.5, direction="bwd-data")]),
                 ("check/normconv_check.json",
                  [rec("mb2ic64ih56oc64oh56kh3ph1", "norm-conv:eng9", 0.01, {"rel_err": 3e-4, "passed": True})]),
             ]:
                 with open(os.path.join(d, name), "w") as f:
                     f.write(doc(recs))
             text = "\n".join(summary_paths.normconv_section(d))
-            self.assertIn("| ic64ih56oc64oh56kh3ph1 | 1.0000 | graph:eng34 | 1.2000 | norm-conv:eng9 | 1.20 | "
-                          "ok (3.00e-04, norm-conv:eng9) |", text)
+            self.assertIn("| ic64ih56oc64oh56kh3ph1 | fwd | 1.0000 | graph:eng34 | 1.2000 | norm-conv:eng9 | "
+                          "1.20 | ok (3.00e-04, norm-conv:eng9) |", text)
+            self.assertIn("| ic64ih56oc64oh56kh3ph1 | bwd-data | 1.5000 | graph:eng1 | 0.9000 | norm-conv:eng3 | "
+                          "0.60 | - |", text)
             self.assertEqual(summary_paths.normconv_section(os.path.join(d, "nowhere")), [])
             # A check whose output was never written (rel_err null), and a
             # layer runtime fusion refused, still make a table.
@@ -128,7 +134,7 @@ class PathsSummary(unittest.TestCase):
                                  {"rel_err": None, "passed": False})]))
             with open(os.path.join(d, "normconv_f16.json"), "w") as f:
                 f.write(json.dumps({"records": [], "skipped": [
-                    {"problem": "mb256ic64ih56oc64oh56kh3ph1", "status": "not supported"}]}))
+                    {"problem": "mb256ic64ih56oc64oh56kh3ph1", "dir": "fwd", "status": "not supported"}]}))
             text = "\n".join(summary_paths.normconv_section(d))
             self.assertIn("| skipped: not supported | - | FAILED (NaN, norm-conv:eng9) |", text)
 

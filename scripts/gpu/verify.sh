@@ -147,12 +147,12 @@
 #   conv      `conv --from builtin:resnet50 --batch 64 --dtype f32 --dir
 #             FWD_D,BWD_D,BWD_W`, --api legacy then --api graph: the engine
 #             each direction of each layer gets.
-#   normconv  not in the default list: `conv --norm-conv` (NormConv's
-#             runtime-fused forward, not yet in the network) on the eight
-#             layers of normconv-layers.txt, checked at batch 2 in f16,
-#             then timed at batch 256 beside the plain forward on the graph
-#             API (runtime fusion compiles each configuration it plans:
-#             guessed 2-4 minutes in all).
+#   normconv  not in the default list: `conv --norm-conv --dir all`
+#             (NormConv's runtime-fused graphs, not yet in the network) on
+#             the eight layers of normconv-layers.txt, checked at batch 2
+#             in f16, then timed at batch 256 beside the plain convolutions
+#             on the graph API (runtime fusion compiles each configuration
+#             it plans: guessed 4-8 minutes in all).
 # Files: paths-summary.md (the correctness rows, the ResNet-50 and Keras
 # tables with ratios to the default and to PyTorch, the per-layer kind
 # table of both per-layer runs), paths-logs.tar.gz, paths-info.json.
@@ -1809,22 +1809,22 @@ assert 0.6 * b["nominal_gbs"] < b["measured_gbs"] <= 1.02 * b["nominal_gbs"], b'
                 --format json --out "$logs/conv_${w}_f32.json" "${store[@]}" -q
         done
     fi
-    if want normconv && gpu_or_skip normconv_check normconv_f16 conv_graph_fwd_f16; then
+    if want normconv && gpu_or_skip normconv_check normconv_f16 conv_graph_normconv_f16; then
         rerun_hint=normconv
-        # NormConv's fused forward (not yet in the network): checked at
-        # batch 2, then timed at 256 beside the plain forward on the graph
-        # API. Runtime fusion compiles each configuration it plans (the
-        # first 4 per shape): seconds each.
+        # NormConv's three fused graphs (not yet in the network): checked
+        # at batch 2, then timed at 256 beside the plain convolutions on
+        # the graph API. Runtime fusion compiles each configuration it
+        # plans (the first 4 per shape and direction): seconds each.
         local nlayers="$here/normconv-layers.txt"
-        run normconv_check 30 240 "$bin" conv --from "$nlayers" --device gpu --batch 2 --dtype f16 \
-            --layout nhwc --dir fwd --norm-conv --check --warmup 1 --iters 3 \
+        run normconv_check 90 300 "$bin" conv --from "$nlayers" --device gpu --batch 2 --dtype f16 \
+            --layout nhwc --dir all --norm-conv --check --warmup 1 --iters 3 \
             --format json --out "$logs/check/normconv_check.json" "${store[@]}" -q
-        run normconv_f16 60 300 "$bin" conv --from "$nlayers" --device gpu --batch 256 --dtype f16 \
-            --layout nhwc --dir fwd --norm-conv --warmup 3 --iters 20 \
+        run normconv_f16 150 420 "$bin" conv --from "$nlayers" --device gpu --batch 256 --dtype f16 \
+            --layout nhwc --dir all --norm-conv --warmup 3 --iters 20 \
             --format json --out "$logs/normconv_f16.json" "${store[@]}" -q
-        run conv_graph_fwd_f16 20 120 "$bin" conv --from "$nlayers" --device gpu --batch 256 --dtype f16 \
-            --layout nhwc --dir FWD_D --api graph --warmup 3 --iters 20 \
-            --format json --out "$logs/conv_graph_fwd_f16.json" "${store[@]}" -q
+        run conv_graph_normconv_f16 40 200 "$bin" conv --from "$nlayers" --device gpu --batch 256 \
+            --dtype f16 --layout nhwc --dir FWD_D,BWD_D,BWD_W --api graph --warmup 3 --iters 20 \
+            --format json --out "$logs/conv_graph_normconv_f16.json" "${store[@]}" -q
     fi
     "$py" "$here/summary.py" --per-layer "$logs/results" > "$logs/per-layer.md" 2>> "$logs/summary.err" || true
 }

@@ -61,10 +61,12 @@ pub struct ConvArgs {
     /// in f16 and f32, not tf32)
     #[arg(long, value_name = "API", default_value = "legacy", value_parser = parse_conv_api)]
     api: ConvApi,
-    /// GPU, f16 or bf16, NHWC, --dir fwd: time each forward as NormConv, MLPerf ResNet-50's
-    /// runtime-fused convolution through cuDNN's graph API (whatever --api says): the previous
-    /// batch norm's scale and shift and its ReLU in the prologue, the output's per-channel sum
-    /// and sum of squares in the epilogue; --check compares all three. Not yet run on a GPU
+    /// GPU, f16 or bf16, NHWC: time each direction as NormConv, MLPerf ResNet-50's
+    /// runtime-fused convolution through cuDNN's graph API (whatever --api says), the previous
+    /// batch norm's scale and shift and its ReLU in the prologue: fwd also sums the output and
+    /// its squares per channel, bwd-data applies ReLU's backward and the batch norm's weight
+    /// backward, bwd-filter takes the activation it recomputes; --check compares every
+    /// output. Not yet run on a GPU
     #[arg(long)]
     norm_conv: bool,
     /// Worker threads [default: all logical CPUs]. A comma list sweeps, as do lists in --batch,

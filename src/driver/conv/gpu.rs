@@ -43,7 +43,7 @@ pub struct GpuSetup {
     workspace_limit: usize,
     cold_cache: bool,
     api: ConvApi,
-    /// `--norm-conv`: each forward as NormConv ([`norm_conv`]).
+    /// `--norm-conv`: each direction as NormConv ([`norm_conv`]).
     norm_conv: bool,
 }
 

@@ -46,7 +46,7 @@ pub struct Request {
     pub cold_cache: bool,
     /// `--api`: cuDNN's legacy or graph API (GPU only).
     pub api: ConvApi,
-    /// `--norm-conv`: each forward as NormConv (GPU only).
+    /// `--norm-conv`: each direction as NormConv (GPU only).
     pub norm_conv: bool,
     pub check: bool,
     pub seed: u64,
@@ -131,7 +131,6 @@ pub fn plan(req: Request, gpu: Option<Gpu>, no_gpu: Option<String>) -> Result<(S
             let algo = plan::GpuAlgoChoice::parse(&algo, &dirs)?;
             if norm_conv {
                 gpu::norm_conv::allowed(
-                    &dirs,
                     dtype,
                     layout,
                     &algo,

@@ -1,11 +1,16 @@
-//! `conv --norm-conv`: each problem's forward as NormConv, MLPerf
-//! ResNet-50's runtime-fused convolution (`y = conv(relu(x·scale +
-//! shift), w)` with the per-channel sum and sum of squares of `y` in the
-//! same kernel), through cuDNN's graph API whatever `--api` says. Up to 4
-//! of the configurations cuDNN's heuristics offer first are planned and
-//! timed, and the fastest is timed as any convolution is; `--check` runs
-//! it once more from zeroed sums and compares `y`, the sums and the sums
-//! of squares with the host's reference. Not yet run on a GPU.
+//! `conv --norm-conv`: each problem's convolution as NormConv, MLPerf
+//! ResNet-50's runtime-fused convolution, through cuDNN's graph API
+//! whatever `--api` says, in each direction asked for:
+//! - `fwd`: `y = conv(relu(x·scale + shift), w)` with the per-channel sum
+//!   and sum of squares of `y` in the same kernel;
+//! - `bwd-data`: the data gradient with ReLU's backward and the batch norm's
+//!   weight backward (dγ, dβ and the coefficients of its data gradient);
+//! - `bwd-filter`: the weight gradient of `relu(x·scale + shift)`.
+//!
+//! Up to 4 of the configurations cuDNN's heuristics offer first are
+//! planned and timed, and the fastest is timed as any convolution is;
+//! `--check` runs it once more from poisoned outputs and compares every
+//! output with the host's reference. Not yet run on a GPU.
 
 use super::{status_of, GpuSetup};
 use crate::bench::timer::CudaEvents;
@@ -19,9 +24,7 @@ use crate::results::record::{Ran, Subject, Timing};
 use crate::results::{Check, Device, Environment, Record, Skipped};
 use anyhow::{bail, Context as _, Result};
 use cnnbench_kernels::conv::{reduction_len, Direction};
-use cnnbench_layers::conv::norm_conv::{
-    random_inputs, reference, GpuNormConv, NormConvInputs, NormConvOutputs,
-};
+use cnnbench_layers::conv::norm_conv::{errors, random_inputs, reference, GpuNormConv, Tensors};
 use cnnbench_layers::cuda::cudnn_graph::descriptor::not_supported;
 use cnnbench_layers::cuda::cudnn_graph::norm_conv::refusal;
 use cnnbench_layers::gemm::cuda::ensure_peak;
@@ -34,12 +37,12 @@ pub fn record_name(config: &str) -> String {
 }
 
 /// What `--norm-conv` cannot take, refused in one line before anything
-/// runs: it times the forward (`fwd`, `FWD_B` or `FWD_D`: NormConv has no
-/// bias), in f16 or bf16, NHWC, one group, the fastest plan (`--algo
-/// auto`), on one set of tensors (no `--cold-cache`), and writes no dump.
+/// runs: f16 or bf16, NHWC, one group, the fastest plan (`--algo auto`),
+/// on one set of tensors (no `--cold-cache`), no dump. NormConv has no
+/// bias: `fwd` (`FWD_B`) and `FWD_D` time the same graph, as do
+/// `bwd-filter` (`BWD_WB`) and `BWD_W`.
 #[allow(clippy::too_many_arguments)]
 pub fn allowed(
-    dirs: &[DirSpec],
     dtype: DType,
     layout: Layout,
     algo: &GpuAlgoChoice,
@@ -47,9 +50,6 @@ pub fn allowed(
     cold_cache: bool,
     problems: &[ConvProblem],
 ) -> Result<()> {
-    if dirs.len() != 1 || dirs[0].dir != Direction::Fwd {
-        bail!("--norm-conv times the forward pass only: add --dir fwd");
-    }
     if *algo != GpuAlgoChoice::Auto {
         bail!("--norm-conv takes --algo auto (the fastest of the configurations runtime fusion offers)");
     }
@@ -67,10 +67,25 @@ pub fn allowed(
     Ok(())
 }
 
-/// One problem's NormConv, planned.
+/// The directions of `dirs` (each at most once: `--dir` refuses one
+/// given twice), in order.
+pub fn directions(dirs: &[DirSpec]) -> Vec<Direction> {
+    dirs.iter().map(|d| d.dir).collect()
+}
+
+/// What each direction's graph computes, for the kernel column.
+fn pattern(dir: Direction) -> &'static str {
+    match dir {
+        Direction::Fwd => "scale, shift, relu | conv | sum, sqsum",
+        Direction::BwdData => "dgrad | scale, shift, relu bwd | bn bwd weights",
+        Direction::BwdFilter => "scale, shift, relu | wgrad",
+    }
+}
+
+/// One problem's NormConv in one direction, planned.
 struct NormConvCase<'a, 'g> {
     nc: &'a mut GpuNormConv<'g>,
-    want: Option<&'a NormConvOutputs>,
+    want: Option<&'a Tensors>,
     prob: &'a ConvProblem,
     peak_gflops: Option<f64>,
 }
@@ -86,20 +101,16 @@ impl Case for NormConvCase<'_, '_> {
         let Some(want) = self.want else {
             return Ok(None);
         };
-        // One run from zeroed sums (whether the statistics operation adds
-        // to them is not known yet) and a poisoned output.
+        // One run from poisoned outputs, fp32 sums zeroed (whether the
+        // statistics operations add to them is not known yet).
         self.nc.poison()?;
         self.nc.run()?;
         let got = self.nc.download()?;
-        let rel = cnnbench_kernels::conv::reference::rel_l2_error;
-        let rel_err = [
-            rel(&got.y, &want.y),
-            rel(&got.sum, &want.sum),
-            rel(&got.sqsum, &want.sqsum),
-        ]
-        .into_iter()
-        .fold(0f64, f64::max);
-        let n = reduction_len(&self.prob.shape, Direction::Fwd);
+        let rel_err = errors(&got, want)
+            .into_iter()
+            .map(|(_, e)| e)
+            .fold(0f64, f64::max);
+        let n = reduction_len(&self.prob.shape, self.nc.dir);
         let tolerance = super::graph::tolerance(self.nc.dtype, false, n);
         Ok(Some(Check {
             rel_err,
@@ -115,7 +126,7 @@ impl Case for NormConvCase<'_, '_> {
         Ok(Record::new(
             Subject {
                 problem: self.prob.canonical(),
-                dir: Direction::Fwd.into(),
+                dir: self.nc.dir.into(),
                 device: Device::Gpu,
                 dtype: self.nc.dtype,
                 layout: Layout::Nhwc.name().into(),
@@ -124,16 +135,16 @@ impl Case for NormConvCase<'_, '_> {
             Timing {
                 ms,
                 runs: samples.ms.len(),
-                // The convolution's; the prologue and statistics add one
-                // multiply-add or two per element.
+                // The convolution's; the prologue and epilogue add a few
+                // operations per element.
                 flops: self.prob.shape.flops(),
                 peak_gflops: self.peak_gflops,
             },
             Ran {
                 check,
                 kernel: format!(
-                    "cudnn runtime fusion {} (scale, shift, relu | conv | sum, sqsum)",
-                    described
+                    "cudnn runtime fusion {described} ({})",
+                    pattern(self.nc.dir)
                 ),
                 bias: false,
                 workspace_bytes: self.nc.workspace_bytes(),
@@ -158,13 +169,14 @@ pub fn run(
     ensure_peak(&mut gpu, dtype).context("measuring the GPU's peak")?;
     let (env, peak_gflops) = super::environment(&gpu, dtype, ctx);
     let mut out = open(env, dtype)?;
-    let total = s.problems.len();
+    let dirs = directions(&s.dirs);
+    let total = s.problems.len() * dirs.len();
     // A problem not timed still moves the progress bar.
-    let skip = |out: &mut Output, prob: &ConvProblem, status: String| {
+    let skip = |out: &mut Output, prob: &ConvProblem, dir: Direction, status: String| {
         ctx.bar.inc(1);
         out.push_skipped(Skipped {
             problem: prob.canonical(),
-            dir: Direction::Fwd.into(),
+            dir: dir.into(),
             device: Device::Gpu,
             dtype,
             layout: Layout::Nhwc.name().into(),
@@ -173,46 +185,49 @@ pub fn run(
             workspace_bytes: None,
         })
     };
-    for (pi, prob) in s.problems.iter().enumerate() {
-        // Ctrl-C: what finished is kept, nothing more is planned (each plan
-        // compiles for seconds).
-        if crate::signals::stopped() {
-            break;
-        }
-        let p = &prob.shape;
-        let v = random_inputs(p, dtype, s.seed);
-        let inp = NormConvInputs::of(&v);
-        let want = s.check.then(|| reference(p, &inp));
-        let mut nc = match GpuNormConv::new(&gpu, p, dtype, &inp) {
-            Ok(nc) => nc,
-            // Out of memory, or a graph cuDNN does not take here (its
-            // operation graph finalizes on the GPU's handle only).
-            Err(e) if e.oom || not_supported(&e) => {
-                skip(&mut out, prob, status_of(&e))?;
+    let mut done = 0;
+    'problems: for prob in &s.problems {
+        for &dir in &dirs {
+            // Ctrl-C: what finished is kept, nothing more is planned (each
+            // plan compiles for seconds).
+            if crate::signals::stopped() {
+                break 'problems;
+            }
+            done += 1;
+            let p = &prob.shape;
+            let inp = random_inputs(dir, p, dtype, s.seed);
+            let want = s.check.then(|| reference(dir, p, &inp));
+            let mut nc = match GpuNormConv::new(&gpu, dir, p, dtype, &inp) {
+                Ok(nc) => nc,
+                // Out of memory, or a graph cuDNN does not take here (its
+                // operation graph finalizes on the GPU's handle only).
+                Err(e) if e.oom || not_supported(&e) => {
+                    skip(&mut out, prob, dir, status_of(&e))?;
+                    continue;
+                }
+                Err(e) => return Err(e).with_context(|| format!("problem {prob} {dir}")),
+            };
+            // No configuration of runtime fusion takes it here: a skip that
+            // says why, not the end of the run.
+            if let Err(e) = nc.plan(workspace_limit, &crate::signals::stopped) {
+                skip(&mut out, prob, dir, status_of(&e))?;
                 continue;
             }
-            Err(e) => return Err(e).with_context(|| format!("problem {prob}")),
-        };
-        // No configuration of runtime fusion takes it here: a skip that
-        // says why, not the end of the run.
-        if let Err(e) = nc.plan(workspace_limit, &crate::signals::stopped) {
-            skip(&mut out, prob, status_of(&e))?;
-            continue;
+            let mut timer = CudaEvents(gpu.event_pair()?);
+            let mut case = NormConvCase {
+                nc: &mut nc,
+                want: want.as_ref(),
+                prob,
+                peak_gflops,
+            };
+            let Some(rec) = driver::drive(&mut case, &ctx.runner, &mut timer)
+                .with_context(|| format!("problem {prob} {dir} (--norm-conv)"))?
+            else {
+                break 'problems;
+            };
+            super::super::progress_line(ctx.bar, done, total, &rec);
+            out.push(rec)?;
         }
-        let mut timer = CudaEvents(gpu.event_pair()?);
-        let mut case = NormConvCase {
-            nc: &mut nc,
-            want: want.as_ref(),
-            prob,
-            peak_gflops,
-        };
-        let Some(rec) = driver::drive(&mut case, &ctx.runner, &mut timer)
-            .with_context(|| format!("problem {prob} fwd (--norm-conv)"))?
-        else {
-            break;
-        };
-        super::super::progress_line(ctx.bar, pi + 1, total, &rec);
-        out.push(rec)?;
     }
     Ok(out)
 }
@@ -227,59 +242,32 @@ mod tests {
 
     #[test]
     fn what_norm_conv_refuses_is_one_line() {
-        let fwd = [DirSpec {
-            dir: Direction::Fwd,
-            bias: false,
-        }];
         let one = [prob("mb2ic32ih8oc64oh8kh1ph0")];
-        let ok =
-            |dirs: &[DirSpec], dtype, layout, algo: &GpuAlgoChoice, dump, ps: &[ConvProblem]| {
-                allowed(dirs, dtype, layout, algo, dump, false, ps).map_err(|e| e.to_string())
-            };
+        let ok = |dtype, layout, algo: &GpuAlgoChoice, dump, ps: &[ConvProblem]| {
+            allowed(dtype, layout, algo, dump, false, ps).map_err(|e| e.to_string())
+        };
         let auto = GpuAlgoChoice::Auto;
-        assert!(ok(&fwd, DType::F16, Layout::Nhwc, &auto, false, &one).is_ok());
-        assert!(ok(&fwd, DType::Bf16, Layout::Nhwc, &auto, false, &one).is_ok());
-        // `fwd` is benchdnn's FWD_B: NormConv has no bias, so either will do.
-        let fwd_b = crate::plan::parse_dirs("fwd").unwrap();
-        assert!(ok(&fwd_b, DType::F16, Layout::Nhwc, &auto, false, &one).is_ok());
+        assert!(ok(DType::F16, Layout::Nhwc, &auto, false, &one).is_ok());
+        assert!(ok(DType::Bf16, Layout::Nhwc, &auto, false, &one).is_ok());
+        // Every direction has its graph; `fwd` (FWD_B) and FWD_D are the
+        // same one, NormConv having no bias.
+        let all = crate::plan::parse_dirs("all").unwrap();
+        assert_eq!(directions(&all), Direction::ALL);
+        let fwd_d = crate::plan::parse_dirs("FWD_D,BWD_W").unwrap();
+        assert_eq!(directions(&fwd_d), [Direction::Fwd, Direction::BwdFilter]);
         for (e, word) in [
             (
-                ok(
-                    &crate::plan::parse_dirs("all").unwrap(),
-                    DType::F16,
-                    Layout::Nhwc,
-                    &auto,
-                    false,
-                    &one,
-                ),
-                "--dir fwd",
-            ),
-            (
-                ok(
-                    &fwd,
-                    DType::F16,
-                    Layout::Nhwc,
-                    &GpuAlgoChoice::All,
-                    false,
-                    &one,
-                ),
+                ok(DType::F16, Layout::Nhwc, &GpuAlgoChoice::All, false, &one),
                 "--algo auto",
             ),
+            (ok(DType::F16, Layout::Nhwc, &auto, true, &one), "--dump"),
             (
-                ok(&fwd, DType::F16, Layout::Nhwc, &auto, true, &one),
-                "--dump",
-            ),
-            (
-                ok(&fwd, DType::F32, Layout::Nhwc, &auto, false, &one),
+                ok(DType::F32, Layout::Nhwc, &auto, false, &one),
                 "f16 or bf16",
             ),
-            (
-                ok(&fwd, DType::F16, Layout::Nchw, &auto, false, &one),
-                "NHWC",
-            ),
+            (ok(DType::F16, Layout::Nchw, &auto, false, &one), "NHWC"),
             (
                 ok(
-                    &fwd,
                     DType::F16,
                     Layout::Nhwc,
                     &auto,
@@ -292,7 +280,7 @@ mod tests {
             let e = e.expect_err(word);
             assert!(e.contains(word) && !e.contains('\n'), "{e}");
         }
-        let e = allowed(&fwd, DType::F16, Layout::Nhwc, &auto, false, true, &one)
+        let e = allowed(DType::F16, Layout::Nhwc, &auto, false, true, &one)
             .unwrap_err()
             .to_string();
         assert_eq!(e, "--norm-conv runs on one set of tensors: no --cold-cache");

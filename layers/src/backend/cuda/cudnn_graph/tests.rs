@@ -211,11 +211,12 @@ fn real_libs_statuses_by_name() {
 }
 
 /// ResNet-50's NormConv shapes (1x1 and 3x3, stride 1 and 2): every
-/// operation of the fused forward finalizes in f16 and bf16 without a
-/// GPU, and what runtime fusion cannot take is refused in one line.
+/// operation of the fused graphs finalizes in each direction, in f16 and
+/// bf16, without a GPU; the variant pack's ids are unique; and what
+/// runtime fusion cannot take is refused in one line.
 #[test]
 fn real_libs_norm_conv_operations_finalize_without_a_gpu() {
-    use super::norm_conv::{refusal, NormConvFwd};
+    use super::norm_conv::{bound, refusal, NormConvGraph};
     if !cudnn_here() {
         return;
     }
@@ -232,19 +233,46 @@ fn real_libs_norm_conv_operations_finalize_without_a_gpu() {
         oc: 256,
         ..r50
     };
+    use Kind::*;
+    let pw = CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR;
+    let kinds = |dir| match dir {
+        Direction::Fwd => vec![
+            pw,
+            pw,
+            pw,
+            CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
+            CUDNN_BACKEND_OPERATION_GEN_STATS_DESCRIPTOR,
+        ],
+        Direction::BwdData => vec![
+            pw,
+            pw,
+            CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR,
+            pw,
+            CUDNN_BACKEND_OPERATION_BN_BWD_WEIGHTS_DESCRIPTOR,
+        ],
+        Direction::BwdFilter => vec![
+            pw,
+            pw,
+            pw,
+            CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR,
+        ],
+    };
     for p in [r50, one_by_one] {
-        for dtype in [DType::F16, DType::Bf16] {
-            let nc = NormConvFwd::new(&p, &geometry(&p), dtype, 16)
-                .unwrap_or_else(|e| panic!("{dtype} {p:?}: {e}"));
-            assert_eq!(nc.ops().len(), 5);
-            assert_eq!(
-                nc.ops()[3].kind(),
-                Kind::CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR
-            );
-            assert_eq!(
-                nc.ops()[4].kind(),
-                Kind::CUDNN_BACKEND_OPERATION_GEN_STATS_DESCRIPTOR
-            );
+        for dir in Direction::ALL {
+            for dtype in [DType::F16, DType::Bf16] {
+                let nc = NormConvGraph::new(dir, &p, &geometry(&p), dtype, 16)
+                    .unwrap_or_else(|e| panic!("{dir} {dtype} {p:?}: {e}"));
+                let got: Vec<Kind> = nc.ops().iter().map(|d| d.kind()).collect();
+                assert_eq!(got, kinds(dir), "{dir}");
+                let b = bound(dir, &p, dtype);
+                let mut ids: Vec<i64> = b.iter().map(|b| b.id).collect();
+                ids.sort_unstable();
+                ids.dedup();
+                assert_eq!(ids.len(), b.len(), "{dir}: unique ids");
+                let outputs = b.iter().skip_while(|b| !b.output);
+                assert!(outputs.clone().all(|b| b.output), "{dir}: inputs first");
+                assert!(outputs.count() >= 1);
+            }
         }
     }
     for (p, dtype, layout, word) in [
@@ -256,9 +284,11 @@ fn real_libs_norm_conv_operations_finalize_without_a_gpu() {
         let why = refusal(&p, dtype, layout).expect("refused");
         assert!(why.contains(word) && !why.contains('\n'), "{why}");
     }
-    let e = NormConvFwd::new(&grouped, &geometry(&grouped), DType::F16, 16)
-        .err()
-        .expect("a grouped convolution is refused");
-    let e = e.to_string();
-    assert!(e.contains("NormConv graph") && !e.contains('\n'), "{e}");
+    for dir in Direction::ALL {
+        let e = NormConvGraph::new(dir, &grouped, &geometry(&grouped), DType::F16, 16)
+            .err()
+            .expect("a grouped convolution is refused");
+        let e = e.to_string();
+        assert!(e.contains("NormConv graph") && !e.contains('\n'), "{e}");
+    }
 }
