@@ -10,10 +10,12 @@
 //! transposed once per call (16 x 16 vector transposes on AVX-512) into
 //! NR-wide `[k][c]` panels, so each pass reads one contiguous L2-sized
 //! block. A class with no taps (stride larger than the kernel) is written
-//! as zeros.
+//! as zeros. Where taps that find no diff_dst pixel (the border) would take
+//! 4% or more of a class's pixel-taps, its tiles take pixels that share
+//! their taps with data and run only those ([`TapTiles`]).
 
 use super::ukernel::{self, Igemm, Init, MRMAX, TMAX};
-use super::util::{grid, split, target_items, AlignedBuf, SyncPtr};
+use super::util::{grid, split, target_items, AlignedBuf, SyncPtr, TapTiles};
 use crate::conv::{ConvArgs, ConvPlan, ConvShape};
 use crate::Isa;
 use rayon::prelude::*;
@@ -27,11 +29,15 @@ struct Class {
     nx: usize,
     /// `(tap, off_r, off_s)`: tap `t` reads `diff_dst[y + off_r][x + off_s]`.
     taps: Vec<(usize, isize, isize)>,
+    /// The class's pixels regrouped by which of its taps find a diff_dst
+    /// pixel (bit `j`: `taps[j]`), where that saves work.
+    tiles: Option<TapTiles>,
 }
 
 struct Item {
     class: usize,
-    /// Pixel range within the class, `(n, y, x)` flattened.
+    /// Pixel range within the class, `(n, y, x)` flattened, or a range of
+    /// its [`TapTiles`].
     px: (usize, usize),
     /// Flattened `(group, input-channel block)` range.
     blk: (usize, usize),
@@ -77,12 +83,28 @@ impl BwdDataPlan {
             for b in 0..p.sw.min(p.iw) {
                 let rows = phase_taps(a, p.kh, p.sh, p.ph, p.dil_h());
                 let cols = phase_taps(b, p.kw, p.sw, p.pw, p.dil_w());
-                let taps = rows
+                let taps: Vec<(usize, isize, isize)> = rows
                     .iter()
                     .flat_map(|&(r, dr)| cols.iter().map(move |&(s, ds)| (r * p.kw + s, dr, ds)))
                     .collect();
                 let (ny, nx) = ((p.ih - a).div_ceil(p.sh), (p.iw - b).div_ceil(p.sw));
-                classes.push(Class { a, b, ny, nx, taps });
+                let tiles = TapTiles::new((p.mb, ny, nx), taps.len(), mr, |y, x| {
+                    let inside = |v: isize, n: usize| (0..n as isize).contains(&v);
+                    taps.iter()
+                        .enumerate()
+                        .filter(|(_, &(_, dr, ds))| {
+                            inside(y as isize + dr, p.oh) && inside(x as isize + ds, p.ow)
+                        })
+                        .fold(0u64, |m, (j, _)| m | 1 << j)
+                });
+                classes.push(Class {
+                    a,
+                    b,
+                    ny,
+                    nx,
+                    taps,
+                    tiles,
+                });
             }
         }
         let pixels = p.mb * p.ih * p.iw;
@@ -100,7 +122,11 @@ impl BwdDataPlan {
             let count = p.mb * cl.ny * cl.nx;
             // Each class gets its share of the pixel chunks.
             let parts = (pc * count).div_ceil(pixels).max(1);
-            for px in split(count, parts, mr) {
+            let (len, unit) = match &cl.tiles {
+                Some(tt) => (tt.tiles.len(), 1),
+                None => (count, mr),
+            };
+            for px in split(len, parts, unit) {
                 for blk in split(blocks, bc, 1) {
                     items.push(Item { class: ci, px, blk });
                 }
@@ -156,76 +182,81 @@ impl BwdDataPlan {
                     } else {
                         Init::Zero
                     };
-                    let row = it.px.0 / cl.nx;
-                    let mut cur = (row / cl.ny, row % cl.ny, it.px.0 % cl.nx);
-                    let mut q0 = it.px.0;
-                    while q0 < it.px.1 {
-                        let m = mr.min(it.px.1 - q0);
-                        for i in 0..mr {
-                            if i >= m {
-                                org[i] = (isize::MIN / 2, 0, 0);
-                                continue;
-                            }
-                            let (img, y, x) = cur;
-                            let off =
-                                (((img * p.oh + y) * p.ow + x) * p.oc + g * ocg + k0) as isize;
-                            org[i] = (y as isize, x as isize, off);
-                            rows[i] = out.get().add(p.src_idx(
+                    // Class pixel (image, y, x) as a row of the tile: its
+                    // diff_dst offset and output row.
+                    let place = |(img, y, x): (usize, usize, usize)| {
+                        let off = (((img * p.oh + y) * p.ow + x) * p.oc + g * ocg + k0) as isize;
+                        (
+                            (y as isize, x as isize, off),
+                            out.get().add(p.src_idx(
                                 img,
                                 cl.a + p.sh * y,
                                 cl.b + p.sw * x,
                                 g * icg,
-                            ));
-                            cur.2 += 1;
-                            if cur.2 == cl.nx {
-                                cur.2 = 0;
-                                cur.1 += 1;
-                                if cur.1 == cl.ny {
-                                    cur.1 = 0;
-                                    cur.0 += 1;
+                            )),
+                        )
+                    };
+                    let pass = Pass {
+                        blks: blks.clone(),
+                        k0,
+                        kc,
+                        init,
+                        pack,
+                    };
+                    let mut tv = [0usize; TMAX];
+                    if let Some(tt) = &cl.tiles {
+                        let plane = cl.ny * cl.nx;
+                        for &(start, m, mask) in &tt.tiles[it.px.0..it.px.1] {
+                            let (start, m) = (start as usize, m as usize);
+                            for i in 0..mr {
+                                if i >= m {
+                                    org[i] = (isize::MIN / 2, 0, 0);
+                                    continue;
+                                }
+                                let q = tt.order[start + i] as usize;
+                                let (img, at) = (q / plane, q % plane);
+                                (org[i], rows[i]) = place((img, at / cl.nx, at % cl.nx));
+                            }
+                            // Only the taps that find diff_dst for every pixel.
+                            let mut nv = 0;
+                            for j in (t0..t0 + nt).filter(|j| mask >> j & 1 == 1) {
+                                self.tap_rows(&mut a, nv, &org, cl.taps[j], diff_dst, zero);
+                                tv[nv] = cl.taps[j].0;
+                                nv += 1;
+                            }
+                            self.tile(&pass, &a, &tv[..nv], &mut b, &mut c, &rows[..m]);
+                        }
+                    } else {
+                        let row = it.px.0 / cl.nx;
+                        let mut cur = (row / cl.ny, row % cl.ny, it.px.0 % cl.nx);
+                        let mut q0 = it.px.0;
+                        while q0 < it.px.1 {
+                            let m = mr.min(it.px.1 - q0);
+                            for i in 0..mr {
+                                if i >= m {
+                                    org[i] = (isize::MIN / 2, 0, 0);
+                                    continue;
+                                }
+                                (org[i], rows[i]) = place(cur);
+                                cur.2 += 1;
+                                if cur.2 == cl.nx {
+                                    cur.2 = 0;
+                                    cur.1 += 1;
+                                    if cur.1 == cl.ny {
+                                        cur.1 = 0;
+                                        cur.0 += 1;
+                                    }
                                 }
                             }
-                        }
-                        for tb in 0..nt {
-                            let (_, dr, ds) = cl.taps[t0 + tb];
-                            let doff = (dr * p.ow as isize + ds) * p.oc as isize;
-                            // No diff_dst pixel there (or a row past the tile).
-                            ukernel::point_tap_rows(
-                                &mut a,
-                                tb,
-                                &org,
-                                mr,
-                                (dr, ds, doff),
-                                (p.oh, p.ow),
-                                diff_dst.as_ptr(),
-                                zero,
-                            );
-                        }
-                        // The same pixels' pointers serve every block of
-                        // the run: only the weights and output columns move.
-                        for blk in blks.clone() {
-                            let c0 = blk % ncb * nr;
-                            let n = nr.min(icg - c0);
-                            for (bp, &(t, _, _)) in b.iter_mut().zip(&cl.taps[t0..t0 + nt]) {
-                                *bp = pack.add(((blk * p.taps() + t) * ocg + k0) * nr);
+                            // No diff_dst pixel there (or a row past the
+                            // tile): the zero row.
+                            for (slot, j) in (t0..t0 + nt).enumerate() {
+                                self.tap_rows(&mut a, slot, &org, cl.taps[j], diff_dst, zero);
+                                tv[slot] = cl.taps[j].0;
                             }
-                            for i in 0..m {
-                                c[i] = rows[i].add(c0);
-                            }
-                            let k = Igemm {
-                                a: a.as_ptr(),
-                                b: b.as_ptr(),
-                                ntaps: nt,
-                                kc,
-                                ldb: nr,
-                                c: c.as_ptr(),
-                                m,
-                                n,
-                                init,
-                            };
-                            ukernel::igemm(self.isa, &k);
+                            self.tile(&pass, &a, &tv[..nt], &mut b, &mut c, &rows[..m]);
+                            q0 += m;
                         }
-                        q0 += m;
                     }
                 }
                 t0 += nt;
@@ -235,6 +266,94 @@ impl BwdDataPlan {
             }
         }
     }
+}
+
+impl BwdDataPlan {
+    /// Fills `a`'s slot `slot` with the tile's row pointers for class tap
+    /// `(_, dr, ds)`; a pixel with no diff_dst there (or a row past the
+    /// tile) reads `zero`.
+    ///
+    /// # Safety
+    /// As [`ukernel::point_tap_rows`], with `diff_dst` the problem's.
+    #[inline(always)]
+    unsafe fn tap_rows(
+        &self,
+        a: &mut [*const f32],
+        slot: usize,
+        org: &[(isize, isize, isize)],
+        (_, dr, ds): (usize, isize, isize),
+        diff_dst: &[f32],
+        zero: *const f32,
+    ) {
+        let p = &self.p;
+        let doff = (dr * p.ow as isize + ds) * p.oc as isize;
+        ukernel::point_tap_rows(
+            a,
+            slot,
+            org,
+            self.mr,
+            (dr, ds, doff),
+            (p.oh, p.ow),
+            diff_dst.as_ptr(),
+            zero,
+        );
+    }
+
+    /// Runs one tile of pixels (output rows `rows`, their diff_dst
+    /// pointers in `a`, one slot per kernel tap of `taps`) over every
+    /// input-channel block of the pass: only the weights and output
+    /// columns move from block to block.
+    ///
+    /// # Safety
+    /// As [`BwdDataPlan::run`]; `a` holds `taps.len()` slots of `MR`
+    /// pointers.
+    #[inline(always)]
+    unsafe fn tile(
+        &self,
+        t: &Pass,
+        a: &[*const f32],
+        taps: &[usize],
+        b: &mut [*const f32],
+        c: &mut [*mut f32],
+        rows: &[*mut f32],
+    ) {
+        let p = &self.p;
+        let nr = self.nr;
+        let (icg, ocg) = (p.icg(), p.ocg());
+        let ncb = icg.div_ceil(nr);
+        for blk in t.blks.clone() {
+            let c0 = blk % ncb * nr;
+            let n = nr.min(icg - c0);
+            for (bp, &tap) in b.iter_mut().zip(taps) {
+                *bp = t.pack.add(((blk * p.taps() + tap) * ocg + t.k0) * nr);
+            }
+            for (ci, r) in c.iter_mut().zip(rows) {
+                *ci = r.add(c0);
+            }
+            let k = Igemm {
+                a: a.as_ptr(),
+                b: b.as_ptr(),
+                ntaps: taps.len(),
+                kc: t.kc,
+                ldb: nr,
+                c: c.as_ptr(),
+                m: rows.len(),
+                n,
+                init: t.init,
+            };
+            ukernel::igemm(self.isa, &k);
+        }
+    }
+}
+
+/// What every tile of one pass shares: its input-channel blocks, first
+/// output channel and count, how tiles start, and the packed weights.
+struct Pass {
+    blks: std::ops::Range<usize>,
+    k0: usize,
+    kc: usize,
+    init: Init,
+    pack: *const f32,
 }
 
 impl ConvPlan for BwdDataPlan {

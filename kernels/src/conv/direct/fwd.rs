@@ -3,22 +3,61 @@
 //! The output is a `[pixels][oc]` matrix. A tile is `MR` consecutive pixels
 //! (any mix of rows and images: each pixel gets its own input pointer per
 //! tap) times `NR` output channels of one group; the reduction runs over taps
-//! and the group's input channels. Each call first repacks the weights
+//! and the group's input channels. Where the padding would take 4% or more
+//! of the pixel-taps (small images), tiles instead take pixels that share
+//! their taps inside the input and run only those ([`TapTiles`]). Each call first repacks the weights
 //! (in parallel, reading them in order) into contiguous `(ic/g) x NR`
 //! panels per oc block and tap, so a pass reads one sequential block
 //! (cost: O(weights) per call, against O(weights x pixels) FLOPs).
 
 use super::ukernel::{self, Igemm, Init, MRMAX, TMAX};
-use super::util::{grid, split, target_items, AlignedBuf, SyncPtr};
+use super::util::{grid, split, target_items, AlignedBuf, SyncPtr, TapTiles};
 use crate::conv::{ConvArgs, ConvPlan, ConvShape};
 use crate::Isa;
 use rayon::prelude::*;
 use std::ptr;
 
-/// Pixels `px` times flattened `(group, oc block)` range `blk`.
+/// Pixels `px` times flattened `(group, oc block)` range `blk`; with
+/// [`TapTiles`], `px` is a range of its tiles instead.
 struct Item {
     px: (usize, usize),
     blk: (usize, usize),
+}
+
+/// The range `[lo, hi)` of kernel taps `0..k` that land inside `0..size`
+/// for an output at `o` (stride `st`, padding `pad`, dilation `dil`).
+fn valid_taps(
+    o: usize,
+    st: usize,
+    pad: usize,
+    dil: usize,
+    k: usize,
+    size: usize,
+) -> (usize, usize) {
+    let at = |t: usize| (o * st + t * dil) as isize - pad as isize;
+    let lo = (0..k).find(|&t| at(t) >= 0).unwrap_or(k);
+    let hi = (lo..k).find(|&t| at(t) >= size as isize).unwrap_or(k);
+    (lo, hi)
+}
+
+/// The forward's [`TapTiles`]: a tap `t = r·kw + s` is inside for output
+/// `(oh, ow)` when both its row and its column land in the input.
+fn tap_tiles(p: &ConvShape, mr: usize) -> Option<TapTiles> {
+    if p.taps() > 64 {
+        return None;
+    }
+    let rows: Vec<_> = (0..p.oh)
+        .map(|o| valid_taps(o, p.sh, p.ph, p.dil_h(), p.kh, p.ih))
+        .collect();
+    let cols: Vec<_> = (0..p.ow)
+        .map(|o| valid_taps(o, p.sw, p.pw, p.dil_w(), p.kw, p.iw))
+        .collect();
+    TapTiles::new((p.mb, p.oh, p.ow), p.taps(), mr, |y, x| {
+        let ((r0, r1), (s0, s1)) = (rows[y], cols[x]);
+        (r0..r1)
+            .flat_map(|r| (s0..s1).map(move |s| r * p.kw + s))
+            .fold(0u64, |m, t| m | 1 << t)
+    })
 }
 
 pub(super) struct FwdPlan {
@@ -29,6 +68,8 @@ pub(super) struct FwdPlan {
     /// `ic/g` zeros: what a tap in the padding reads.
     zero: AlignedBuf,
     items: Vec<Item>,
+    /// Tiles of pixels that read the same taps, where that saves work.
+    classes: Option<TapTiles>,
     /// Taps and input channels per pass over an item's pixels: one pass
     /// uses a `tb x kc x NR` block of weights small enough to stay in L2
     /// while every tile of the item reuses it.
@@ -49,15 +90,22 @@ impl FwdPlan {
         let (mr, nr) = ukernel::tile(isa);
         let pixels = p.mb * p.oh * p.ow;
         let blocks = p.g * p.ocg().div_ceil(nr);
+        let classes = tap_tiles(p, mr);
+        // Items split tiles: MR pixels each in the flat order, or the
+        // class tiles.
+        let (units, unit, len) = match &classes {
+            Some(ct) => (ct.tiles.len(), 1, ct.tiles.len()),
+            None => (pixels.div_ceil(mr), mr, pixels),
+        };
         let (pc, bc) = grid(
-            pixels.div_ceil(mr),
+            units,
             blocks,
             (p.src_len() * 4) as f64,
             (p.wei_len() * 4) as f64,
             target_items(),
         );
         let mut items = Vec::new();
-        for px in split(pixels, pc, mr) {
+        for px in split(len, pc, unit) {
             for blk in split(blocks, bc, 1) {
                 items.push(Item { px, blk });
             }
@@ -72,6 +120,7 @@ impl FwdPlan {
             nr,
             zero: AlignedBuf::zeroed(p.icg()),
             items,
+            classes,
             tb,
             kc,
             bg,
@@ -107,11 +156,58 @@ impl FwdPlan {
         let mut org = [(0isize, 0isize, 0isize); MRMAX];
         // Output row starts (channel 0 of the group) of the tile's pixels.
         let mut rows = [ptr::null_mut::<f32>(); MRMAX];
+        // The taps of the current tile's pass, in its `a` slots.
+        let mut tv = [0usize; TMAX];
         for (g, blks) in ukernel::block_runs(it.blk, nkb, self.bg) {
             for t0 in (0..taps).step_by(self.tb) {
                 let nt = self.tb.min(taps - t0);
                 for c0 in (0..icg).step_by(self.kc) {
                     let kc = self.kc.min(icg - c0);
+                    // Output pixel q (flat) as row `i` of the tile: its tap
+                    // (0, 0) (which may lie in the padding) and output row.
+                    let place = |q: usize, (img, oh, ow): (usize, usize, usize)| {
+                        let h = (oh * p.sh) as isize - p.ph as isize;
+                        let w = (ow * p.sw) as isize - p.pw as isize;
+                        let off = (((img * p.ih) as isize + h) * p.iw as isize + w) * p.ic as isize;
+                        (
+                            (h, w, off + (g * icg + c0) as isize),
+                            out.get().add(q * p.oc + g * ocg),
+                        )
+                    };
+                    let tile = Tile {
+                        g,
+                        blks: blks.clone(),
+                        t0,
+                        c0,
+                        kc,
+                        bias,
+                        pack,
+                    };
+                    if let Some(ct) = &self.classes {
+                        let plane = p.oh * p.ow;
+                        for &(start, m, mask) in &ct.tiles[it.px.0..it.px.1] {
+                            let (start, m) = (start as usize, m as usize);
+                            for i in 0..mr {
+                                if i >= m {
+                                    // Never inside: reads the zero row.
+                                    org[i] = (isize::MIN / 2, 0, 0);
+                                    continue;
+                                }
+                                let q = ct.order[start + i] as usize;
+                                let (img, at) = (q / plane, q % plane);
+                                (org[i], rows[i]) = place(q, (img, at / p.ow, at % p.ow));
+                            }
+                            // Only the taps inside for every pixel.
+                            let mut nv = 0;
+                            for t in (t0..t0 + nt).filter(|t| mask >> t & 1 == 1) {
+                                self.tap_rows(&mut a, nv, &org, t, src, zero);
+                                tv[nv] = t;
+                                nv += 1;
+                            }
+                            self.tile(&tile, &a, &tv[..nv], &mut b, &mut c, &rows[..m]);
+                        }
+                        continue;
+                    }
                     // (image, row, column) of the next pixel, advanced one
                     // pixel at a time: no divisions per tile.
                     let row = it.px.0 / p.ow;
@@ -125,13 +221,7 @@ impl FwdPlan {
                                 org[i] = (isize::MIN / 2, 0, 0);
                                 continue;
                             }
-                            let (img, oh, ow) = cur;
-                            let h = (oh * p.sh) as isize - p.ph as isize;
-                            let w = (ow * p.sw) as isize - p.pw as isize;
-                            let off =
-                                (((img * p.ih) as isize + h) * p.iw as isize + w) * p.ic as isize;
-                            org[i] = (h, w, off + (g * icg + c0) as isize);
-                            rows[i] = out.get().add((q0 + i) * p.oc + g * ocg);
+                            (org[i], rows[i]) = place(q0 + i, cur);
                             cur.2 += 1;
                             if cur.2 == p.ow {
                                 cur.2 = 0;
@@ -142,64 +232,113 @@ impl FwdPlan {
                                 }
                             }
                         }
-                        // Tap (row, column), stepped along: no division per tap.
-                        let (mut dh, mut dw) = (t0 / p.kw, t0 % p.kw);
-                        for tb in 0..nt {
-                            let (dh_el, dw_el) =
-                                ((dh * p.dil_h()) as isize, (dw * p.dil_w()) as isize);
-                            let doff = (dh_el * p.iw as isize + dw_el) * p.ic as isize;
-                            // Padding (and rows past the tile) read zeros.
-                            ukernel::point_tap_rows(
-                                &mut a,
-                                tb,
-                                &org,
-                                mr,
-                                (dh_el, dw_el, doff),
-                                (p.ih, p.iw),
-                                src.as_ptr(),
-                                zero,
-                            );
-                            dw += 1;
-                            if dw == p.kw {
-                                dw = 0;
-                                dh += 1;
-                            }
+                        // Padding (and rows past the tile) read zeros.
+                        for (slot, t) in (t0..t0 + nt).enumerate() {
+                            self.tap_rows(&mut a, slot, &org, t, src, zero);
+                            tv[slot] = t;
                         }
-                        // The same pixels' pointers serve every block of
-                        // the run: only the weights and output columns move.
-                        for blk in blks.clone() {
-                            let k0 = blk % nkb * nr;
-                            let n = nr.min(ocg - k0);
-                            for (tb, bp) in b.iter_mut().enumerate().take(nt) {
-                                *bp = pack.add(((blk * taps + t0 + tb) * icg + c0) * nr);
-                            }
-                            for i in 0..m {
-                                c[i] = rows[i].add(k0);
-                            }
-                            let init = match bias {
-                                _ if t0 > 0 || c0 > 0 => Init::Acc,
-                                Some(bv) => Init::Bias(bv.as_ptr().add(g * ocg + k0)),
-                                None => Init::Zero,
-                            };
-                            let k = Igemm {
-                                a: a.as_ptr(),
-                                b: b.as_ptr(),
-                                ntaps: nt,
-                                kc,
-                                ldb: nr,
-                                c: c.as_ptr(),
-                                m,
-                                n,
-                                init,
-                            };
-                            ukernel::igemm(self.isa, &k);
-                        }
+                        self.tile(&tile, &a, &tv[..nt], &mut b, &mut c, &rows[..m]);
                         q0 += m;
                     }
                 }
             }
         }
     }
+
+    /// Fills `a`'s slot `slot` with the tile's row pointers for tap `t`:
+    /// row `i` starts at `org[i]` moved by the tap; a pixel outside the
+    /// input (padding, or a row past the tile) reads `zero`.
+    ///
+    /// # Safety
+    /// As [`ukernel::point_tap_rows`], with `src` the problem's input.
+    #[inline(always)]
+    unsafe fn tap_rows(
+        &self,
+        a: &mut [*const f32],
+        slot: usize,
+        org: &[(isize, isize, isize)],
+        t: usize,
+        src: &[f32],
+        zero: *const f32,
+    ) {
+        let p = &self.p;
+        let (dh, dw) = (t / p.kw, t % p.kw);
+        let (dh_el, dw_el) = ((dh * p.dil_h()) as isize, (dw * p.dil_w()) as isize);
+        let doff = (dh_el * p.iw as isize + dw_el) * p.ic as isize;
+        ukernel::point_tap_rows(
+            a,
+            slot,
+            org,
+            self.mr,
+            (dh_el, dw_el, doff),
+            (p.ih, p.iw),
+            src.as_ptr(),
+            zero,
+        );
+    }
+
+    /// Runs one tile of pixels (output rows `rows`, their input pointers
+    /// in `a`, one slot per tap of `taps`) over every oc block of the
+    /// pass: the same pointers serve each block; only the weights and the
+    /// output columns move.
+    ///
+    /// # Safety
+    /// As [`FwdPlan::run`]; `a` holds `taps.len()` slots of `MR` pointers.
+    #[inline(always)]
+    unsafe fn tile(
+        &self,
+        t: &Tile,
+        a: &[*const f32],
+        taps: &[usize],
+        b: &mut [*const f32],
+        c: &mut [*mut f32],
+        rows: &[*mut f32],
+    ) {
+        let p = &self.p;
+        let nr = self.nr;
+        let (icg, ocg, ntaps) = (p.icg(), p.ocg(), p.taps());
+        let nkb = ocg.div_ceil(nr);
+        for blk in t.blks.clone() {
+            let k0 = blk % nkb * nr;
+            let n = nr.min(ocg - k0);
+            for (bp, &tap) in b.iter_mut().zip(taps) {
+                *bp = t.pack.add(((blk * ntaps + tap) * icg + t.c0) * nr);
+            }
+            for (ci, r) in c.iter_mut().zip(rows) {
+                *ci = r.add(k0);
+            }
+            let init = match t.bias {
+                _ if t.t0 > 0 || t.c0 > 0 => Init::Acc,
+                Some(bv) => Init::Bias(bv.as_ptr().add(t.g * ocg + k0)),
+                None => Init::Zero,
+            };
+            let k = Igemm {
+                a: a.as_ptr(),
+                b: b.as_ptr(),
+                ntaps: taps.len(),
+                kc: t.kc,
+                ldb: nr,
+                c: c.as_ptr(),
+                m: rows.len(),
+                n,
+                init,
+            };
+            ukernel::igemm(self.isa, &k);
+        }
+    }
+}
+
+/// What every tile of one pass shares: its group, oc blocks, first tap
+/// and input channel, the pass's channels, the bias and the packed
+/// weights.
+struct Tile<'a> {
+    g: usize,
+    blks: std::ops::Range<usize>,
+    t0: usize,
+    c0: usize,
+    kc: usize,
+    bias: Option<&'a [f32]>,
+    pack: *const f32,
 }
 
 impl ConvPlan for FwdPlan {
@@ -259,5 +398,69 @@ impl ConvPlan for FwdPlan {
         this.items
             .par_iter()
             .for_each(|it| unsafe { this.run(it, src, bias, out, dstp.get()) });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shape(ih: usize, k: usize, stride: usize, pad: usize, dil: usize) -> ConvShape {
+        let o = (ih + 2 * pad - (k - 1) * (dil + 1) - 1) / stride + 1;
+        ConvShape {
+            mb: 3,
+            g: 1,
+            ic: 4,
+            ih,
+            iw: ih + 1,
+            oc: 8,
+            oh: o,
+            ow: (ih + 1 + 2 * pad - (k - 1) * (dil + 1) - 1) / stride + 1,
+            kh: k,
+            kw: k,
+            sh: stride,
+            sw: stride,
+            ph: pad,
+            pw: pad,
+            dh: dil,
+            dw: dil,
+        }
+    }
+
+    /// Tap tiles cover every output pixel once, hold at most MR pixels
+    /// each, and run exactly the taps that land inside the input for every
+    /// one of their pixels; unpadded problems, and padded ones that would
+    /// save little, keep the flat order.
+    #[test]
+    fn tap_tiles_cover_every_pixel_with_its_own_taps() {
+        for p in [
+            shape(7, 3, 1, 1, 0),
+            shape(9, 3, 2, 1, 0),
+            shape(11, 5, 1, 2, 1),
+            shape(8, 7, 2, 3, 0),
+        ] {
+            let ct = tap_tiles(&p, 6).unwrap_or_else(|| panic!("{p:?}: tap tiles"));
+            let pixels = p.mb * p.oh * p.ow;
+            let mut seen = vec![0; pixels];
+            for &(start, m, mask) in &ct.tiles {
+                assert!((1..=6).contains(&m));
+                for &q in &ct.order[start as usize..][..m as usize] {
+                    let q = q as usize;
+                    seen[q] += 1;
+                    let (oh, ow) = (q / p.ow % p.oh, q % p.ow);
+                    for t in 0..p.taps() {
+                        let ih = (oh * p.sh + t / p.kw * p.dil_h()) as isize - p.ph as isize;
+                        let iw = (ow * p.sw + t % p.kw * p.dil_w()) as isize - p.pw as isize;
+                        let inside =
+                            (0..p.ih as isize).contains(&ih) && (0..p.iw as isize).contains(&iw);
+                        assert_eq!(mask >> t & 1 == 1, inside, "{p:?} pixel {q} tap {t}");
+                    }
+                }
+            }
+            assert!(seen.iter().all(|&n| n == 1), "{p:?}");
+        }
+        assert!(tap_tiles(&shape(7, 3, 1, 0, 0), 6).is_none());
+        // 56x56 with a 3x3 kernel: 2.4% of pixel-taps in the padding.
+        assert!(tap_tiles(&shape(56, 3, 1, 1, 0), 6).is_none());
     }
 }

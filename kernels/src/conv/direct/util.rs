@@ -163,3 +163,68 @@ pub(super) fn grid(
     }
     (pc, kc)
 }
+
+/// Pixels regrouped by the taps that reach real data, so that a tile never
+/// multiplies padding. A pixel by the border reads fewer taps (a 3x3 tap
+/// row above the image, a column left of it); in the flat order its tile
+/// would run those taps on zeros for it: on 7x7 images with a 3x3 kernel
+/// that was 18% of the FMAs (361 of 441 pixel-taps inside), 9% at 14x14.
+/// Here every pixel of a tile shares its set of taps inside, and the tile
+/// runs only those.
+pub(super) struct TapTiles {
+    /// Flat pixels `(n·ny + y)·nx + x`, grouped by their set of taps,
+    /// each group in memory order.
+    pub order: Vec<u32>,
+    /// Per tile: first entry in `order`, pixels (at most `MR`), and the
+    /// taps inside for all of them (bit `t`).
+    pub tiles: Vec<(u32, u8, u64)>,
+}
+
+impl TapTiles {
+    /// The tiles of `mb` images of `ny x nx` pixels whose taps inside are
+    /// `mask(y, x)` (bits of `0..taps`, at most 64), when they save at
+    /// least [`TapTiles::MIN_SAVED`] of the pixel-taps; `None` keeps the
+    /// flat order, whose tiles read their rows' neighbours in memory.
+    pub fn new(
+        (mb, ny, nx): (usize, usize, usize),
+        taps: usize,
+        mr: usize,
+        mask: impl Fn(usize, usize) -> u64,
+    ) -> Option<TapTiles> {
+        if taps > 64 || mb * ny * nx > u32::MAX as usize || taps == 0 {
+            return None;
+        }
+        let masks: Vec<u64> = (0..ny * nx).map(|i| mask(i / nx, i % nx)).collect();
+        let inside: usize = masks.iter().map(|m| m.count_ones() as usize).sum();
+        let saved = 1.0 - inside as f64 / (ny * nx * taps) as f64;
+        if saved < Self::MIN_SAVED {
+            return None;
+        }
+        // Groups in order of first appearance; pixels of a group in memory
+        // order (images, then rows, then columns).
+        let mut groups: Vec<(u64, Vec<u32>)> = Vec::new();
+        for n in 0..mb {
+            for (i, &m) in masks.iter().enumerate() {
+                let q = (n * ny * nx + i) as u32;
+                match groups.iter_mut().find(|(k, _)| *k == m) {
+                    Some((_, v)) => v.push(q),
+                    None => groups.push((m, vec![q])),
+                }
+            }
+        }
+        let (mut order, mut tiles) = (Vec::new(), Vec::new());
+        for (m, px) in groups {
+            for chunk in px.chunks(mr) {
+                tiles.push((order.len() as u32, chunk.len() as u8, m));
+                order.extend_from_slice(chunk);
+            }
+        }
+        Some(TapTiles { order, tiles })
+    }
+
+    /// The least share of pixel-taps in the padding worth regrouping for:
+    /// measured on AVX-512 (2 threads, ResNet-50 at batch 16), 56x56 with
+    /// a 3x3 kernel (2.4%) ran 0.97x regrouped, 28x28 (4.7%) 1.03x, 14x14
+    /// 1.05x, 7x7 1.16x.
+    pub const MIN_SAVED: f64 = 0.04;
+}
