@@ -49,7 +49,7 @@ fn graph_is_refused_on_the_cpu_and_unknown_apis_by_name() {
     );
 }
 
-/// `--norm-conv` (NormConv's fused forward) is GPU only: one line on a
+/// `--norm-conv` (NormConv's fused graphs) is GPU only: one line on a
 /// run asked for on the CPU.
 #[test]
 fn norm_conv_is_refused_on_the_cpu() {

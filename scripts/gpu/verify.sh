@@ -152,7 +152,8 @@
 #             the eight layers of normconv-layers.txt, checked at batch 2
 #             in f16, then timed at batch 256 beside the plain convolutions
 #             on the graph API (runtime fusion compiles each configuration
-#             it plans: guessed 4-8 minutes in all).
+#             it plans, 24 graphs per batch size: guessed 6-12 minutes in
+#             all, so one call's budget may cut the batch-256 timing).
 # Files: paths-summary.md (the correctness rows, the ResNet-50 and Keras
 # tables with ratios to the default and to PyTorch, the per-layer kind
 # table of both per-layer runs), paths-logs.tar.gz, paths-info.json.

@@ -14,7 +14,7 @@
 //! 4% or more of a class's pixel-taps, its tiles take pixels that share
 //! their taps with data and run only those ([`TapTiles`]).
 
-use super::ukernel::{self, Igemm, Init, MRMAX, TMAX};
+use super::ukernel::{self, BlockRun, Init, MRMAX, TMAX};
 use super::util::{grid, split, target_items, AlignedBuf, SyncPtr, TapTiles};
 use crate::conv::{ConvArgs, ConvPlan, ConvShape};
 use crate::Isa;
@@ -162,8 +162,6 @@ impl BwdDataPlan {
         let cl = &self.classes[it.class];
         let zero = self.zero.as_slice().as_ptr();
         let mut a = [ptr::null::<f32>(); TMAX * MRMAX];
-        let mut b = [ptr::null::<f32>(); TMAX];
-        let mut c = [ptr::null_mut::<f32>(); MRMAX];
         // Per tile row: class (row, column) and the flat diff_dst offset of
         // output pixel (y, x), which taps shift by (off_r, off_s).
         let mut org = [(0isize, 0isize, 0isize); MRMAX];
@@ -224,7 +222,7 @@ impl BwdDataPlan {
                                 tv[nv] = cl.taps[j].0;
                                 nv += 1;
                             }
-                            self.tile(&pass, &a, &tv[..nv], &mut b, &mut c, &rows[..m]);
+                            self.tile(&pass, &a, &tv[..nv], &rows[..m]);
                         }
                     } else {
                         let row = it.px.0 / cl.nx;
@@ -254,7 +252,7 @@ impl BwdDataPlan {
                                 self.tap_rows(&mut a, slot, &org, cl.taps[j], diff_dst, zero);
                                 tv[slot] = cl.taps[j].0;
                             }
-                            self.tile(&pass, &a, &tv[..nt], &mut b, &mut c, &rows[..m]);
+                            self.tile(&pass, &a, &tv[..nt], &rows[..m]);
                             q0 += m;
                         }
                     }
@@ -266,9 +264,7 @@ impl BwdDataPlan {
             }
         }
     }
-}
 
-impl BwdDataPlan {
     /// Fills `a`'s slot `slot` with the tile's row pointers for class tap
     /// `(_, dr, ds)`; a pixel with no diff_dst there (or a row past the
     /// tile) reads `zero`.
@@ -301,48 +297,33 @@ impl BwdDataPlan {
 
     /// Runs one tile of pixels (output rows `rows`, their diff_dst
     /// pointers in `a`, one slot per kernel tap of `taps`) over every
-    /// input-channel block of the pass: only the weights and output
-    /// columns move from block to block.
+    /// input-channel block of the pass.
     ///
     /// # Safety
     /// As [`BwdDataPlan::run`]; `a` holds `taps.len()` slots of `MR`
     /// pointers.
     #[inline(always)]
-    unsafe fn tile(
-        &self,
-        t: &Pass,
-        a: &[*const f32],
-        taps: &[usize],
-        b: &mut [*const f32],
-        c: &mut [*mut f32],
-        rows: &[*mut f32],
-    ) {
+    unsafe fn tile(&self, t: &Pass, a: &[*const f32], taps: &[usize], rows: &[*mut f32]) {
         let p = &self.p;
         let nr = self.nr;
         let (icg, ocg) = (p.icg(), p.ocg());
         let ncb = icg.div_ceil(nr);
-        for blk in t.blks.clone() {
-            let c0 = blk % ncb * nr;
-            let n = nr.min(icg - c0);
-            for (bp, &tap) in b.iter_mut().zip(taps) {
-                *bp = t.pack.add(((blk * p.taps() + tap) * ocg + t.k0) * nr);
-            }
-            for (ci, r) in c.iter_mut().zip(rows) {
-                *ci = r.add(c0);
-            }
-            let k = Igemm {
-                a: a.as_ptr(),
-                b: b.as_ptr(),
-                ntaps: taps.len(),
-                kc: t.kc,
-                ldb: nr,
-                c: c.as_ptr(),
-                m: rows.len(),
-                n,
-                init: t.init,
-            };
-            ukernel::igemm(self.isa, &k);
-        }
+        let run = BlockRun {
+            a,
+            taps,
+            kc: t.kc,
+            ldb: nr,
+            rows,
+        };
+        run.run(
+            self.isa,
+            t.blks.clone(),
+            |blk| {
+                let c0 = blk % ncb * nr;
+                (c0, nr.min(icg - c0), t.init)
+            },
+            |blk, tap| t.pack.add(((blk * p.taps() + tap) * ocg + t.k0) * nr),
+        );
     }
 }
 
@@ -364,7 +345,11 @@ impl ConvPlan for BwdDataPlan {
             + self
                 .classes
                 .iter()
-                .map(|c| c.taps.len() * 24 + std::mem::size_of::<Class>())
+                .map(|c| {
+                    c.taps.len() * 24
+                        + std::mem::size_of::<Class>()
+                        + c.tiles.as_ref().map_or(0, TapTiles::bytes)
+                })
                 .sum::<usize>()
     }
 

@@ -5,12 +5,13 @@
 //! tap) times `NR` output channels of one group; the reduction runs over taps
 //! and the group's input channels. Where the padding would take 4% or more
 //! of the pixel-taps (small images), tiles instead take pixels that share
-//! their taps inside the input and run only those ([`TapTiles`]). Each call first repacks the weights
-//! (in parallel, reading them in order) into contiguous `(ic/g) x NR`
-//! panels per oc block and tap, so a pass reads one sequential block
-//! (cost: O(weights) per call, against O(weights x pixels) FLOPs).
+//! their taps inside the input and run only those ([`TapTiles`]). Each
+//! call first repacks the weights (in parallel, reading them in order)
+//! into contiguous `(ic/g) x NR` panels per oc block and tap, so a pass
+//! reads one sequential block (cost: O(weights) per call, against
+//! O(weights x pixels) FLOPs).
 
-use super::ukernel::{self, Igemm, Init, MRMAX, TMAX};
+use super::ukernel::{self, BlockRun, Init, MRMAX, TMAX};
 use super::util::{grid, split, target_items, AlignedBuf, SyncPtr, TapTiles};
 use crate::conv::{ConvArgs, ConvPlan, ConvShape};
 use crate::Isa;
@@ -43,9 +44,6 @@ fn valid_taps(
 /// The forward's [`TapTiles`]: a tap `t = r·kw + s` is inside for output
 /// `(oh, ow)` when both its row and its column land in the input.
 fn tap_tiles(p: &ConvShape, mr: usize) -> Option<TapTiles> {
-    if p.taps() > 64 {
-        return None;
-    }
     let rows: Vec<_> = (0..p.oh)
         .map(|o| valid_taps(o, p.sh, p.ph, p.dil_h(), p.kh, p.ih))
         .collect();
@@ -149,8 +147,6 @@ impl FwdPlan {
         let nkb = ocg.div_ceil(nr);
         let zero = self.zero.as_slice().as_ptr();
         let mut a = [ptr::null::<f32>(); TMAX * MRMAX];
-        let mut b = [ptr::null::<f32>(); TMAX];
-        let mut c = [ptr::null_mut::<f32>(); MRMAX];
         // Per tile row: (input row, input column) of tap (0, 0), which may
         // lie in the padding, and the flat src offset it would have.
         let mut org = [(0isize, 0isize, 0isize); MRMAX];
@@ -204,7 +200,7 @@ impl FwdPlan {
                                 tv[nv] = t;
                                 nv += 1;
                             }
-                            self.tile(&tile, &a, &tv[..nv], &mut b, &mut c, &rows[..m]);
+                            self.tile(&tile, &a, &tv[..nv], &rows[..m]);
                         }
                         continue;
                     }
@@ -237,7 +233,7 @@ impl FwdPlan {
                             self.tap_rows(&mut a, slot, &org, t, src, zero);
                             tv[slot] = t;
                         }
-                        self.tile(&tile, &a, &tv[..nt], &mut b, &mut c, &rows[..m]);
+                        self.tile(&tile, &a, &tv[..nt], &rows[..m]);
                         q0 += m;
                     }
                 }
@@ -279,52 +275,37 @@ impl FwdPlan {
 
     /// Runs one tile of pixels (output rows `rows`, their input pointers
     /// in `a`, one slot per tap of `taps`) over every oc block of the
-    /// pass: the same pointers serve each block; only the weights and the
-    /// output columns move.
+    /// pass.
     ///
     /// # Safety
     /// As [`FwdPlan::run`]; `a` holds `taps.len()` slots of `MR` pointers.
     #[inline(always)]
-    unsafe fn tile(
-        &self,
-        t: &Tile,
-        a: &[*const f32],
-        taps: &[usize],
-        b: &mut [*const f32],
-        c: &mut [*mut f32],
-        rows: &[*mut f32],
-    ) {
+    unsafe fn tile(&self, t: &Tile, a: &[*const f32], taps: &[usize], rows: &[*mut f32]) {
         let p = &self.p;
         let nr = self.nr;
         let (icg, ocg, ntaps) = (p.icg(), p.ocg(), p.taps());
         let nkb = ocg.div_ceil(nr);
-        for blk in t.blks.clone() {
-            let k0 = blk % nkb * nr;
-            let n = nr.min(ocg - k0);
-            for (bp, &tap) in b.iter_mut().zip(taps) {
-                *bp = t.pack.add(((blk * ntaps + tap) * icg + t.c0) * nr);
-            }
-            for (ci, r) in c.iter_mut().zip(rows) {
-                *ci = r.add(k0);
-            }
-            let init = match t.bias {
-                _ if t.t0 > 0 || t.c0 > 0 => Init::Acc,
-                Some(bv) => Init::Bias(bv.as_ptr().add(t.g * ocg + k0)),
-                None => Init::Zero,
-            };
-            let k = Igemm {
-                a: a.as_ptr(),
-                b: b.as_ptr(),
-                ntaps: taps.len(),
-                kc: t.kc,
-                ldb: nr,
-                c: c.as_ptr(),
-                m: rows.len(),
-                n,
-                init,
-            };
-            ukernel::igemm(self.isa, &k);
-        }
+        let run = BlockRun {
+            a,
+            taps,
+            kc: t.kc,
+            ldb: nr,
+            rows,
+        };
+        run.run(
+            self.isa,
+            t.blks.clone(),
+            |blk| {
+                let k0 = blk % nkb * nr;
+                let init = match t.bias {
+                    _ if t.t0 > 0 || t.c0 > 0 => Init::Acc,
+                    Some(bv) => Init::Bias(bv.as_ptr().add(t.g * ocg + k0)),
+                    None => Init::Zero,
+                };
+                (k0, nr.min(ocg - k0), init)
+            },
+            |blk, tap| t.pack.add(((blk * ntaps + tap) * icg + t.c0) * nr),
+        );
     }
 }
 
@@ -343,7 +324,10 @@ struct Tile<'a> {
 
 impl ConvPlan for FwdPlan {
     fn workspace_bytes(&self) -> usize {
-        self.zero.bytes() + self.pack.bytes() + self.items.len() * std::mem::size_of::<Item>()
+        self.zero.bytes()
+            + self.pack.bytes()
+            + self.items.len() * std::mem::size_of::<Item>()
+            + self.classes.as_ref().map_or(0, TapTiles::bytes)
     }
 
     fn kernel_name(&self) -> String {

@@ -571,6 +571,66 @@ pub(super) unsafe fn igemm(isa: Isa, k: &Igemm) {
     }
 }
 
+/// One tile of rows with its input pointers (`a`: a slot of `MR` row
+/// pointers per tap of `taps`), run by [`BlockRun::run`] over a range of
+/// column blocks: the pointers serve every block, only the weights and
+/// the output columns move.
+pub(super) struct BlockRun<'a> {
+    pub a: &'a [*const f32],
+    /// The kernel taps of the slots (what the weights are looked up by).
+    pub taps: &'a [usize],
+    pub kc: usize,
+    pub ldb: usize,
+    /// The output rows' starts (column 0 of the group).
+    pub rows: &'a [*mut f32],
+}
+
+impl BlockRun<'_> {
+    /// Runs blocks `blks`; `block(blk)` gives a block's first column, its
+    /// columns and how its tile starts, `weights(blk, tap)` its weights for
+    /// a tap. A tile with no taps that adds onto its output is skipped (it
+    /// would load and store it unchanged).
+    ///
+    /// # Safety
+    /// As [`igemm`], for every block: the pointers `a`, `rows` (plus the
+    /// block's columns) and `weights` give must be valid for it.
+    #[inline(always)]
+    pub(super) unsafe fn run(
+        &self,
+        isa: Isa,
+        blks: std::ops::Range<usize>,
+        block: impl Fn(usize) -> (usize, usize, Init),
+        weights: impl Fn(usize, usize) -> *const f32,
+    ) {
+        let mut b = [std::ptr::null::<f32>(); TMAX];
+        let mut c = [std::ptr::null_mut::<f32>(); MRMAX];
+        for blk in blks {
+            let (col, n, init) = block(blk);
+            if self.taps.is_empty() && matches!(init, Init::Acc) {
+                continue;
+            }
+            for (bp, &tap) in b.iter_mut().zip(self.taps) {
+                *bp = weights(blk, tap);
+            }
+            for (ci, r) in c.iter_mut().zip(self.rows) {
+                *ci = r.add(col);
+            }
+            let k = Igemm {
+                a: self.a.as_ptr(),
+                b: b.as_ptr(),
+                ntaps: self.taps.len(),
+                kc: self.kc,
+                ldb: self.ldb,
+                c: c.as_ptr(),
+                m: self.rows.len(),
+                n,
+                init,
+            };
+            igemm(isa, &k);
+        }
+    }
+}
+
 /// Runs one [`Panel`] tile of `mr` rows, `mr` from [`panel_rows`].
 ///
 /// # Safety

@@ -222,9 +222,16 @@ impl TapTiles {
         Some(TapTiles { order, tiles })
     }
 
-    /// The least share of pixel-taps in the padding worth regrouping for:
-    /// measured on AVX-512 (2 threads, ResNet-50 at batch 16), 56x56 with
-    /// a 3x3 kernel (2.4%) ran 0.97x regrouped, 28x28 (4.7%) 1.03x, 14x14
-    /// 1.05x, 7x7 1.16x.
+    /// The least share of pixel-taps in the padding worth regrouping for.
+    /// ResNet-50's 3x3 forwards at batch 16 regrouped against the flat
+    /// order (AVX-512, Zen 5, 2 threads, ABBA, before loops were aligned):
+    /// 56x56 (2.4% padding) 0.97x, 28x28 (4.7%) 1.03x, 14x14 1.05x, 7x7
+    /// 1.16x. With the 4% threshold and aligned loops, all 23 layers: see
+    /// `results/reference/cpu-resnet50-zen5-avx512/abba-tap-tiles.txt`.
     pub const MIN_SAVED: f64 = 0.04;
+
+    /// Bytes it holds.
+    pub fn bytes(&self) -> usize {
+        self.order.len() * 4 + self.tiles.len() * std::mem::size_of::<(u32, u8, u64)>()
+    }
 }

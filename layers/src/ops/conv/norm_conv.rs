@@ -9,8 +9,9 @@
 //! most [`MAX_COMPILED`] are compiled), each is timed as `--api graph`
 //! times a convolution's, and the fastest is kept. Engines noted as
 //! down-converting their inputs are allowed: the prologue's activation is
-//! fp32 and the convolution's tensor cores take the data's dtype, as the
-//! unfused network stores that activation in it anyway.
+//! fp32 (in the weight gradient, the data's dtype) and the convolution's
+//! tensor cores take the data's dtype, as the unfused network stores that
+//! activation in it anyway.
 //!
 //! Used by `conv --norm-conv` and its GPU test; not yet in the network.
 //! Not yet run on a GPU.

@@ -41,7 +41,6 @@ pub fn record_name(config: &str) -> String {
 /// on one set of tensors (no `--cold-cache`), no dump. NormConv has no
 /// bias: `fwd` (`FWD_B`) and `FWD_D` time the same graph, as do
 /// `bwd-filter` (`BWD_WB`) and `BWD_W`.
-#[allow(clippy::too_many_arguments)]
 pub fn allowed(
     dtype: DType,
     layout: Layout,

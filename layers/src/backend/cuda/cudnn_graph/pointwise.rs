@@ -116,8 +116,9 @@ pub fn gen_stats_op(x: &Descriptor, sum: &Descriptor, sqsum: &Descriptor) -> Gpu
     Ok(op)
 }
 
-/// The tensors of a batch norm's weight backward (all per-channel ones
-/// `[1, C, 1, 1]`, fp32).
+/// The tensors of a batch norm's weight backward: `x` and `dy` whole
+/// tensors in the data's dtype, the others per channel (`[1, C, 1, 1]`,
+/// fp32).
 pub struct BnBwdWeights<'a> {
     /// The batch norm's input.
     pub x: &'a Descriptor,
