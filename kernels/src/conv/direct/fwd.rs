@@ -58,6 +58,16 @@ fn tap_tiles(p: &ConvShape, mr: usize) -> Option<TapTiles> {
     })
 }
 
+/// Most input channels for which a kernel row's taps are merged into one
+/// (see [`FwdPlan::wide`]).
+const MERGE_MAX_IC: usize = 8;
+
+/// Whether `p`'s kernel rows are merged into one tap each: one group, no
+/// dilation along W, a kernel wider than one, few input channels.
+fn merge_rows(p: &ConvShape) -> bool {
+    p.g == 1 && p.dw == 0 && p.kw > 1 && p.ic <= MERGE_MAX_IC
+}
+
 pub(super) struct FwdPlan {
     p: ConvShape,
     isa: Isa,
@@ -68,6 +78,12 @@ pub(super) struct FwdPlan {
     items: Vec<Item>,
     /// Tiles of pixels that read the same taps, where that saves work.
     classes: Option<TapTiles>,
+    /// With few input channels (ResNet's stem: 3), the input copied with
+    /// its padding along W written out as zeros, `[n][ih][iw + 2pw][ic]`:
+    /// a kernel row's `kw` taps then read `kw·ic` consecutive floats, so
+    /// the row is one tap of `kw·ic` channels (7 taps of 21 for a 7x7 stem,
+    /// not 49 of 3), and the packed weights are already in that order.
+    wide: Option<AlignedBuf>,
     /// Taps and input channels per pass over an item's pixels: one pass
     /// uses a `tb x kc x NR` block of weights small enough to stay in L2
     /// while every tile of the item reuses it.
@@ -88,7 +104,13 @@ impl FwdPlan {
         let (mr, nr) = ukernel::tile(isa);
         let pixels = p.mb * p.oh * p.ow;
         let blocks = p.g * p.ocg().div_ceil(nr);
-        let classes = tap_tiles(p, mr);
+        let wide =
+            merge_rows(p).then(|| AlignedBuf::zeroed(p.mb * p.ih * (p.iw + 2 * p.pw) * p.ic));
+        let classes = if wide.is_some() {
+            None
+        } else {
+            tap_tiles(p, mr)
+        };
         // Items split tiles: MR pixels each in the flat order, or the
         // class tiles.
         let (units, unit, len) = match &classes {
@@ -108,7 +130,11 @@ impl FwdPlan {
                 items.push(Item { px, blk });
             }
         }
-        let (tb, kc) = ukernel::reduction_block(p.taps(), p.icg(), nr);
+        let (row_taps, row_len) = match wide {
+            Some(_) => (p.kh, p.kw * p.icg()),
+            None => (p.taps(), p.icg()),
+        };
+        let (tb, kc) = ukernel::reduction_block(row_taps, row_len, nr);
         let bg = ukernel::blocks_per_pass(tb, kc, nr);
         let pack = AlignedBuf::zeroed(blocks * p.taps() * p.icg() * nr);
         FwdPlan {
@@ -116,9 +142,10 @@ impl FwdPlan {
             isa,
             mr,
             nr,
-            zero: AlignedBuf::zeroed(p.icg()),
+            zero: AlignedBuf::zeroed(row_len),
             items,
             classes,
+            wide,
             tb,
             kc,
             bg,
@@ -154,19 +181,33 @@ impl FwdPlan {
         let mut rows = [ptr::null_mut::<f32>(); MRMAX];
         // The taps of the current tile's pass, in its `a` slots.
         let mut tv = [0usize; TMAX];
+        // A merged kernel row is one tap of `kw·icg` channels over the
+        // wide input (see [`FwdPlan::wide`]).
+        let merged = self.wide.is_some();
+        let (row_taps, row_len) = if merged {
+            (p.kh, p.kw * icg)
+        } else {
+            (taps, icg)
+        };
+        let (base, width) = match &self.wide {
+            Some(w) => (w.as_slice().as_ptr(), p.iw + 2 * p.pw),
+            None => (src.as_ptr(), p.iw),
+        };
         for (g, blks) in ukernel::block_runs(it.blk, nkb, self.bg) {
-            for t0 in (0..taps).step_by(self.tb) {
-                let nt = self.tb.min(taps - t0);
-                for c0 in (0..icg).step_by(self.kc) {
-                    let kc = self.kc.min(icg - c0);
+            for t0 in (0..row_taps).step_by(self.tb) {
+                let nt = self.tb.min(row_taps - t0);
+                for c0 in (0..row_len).step_by(self.kc) {
+                    let kc = self.kc.min(row_len - c0);
                     // Output pixel q (flat) as row `i` of the tile: its tap
                     // (0, 0) (which may lie in the padding) and output row.
+                    // (Merged: the wide input's column, never outside.)
                     let place = |q: usize, (img, oh, ow): (usize, usize, usize)| {
                         let h = (oh * p.sh) as isize - p.ph as isize;
-                        let w = (ow * p.sw) as isize - p.pw as isize;
-                        let off = (((img * p.ih) as isize + h) * p.iw as isize + w) * p.ic as isize;
+                        let w = (ow * p.sw) as isize - if merged { 0 } else { p.pw as isize };
+                        let off =
+                            (((img * p.ih) as isize + h) * width as isize + w) * p.ic as isize;
                         (
-                            (h, w, off + (g * icg + c0) as isize),
+                            (h, if merged { 0 } else { w }, off + (g * icg + c0) as isize),
                             out.get().add(q * p.oc + g * ocg),
                         )
                     };
@@ -178,6 +219,7 @@ impl FwdPlan {
                         kc,
                         bias,
                         pack,
+                        kw_step: if merged { p.kw } else { 1 },
                     };
                     if let Some(ct) = &self.classes {
                         let plane = p.oh * p.ow;
@@ -196,7 +238,7 @@ impl FwdPlan {
                             // Only the taps inside for every pixel.
                             let mut nv = 0;
                             for t in (t0..t0 + nt).filter(|t| mask >> t & 1 == 1) {
-                                self.tap_rows(&mut a, nv, &org, t, src, zero);
+                                self.tap_rows(&mut a, nv, &org, t, (base, width), zero);
                                 tv[nv] = t;
                                 nv += 1;
                             }
@@ -230,7 +272,7 @@ impl FwdPlan {
                         }
                         // Padding (and rows past the tile) read zeros.
                         for (slot, t) in (t0..t0 + nt).enumerate() {
-                            self.tap_rows(&mut a, slot, &org, t, src, zero);
+                            self.tap_rows(&mut a, slot, &org, t, (base, width), zero);
                             tv[slot] = t;
                         }
                         self.tile(&tile, &a, &tv[..nt], &rows[..m]);
@@ -241,12 +283,14 @@ impl FwdPlan {
         }
     }
 
-    /// Fills `a`'s slot `slot` with the tile's row pointers for tap `t`:
-    /// row `i` starts at `org[i]` moved by the tap; a pixel outside the
-    /// input (padding, or a row past the tile) reads `zero`.
+    /// Fills `a`'s slot `slot` with the tile's row pointers for tap `t`
+    /// (merged: kernel row `t`): row `i` starts at `org[i]` moved by the
+    /// tap; a pixel outside the input (padding, or a row past the tile)
+    /// reads `zero`. `base` and `width`: the input read (`src`, or the
+    /// wide copy) and its row length in pixels.
     ///
     /// # Safety
-    /// As [`ukernel::point_tap_rows`], with `src` the problem's input.
+    /// As [`ukernel::point_tap_rows`], with `base` the input of `width`.
     #[inline(always)]
     unsafe fn tap_rows(
         &self,
@@ -254,10 +298,25 @@ impl FwdPlan {
         slot: usize,
         org: &[(isize, isize, isize)],
         t: usize,
-        src: &[f32],
+        (base, width): (*const f32, usize),
         zero: *const f32,
     ) {
         let p = &self.p;
+        if self.wide.is_some() {
+            let dh_el = (t * p.dil_h()) as isize;
+            let doff = dh_el * (width * p.ic) as isize;
+            ukernel::point_tap_rows(
+                a,
+                slot,
+                org,
+                self.mr,
+                (dh_el, 0, doff),
+                (p.ih, 1),
+                base,
+                zero,
+            );
+            return;
+        }
         let (dh, dw) = (t / p.kw, t % p.kw);
         let (dh_el, dw_el) = ((dh * p.dil_h()) as isize, (dw * p.dil_w()) as isize);
         let doff = (dh_el * p.iw as isize + dw_el) * p.ic as isize;
@@ -268,7 +327,7 @@ impl FwdPlan {
             self.mr,
             (dh_el, dw_el, doff),
             (p.ih, p.iw),
-            src.as_ptr(),
+            base,
             zero,
         );
     }
@@ -304,7 +363,10 @@ impl FwdPlan {
                 };
                 (k0, nr.min(ocg - k0), init)
             },
-            |blk, tap| t.pack.add(((blk * ntaps + tap) * icg + t.c0) * nr),
+            |blk, tap| {
+                t.pack
+                    .add(((blk * ntaps + tap * t.kw_step) * icg + t.c0) * nr)
+            },
         );
     }
 }
@@ -320,6 +382,8 @@ struct Tile<'a> {
     kc: usize,
     bias: Option<&'a [f32]>,
     pack: *const f32,
+    /// Kernel taps per slot tap: `kw` for merged rows, else 1.
+    kw_step: usize,
 }
 
 impl ConvPlan for FwdPlan {
@@ -328,6 +392,7 @@ impl ConvPlan for FwdPlan {
             + self.pack.bytes()
             + self.items.len() * std::mem::size_of::<Item>()
             + self.classes.as_ref().map_or(0, TapTiles::bytes)
+            + self.wide.as_ref().map_or(0, AlignedBuf::bytes)
     }
 
     fn kernel_name(&self) -> String {
@@ -376,6 +441,16 @@ impl ConvPlan for FwdPlan {
                 }
             }
         });
+        if let Some(w) = &mut self.wide {
+            // Each input row into the middle of its wide row; the padding
+            // columns stay the zeros they were made with.
+            let row = p.iw * p.ic;
+            let wide_row = (p.iw + 2 * p.pw) * p.ic;
+            w.as_mut_slice()
+                .par_chunks_mut(wide_row)
+                .zip(src.par_chunks(row))
+                .for_each(|(to, from)| to[p.pw * p.ic..][..row].copy_from_slice(from));
+        }
         let this = &*self;
         // SAFETY: tensor sizes were checked above; items cover disjoint
         // (pixel range x channel block) parts of dst, and only read the pack.
@@ -444,6 +519,37 @@ mod tests {
             assert!(seen.iter().all(|&n| n == 1), "{p:?}");
         }
         assert!(tap_tiles(&shape(7, 3, 1, 0, 0), 6).is_none());
+    }
+
+    /// Kernel rows merge into one tap for few channels in one group without
+    /// dilation along W (the stem), and for nothing else; the reference
+    /// tests (`tests/conv_vs_reference.rs`: the 7x7 stride-2 stem of 3
+    /// channels, random small problems) run both forms.
+    #[test]
+    fn kernel_rows_merge_for_the_stem_only() {
+        let stem = shape(23, 7, 2, 3, 0);
+        assert!(merge_rows(&ConvShape { ic: 3, ..stem }));
+        assert!(merge_rows(&ConvShape {
+            ic: 3,
+            dh: 1,
+            ..stem
+        }));
+        assert!(!merge_rows(&ConvShape { ic: 16, ..stem }));
+        assert!(!merge_rows(&ConvShape {
+            ic: 3,
+            dw: 1,
+            ..stem
+        }));
+        assert!(!merge_rows(&ConvShape {
+            ic: 4,
+            g: 2,
+            ..stem
+        }));
+        assert!(!merge_rows(&ConvShape {
+            ic: 3,
+            kw: 1,
+            ..stem
+        }));
         // 56x56 with a 3x3 kernel: 2.4% of pixel-taps in the padding.
         assert!(tap_tiles(&shape(56, 3, 1, 1, 0), 6).is_none());
     }
