@@ -63,9 +63,17 @@ fn tap_tiles(p: &ConvShape, mr: usize) -> Option<TapTiles> {
 const MERGE_MAX_IC: usize = 8;
 
 /// Whether `p`'s kernel rows are merged into one tap each: one group, no
-/// dilation along W, a kernel wider than one, few input channels.
+/// dilation along W, a kernel wider than one, few input channels, and
+/// every window inside the padded width (a shape may ask for more output
+/// columns than that, reading zeros past the input; the flat path points
+/// those columns at the zero row, the merged one has no column to test).
 fn merge_rows(p: &ConvShape) -> bool {
-    p.g == 1 && p.dw == 0 && p.kw > 1 && p.ic <= MERGE_MAX_IC
+    p.g == 1
+        && p.dw == 0
+        && p.kw > 1
+        && p.ic <= MERGE_MAX_IC
+        && p.ow > 0
+        && (p.ow - 1) * p.sw + p.kw <= p.iw + 2 * p.pw
 }
 
 pub(super) struct FwdPlan {
@@ -519,6 +527,8 @@ mod tests {
             assert!(seen.iter().all(|&n| n == 1), "{p:?}");
         }
         assert!(tap_tiles(&shape(7, 3, 1, 0, 0), 6).is_none());
+        // 56x56 with a 3x3 kernel: 2.4% of pixel-taps in the padding.
+        assert!(tap_tiles(&shape(56, 3, 1, 1, 0), 6).is_none());
     }
 
     /// Kernel rows merge into one tap for few channels in one group without
@@ -550,7 +560,11 @@ mod tests {
             kw: 1,
             ..stem
         }));
-        // 56x56 with a 3x3 kernel: 2.4% of pixel-taps in the padding.
-        assert!(tap_tiles(&shape(56, 3, 1, 1, 0), 6).is_none());
+        // One output column more than the padded width holds.
+        assert!(!merge_rows(&ConvShape {
+            ic: 3,
+            ow: stem.ow + 1,
+            ..stem
+        }));
     }
 }
