@@ -204,14 +204,15 @@ impl BwdDataPlan {
                     let mut tv = [0usize; TMAX];
                     if let Some(tt) = &cl.tiles {
                         let plane = cl.ny * cl.nx;
-                        for &(start, m, mask) in &tt.tiles[it.px.0..it.px.1] {
-                            let (start, m) = (start as usize, m as usize);
+                        for ti in it.px.0..it.px.1 {
+                            let (px, mask) = tt.tile(ti);
+                            let m = px.len();
                             for i in 0..mr {
                                 if i >= m {
                                     org[i] = (isize::MIN / 2, 0, 0);
                                     continue;
                                 }
-                                let q = tt.order[start + i] as usize;
+                                let q = px[i] as usize;
                                 let (img, at) = (q / plane, q % plane);
                                 (org[i], rows[i]) = place((img, at / cl.nx, at % cl.nx));
                             }

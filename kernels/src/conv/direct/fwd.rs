@@ -231,15 +231,16 @@ impl FwdPlan {
                     };
                     if let Some(ct) = &self.classes {
                         let plane = p.oh * p.ow;
-                        for &(start, m, mask) in &ct.tiles[it.px.0..it.px.1] {
-                            let (start, m) = (start as usize, m as usize);
+                        for ti in it.px.0..it.px.1 {
+                            let (px, mask) = ct.tile(ti);
+                            let m = px.len();
                             for i in 0..mr {
                                 if i >= m {
                                     // Never inside: reads the zero row.
                                     org[i] = (isize::MIN / 2, 0, 0);
                                     continue;
                                 }
-                                let q = ct.order[start + i] as usize;
+                                let q = px[i] as usize;
                                 let (img, at) = (q / plane, q % plane);
                                 (org[i], rows[i]) = place(q, (img, at / p.ow, at % p.ow));
                             }

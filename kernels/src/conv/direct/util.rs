@@ -230,6 +230,12 @@ impl TapTiles {
     /// `results/reference/cpu-resnet50-zen5-avx512/abba-tap-tiles.txt`.
     pub const MIN_SAVED: f64 = 0.04;
 
+    /// Tile `i`'s pixels and the mask of the taps they run.
+    pub fn tile(&self, i: usize) -> (&[u32], u64) {
+        let (start, m, mask) = self.tiles[i];
+        (&self.order[start as usize..][..m as usize], mask)
+    }
+
     /// Bytes it holds.
     pub fn bytes(&self) -> usize {
         self.order.len() * 4 + self.tiles.len() * std::mem::size_of::<(u32, u8, u64)>()

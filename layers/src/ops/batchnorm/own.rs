@@ -75,14 +75,13 @@ impl OwnBatchNormGpuLayer {
     /// to hold them.
     fn part(&self, cx: &GpuCtx) -> GpuResult<DevPtr> {
         if cx.workspace.bytes < self.part_bytes {
-            return Err(GpuError {
-                call: "own batch norm",
-                status: format!(
+            return Err(GpuError::invalid(
+                "own batch norm",
+                format!(
                     "the shared workspace holds {} bytes, the partial sums need {}: the layer ran before the network planned it",
                     cx.workspace.bytes, self.part_bytes
                 ),
-                oom: false,
-            });
+            ));
         }
         Ok(cx.workspace.ptr as DevPtr)
     }

@@ -187,15 +187,28 @@ pub fn time_plans(
     ws: Workspace,
     stop: &dyn Fn() -> bool,
 ) -> GpuResult<Vec<Option<f64>>> {
-    let events = gpu.event_pair()?;
     let (ids, ptrs) = bindings(dir, t);
+    time_bound_plans(gpu, plans, &ids, &ptrs, ws, stop)
+}
+
+/// [`time_plans`] for any graph: the tensors `ptrs` bound to the ids
+/// `ids` (one variant pack serves every plan).
+pub fn time_bound_plans(
+    gpu: &Gpu,
+    plans: &[ExecutionPlan],
+    ids: &[i64],
+    ptrs: &[*mut c_void],
+    ws: Workspace,
+    stop: &dyn Fn() -> bool,
+) -> GpuResult<Vec<Option<f64>>> {
+    let events = gpu.event_pair()?;
+    let pack = VariantPack::new(ids, ptrs, ws.ptr)?;
     let mut times = Vec::with_capacity(plans.len());
     for plan in plans {
         if stop() || plan.workspace_bytes > ws.bytes {
             times.push(None);
             continue;
         }
-        let pack = VariantPack::new(&ids, &ptrs, ws.ptr)?;
         // SAFETY: the caller's tensors are sized for this problem and
         // dtype; the workspace holds what the plan needs (checked above).
         let ms = events.lowest_time(&mut || unsafe { plan.execute(&gpu.cudnn, &pack) });

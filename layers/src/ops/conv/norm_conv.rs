@@ -17,10 +17,11 @@
 //! Not yet run on a GPU.
 
 use super::cudnn_conv::geometry;
-use super::graph_conv::{candidates, fastest, Policy, Refused};
+use super::graph_conv::{candidates, fastest, time_bound_plans, Policy, Refused};
 use crate::backend::cuda::cudnn_graph::norm_conv::{bound, Bound, NormConvGraph};
 use crate::backend::cuda::cudnn_graph::tensor::alignment_of;
 use crate::backend::cuda::cudnn_graph::{ExecutionPlan, OperationGraph, VariantPack};
+use crate::backend::cuda::memory::Workspace;
 use crate::backend::cuda::{DeviceBuffer, Gpu, GpuError, GpuResult};
 use crate::core::{DType, Layout};
 use cnnbench_kernels::conv::{reference as conv_ref, ConvShape, Direction};
@@ -303,28 +304,23 @@ impl<'g> GpuNormConv<'g> {
     pub fn plan(&mut self, workspace_limit: usize, stop: &dyn Fn() -> bool) -> GpuResult<Planned> {
         let h = &self.gpu.cudnn;
         let (plans, refused) = candidates(h, &self.graph, self.dtype, workspace_limit, &POLICY)?;
-        let events = self.gpu.event_pair()?;
         let (ids, ptrs) = (self.ids(), self.ptrs());
         // One workspace, the largest any candidate needs (each is within
         // the limit), for timing them all.
         let most = plans.iter().map(|p| p.workspace_bytes).max().unwrap_or(0);
         let search = self.workspace(most)?;
-        let ws_ptr = search
-            .as_ref()
-            .map_or(std::ptr::null_mut(), DeviceBuffer::as_void);
-        let mut timed = Vec::with_capacity(plans.len());
-        for plan in &plans {
-            if stop() {
-                timed.push((plan.describe(), None));
-                continue;
-            }
-            let pack = VariantPack::new(&ids, &ptrs, ws_ptr)?;
-            // SAFETY: the tensors are this problem's, in the dtypes the
-            // graph binds; the workspace holds at least the plan's.
-            let ms = events.lowest_time(&mut || unsafe { plan.execute(h, &pack) });
-            timed.push((plan.describe(), ms.as_ref().ok().copied()));
-        }
-        let times: Vec<Option<f64>> = timed.iter().map(|t| t.1).collect();
+        let ws = Workspace {
+            ptr: search
+                .as_ref()
+                .map_or(std::ptr::null_mut(), DeviceBuffer::as_void),
+            bytes: most,
+        };
+        let times = time_bound_plans(self.gpu, &plans, &ids, &ptrs, ws, stop)?;
+        let timed = plans
+            .iter()
+            .map(|p| p.describe())
+            .zip(times.iter().copied())
+            .collect();
         let Some(best) = fastest(&times) else {
             let why: Vec<String> = refused
                 .iter()
