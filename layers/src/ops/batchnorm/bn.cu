@@ -233,17 +233,22 @@ __device__ __forceinline__ void reduce(Op& op, u32 outer, u32 c, u32 per, u32 gr
     }
 }
 
-// A mode as a type, so that a run-time mode picks a template instance.
-template <int M>
-struct Mode {
-    static constexpr int value = M;
-};
-
 template <class D, int N, bool NHWC>
 __device__ __forceinline__ void stats(const typename D::T* x, float* part, u32 outer, u32 c,
                                       u32 per, u32 groups) {
     __shared__ float sh[2 * BN_THREADS * (NHWC ? N : 1)];
     StatsOp<D, N> op{x, NHWC ? 1u : per * N};
+    reduce<D, N, NHWC>(op, outer, c, per, groups, part, sh);
+}
+
+// The gradient sums of one mode into `part`, `sh` the caller's shared
+// array.
+template <class D, int N, bool NHWC, int MODE>
+__device__ __forceinline__ void grads_mode(const typename D::T* x, const typename D::T* dy,
+                                           const typename D::T* y, typename D::T* dz,
+                                           const float* st, float* part, u32 outer, u32 c,
+                                           u32 per, u32 groups, float* sh) {
+    GradsOp<D, N, MODE> op{x, dy, y, dz, st, c};
     reduce<D, N, NHWC>(op, outer, c, per, groups, part, sh);
 }
 
@@ -253,17 +258,15 @@ __device__ __forceinline__ void grads(const typename D::T* x, const typename D::
                                       float* part, u32 outer, u32 c, u32 per, u32 groups,
                                       int mode) {
     // One array for the three instances (each its own would not share).
+    // Each mode through a template of its own: NVRTC on the H200 refused
+    // a generic lambda here as a host function.
     __shared__ float sh[2 * BN_THREADS * (NHWC ? N : 1)];
-    auto run = [&](auto m) {
-        GradsOp<D, N, decltype(m)::value> op{x, dy, y, dz, st, c};
-        reduce<D, N, NHWC>(op, outer, c, per, groups, part, sh);
-    };
     if (mode == BN_RELU)
-        run(Mode<BN_RELU>());
+        grads_mode<D, N, NHWC, BN_RELU>(x, dy, y, dz, st, part, outer, c, per, groups, sh);
     else if (mode == BN_ADD_RELU)
-        run(Mode<BN_ADD_RELU>());
+        grads_mode<D, N, NHWC, BN_ADD_RELU>(x, dy, y, dz, st, part, outer, c, per, groups, sh);
     else
-        run(Mode<BN_PLAIN>());
+        grads_mode<D, N, NHWC, BN_PLAIN>(x, dy, y, dz, st, part, outer, c, per, groups, sh);
 }
 
 // The channel of slot 0 of vector v: NHWC rows of `per` vectors (the
