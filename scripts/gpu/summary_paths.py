@@ -146,8 +146,16 @@ def normconv_section(logs):
     for r in listed(os.path.join(logs, "normconv_f16.json"), "skipped"):
         fused.setdefault(key(r), {"algo": f"skipped: {r.get('status')}"})
     plain = by_key("conv_graph_normconv_f16.json")
-    checks = by_key(os.path.join("check", "normconv_check.json"))
-    if not (fused or checks):
+
+    def checked(name):
+        # A graph no engine ran is a skipped record naming cuDNN's answers.
+        got = by_key(os.path.join("check", name))
+        for r in listed(os.path.join(logs, "check", name), "skipped"):
+            got.setdefault(key(r), {"skipped": r.get("status")})
+        return got
+
+    checks, checks_bf16 = checked("normconv_check.json"), checked("normconv_check_bf16.json")
+    if not (fused or checks or checks_bf16):
         return []
     lines = ["## NormConv's fused graphs against the plain convolution (f16 NHWC, batch 256)", "",
              "`conv --norm-conv --dir all` (forward: scale, shift and ReLU in the prologue, the "
@@ -157,17 +165,23 @@ def normconv_section(logs):
              "medians of 20 runs; fused / plain above 1: the fusion costs that much over the "
              "convolution alone. The check ran the same layers at batch 2.", "",
              "| layer | dir | plain ms | plain engine | fused ms | fused engine | fused / plain | "
-             "check (batch 2) |",
-             "|---|---|---:|---|---:|---|---:|---|"]
-    for k in OrderedDict.fromkeys(list(fused) + list(plain) + list(checks)):
+             "check f16 (batch 2) | check bf16 (batch 2) |",
+             "|---|---|---:|---|---:|---|---:|---|---|"]
+
+    def check_cell(checks, k):
+        r = checks.get(k) or {}
+        if r.get("skipped"):
+            return f"skipped: {r['skipped']}"
+        c = r.get("check")
+        return "-" if not c else (f"{'ok' if c.get('passed') else 'FAILED'} ({s.fmt_err(c.get('rel_err'))}, "
+                                  f"{r.get('algo', '-')})")
+
+    for k in OrderedDict.fromkeys(list(fused) + list(plain) + list(checks) + list(checks_bf16)):
         f, p = fused.get(k, {}), plain.get(k, {})
         fm, pm = (f.get("ms") or {}).get("median"), (p.get("ms") or {}).get("median")
         ratio = f"{fm / pm:.2f}" if fm and pm else "-"
-        c = (checks.get(k) or {}).get("check")
-        check = "-" if not c else (f"{'ok' if c.get('passed') else 'FAILED'} ({s.fmt_err(c.get('rel_err'))}, "
-                                   f"{checks[k].get('algo', '-')})")
         lines.append(f"| {k[0]} | {k[1]} | {s.fmt_opt_ms(pm)} | {p.get('algo', '-')} | {s.fmt_opt_ms(fm)} | "
-                     f"{f.get('algo', '-')} | {ratio} | {check} |")
+                     f"{f.get('algo', '-')} | {ratio} | {check_cell(checks, k)} | {check_cell(checks_bf16, k)} |")
     return lines + [""]
 
 

@@ -123,9 +123,9 @@ class PathsSummary(unittest.TestCase):
                     f.write(doc(recs))
             text = "\n".join(summary_paths.normconv_section(d))
             self.assertIn("| ic64ih56oc64oh56kh3ph1 | fwd | 1.0000 | graph:eng34 | 1.2000 | norm-conv:eng9 | "
-                          "1.20 | ok (3.00e-04, norm-conv:eng9) |", text)
+                          "1.20 | ok (3.00e-04, norm-conv:eng9) | - |", text)
             self.assertIn("| ic64ih56oc64oh56kh3ph1 | bwd-data | 1.5000 | graph:eng1 | 0.9000 | norm-conv:eng3 | "
-                          "0.60 | - |", text)
+                          "0.60 | - | - |", text)
             self.assertEqual(summary_paths.normconv_section(os.path.join(d, "nowhere")), [])
             # A check whose output was never written (rel_err null), and a
             # layer runtime fusion refused, still make a table.
@@ -135,8 +135,13 @@ class PathsSummary(unittest.TestCase):
             with open(os.path.join(d, "normconv_f16.json"), "w") as f:
                 f.write(json.dumps({"records": [], "skipped": [
                     {"problem": "mb256ic64ih56oc64oh56kh3ph1", "dir": "fwd", "status": "not supported"}]}))
+            # A bf16 graph no engine ran names cuDNN's answers in its column.
+            with open(os.path.join(d, "check", "normconv_check_bf16.json"), "w") as f:
+                f.write(json.dumps({"records": [], "skipped": [
+                    {"problem": "mb2ic64ih56oc64oh56kh3ph1", "dir": "fwd", "status": "no engine (heuristics A 0)"}]}))
             text = "\n".join(summary_paths.normconv_section(d))
-            self.assertIn("| skipped: not supported | - | FAILED (NaN, norm-conv:eng9) |", text)
+            self.assertIn("| skipped: not supported | - | FAILED (NaN, norm-conv:eng9) | "
+                          "skipped: no engine (heuristics A 0) |", text)
 
     def test_a_run_that_is_not_ok_has_no_time(self):
         with tempfile.TemporaryDirectory() as d:

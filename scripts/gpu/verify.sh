@@ -149,10 +149,10 @@
 #             each direction of each layer gets.
 #   normconv  not in the default list: `conv --norm-conv --dir all`
 #             (NormConv's runtime-fused graphs, not yet in the network) on
-#             the eight layers of normconv-layers.txt, checked at batch 2
-#             in f16, then timed at batch 256 beside the plain convolutions
+#             the nine layers of normconv-layers.txt, checked at batch 2
+#             in f16 and bf16, then timed at batch 256 beside the plain convolutions
 #             on the graph API (runtime fusion compiles each configuration
-#             it plans, 24 graphs per batch size: guessed 6-12 minutes in
+#             it plans, 27 graphs per batch size: guessed 6-12 minutes in
 #             all, so one call's budget may cut the batch-256 timing).
 # Files: paths-summary.md (the correctness rows, the ResNet-50 and Keras
 # tables with ratios to the default and to PyTorch, the per-layer kind
@@ -1810,16 +1810,24 @@ assert 0.6 * b["nominal_gbs"] < b["measured_gbs"] <= 1.02 * b["nominal_gbs"], b'
                 --format json --out "$logs/conv_${w}_f32.json" "${store[@]}" -q
         done
     fi
-    if want normconv && gpu_or_skip normconv_check normconv_f16 conv_graph_normconv_f16; then
+    if want normconv && gpu_or_skip normconv_check normconv_check_bf16 normconv_f16 conv_graph_normconv_f16; then
         rerun_hint=normconv
         # NormConv's three fused graphs (not yet in the network): checked
         # at batch 2, then timed at 256 beside the plain convolutions on
         # the graph API. Runtime fusion compiles each configuration it
         # plans (the first 4 per shape and direction): seconds each.
         local nlayers="$here/normconv-layers.txt"
-        run normconv_check 90 300 "$bin" conv --from "$nlayers" --device gpu --batch 2 --dtype f16 \
+        # cuDNN's own log of warnings and errors (level 2) says why an
+        # engine refuses a graph.
+        run normconv_check 90 300 env CUDNN_LOGLEVEL_DBG=2 CUDNN_LOGDEST_DBG="$logs/normconv_cudnn_f16.log" \
+            "$bin" conv --from "$nlayers" --device gpu --batch 2 --dtype f16 \
             --layout nhwc --dir all --norm-conv --check --warmup 1 --iters 3 \
             --format json --out "$logs/check/normconv_check.json" "${store[@]}" -q
+        # bf16 too: which graphs runtime fusion takes in each half type.
+        run normconv_check_bf16 90 300 env CUDNN_LOGLEVEL_DBG=2 CUDNN_LOGDEST_DBG="$logs/normconv_cudnn_bf16.log" \
+            "$bin" conv --from "$nlayers" --device gpu --batch 2 --dtype bf16 \
+            --layout nhwc --dir all --norm-conv --check --warmup 1 --iters 3 \
+            --format json --out "$logs/check/normconv_check_bf16.json" "${store[@]}" -q
         run normconv_f16 150 420 "$bin" conv --from "$nlayers" --device gpu --batch 256 --dtype f16 \
             --layout nhwc --dir all --norm-conv --warmup 3 --iters 20 \
             --format json --out "$logs/normconv_f16.json" "${store[@]}" -q

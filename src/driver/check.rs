@@ -173,13 +173,13 @@ fn compare_gpu(
     }
     let scale = |parts: &[&[f32]]| compare::loss_scale(opts.dtype, parts);
     let grads = compare::gradients(&mut dev, &mut cpu, scale)?;
-    let rms = rms_of(grads.iter().map(|p| &p.want[..]));
+    let rms = compare::rms_of(grads.iter().map(|p| &p.want[..]));
     for p in grads {
         // A gradient the GPU did not produce is an error, not a pass.
         let err = if p.got.is_empty() {
             f64::NAN
         } else {
-            grad_error(&p.got, &p.want, rms)
+            compare::grad_error(&p.got, &p.want, rms)
         };
         out.push(compared(&g.name, p.tensor, err, tol));
     }
@@ -189,7 +189,7 @@ fn compare_gpu(
         for p in cnnbench_layers::net::cuda_graph::replayed_against_eager(&mut dev, &cpu)? {
             let err = match p.tensor.starts_with("loss") {
                 true => rel_l2_error(&p.got, &p.want),
-                false => grad_error(&p.got, &p.want, rms),
+                false => compare::grad_error(&p.got, &p.want, rms),
             };
             out.push(compared(&g.name, p.tensor, err, tol));
         }
@@ -233,38 +233,11 @@ fn compare_cpu(g: &Graph, batch: usize, seed: u64) -> GpuResult<Vec<Compared>> {
     fast.backward()?;
     slow.backward_from(&fast)?;
     let want: Vec<Vec<f32>> = slow.params_mut().iter().map(|p| p.grad.clone()).collect();
-    let rms = rms_of(want.iter().map(|g| &g[..]));
+    let rms = compare::rms_of(want.iter().map(|g| &g[..]));
     for ((name, p), w) in fast.named_params().into_iter().zip(&want) {
-        push(format!("{name}.grad"), grad_error(&p.grad, w, rms));
+        push(format!("{name}.grad"), compare::grad_error(&p.grad, w, rms));
     }
     Ok(out)
-}
-
-/// The root mean square of every element of every gradient.
-fn rms_of<'a>(grads: impl Iterator<Item = &'a [f32]>) -> f64 {
-    let (sq, n) = grads
-        .flatten()
-        .fold((0.0, 0usize), |(s, n), &g| (s + (g as f64).powi(2), n + 1));
-    (sq / n.max(1) as f64).sqrt()
-}
-
-/// A gradient's L2 error relative to the larger of its own norm and the
-/// norm it would have at the network's RMS gradient. The floor matters
-/// for sums that cancel (a batch norm's bias gradient sums dy over the
-/// batch, and the next batch norm's backward makes dy sum to nearly zero):
-/// their tiny true value would turn rounding noise into a large relative
-/// error, while the error against the gradients training sees stays small.
-fn grad_error(got: &[f32], want: &[f32], rms: f64) -> f64 {
-    let diff: f64 = got
-        .iter()
-        .zip(want)
-        .map(|(&g, &w)| (g as f64 - w as f64).powi(2))
-        .sum::<f64>()
-        .sqrt();
-    let norm: f64 = want.iter().map(|&w| (w as f64).powi(2)).sum::<f64>().sqrt();
-    diff / norm
-        .max(rms * (want.len() as f64).sqrt())
-        .max(f64::MIN_POSITIVE)
 }
 
 #[cfg(test)]

@@ -18,6 +18,7 @@
 
 use super::cudnn_conv::geometry;
 use super::graph_conv::{candidates, fastest, time_bound_plans, Policy, Refused};
+use crate::backend::cuda::cudnn_graph::engine::sources;
 use crate::backend::cuda::cudnn_graph::norm_conv::{bound, Bound, NormConvGraph};
 use crate::backend::cuda::cudnn_graph::tensor::alignment_of;
 use crate::backend::cuda::cudnn_graph::{ExecutionPlan, OperationGraph, VariantPack};
@@ -329,13 +330,14 @@ impl<'g> GpuNormConv<'g> {
             return Err(GpuError::invalid(
                 "NormConv graph",
                 format!(
-                    "no engine configuration for {} {} ran ({} timed, {} refused{}{})",
+                    "no engine configuration for {} {} ran ({} timed, {} refused{}{}; {})",
                     self.dir,
                     self.dtype,
                     plans.len(),
                     refused.len(),
                     if why.is_empty() { "" } else { ": " },
-                    why.join("; ")
+                    why.join("; "),
+                    sources(&self.graph)
                 ),
             ));
         };

@@ -1,7 +1,8 @@
 //! The operation graph and the engine configurations cuDNN offers for it:
-//! heuristics mode A's list, then the fallback list (as cudnn-frontend's
-//! `get_heuristics_list({A, FALLBACK})`), each with its engine's id,
-//! knobs and numerical notes.
+//! heuristics mode A's list, then mode B's and the fallback list (as
+//! cudnn-frontend's `get_heuristics_list({A, B, FALLBACK})`), or where
+//! none gives any, the graph's global engine list; each with its engine's
+//! id, knobs and numerical notes.
 
 use super::descriptor::{Attr, AttrType, Descriptor, Kind};
 use crate::backend::cuda::cudnn::CudnnHandle;
@@ -205,22 +206,98 @@ fn heuristics(
     .collect()
 }
 
-/// Mode A's configurations, then the fallback list's that mode A did not
-/// give, each once; an error only when both lists fail.
+/// Mode A's configurations, then mode B's and the fallback list's that
+/// an earlier list did not give, each once; an error only when every list
+/// fails. Where no list gives any (cuDNN 9.19's heuristics on an H200
+/// offered none for three of NormConv's four graphs), every engine of the
+/// graph's global list that finalizes with its default knobs, as
+/// cudnn-frontend's `EngineBuilder().setGlobalEngineIdx(i)` makes them.
 pub fn engine_configs(g: &OperationGraph) -> GpuResult<Vec<EngineConfig>> {
-    use sys::cudnnBackendHeurMode_t::{CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK};
-    let a = heuristics(g, CUDNN_HEUR_MODE_A);
-    let fallback = heuristics(g, CUDNN_HEUR_MODE_FALLBACK);
-    let (mut all, rest) = match (a, fallback) {
-        (Err(e), Err(_)) => return Err(e),
-        (Ok(a), Ok(f)) => (a, f),
-        (Ok(a), Err(_)) => (a, Vec::new()),
-        (Err(_), Ok(f)) => (Vec::new(), f),
+    use sys::cudnnBackendHeurMode_t::{
+        CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_B, CUDNN_HEUR_MODE_FALLBACK,
     };
-    for c in rest {
+    let mut lists = Vec::new();
+    let mut failed = None;
+    for mode in [
+        CUDNN_HEUR_MODE_A,
+        CUDNN_HEUR_MODE_B,
+        CUDNN_HEUR_MODE_FALLBACK,
+    ] {
+        match heuristics(g, mode) {
+            Ok(l) => lists.push(l),
+            Err(e) => failed = Some(e),
+        }
+    }
+    if let (true, Some(e)) = (lists.is_empty(), failed) {
+        return Err(e);
+    }
+    let mut all: Vec<EngineConfig> = Vec::new();
+    for c in lists.into_iter().flatten() {
         if !all.iter().any(|k| k.name() == c.name()) {
             all.push(c);
         }
     }
+    if all.is_empty() {
+        all = global_engines(g)?.0;
+    }
     Ok(all)
+}
+
+/// Every engine of `g`'s global list that finalizes on it, with its
+/// default knobs, and how many engines the list has.
+pub fn global_engines(g: &OperationGraph) -> GpuResult<(Vec<EngineConfig>, usize)> {
+    let count = g
+        .desc
+        .get_i64(Attr::CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT)?
+        .max(0) as usize;
+    let mut found = Vec::new();
+    for index in 0..count as i64 {
+        // An engine that does not apply to the graph refuses to finalize.
+        if let Ok(cfg) = engine_at(g, index) {
+            found.push(cfg);
+        }
+    }
+    Ok((found, count))
+}
+
+/// Engine `index` of `g`'s global list with its default knobs.
+fn engine_at(g: &OperationGraph, index: i64) -> GpuResult<EngineConfig> {
+    let mut e = Descriptor::new(Kind::CUDNN_BACKEND_ENGINE_DESCRIPTOR)?;
+    e.set_descs(Attr::CUDNN_ATTR_ENGINE_OPERATION_GRAPH, &[&g.desc])?;
+    e.set_i64(Attr::CUDNN_ATTR_ENGINE_GLOBAL_INDEX, index)?;
+    e.finalize()?;
+    let mut cfg = Descriptor::new(Kind::CUDNN_BACKEND_ENGINECFG_DESCRIPTOR)?;
+    cfg.set_descs(Attr::CUDNN_ATTR_ENGINECFG_ENGINE, &[&e])?;
+    cfg.finalize()?;
+    EngineConfig::describe(cfg)
+}
+
+/// Where `g`'s configurations come from, for an error that says why none
+/// ran: `heuristics A 0, B 0, fallback 0; global list: 3 of 61 engines
+/// finalize (eng9, eng22, eng31)`.
+pub fn sources(g: &OperationGraph) -> String {
+    use sys::cudnnBackendHeurMode_t::{
+        CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_B, CUDNN_HEUR_MODE_FALLBACK,
+    };
+    let count = |m| match heuristics(g, m) {
+        Ok(l) => l.len().to_string(),
+        Err(e) => format!("failed: {e}"),
+    };
+    let global = match global_engines(g) {
+        Ok((found, n)) => {
+            let names: Vec<String> = found.iter().map(EngineConfig::name).collect();
+            format!(
+                "{} of {n} engines finalize ({})",
+                found.len(),
+                names.join(", ")
+            )
+        }
+        Err(e) => format!("failed: {e}"),
+    };
+    format!(
+        "heuristics A {}, B {}, fallback {}; global list: {global}",
+        count(CUDNN_HEUR_MODE_A),
+        count(CUDNN_HEUR_MODE_B),
+        count(CUDNN_HEUR_MODE_FALLBACK)
+    )
 }
