@@ -73,7 +73,7 @@ pub fn outputs<B: Backend>(dev: &mut Executor<B>, reference: &CpuNet) -> Result<
 /// layer (a batch norm) masks that gradient with its own forward output,
 /// so its gradients are compared with the reference's under that mask
 /// ([`masked_bn_grads`]). [`outputs`] has run first: its forward passes
-/// are the ones each layer's backward reads.
+/// are the ones each other layer's backward reads.
 pub fn gradients<B: Backend>(
     dev: &mut Executor<B>,
     reference: &mut CpuNet,
@@ -89,6 +89,15 @@ pub fn gradients<B: Backend>(
         let r = dev.reads_gradient_of(i);
         let parts = reference.dy_parts(r);
         if let (true, Op::BatchNorm(spec)) = (r != i, &g.nodes[i].op) {
+            // The fused layer's forward again on the reference's inputs:
+            // since `outputs` ran it, its output buffer was overwritten with
+            // the reference's (as the next layer's input). Its backward
+            // reads the state this leaves; later layers' backward has run.
+            let runner = dev.forward_runner(r).unwrap_or(i);
+            for t in dev.layer_inputs(runner) {
+                dev.upload_output(t, reference.output(t))?;
+            }
+            dev.forward_one(runner)?;
             let x = reference.output(g.nodes[i].inputs[0]);
             let y = dev.output_host(r)?;
             let (dgamma, dbeta) = masked_bn_grads(x, &parts, &y, g.nodes[i].out.c, spec.eps);

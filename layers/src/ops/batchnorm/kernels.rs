@@ -541,6 +541,9 @@ mod tests {
             // Several groups of partial sums, and NHWC tiles (32 channel
             // vectors) with a partial last one.
             (true, 2, 264, 40, 0, &[BnFused::Relu][..]),
+            // Threads that visit several rows, two at a time and an odd
+            // one last, with the add's dz stored between.
+            (true, 2, 16, 300, 0, &[BnFused::AddRelu][..]),
             (false, 3, 2, 8192, 0, &[BnFused::AddRelu][..]),
         ];
         // The storages' programs build and run side by side.
