@@ -12,14 +12,17 @@
 //! ([`ConvApi::Auto`]) each direction plans both ways, times FindEx's
 //! algorithm as the graph plans are timed, and keeps the faster. The bias
 //! stays on the legacy calls (`cudnnAddTensor`, the bias gradient) either
-//! way.
+//! way. Each choice is kept for the process ([`super::memo`]): a later
+//! layer or network with the same problem takes it without a search.
 
 use super::cuda::first_usable;
 use super::cudnn_algos;
 use super::cudnn_conv::{BiasCx, ConvDescs, ConvPtrs};
 use super::graph_conv::{self, ConvGraph, GraphRunner};
 use super::kernels::BiasGrad;
+use super::memo;
 use crate::backend::cuda::backend::{void, Cuda, DevPtr, GpuCtx, GpuParam};
+use crate::backend::cuda::cudnn_graph::tensor::alignment_of;
 use crate::backend::cuda::{cudnn, ConvApi, GpuError, GpuResult};
 use crate::core::backend::Layer;
 use crate::core::{DType, Layout};
@@ -161,9 +164,54 @@ impl<'g> Layer<Cuda<'g>> for ConvGpuLayer {
         let ptrs = self.ptrs(x[0], y, dy.unwrap_or(0), dx[0]);
         let api = cx.paths.conv_api;
         let mut need = 0;
+        let device = format!("{}#{}", cx.gpu.info.name, cx.gpu.ctx.ordinal());
         for dir in self.dirs() {
             let i = index(dir);
             let d = &self.descs[i];
+            let (_, bound) = graph_conv::bindings(dir, &ptrs);
+            let alignment = alignment_of(&bound.map(|p| p as u64));
+            let key = memo::Key::new(
+                &device,
+                &d.shape,
+                d.dtype,
+                self.layout,
+                dir,
+                api,
+                limit,
+                alignment,
+            );
+            // What an earlier layer or network chose for the same problem.
+            match memo::get(&key) {
+                Some(memo::Chosen::Legacy {
+                    algo,
+                    math,
+                    workspace,
+                }) => {
+                    d.conv.set_math(math)?;
+                    self.choice[i] = Some(Choice { algo, math });
+                    need = need.max(workspace);
+                    continue;
+                }
+                Some(memo::Chosen::Graph { config }) => {
+                    let named = graph_conv::plan_named(
+                        cx.gpu,
+                        &d.shape,
+                        d.dtype,
+                        self.layout,
+                        dir,
+                        &ptrs,
+                        limit,
+                        &config,
+                    );
+                    // One cuDNN no longer offers is searched for again.
+                    if let Ok((g, runner)) = named {
+                        need = need.max(runner.plan.workspace_bytes);
+                        self.graph[i] = Some((runner, g));
+                        continue;
+                    }
+                }
+                None => {}
+            }
             // FindEx's algorithm (legacy and auto) and its workspace.
             let mut legacy = None;
             if api != ConvApi::Graph {
@@ -224,12 +272,22 @@ impl<'g> Layer<Cuda<'g>> for ConvGpuLayer {
                 };
                 if let Some((g, runner, _)) = keep {
                     need = need.max(runner.plan.workspace_bytes);
+                    let config = runner.plan.name.clone();
+                    memo::put(key, memo::Chosen::Graph { config });
                     self.graph[i] = Some((runner, g));
                     continue;
                 }
             }
-            if let Some((_, ws)) = legacy {
+            if let (Some((algo, ws)), Some(c)) = (legacy, self.choice[i]) {
                 need = need.max(ws);
+                memo::put(
+                    key,
+                    memo::Chosen::Legacy {
+                        algo,
+                        math: c.math,
+                        workspace: ws,
+                    },
+                );
             }
         }
         Ok(need)

@@ -268,6 +268,39 @@ pub fn plan_fastest(
     Ok((graph, GraphRunner::new(dir, plan), ms))
 }
 
+/// The plan of configuration `config` (an earlier search's choice, by
+/// name) within `limit`, untimed; an error where cuDNN no longer offers
+/// it, so that the caller searches.
+#[allow(clippy::too_many_arguments)]
+pub fn plan_named(
+    gpu: &Gpu,
+    p: &ConvShape,
+    dtype: DType,
+    layout: Layout,
+    dir: Direction,
+    t: &ConvPtrs,
+    limit: usize,
+    config: &str,
+) -> GpuResult<(ConvGraph, GraphRunner)> {
+    let (_, ptrs) = bindings(dir, t);
+    let alignment = alignment_of(&ptrs.map(|p| p as u64));
+    let graph = ConvGraph::new(&gpu.cudnn, p, dtype, layout, dir, alignment)?;
+    let (plans, _) = graph.candidates(&gpu.cudnn, limit)?;
+    let plan = plans
+        .into_iter()
+        .find(|p| p.name == config)
+        .ok_or_else(|| {
+            GpuError::invalid(
+                "cudnnBackendFinalize",
+                format!(
+                    "{config} is not among the {} candidates any more",
+                    dir.name()
+                ),
+            )
+        })?;
+    Ok((graph, GraphRunner::new(dir, plan)))
+}
+
 /// A chosen plan and the variant packs of the pointers it has run on.
 pub struct GraphRunner {
     pub dir: Direction,

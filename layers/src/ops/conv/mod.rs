@@ -10,6 +10,7 @@ pub mod cudnn_conv;
 pub mod gpu_layer;
 pub mod graph_conv;
 pub mod kernels;
+pub mod memo;
 pub mod norm_conv;
 #[cfg(test)]
 mod tests;
