@@ -9,20 +9,19 @@ use cnnbench_layers::cuda::{ConvApi, GpuPaths, RnnChoice};
 #[derive(Args, Debug, Clone, Default)]
 pub struct GpuPathArgs {
     /// GPU: ReLU, the residual add, NHWC max pooling and global average pooling on cnnbench's
-    /// NVRTC kernels instead of cuDNN's, the add taking the ReLU after it (verified on an H200 but
-    /// for the global average pooling, the packed argmax and the add's ReLU)
+    /// NVRTC kernels instead of cuDNN's, the add taking the ReLU after it, and the sum of a
+    /// tensor's gradients where two layers read it on the add's kernel (verified on an H200)
     #[arg(long)]
     pub own_kernels: bool,
     /// GPU: batch norm on cnnbench's NVRTC kernels instead of cuDNN's, in every dtype and
     /// layout; with --fuse-bn they take the ReLU after it and the residual add (the ReLU only
-    /// with --fuse-bn=relu) in every dtype and layout too (not yet run on a GPU)
+    /// with --fuse-bn=relu) in every dtype and layout too (verified on an H200)
     #[arg(long)]
     pub own_bn: bool,
     /// GPU: batch norm runs the ReLU after it, and the residual add before that ReLU, in its
     /// own passes (cuDNN's fused BN-Ex kernels, f16 NHWC; other dtypes and NCHW run unfused,
-    /// but with --own-bn in every dtype and layout;
-    /// on an H200 its f16 bias gradients were up to 2e-2 off); --fuse-bn=relu fuses the ReLU
-    /// only (with --own-kernels the add then takes its ReLU)
+    /// but with --own-bn in every dtype and layout); --fuse-bn=relu fuses the ReLU only (with
+    /// --own-kernels the add then takes its ReLU); both verified on an H200
     #[arg(long, value_name = "WHAT", num_args = 0..=1, require_equals = true,
           default_missing_value = "add-relu", value_parser = parse_fuse_bn)]
     pub fuse_bn: Option<FuseBn>,
@@ -31,16 +30,17 @@ pub struct GpuPathArgs {
     #[arg(long)]
     pub cuda_graph: bool,
     /// GPU: the convolutions' cuDNN API: legacy (FindEx's algorithm) or graph (the backend
-    /// API's engine configurations, each timed, the fastest kept; on an H200 its tf32 weight
-    /// gradients were up to 6.6e-2 off in a test) or auto (per layer and direction, whichever
-    /// of the two ran faster while planning; not yet run on a GPU)
+    /// API's engine configurations, each timed, the fastest kept) or auto (per layer and
+    /// direction, whichever of the two ran faster while planning); each problem's choice is
+    /// kept for the run (verified on an H200)
     #[arg(long, value_name = "API", default_value = "legacy", value_parser = parse_api)]
     pub api: ConvApi,
     /// GPU: the recurrent layers' cuDNN algorithm: standard, persist-static, persist-dynamic,
     /// persist-static-small-h, or auto (per layer, the fastest forward + backward of standard,
     /// persist-static and persist-static-small-h, each on batch-major and on time-major
     /// sequences, that cuDNN accepts, timed while planning; PyTorch runs LSTMs of hidden size
-    /// 128 and less on persist-static-small-h); not yet run in a network on a GPU but standard
+    /// 128 and less on persist-static-small-h); persist-static and persist-dynamic not yet
+    /// checked in a network on a GPU
     #[arg(long, value_name = "ALGO", default_value = "standard", value_parser = parse_rnn)]
     pub rnn_algo: RnnChoice,
 }
