@@ -97,7 +97,9 @@
 # add in every dtype and layout), own-bn-plain (--own-bn), rnn-auto
 # (--rnn-algo auto: per recurrent layer the fastest of cuDNN's algorithms),
 # rnn-small-h (--rnn-algo persist-static-small-h, checked: auto may not
-# pick it) and all-own (all with --own-bn); per-layer runs leave
+# pick it), all-own (all with --own-bn) and all-own-parts (all with
+# --own-bn=parts: the batch norms that take a block's add read its output's
+# two gradient parts themselves); per-layer runs leave
 # out --cuda-graph, which refuses --per-layer. A word of
 # PATHS_STEPS (default "check r50 per-layer keras"; f32, conv, normconv and
 # goal on request) names each part; they run in the order check, goal, r50,
@@ -117,9 +119,9 @@
 #   r50       ResNet-50 f16 NHWC batch 256 (--warmup 5 --iters 20): the
 #             default step, all-own, all and PyTorch in ABBA order
 #             (default, all-own, all, PyTorch, PyTorch, all, all-own,
-#             default); then each path of PATHS_SINGLES (default: those
-#             the run of 56f71b5 did not time: own-bn own-bn-plain
-#             all-bnrelu api-auto fuse-bn-relu) alone, forward then
+#             default); then each path of PATHS_SINGLES (default:
+#             all-own-parts, then those the run of 56f71b5 did not time:
+#             own-bn own-bn-plain all-bnrelu api-auto fuse-bn-relu) alone, forward then
 #             reverse order, while the budget lasts, keeping what the
 #             later steps need.
 #   keras     the six Keras models at batch 128, f32: default,
@@ -1547,6 +1549,7 @@ path_flags() {
         own-bn) echo --own-bn --fuse-bn ;;
         own-bn-plain) echo --own-bn ;;
         all-own) echo --own-kernels --own-bn --fuse-bn --cuda-graph --api auto --rnn-algo auto ;;
+        all-own-parts) echo --own-kernels --own-bn=parts --fuse-bn --cuda-graph --api auto --rnn-algo auto ;;
         per-layer-own) echo --own-kernels --own-bn --fuse-bn --api auto ;;
     esac
 }
@@ -1554,11 +1557,12 @@ path_flags() {
 paths() {
     local wanted=" ${PATHS_STEPS:-check r50 per-layer keras} "
     # Every path word `check` checks; most telling first.
-    local singles="all-own own-bn all-bnrelu own-kernels fuse-bn own-bn-plain fuse-bn-relu api-auto rnn-auto rnn-small-h cuda-graph api-graph"
+    local singles="all-own-parts all-own own-bn all-bnrelu own-kernels fuse-bn own-bn-plain fuse-bn-relu api-auto rnn-auto rnn-small-h cuda-graph api-graph"
     # The paths the r50 step times alone, both ways, while the budget
-    # lasts: those the H200 run of 56f71b5 did not time (own-kernels,
-    # fuse-bn, cuda-graph and api-graph alone are in its summary).
-    local timed=${PATHS_SINGLES-own-bn own-bn-plain all-bnrelu api-auto fuse-bn-relu}
+    # lasts: all-own-parts (not yet run on a GPU) first, then those the
+    # H200 run of 56f71b5 did not time (own-kernels, fuse-bn, cuda-graph
+    # and api-graph alone are in its summary).
+    local timed=${PATHS_SINGLES-all-own-parts own-bn own-bn-plain all-bnrelu api-auto fuse-bn-relu}
     local nogpu="skipped: no GPU" p dl dt l layers cs w n models
     local keras="mnist-mlp mnist-cnn cifar10-cnn imdb-fasttext imdb-bilstm lstm-text"
     local store=(--results "$logs/results")

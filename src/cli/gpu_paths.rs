@@ -15,9 +15,12 @@ pub struct GpuPathArgs {
     pub own_kernels: bool,
     /// GPU: batch norm on cnnbench's NVRTC kernels instead of cuDNN's, in every dtype and
     /// layout; with --fuse-bn they take the ReLU after it and the residual add (the ReLU only
-    /// with --fuse-bn=relu) in every dtype and layout too (verified on an H200)
-    #[arg(long)]
-    pub own_bn: bool,
+    /// with --fuse-bn=relu) in every dtype and layout too (verified on an H200);
+    /// --own-bn=parts: where one takes a block's add, it reads the block output's two gradient
+    /// parts itself instead of a separate sum of them (not yet run on a GPU)
+    #[arg(long, value_name = "WHAT", num_args = 0..=1, require_equals = true,
+          default_missing_value = "plain", value_parser = parse_own_bn)]
+    pub own_bn: Option<OwnBn>,
     /// GPU: batch norm runs the ReLU after it, and the residual add before that ReLU, in its
     /// own passes (cuDNN's fused BN-Ex kernels, f16 NHWC; other dtypes and NCHW run unfused,
     /// but with --own-bn in every dtype and layout); --fuse-bn=relu fuses the ReLU only (with
@@ -43,6 +46,24 @@ pub struct GpuPathArgs {
     /// checked in a network on a GPU
     #[arg(long, value_name = "ALGO", default_value = "standard", value_parser = parse_rnn)]
     pub rnn_algo: RnnChoice,
+}
+
+/// What `--own-bn` asks of the own batch norm.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OwnBn {
+    Plain,
+    /// It reads a block output's two gradient parts itself.
+    Parts,
+}
+
+fn parse_own_bn(s: &str) -> Result<OwnBn, String> {
+    match s {
+        "plain" => Ok(OwnBn::Plain),
+        "parts" => Ok(OwnBn::Parts),
+        _ => Err(format!(
+            "unknown --own-bn '{s}' (plain, the default, or parts)"
+        )),
+    }
 }
 
 /// What `--fuse-bn` lets a batch norm take.
@@ -78,13 +99,17 @@ impl GpuPathArgs {
     pub fn paths(&self, on_gpu: bool, cpu_why: Option<&str>) -> Result<GpuPaths> {
         let paths = GpuPaths {
             own_kernels: self.own_kernels,
-            own_bn: self.own_bn,
+            own_bn: self.own_bn.is_some(),
+            own_bn_parts: self.own_bn == Some(OwnBn::Parts),
             fuse_bn: self.fuse_bn.is_some(),
             fuse_bn_relu_only: self.fuse_bn == Some(FuseBn::Relu),
             cuda_graph: self.cuda_graph,
             conv_api: self.api,
             rnn: self.rnn_algo,
         };
+        if paths.own_bn_parts && (!paths.fuse_bn || paths.fuse_bn_relu_only) {
+            bail!("--own-bn=parts reads the gradient parts where a batch norm took the block's add: add --fuse-bn");
+        }
         if on_gpu || paths == GpuPaths::default() {
             return Ok(paths);
         }
@@ -95,6 +120,7 @@ impl GpuPathArgs {
                 "api-graph" => "--api graph".to_string(),
                 "api-auto" => "--api auto".to_string(),
                 "fuse-bn-relu" => "--fuse-bn=relu".to_string(),
+                "own-bn-parts" => "--own-bn=parts".to_string(),
                 n if n.starts_with("rnn-") => format!("--rnn-algo {}", &n[4..]),
                 n => format!("--{n}"),
             })
@@ -139,6 +165,24 @@ mod tests {
             t.p.paths(false, None).unwrap_err().to_string(),
             "--own-bn --fuse-bn: GPU only: add --device gpu"
         );
+        let t = T::try_parse_from(["t", "--own-bn=parts", "--fuse-bn"]).unwrap();
+        let p = t.p.paths(true, None).unwrap();
+        assert!(p.own_bn && p.own_bn_parts);
+        assert_eq!(p.record_name().as_deref(), Some("own-bn-parts+fuse-bn"));
+        assert!(p.unverified_note().unwrap().contains("own-bn-parts ("));
+        assert_eq!(
+            t.p.paths(false, None).unwrap_err().to_string(),
+            "--own-bn=parts --fuse-bn: GPU only: add --device gpu"
+        );
+        assert!(T::try_parse_from(["t", "--own-bn=sum"]).is_err());
+        for alone in [
+            &["t", "--own-bn=parts"][..],
+            &["t", "--own-bn=parts", "--fuse-bn=relu"],
+        ] {
+            let t = T::try_parse_from(alone).unwrap();
+            let e = t.p.paths(true, None).unwrap_err().to_string();
+            assert!(e.ends_with("add --fuse-bn"), "{e}");
+        }
     }
 
     #[test]

@@ -210,6 +210,14 @@ pub trait Layer<B: Backend> {
         false
     }
 
+    /// Whether, after fusion, its backward reads its output gradient's
+    /// `parts` parts itself (as `dy[0..parts]`) instead of their sum. The
+    /// executor asks where a layer that took a ReLU's backward would read
+    /// a summed gradient.
+    fn takes_gradient_parts(&mut self, _parts: usize) -> bool {
+        false
+    }
+
     /// The kernels that ran, for the per-layer table.
     fn kernels(&self) -> String {
         String::new()

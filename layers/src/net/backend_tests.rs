@@ -202,6 +202,13 @@ fn paths_tested() -> Vec<GpuPaths> {
             fuse_bn: true,
             ..on
         },
+        // ... reading a block output's two gradient parts itself.
+        GpuPaths {
+            own_bn: true,
+            own_bn_parts: true,
+            fuse_bn: true,
+            ..on
+        },
         // Each recurrent layer on the fastest of cuDNN's algorithms and
         // layouts (alone, so that a persistent kernel's failure is its
         // own).
@@ -223,6 +230,7 @@ fn paths_tested() -> Vec<GpuPaths> {
     .chain([ConvApi::Graph, ConvApi::Auto].map(|conv_api| GpuPaths {
         own_kernels: true,
         own_bn: false,
+        own_bn_parts: false,
         fuse_bn: true,
         fuse_bn_relu_only: false,
         cuda_graph: true,

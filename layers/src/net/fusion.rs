@@ -309,7 +309,7 @@ mod tests {
             ),
             // z (b3.bn2, b1.downsample.1) comes after the fused layer in
             // graph order; b1's and b2's ReLUs have two readers, whose
-            // gradients the executor sums for the fused layer.
+            // gradients the fused layer reads itself (no sum).
             (
                 crate::net::tests::residual_net(),
                 "b3.downsample.1+b3.add+b3.relu2",
@@ -320,6 +320,13 @@ mod tests {
             let mut on = cpu_net(&g, true);
             let mut relu_only = cpu_net(&g, false);
             assert_eq!(on.fused_adds(), adds, "{}", g.name);
+            // A fused add's layer reads its gradient's parts: no sum.
+            for p in (0..g.nodes.len()).filter(|&p| on.fused.moved[p]) {
+                assert!(on.dy_sum[p].is_none(), "{}: {}", g.name, g.nodes[p].name);
+            }
+            let two =
+                (0..g.nodes.len()).filter(|&p| on.fused.moved[p] && on.dy_parts[p].len() == 2);
+            assert_eq!(two.count(), if adds == 3 { 2 } else { 0 }, "{}", g.name);
             assert_eq!(on.fused_names().as_deref(), Some("relu,add+relu"));
             assert_eq!(relu_only.fused_names().as_deref(), Some("relu"));
             assert!(on.memory().activations < relu_only.memory().activations);

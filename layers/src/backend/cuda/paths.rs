@@ -98,6 +98,11 @@ pub struct GpuPaths {
     /// cuDNN's, in every dtype and layout; with `fuse_bn` they take the
     /// ReLU and the add in every dtype and layout too (`--own-bn`).
     pub own_bn: bool,
+    /// With `own_bn` and the add fused: the batch norm reads its output
+    /// gradient's two parts itself (a block's output is read by the next
+    /// block's first convolution and by its add), so the executor does not
+    /// sum them in a pass of their own (`--own-bn=parts`).
+    pub own_bn_parts: bool,
     /// Batch norm runs the ReLU after it, and the residual add before that
     /// ReLU, in its own passes (`--fuse-bn`).
     pub fuse_bn: bool,
@@ -123,6 +128,10 @@ pub struct GpuPaths {
 /// tests that run every test network on each.
 const OPEN: &[(&str, &str)] = &[
     (
+        "own-bn-parts",
+        "its batch norms' reading of two gradient parts came after the last GPU run",
+    ),
+    (
         "rnn-persist-static",
         "timed by --rnn-algo auto on an H200, never yet checked in a network there",
     ),
@@ -146,7 +155,11 @@ impl GpuPaths {
             n.push("own-kernels");
         }
         if self.own_bn {
-            n.push("own-bn");
+            n.push(if self.own_bn_parts {
+                "own-bn-parts"
+            } else {
+                "own-bn"
+            });
         }
         if self.fuse_bn {
             n.push(if self.fuse_bn_relu_only {
@@ -226,6 +239,7 @@ mod tests {
         let all = GpuPaths {
             own_kernels: true,
             own_bn: false,
+            own_bn_parts: false,
             fuse_bn: true,
             fuse_bn_relu_only: false,
             cuda_graph: true,

@@ -107,7 +107,19 @@ impl<B: Backend> Executor<B> {
                 self.dy_parts[p] = self.dy_parts[r].clone();
                 self.dy_sum[p] = self.dy_sum[r].take();
                 self.sum_plans[p] = self.sum_plans[r].take();
-                if self.dy_sum[p].is_none() && self.dy_parts[p].len() > 1 {
+                let parts = self.dy_parts[p].len();
+                let reads_parts = parts > 1
+                    && self.layers[p]
+                        .as_mut()
+                        .is_some_and(|l| l.takes_gradient_parts(parts));
+                if reads_parts {
+                    // The layer reads the parts itself: no sum, and its
+                    // buffer goes.
+                    if let Some(sum) = self.dy_sum[p].take() {
+                        self.grads[sum] = None;
+                    }
+                    self.sum_plans[p] = None;
+                } else if self.dy_sum[p].is_none() && parts > 1 {
                     // The ReLU's layer would have summed them on the way.
                     let d = dims(&self.graph, r, self.batch);
                     self.grads

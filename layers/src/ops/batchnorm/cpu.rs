@@ -85,11 +85,13 @@ impl Layer<Cpu> for BatchNormLayer {
         let (first, rest) = dxs.split_at_mut(1);
         if self.add_relu {
             // The add's output gradient relu'(y)·dy: what the add hands on
-            // to z, and this layer's own output gradient.
+            // to z, and this layer's own output gradient; dy's two parts
+            // (`takes_gradient_parts`) added on the way.
             let dz = rest[0]
                 .as_deref_mut()
                 .expect("a fused add's gradient buffer");
-            for ((d, &g), &y) in dz.iter_mut().zip(dy).zip(out) {
+            for (k, (d, &y)) in dz.iter_mut().zip(out).enumerate() {
+                let g: f32 = dys.iter().map(|p| p[k]).sum();
                 *d = if y > 0.0 { g } else { 0.0 };
             }
             dy = dz;
@@ -122,6 +124,13 @@ impl Layer<Cpu> for BatchNormLayer {
             ReluFusion::Forward
         };
         self.relu
+    }
+
+    /// With the add: the block output's two gradient parts, as the GPU's
+    /// own batch norm reads them with `--own-bn=parts` (the executor's
+    /// rewiring is tested here).
+    fn takes_gradient_parts(&mut self, parts: usize) -> bool {
+        self.add_relu && parts == 2
     }
 
     /// Forward and backward, where the executor offers it (see

@@ -175,12 +175,16 @@ pub struct BnFwdArgs {
     pub relu: bool,
 }
 
-/// The backward's: `dy` the output gradient (the ReLU's, fused), `y` the
-/// output (read with the add), `dz` the add's gradient (written with the
-/// add), `dx` written when asked for; `st` as the forward left it.
+/// The backward's: `dy` the output gradient (the ReLU's, fused), `dy2` its
+/// second part where the add's layer reads both parts itself (with the add
+/// only: the sums pass adds them and writes their masked sum to `dz`),
+/// `y` the output (read with the add), `dz` the add's gradient (written
+/// with the add), `dx` written when asked for; `st` as the forward left
+/// it.
 pub struct BnBwdArgs {
     pub x: CUdeviceptr,
     pub dy: CUdeviceptr,
+    pub dy2: Option<CUdeviceptr>,
     pub y: CUdeviceptr,
     pub dz: Option<CUdeviceptr>,
     pub dx: Option<CUdeviceptr>,
@@ -313,8 +317,18 @@ pub(crate) fn bwd_launches(s: &BnShape, a: &BnBwdArgs) -> GpuResult<[Option<Laun
         }
         (false, _) => 0,
     };
+    let dy2 = match (add, a.dy2) {
+        (_, None) => 0,
+        (true, Some(p)) => p,
+        (false, Some(_)) => {
+            return Err(invalid(
+                "bn_bwd",
+                "a second output-gradient part without the fused add".into(),
+            ))
+        }
+    };
     let y = if add { a.y } else { 0 };
-    let ptrs = [a.x, a.dy, y, dz, a.dx.unwrap_or(0)];
+    let ptrs = [a.x, a.dy, dy2, y, dz, a.dx.unwrap_or(0)];
     let sp = s.split(s.width(&ptrs));
     let grads = s.kernel(
         sp.width,
@@ -326,15 +340,16 @@ pub(crate) fn bwd_launches(s: &BnShape, a: &BnBwdArgs) -> GpuResult<[Option<Laun
         ],
     );
     let [rows, c, per, groups] = shape_ints(grads, s, &sp)?.map(Arg::I32);
-    // (const T* x, dy, y, T* dz, const float* st, float* part, u32 rows|n,
-    // u32 c, u32 ct|ivs, u32 groups, int mode); y and dz are read and
-    // written with the add only.
+    // (const T* x, dy, dy2, y, T* dz, const float* st, float* part, u32
+    // rows|n, u32 c, u32 ct|ivs, u32 groups, int mode); dy2, y and dz are
+    // read and written with the add only.
     let grads = Launch::new(
         grads,
         grid(grads, sp.blocks)?,
         &[
             Arg::Ptr(a.x),
             Arg::Ptr(a.dy),
+            Arg::Ptr(dy2),
             Arg::Ptr(y),
             Arg::Ptr(dz),
             Arg::Ptr(a.st),
@@ -584,11 +599,15 @@ mod tests {
                     dtype.round_in_place(&mut v);
                     v
                 };
-                let (x, z, dy) = (
+                let (x, z, dy, dy2) = (
                     gen(k as u64, 2.0, 3.0),
                     gen(50 + k as u64, 1.0, 0.0),
                     gen(90 + k as u64, 1.0, 0.0),
+                    gen(130 + k as u64, 1.0, 0.0),
                 );
+                // With the add, every other shape's output gradient comes
+                // in two parts, which the sums pass adds itself.
+                let two_parts = k % 2 == 1;
                 let mut gamma = vec![0.0f32; c];
                 let mut beta = vec![0.0f32; c];
                 fill_uniform(&mut gamma, 7, 0.5);
@@ -609,7 +628,7 @@ mod tests {
                         nhwc_to_nchw(v, n, hw, 1, c)
                     }
                 };
-                let (xr, zr, dyr) = (to_rows(&x), to_rows(&z), to_rows(&dy));
+                let (xr, zr, dyr, dy2r) = (to_rows(&x), to_rows(&z), to_rows(&dy), to_rows(&dy2));
                 let (mut pre, mut mean, mut var, mut invstd) =
                     (vec![0.0; len], vec![0.0; c], vec![0.0; c], vec![0.0; c]);
                 reference::fwd_train(
@@ -629,13 +648,14 @@ mod tests {
                     .iter()
                     .map(|v| (1.0 - momentum) + momentum * v * m / (m - 1.0))
                     .collect();
-                for (i, v) in [("x", &x), ("z", &z), ("dy", &dy)] {
+                for (i, v) in [("x", &x), ("z", &z), ("dy", &dy), ("dy2", &dy2)] {
                     inputs.push((format!("{i}{k}.bin"), v.clone()));
                 }
                 inputs.push((format!("gamma{k}.bin"), gamma.clone()));
                 inputs.push((format!("beta{k}.bin"), beta.clone()));
                 for &mode in modes {
                     let add = mode == BnFused::AddRelu;
+                    let parts = add && two_parts;
                     let mut y = pre.clone();
                     if add {
                         y.iter_mut().zip(&zr).for_each(|(y, z)| *y += z);
@@ -647,9 +667,11 @@ mod tests {
                     // The output gradient through the fused ReLU's mask.
                     let g: Vec<f32> = dyr
                         .iter()
+                        .zip(&dy2r)
+                        .map(|(&d, &d2)| if parts { d + d2 } else { d })
                         .zip(&pre)
                         .zip(&y)
-                        .map(|((&d, &p), &o)| match mode {
+                        .map(|((d, &p), &o)| match mode {
                             BnFused::None => d,
                             BnFused::Relu if p > 0.0 => d,
                             BnFused::AddRelu if o > 0.0 => d,
@@ -679,6 +701,7 @@ mod tests {
                     let ba = BnBwdArgs {
                         x: fa.x,
                         dy: p.at("dy", 0),
+                        dy2: parts.then(|| p.at("dy2", 0)),
                         y: fa.y,
                         dz: add.then(|| p.at("dz", 0)),
                         dx: Some(p.at("dx", 0)),
@@ -698,6 +721,7 @@ mod tests {
                         "{{ auto x = emu_load<{ty}>(\"x{k}.bin\", {len});
                          auto z = emu_load<{ty}>(\"z{k}.bin\", {len});
                          auto dy = emu_load<{ty}>(\"dy{k}.bin\", {len});
+                         auto dy2 = emu_load<{ty}>(\"dy2{k}.bin\", {len});
                          auto gamma = emu_load<F32>(\"gamma{k}.bin\", {c});
                          auto beta = emu_load<F32>(\"beta{k}.bin\", {c});
                          if ((uintptr_t)x.data() % 16 || (uintptr_t)dy.data() % 16) return 3;
@@ -722,9 +746,14 @@ mod tests {
                     {
                         outputs.push((format!("{name}{tag}.bin"), l));
                     }
-                    let dz = if add { from_rows(&g) } else { vec![0.0; len] };
+                    // The two parts' masked sum, stored in the dtype.
+                    let mut dz = if add { from_rows(&g) } else { vec![0.0; len] };
+                    dtype.round_in_place(&mut dz);
                     want.push((
-                        format!("{} {s:?} {mode:?} misalign {mis}", dtype.name()),
+                        format!(
+                            "{} {s:?} {mode:?} misalign {mis} two parts {parts}",
+                            dtype.name()
+                        ),
                         [from_rows(&y), dz, from_rows(&dx)],
                         [
                             mean.clone(),

@@ -87,6 +87,7 @@ impl OpSpec for BatchNormSpec {
                 b.param(&beta, HostOrder::Plain, None)?,
                 // `--fuse-bn`: in every dtype and layout.
                 b.paths.fuse_bn,
+                b.paths.own_bn_parts,
             )?;
             return Ok(Some(Box::new(l)));
         }

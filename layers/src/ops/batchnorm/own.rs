@@ -32,6 +32,9 @@ pub struct OwnBatchNormGpuLayer {
     part_bytes: usize,
     /// It may take what follows it (`--fuse-bn`).
     may_fuse: bool,
+    /// With the add fused, it may read its output gradient's two parts
+    /// itself instead of their sum (`--own-bn=parts`).
+    may_read_parts: bool,
     /// The forward applies the ReLU (a fused ReLU, or the add's).
     relu_fwd: bool,
     /// What the backward pass runs besides the batch norm.
@@ -48,6 +51,7 @@ impl OwnBatchNormGpuLayer {
         gamma: GpuParam,
         beta: GpuParam,
         may_fuse: bool,
+        may_read_parts: bool,
     ) -> GpuResult<OwnBatchNormGpuLayer> {
         let s = &gpu.stream;
         let c = shape.c;
@@ -64,6 +68,7 @@ impl OwnBatchNormGpuLayer {
             stats: f32s(0.0, STAT_ROWS * c)?,
             part_bytes: 4 * shape.part_floats(),
             may_fuse,
+            may_read_parts,
             relu_fwd: false,
             bwd: BnFused::None,
         })
@@ -135,6 +140,9 @@ impl<'g> Layer<Cuda<'g>> for OwnBatchNormGpuLayer {
         let a = BnBwdArgs {
             x: x[0],
             dy: dy[0],
+            // The second part where the executor let it read both
+            // (`takes_gradient_parts`).
+            dy2: dy.get(1).copied(),
             y,
             // The add's output gradient: the executor gives a fused layer
             // its buffer (the one the add hands on to z); the launches
@@ -174,6 +182,14 @@ impl<'g> Layer<Cuda<'g>> for OwnBatchNormGpuLayer {
             self.bwd = BnFused::AddRelu;
         }
         self.may_fuse
+    }
+
+    /// With the add fused and `--own-bn=parts`: the block output's two
+    /// gradient parts (the next block's convolution's and its add's), which
+    /// the sums pass adds as it reads them, saving the executor's sum (a
+    /// pass reading both and writing a third tensor).
+    fn takes_gradient_parts(&mut self, parts: usize) -> bool {
+        self.may_read_parts && self.bwd == BnFused::AddRelu && parts == 2
     }
 
     fn params(&mut self) -> Vec<&mut GpuParam> {
