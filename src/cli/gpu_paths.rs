@@ -42,8 +42,8 @@ pub struct GpuPathArgs {
     /// persist-static-small-h, or auto (per layer, the fastest forward + backward of standard,
     /// persist-static and persist-static-small-h, each on batch-major and on time-major
     /// sequences, that cuDNN accepts, timed while planning; PyTorch runs LSTMs of hidden size
-    /// 128 and less on persist-static-small-h); persist-static and persist-dynamic not yet
-    /// checked in a network on a GPU
+    /// 128 and less on persist-static-small-h); persist-static and persist-dynamic (and auto
+    /// where it picks persist-static) not yet checked in a network on a GPU
     #[arg(long, value_name = "ALGO", default_value = "standard", value_parser = parse_rnn)]
     pub rnn_algo: RnnChoice,
 }

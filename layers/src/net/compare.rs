@@ -111,6 +111,14 @@ pub fn gradients<B: Backend>(
             got.push((name, grad));
         }
     }
+    // Every masked reference replaces a parameter's (a name that matched
+    // none would silently leave the unmasked one).
+    debug_assert!(
+        want_masked
+            .iter()
+            .all(|(n, _)| reference.named_params().iter().any(|(m, _)| m == n)),
+        "a masked reference names no parameter"
+    );
     let mut out = Vec::new();
     for (name, p) in reference.named_params() {
         let found = got.iter().position(|(n, _)| *n == name);

@@ -197,11 +197,13 @@ __device__ __forceinline__ void reduce_nhwc(Op& op, u32 rows, u32 c, u32 ct, u32
     for (int i = 0; i < N; ++i) a[i] = b[i] = 0.0f;
     if (lane < rl && cv < cvs) {
         op.init(cv * N, 1);
-        // Two rows at a time, all their loads before any store: with the
+        // Two rows at a time, all their loads before any store (with the
         // add's mask each visit stores dz, which a row's loads could not
-        // pass (one row at a time, this backward took 1.22 ms at
-        // 256x56x56x256 f16 on an H200 where the plain one, moving 5
-        // tensors' worth to its 7, took 0.51).
+        // pass). On an H200 this left the BN + add + ReLU backward at
+        // 1.22 ms at 256x56x56x256 f16 (1.003x the ResNet-50 step): its
+        // time also holds the executor's sum of its two gradient parts,
+        // which --own-bn=parts removes. Kept: it does no harm and no run
+        // measured one row at a time faster.
         u32 step = groups * rl, r = grp * rl + lane;
         for (; r + step < rows; r += 2 * step)
             op.visit2((u64)r * cvs + cv, (u64)(r + step) * cvs + cv, a, b);

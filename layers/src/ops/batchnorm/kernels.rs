@@ -328,6 +328,14 @@ pub(crate) fn bwd_launches(s: &BnShape, a: &BnBwdArgs) -> GpuResult<[Option<Laun
         }
     };
     let y = if add { a.y } else { 0 };
+    // The sums kernel's pointers are __restrict__: dz, which it writes,
+    // must be none of what it reads.
+    if add && [a.x, a.dy, dy2, y].contains(&dz) {
+        return Err(invalid(
+            "bn_bwd",
+            "the add's gradient buffer is one of the backward's inputs".into(),
+        ));
+    }
     let ptrs = [a.x, a.dy, dy2, y, dz, a.dx.unwrap_or(0)];
     let sp = s.split(s.width(&ptrs));
     let grads = s.kernel(

@@ -149,6 +149,105 @@ impl ConvGpuLayer {
     }
 }
 
+impl ConvGpuLayer {
+    /// Keeps this search's choice `mine` (already applied to direction
+    /// `i`, needing `mine_ws` bytes) for the process, or, where a search
+    /// that ran at the same time kept another, runs that one instead, so
+    /// that every layer with `key` runs the same; `earlier` was a choice
+    /// that could not be planned again (cuDNN no longer offers it), which
+    /// `mine` replaces. The workspace the kept choice needs.
+    #[allow(clippy::too_many_arguments)]
+    fn keep_choice(
+        &mut self,
+        cx: &GpuCtx,
+        i: usize,
+        dir: Direction,
+        ptrs: &ConvPtrs,
+        limit: usize,
+        key: memo::Key,
+        earlier: Option<memo::Chosen>,
+        mine: memo::Chosen,
+        mine_ws: usize,
+    ) -> GpuResult<usize> {
+        if earlier.is_some() {
+            memo::replace(key, mine);
+            return Ok(mine_ws);
+        }
+        let kept = memo::put(key, mine.clone());
+        if kept == mine {
+            return Ok(mine_ws);
+        }
+        let (d, layout) = (&self.descs[i], self.layout);
+        let (mut choice, mut graph) = (None, None);
+        match adopt(
+            cx.gpu,
+            d,
+            layout,
+            dir,
+            ptrs,
+            limit,
+            &kept,
+            &mut choice,
+            &mut graph,
+        )? {
+            Some(ws) => {
+                self.choice[i] = choice.or(self.choice[i]);
+                self.graph[i] = graph;
+                Ok(ws)
+            }
+            // The other search's plan does not build here: this one stays.
+            None => {
+                if let memo::Chosen::Legacy { math, .. } = mine {
+                    d.conv.set_math(math)?;
+                }
+                Ok(mine_ws)
+            }
+        }
+    }
+}
+
+/// Applies a choice kept by an earlier search to one direction: its
+/// algorithm and math type (legacy), or its engine configuration planned
+/// again by name (graph). The workspace it needs, or `None` where cuDNN no
+/// longer offers that configuration.
+#[allow(clippy::too_many_arguments)]
+fn adopt(
+    gpu: &crate::backend::cuda::Gpu,
+    d: &ConvDescs,
+    layout: Layout,
+    dir: Direction,
+    ptrs: &ConvPtrs,
+    limit: usize,
+    chosen: &memo::Chosen,
+    choice: &mut Option<Choice>,
+    graph: &mut Option<(GraphRunner, ConvGraph)>,
+) -> GpuResult<Option<usize>> {
+    match chosen {
+        memo::Chosen::Legacy {
+            algo,
+            math,
+            workspace,
+        } => {
+            d.conv.set_math(*math)?;
+            *choice = Some(Choice {
+                algo: *algo,
+                math: *math,
+            });
+            *graph = None;
+            Ok(Some(*workspace))
+        }
+        memo::Chosen::Graph { config } => {
+            let named =
+                graph_conv::plan_named(gpu, &d.shape, d.dtype, layout, dir, ptrs, limit, config);
+            Ok(named.ok().map(|(g, runner)| {
+                let ws = runner.plan.workspace_bytes;
+                *graph = Some((runner, g));
+                ws
+            }))
+        }
+    }
+}
+
 impl<'g> Layer<Cuda<'g>> for ConvGpuLayer {
     fn plan(
         &mut self,
@@ -181,36 +280,14 @@ impl<'g> Layer<Cuda<'g>> for ConvGpuLayer {
                 alignment,
             );
             // What an earlier layer or network chose for the same problem.
-            match memo::get(&key) {
-                Some(memo::Chosen::Legacy {
-                    algo,
-                    math,
-                    workspace,
-                }) => {
-                    d.conv.set_math(math)?;
-                    self.choice[i] = Some(Choice { algo, math });
-                    need = need.max(workspace);
+            let earlier = memo::get(&key);
+            if let Some(c) = &earlier {
+                let (choice, graph) = (&mut self.choice[i], &mut self.graph[i]);
+                let adopted = adopt(cx.gpu, d, self.layout, dir, &ptrs, limit, c, choice, graph)?;
+                if let Some(ws) = adopted {
+                    need = need.max(ws);
                     continue;
                 }
-                Some(memo::Chosen::Graph { config }) => {
-                    let named = graph_conv::plan_named(
-                        cx.gpu,
-                        &d.shape,
-                        d.dtype,
-                        self.layout,
-                        dir,
-                        &ptrs,
-                        limit,
-                        &config,
-                    );
-                    // One cuDNN no longer offers is searched for again.
-                    if let Ok((g, runner)) = named {
-                        need = need.max(runner.plan.workspace_bytes);
-                        self.graph[i] = Some((runner, g));
-                        continue;
-                    }
-                }
-                None => {}
             }
             // FindEx's algorithm (legacy and auto) and its workspace.
             let mut legacy = None;
@@ -271,23 +348,24 @@ impl<'g> Layer<Cuda<'g>> for ConvGpuLayer {
                     }
                 };
                 if let Some((g, runner, _)) = keep {
-                    need = need.max(runner.plan.workspace_bytes);
+                    let mine_ws = runner.plan.workspace_bytes;
                     let config = runner.plan.name.clone();
-                    memo::put(key, memo::Chosen::Graph { config });
                     self.graph[i] = Some((runner, g));
+                    let mine = memo::Chosen::Graph { config };
+                    need = need.max(
+                        self.keep_choice(cx, i, dir, &ptrs, limit, key, earlier, mine, mine_ws)?,
+                    );
                     continue;
                 }
             }
             if let (Some((algo, ws)), Some(c)) = (legacy, self.choice[i]) {
-                need = need.max(ws);
-                memo::put(
-                    key,
-                    memo::Chosen::Legacy {
-                        algo,
-                        math: c.math,
-                        workspace: ws,
-                    },
-                );
+                let mine = memo::Chosen::Legacy {
+                    algo,
+                    math: c.math,
+                    workspace: ws,
+                };
+                need =
+                    need.max(self.keep_choice(cx, i, dir, &ptrs, limit, key, earlier, mine, ws)?);
             }
         }
         Ok(need)

@@ -243,10 +243,8 @@ pub fn plan_fastest(
     ws: Workspace,
     limit: usize,
 ) -> GpuResult<(ConvGraph, GraphRunner, f64)> {
-    let (_, ptrs) = bindings(dir, t);
-    let alignment = alignment_of(&ptrs.map(|p| p as u64));
-    let graph = ConvGraph::new(&gpu.cudnn, p, dtype, layout, dir, alignment)?;
-    let (plans, refused) = graph.candidates(&gpu.cudnn, limit.min(ws.bytes))?;
+    let (graph, plans, refused) =
+        graph_candidates(gpu, p, dtype, layout, dir, t, limit.min(ws.bytes))?;
     let times = time_plans(gpu, &plans, dir, t, ws, &|| false)?;
     let best = fastest(&times).ok_or_else(|| {
         GpuError::invalid(
@@ -268,6 +266,25 @@ pub fn plan_fastest(
     Ok((graph, GraphRunner::new(dir, plan), ms))
 }
 
+/// The operation graph of `dir` (tensors aligned as `t`'s pointers are)
+/// and its candidates within `limit`, with what was refused.
+#[allow(clippy::too_many_arguments, clippy::type_complexity)]
+fn graph_candidates(
+    gpu: &Gpu,
+    p: &ConvShape,
+    dtype: DType,
+    layout: Layout,
+    dir: Direction,
+    t: &ConvPtrs,
+    limit: usize,
+) -> GpuResult<(ConvGraph, Vec<ExecutionPlan>, Vec<Refused>)> {
+    let (_, ptrs) = bindings(dir, t);
+    let alignment = alignment_of(&ptrs.map(|p| p as u64));
+    let graph = ConvGraph::new(&gpu.cudnn, p, dtype, layout, dir, alignment)?;
+    let (plans, refused) = graph.candidates(&gpu.cudnn, limit)?;
+    Ok((graph, plans, refused))
+}
+
 /// The plan of configuration `config` (an earlier search's choice, by
 /// name) within `limit`, untimed; an error where cuDNN no longer offers
 /// it, so that the caller searches.
@@ -282,10 +299,7 @@ pub fn plan_named(
     limit: usize,
     config: &str,
 ) -> GpuResult<(ConvGraph, GraphRunner)> {
-    let (_, ptrs) = bindings(dir, t);
-    let alignment = alignment_of(&ptrs.map(|p| p as u64));
-    let graph = ConvGraph::new(&gpu.cudnn, p, dtype, layout, dir, alignment)?;
-    let (plans, _) = graph.candidates(&gpu.cudnn, limit)?;
+    let (graph, plans, _) = graph_candidates(gpu, p, dtype, layout, dir, t, limit)?;
     let plan = plans
         .into_iter()
         .find(|p| p.name == config)

@@ -61,10 +61,20 @@ pub fn get(key: &Key) -> Option<Chosen> {
     memo().lock().ok()?.get(key).cloned()
 }
 
-/// Keeps `chosen` for `key` (the first choice stays).
-pub fn put(key: Key, chosen: Chosen) {
+/// Keeps `chosen` for `key` unless an earlier search (one that ran at the
+/// same time) got there first, and returns what is kept: the caller runs
+/// that, so that every layer with the key runs the same.
+pub fn put(key: Key, chosen: Chosen) -> Chosen {
+    match memo().lock() {
+        Ok(mut m) => m.entry(key).or_insert(chosen).clone(),
+        Err(_) => chosen,
+    }
+}
+
+/// Replaces `key`'s choice (one cuDNN no longer offers).
+pub fn replace(key: Key, chosen: Chosen) {
     if let Ok(mut m) = memo().lock() {
-        m.entry(key).or_insert(chosen);
+        m.insert(key, chosen);
     }
 }
 
@@ -108,14 +118,15 @@ mod tests {
             math: 1,
             workspace: 64,
         };
-        put(k.clone(), first.clone());
-        put(
-            k.clone(),
-            Chosen::Graph {
-                config: "eng0".into(),
-            },
-        );
+        let graph = Chosen::Graph {
+            config: "eng0".into(),
+        };
+        assert_eq!(put(k.clone(), first.clone()), first);
+        // A search that ended later runs what the first one kept.
+        assert_eq!(put(k.clone(), graph.clone()), first);
         assert_eq!(get(&k), Some(first));
+        replace(k.clone(), graph.clone());
+        assert_eq!(get(&k), Some(graph));
         for other in [
             key("memo-test-gpu#1", 2, Direction::Fwd, 1 << 20),
             key("memo-test-gpu#0", 3, Direction::Fwd, 1 << 20),

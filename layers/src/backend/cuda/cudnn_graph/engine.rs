@@ -1,8 +1,8 @@
 //! The operation graph and the engine configurations cuDNN offers for it:
-//! heuristics mode A's list, then mode B's and the fallback list (as
-//! cudnn-frontend's `get_heuristics_list({A, B, FALLBACK})`), or where
-//! none gives any, the graph's global engine list; each with its engine's
-//! id, knobs and numerical notes.
+//! heuristics mode A's list, then the fallback list (as cudnn-frontend's
+//! `get_heuristics_list({A, FALLBACK})`); where neither gives any, mode
+//! B's, then the graph's global engine list; each with its engine's id,
+//! knobs and numerical notes.
 
 use super::descriptor::{Attr, AttrType, Descriptor, Kind};
 use crate::backend::cuda::cudnn::CudnnHandle;
@@ -206,41 +206,45 @@ fn heuristics(
     .collect()
 }
 
-/// Mode A's configurations, then mode B's and the fallback list's that
-/// an earlier list did not give, each once; an error only when every list
-/// fails. Where no list gives any (cuDNN 9.19's heuristics on an H200
-/// offered none for three of NormConv's four graphs), every engine of the
-/// graph's global list that finalizes with its default knobs, as
-/// cudnn-frontend's `EngineBuilder().setGlobalEngineIdx(i)` makes them.
+/// Mode A's configurations, then the fallback list's that mode A did not
+/// give, each once (the convolutions' candidates, as before); where
+/// neither gives any, mode B's; where none of the three gives any, every
+/// engine of the graph's global list that finalizes with its default
+/// knobs, as cudnn-frontend's `EngineBuilder().setGlobalEngineIdx(i)`
+/// makes them (cuDNN 9.19's heuristics on an H200 offered nothing for
+/// three of NormConv's four graphs, and no global engine took them
+/// either). An error only when A and the fallback list both fail and
+/// nothing later gives a configuration.
 pub fn engine_configs(g: &OperationGraph) -> GpuResult<Vec<EngineConfig>> {
     use sys::cudnnBackendHeurMode_t::{
         CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_B, CUDNN_HEUR_MODE_FALLBACK,
     };
-    let mut lists = Vec::new();
-    let mut failed = None;
-    for mode in [
-        CUDNN_HEUR_MODE_A,
-        CUDNN_HEUR_MODE_B,
-        CUDNN_HEUR_MODE_FALLBACK,
-    ] {
-        match heuristics(g, mode) {
-            Ok(l) => lists.push(l),
-            Err(e) => failed = Some(e),
-        }
-    }
-    if let (true, Some(e)) = (lists.is_empty(), failed) {
-        return Err(e);
-    }
     let mut all: Vec<EngineConfig> = Vec::new();
-    for c in lists.into_iter().flatten() {
-        if !all.iter().any(|k| k.name() == c.name()) {
-            all.push(c);
+    let mut failed = None;
+    for mode in [CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK] {
+        match heuristics(g, mode) {
+            Ok(list) => {
+                for c in list {
+                    if !all.iter().any(|k| k.name() == c.name()) {
+                        all.push(c);
+                    }
+                }
+            }
+            Err(e) => failed = failed.or(Some(e)),
         }
     }
     if all.is_empty() {
-        all = global_engines(g)?.0;
+        all = heuristics(g, CUDNN_HEUR_MODE_B).unwrap_or_default();
     }
-    Ok(all)
+    if all.is_empty() {
+        all = global_engines(g)
+            .map(|(found, _)| found)
+            .unwrap_or_default();
+    }
+    match (all.is_empty(), failed) {
+        (true, Some(e)) => Err(e),
+        _ => Ok(all),
+    }
 }
 
 /// Every engine of `g`'s global list that finalizes on it, with its
