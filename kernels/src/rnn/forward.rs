@@ -164,7 +164,11 @@ fn set_forward(
     // tile (h512 mb128 LSTM forward: 192 ms with it, 152 ms with one
     // product over every step; PyTorch 135-167 ms).
     let per_step = input_product_per_step(shape, l);
-    let p_ih = if per_step || (p_hh.is_some() && mb <= 32) {
+    // At a batch of one the product over every step comes out step by step
+    // (`[t][gh]`: its rows are the columns, no gather), so a `W_ih` too
+    // large for the cache beside `W_hh` is read once, not at every step.
+    let rows = mb == 1 && !per_step;
+    let p_ih = if per_step || (p_hh.is_some() && mb <= 32 && !rows) {
         pack_for_steps(isa, &w.w_ih, gates, h, in_f, mb, packed_ih)
     } else {
         None
@@ -175,6 +179,19 @@ fn set_forward(
             let x_k = &input[k * mb * in_f..][..mb * in_f];
             transpose(x_k, mb, in_f, &mut scratch[k * in_f * mb..][..in_f * mb]);
         }
+    } else if rows {
+        // `[t][gh] = X·W_ihᵀ`.
+        gemm(
+            tb,
+            gh,
+            in_f,
+            &input[..tb * in_f],
+            false,
+            &w.w_ih,
+            true,
+            &mut set.dgx,
+            false,
+        );
     } else {
         gemm(
             gh,
@@ -200,6 +217,7 @@ fn set_forward(
                 xt: &scratch[..t * in_f * mb],
                 in_f,
             },
+            None if rows => StepInput::Rows(&set.dgx[..]),
             None => StepInput::Columns(&set.dgx[..]),
         };
         let p_hh = p_hh.expect("team_size needs packed weights");
@@ -234,6 +252,11 @@ fn set_forward(
                     }
                 }
             });
+        } else if rows {
+            // Step k's row of `[t][gh]` (a batch of one).
+            for (q, d) in pre.iter_mut().enumerate() {
+                *d = xw[k * gh + q] + bias(q);
+            }
         } else {
             // Step k's columns of `[gh][t·mb]`.
             crate::on_isa!(isa, {

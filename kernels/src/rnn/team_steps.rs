@@ -73,7 +73,8 @@ unsafe fn on_own_rows(
 
 /// A step's input side: its own product per step on packed `W_ih` from
 /// the input transposed to `[t][in][mb]`, or its columns of the product
-/// over every step (`[gh][t·mb]`).
+/// over every step (`[gh][t·mb]`), or at a batch of one its row of that
+/// product step by step (`[t][gh]`).
 pub(super) enum StepInput<'a> {
     PerStep {
         packed: &'a PackedRows,
@@ -81,6 +82,7 @@ pub(super) enum StepInput<'a> {
         in_f: usize,
     },
     Columns(&'a [f32]),
+    Rows(&'a [f32]),
 }
 
 /// The forward time loop of one layer and direction (see `set_forward`),
@@ -140,6 +142,12 @@ pub(super) fn forward(
                         for (d, &v) in row.iter_mut().zip(src) {
                             *d = v + b;
                         }
+                    });
+                }
+                StepInput::Rows(xw) => {
+                    let gh = ngates * h;
+                    on_own_rows(isa, pre, (mb, ngates, h), &u, |q, row| {
+                        row[0] = xw[k * gh + q] + bias(q);
                     });
                 }
             }

@@ -337,22 +337,26 @@ fn both_input_product_paths_match_the_reference() {
     // W_ih of 4·64 x 4200 floats (4.1 MiB) packs neither: one GEMM over
     // every step; 4·64 x 600 (600 KiB, past PER_STEP_INPUT_BYTES) runs per
     // step on packed weights, as W_hh packs; 4·64 x 16 per step anyway.
-    for input in [4200, 600, 16] {
-        assert_eq!(4 * 64 * input * 4 > PER_STEP_INPUT_BYTES, input != 16);
-        for (cell, direction) in [
-            (Cell::Lstm, Direction::Concat),
-            (Cell::Gru, Direction::Left2Right),
-        ] {
-            let shape = RnnShape {
-                cell,
-                direction,
-                layers: 2,
-                t: 3,
-                mb: 17,
-                input,
-                hidden: 64,
-            };
-            check_against_reference(&shape, Isa::detect());
+    // At a batch of one, both larger ones run as one GEMM over every step
+    // whose rows are the steps.
+    for mb in [17, 1] {
+        for input in [4200, 600, 16] {
+            assert_eq!(4 * 64 * input * 4 > PER_STEP_INPUT_BYTES, input != 16);
+            for (cell, direction) in [
+                (Cell::Lstm, Direction::Concat),
+                (Cell::Gru, Direction::Left2Right),
+            ] {
+                let shape = RnnShape {
+                    cell,
+                    direction,
+                    layers: 2,
+                    t: 3,
+                    mb,
+                    input,
+                    hidden: 64,
+                };
+                check_against_reference(&shape, Isa::detect());
+            }
         }
     }
 }
@@ -365,8 +369,15 @@ fn team_steps_match_the_reference_on_two_and_three_threads() {
     // From outside a pool (the global one), and from inside one of three
     // threads (where a member that does not come in time is left out).
     // (An input of 3700 is too long a reduction to pack: its product runs
-    // over every step at once.)
-    let cases = [(13, 72, 5), (5, 120, 6), (13, 72, 500), (13, 72, 3700)];
+    // over every step at once; so does a batch of one's of 600, whose rows
+    // are the steps.)
+    let cases = [
+        (13, 72, 5),
+        (5, 120, 6),
+        (13, 72, 500),
+        (13, 72, 3700),
+        (1, 256, 600),
+    ];
     let three = rayon::ThreadPoolBuilder::new()
         .num_threads(3)
         .build()
