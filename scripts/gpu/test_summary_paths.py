@@ -4,6 +4,7 @@ medians and ratios, a run whose status is not ok, and a folder with nothing in i
 library only: `python3 scripts/gpu/test_summary_paths.py`."""
 import json
 import os
+import re
 import sys
 import tempfile
 import unittest
@@ -148,6 +149,22 @@ class PathsSummary(unittest.TestCase):
             write_logs(d, [("p_default_r50_1", [row(50)]), ("p_fuse-bn_r50_1", [row("", "OOM")])])
             runs = summary_paths.path_runs(d)
         self.assertEqual(runs[("r50", "resnet50", 256, "f16")]["fuse-bn"], {1: None})
+
+    def test_every_path_word_of_verify_sh_has_its_flags_here(self):
+        # A path word verify.sh times but this table does not know would
+        # be left out of the summary without a word.
+        here = os.path.dirname(os.path.abspath(__file__))
+        with open(os.path.join(here, "verify.sh")) as f:
+            text = f.read()
+        body = text[text.index("path_flags() {"):]
+        body = body[:body.index("\n}\n")]
+        words = re.findall(r"^\s+([a-z0-9-]+)\) echo (.+?) ;;$", body, re.M)
+        self.assertGreater(len(words), 10)
+        for word, flags in words:
+            if word.startswith("per-layer-"):
+                continue
+            self.assertIn(word, summary_paths.PATH_FLAGS, word)
+            self.assertEqual(summary_paths.PATH_FLAGS[word], flags, word)
 
     def test_empty_logs_say_no_gpu(self):
         with tempfile.TemporaryDirectory() as d:
