@@ -140,11 +140,13 @@ pub fn gradients<B: Backend>(
 ///
 /// Why not the reference's own: where the layer's input is in a half
 /// type, its output can fall on the other side of 0 from the f32
-/// reference's for elements within rounding of 0. In ResNet-50 at batch 2,
-/// layer1.0.bn1's input in f16 moves 1.4e-4 of its outputs across 0 (2% of
-/// the bias gradient's norm), in bf16 1e-3 (6%); cuDNN's fused batch norm
-/// and the own one on an H200 were off by just that, the unfused layer
-/// (which reads the reference's masked gradient) by 3e-4. Which side an
+/// reference's for elements within rounding of 0. In a PyTorch model of
+/// ResNet-50 at batch 2 (results/reference/gpu-h200-checks-ab-a43e5a7/
+/// mask-flips), layer1.0.bn1's input in f16 moves 1.4e-4 of its outputs
+/// across 0 (2.2e-2 on the bias gradient as `check` measures it), in bf16
+/// 1e-3 (5.6e-2); cuDNN's fused batch norm and the own one on an H200 were
+/// off by about that (2.0e-2, 5.9e-2), the unfused layer (which reads the
+/// reference's masked gradient) by 2.7e-4. Which side an
 /// output falls on is the forward's to answer, and its output row checks
 /// it; the backward is checked under the mask its forward made.
 pub fn masked_bn_grads(
