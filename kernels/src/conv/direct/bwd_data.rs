@@ -15,7 +15,10 @@
 //! their taps with data and run only those ([`TapTiles`]).
 
 use super::ukernel::{self, BlockRun, Init, MRMAX, TMAX};
-use super::util::{grid, split, target_items, AlignedBuf, SyncPtr, TapTiles};
+use super::util::{
+    fill_tile, grid, pixel_of, split, target_items, AlignedBuf, Origin, PixelWalk, SyncPtr,
+    TapTiles,
+};
 use crate::conv::{ConvArgs, ConvPlan, ConvShape};
 use crate::Isa;
 use rayon::prelude::*;
@@ -164,7 +167,7 @@ impl BwdDataPlan {
         let mut a = [ptr::null::<f32>(); TMAX * MRMAX];
         // Per tile row: class (row, column) and the flat diff_dst offset of
         // output pixel (y, x), which taps shift by (off_r, off_s).
-        let mut org = [(0isize, 0isize, 0isize); MRMAX];
+        let mut org: [Origin; MRMAX] = [(0, 0, 0); MRMAX];
         let nt_all = cl.taps.len();
         // Output row starts (channel 0 of the group) of the tile's pixels.
         let mut rows = [ptr::null_mut::<f32>(); MRMAX];
@@ -203,19 +206,12 @@ impl BwdDataPlan {
                     };
                     let mut tv = [0usize; TMAX];
                     if let Some(tt) = &cl.tiles {
-                        let plane = cl.ny * cl.nx;
                         for ti in it.px.0..it.px.1 {
                             let (px, mask) = tt.tile(ti);
                             let m = px.len();
-                            for i in 0..mr {
-                                if i >= m {
-                                    org[i] = (isize::MIN / 2, 0, 0);
-                                    continue;
-                                }
-                                let q = px[i] as usize;
-                                let (img, at) = (q / plane, q % plane);
-                                (org[i], rows[i]) = place((img, at / cl.nx, at % cl.nx));
-                            }
+                            fill_tile(&mut org, &mut rows, (mr, m), |i| {
+                                place(pixel_of(px[i] as usize, (cl.ny, cl.nx)))
+                            });
                             // Only the taps that find diff_dst for every pixel.
                             let mut nv = 0;
                             for j in (t0..t0 + nt).filter(|j| mask >> j & 1 == 1) {
@@ -226,27 +222,11 @@ impl BwdDataPlan {
                             self.tile(&pass, &a, &tv[..nv], &rows[..m]);
                         }
                     } else {
-                        let row = it.px.0 / cl.nx;
-                        let mut cur = (row / cl.ny, row % cl.ny, it.px.0 % cl.nx);
+                        let mut walk = PixelWalk::from(it.px.0, (cl.ny, cl.nx));
                         let mut q0 = it.px.0;
                         while q0 < it.px.1 {
                             let m = mr.min(it.px.1 - q0);
-                            for i in 0..mr {
-                                if i >= m {
-                                    org[i] = (isize::MIN / 2, 0, 0);
-                                    continue;
-                                }
-                                (org[i], rows[i]) = place(cur);
-                                cur.2 += 1;
-                                if cur.2 == cl.nx {
-                                    cur.2 = 0;
-                                    cur.1 += 1;
-                                    if cur.1 == cl.ny {
-                                        cur.1 = 0;
-                                        cur.0 += 1;
-                                    }
-                                }
-                            }
+                            fill_tile(&mut org, &mut rows, (mr, m), |_| place(walk.next()));
                             // No diff_dst pixel there (or a row past the
                             // tile): the zero row.
                             for (slot, j) in (t0..t0 + nt).enumerate() {
@@ -277,7 +257,7 @@ impl BwdDataPlan {
         &self,
         a: &mut [*const f32],
         slot: usize,
-        org: &[(isize, isize, isize)],
+        org: &[Origin],
         (_, dr, ds): (usize, isize, isize),
         diff_dst: &[f32],
         zero: *const f32,

@@ -12,7 +12,10 @@
 //! O(weights x pixels) FLOPs).
 
 use super::ukernel::{self, BlockRun, Init, MRMAX, TMAX};
-use super::util::{grid, split, target_items, AlignedBuf, SyncPtr, TapTiles};
+use super::util::{
+    fill_tile, grid, pixel_of, split, target_items, AlignedBuf, Origin, PixelWalk, SyncPtr,
+    TapTiles,
+};
 use crate::conv::{ConvArgs, ConvPlan, ConvShape};
 use crate::Isa;
 use rayon::prelude::*;
@@ -184,7 +187,7 @@ impl FwdPlan {
         let mut a = [ptr::null::<f32>(); TMAX * MRMAX];
         // Per tile row: (input row, input column) of tap (0, 0), which may
         // lie in the padding, and the flat src offset it would have.
-        let mut org = [(0isize, 0isize, 0isize); MRMAX];
+        let mut org: [Origin; MRMAX] = [(0, 0, 0); MRMAX];
         // Output row starts (channel 0 of the group) of the tile's pixels.
         let mut rows = [ptr::null_mut::<f32>(); MRMAX];
         // The taps of the current tile's pass, in its `a` slots.
@@ -230,20 +233,13 @@ impl FwdPlan {
                         kw_step: if merged { p.kw } else { 1 },
                     };
                     if let Some(ct) = &self.classes {
-                        let plane = p.oh * p.ow;
                         for ti in it.px.0..it.px.1 {
                             let (px, mask) = ct.tile(ti);
                             let m = px.len();
-                            for i in 0..mr {
-                                if i >= m {
-                                    // Never inside: reads the zero row.
-                                    org[i] = (isize::MIN / 2, 0, 0);
-                                    continue;
-                                }
+                            fill_tile(&mut org, &mut rows, (mr, m), |i| {
                                 let q = px[i] as usize;
-                                let (img, at) = (q / plane, q % plane);
-                                (org[i], rows[i]) = place(q, (img, at / p.ow, at % p.ow));
-                            }
+                                place(q, pixel_of(q, (p.oh, p.ow)))
+                            });
                             // Only the taps inside for every pixel.
                             let mut nv = 0;
                             for t in (t0..t0 + nt).filter(|t| mask >> t & 1 == 1) {
@@ -255,30 +251,11 @@ impl FwdPlan {
                         }
                         continue;
                     }
-                    // (image, row, column) of the next pixel, advanced one
-                    // pixel at a time: no divisions per tile.
-                    let row = it.px.0 / p.ow;
-                    let mut cur = (row / p.oh, row % p.oh, it.px.0 % p.ow);
+                    let mut walk = PixelWalk::from(it.px.0, (p.oh, p.ow));
                     let mut q0 = it.px.0;
                     while q0 < it.px.1 {
                         let m = mr.min(it.px.1 - q0);
-                        for i in 0..mr {
-                            if i >= m {
-                                // Never inside: reads the zero row.
-                                org[i] = (isize::MIN / 2, 0, 0);
-                                continue;
-                            }
-                            (org[i], rows[i]) = place(q0 + i, cur);
-                            cur.2 += 1;
-                            if cur.2 == p.ow {
-                                cur.2 = 0;
-                                cur.1 += 1;
-                                if cur.1 == p.oh {
-                                    cur.1 = 0;
-                                    cur.0 += 1;
-                                }
-                            }
-                        }
+                        fill_tile(&mut org, &mut rows, (mr, m), |i| place(q0 + i, walk.next()));
                         // Padding (and rows past the tile) read zeros.
                         for (slot, t) in (t0..t0 + nt).enumerate() {
                             self.tap_rows(&mut a, slot, &org, t, (base, width), zero);
@@ -305,7 +282,7 @@ impl FwdPlan {
         &self,
         a: &mut [*const f32],
         slot: usize,
-        org: &[(isize, isize, isize)],
+        org: &[Origin],
         t: usize,
         (base, width): (*const f32, usize),
         zero: *const f32,

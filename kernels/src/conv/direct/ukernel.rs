@@ -16,6 +16,7 @@
 #![allow(clippy::needless_range_loop)] // index loops over const-size register tiles read best
 
 use super::simd::{Scalar, Simd};
+use super::util::Origin;
 use crate::Isa;
 
 /// Most rows of any ISA's tile; callers size their pointer arrays with it.
@@ -169,7 +170,7 @@ pub(super) const PANEL_MAX_ROWS: usize = 64;
 pub(super) unsafe fn point_tap_rows(
     a: &mut [*const f32],
     tb: usize,
-    org: &[(isize, isize, isize)],
+    org: &[Origin],
     mr: usize,
     (dy, dx, doff): (isize, isize, isize),
     (h, w): (usize, usize),

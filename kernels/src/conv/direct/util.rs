@@ -241,3 +241,70 @@ impl TapTiles {
         self.order.len() * 4 + self.tiles.len() * std::mem::size_of::<(u32, u8, u64)>()
     }
 }
+
+/// A tile row's origin: (row, column) of tap (0, 0), which may lie in the
+/// padding, and the flat offset it would have.
+pub(super) type Origin = (isize, isize, isize);
+
+/// The origin of a row past the tile: far outside, so every tap reads the
+/// zero row.
+pub(super) const NO_PIXEL: Origin = (isize::MIN / 2, 0, 0);
+
+/// Fills a tile's `org` and output `rows` for its `m` pixels, `pixel(i)`
+/// giving row `i`'s; rows `m..mr` read the zero row.
+#[inline(always)]
+pub(super) fn fill_tile<R>(
+    org: &mut [Origin],
+    rows: &mut [R],
+    (mr, m): (usize, usize),
+    mut pixel: impl FnMut(usize) -> (Origin, R),
+) {
+    for i in 0..mr {
+        if i >= m {
+            org[i] = NO_PIXEL;
+            continue;
+        }
+        (org[i], rows[i]) = pixel(i);
+    }
+}
+
+/// (image, row, column) of flat pixel `q` of `ny x nx` planes.
+#[inline(always)]
+pub(super) fn pixel_of(q: usize, (ny, nx): (usize, usize)) -> (usize, usize, usize) {
+    let row = q / nx;
+    (row / ny, row % ny, q % nx)
+}
+
+/// Consecutive pixels of `ny x nx` planes from a flat pixel on, as
+/// (image, row, column), advanced one at a time: no divisions per tile.
+pub(super) struct PixelWalk {
+    cur: (usize, usize, usize),
+    ny: usize,
+    nx: usize,
+}
+
+impl PixelWalk {
+    pub(super) fn from(q: usize, (ny, nx): (usize, usize)) -> PixelWalk {
+        PixelWalk {
+            cur: pixel_of(q, (ny, nx)),
+            ny,
+            nx,
+        }
+    }
+
+    /// This pixel, then on to the next.
+    #[inline(always)]
+    pub(super) fn next(&mut self) -> (usize, usize, usize) {
+        let at = self.cur;
+        self.cur.2 += 1;
+        if self.cur.2 == self.nx {
+            self.cur.2 = 0;
+            self.cur.1 += 1;
+            if self.cur.1 == self.ny {
+                self.cur.1 = 0;
+                self.cur.0 += 1;
+            }
+        }
+        at
+    }
+}

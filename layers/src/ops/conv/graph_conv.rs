@@ -243,8 +243,8 @@ pub fn plan_fastest(
     ws: Workspace,
     limit: usize,
 ) -> GpuResult<(ConvGraph, GraphRunner, f64)> {
-    let (graph, plans, refused) =
-        graph_candidates(gpu, p, dtype, layout, dir, t, limit.min(ws.bytes))?;
+    let graph = graph_for(gpu, p, dtype, layout, dir, t)?;
+    let (plans, refused) = graph.candidates(&gpu.cudnn, limit.min(ws.bytes))?;
     let times = time_plans(gpu, &plans, dir, t, ws, &|| false)?;
     let best = fastest(&times).ok_or_else(|| {
         GpuError::invalid(
@@ -266,23 +266,19 @@ pub fn plan_fastest(
     Ok((graph, GraphRunner::new(dir, plan), ms))
 }
 
-/// The operation graph of `dir` (tensors aligned as `t`'s pointers are)
-/// and its candidates within `limit`, with what was refused.
-#[allow(clippy::too_many_arguments, clippy::type_complexity)]
-fn graph_candidates(
+/// The operation graph of `dir`, its tensors aligned as `t`'s pointers
+/// are.
+fn graph_for(
     gpu: &Gpu,
     p: &ConvShape,
     dtype: DType,
     layout: Layout,
     dir: Direction,
     t: &ConvPtrs,
-    limit: usize,
-) -> GpuResult<(ConvGraph, Vec<ExecutionPlan>, Vec<Refused>)> {
+) -> GpuResult<ConvGraph> {
     let (_, ptrs) = bindings(dir, t);
     let alignment = alignment_of(&ptrs.map(|p| p as u64));
-    let graph = ConvGraph::new(&gpu.cudnn, p, dtype, layout, dir, alignment)?;
-    let (plans, refused) = graph.candidates(&gpu.cudnn, limit)?;
-    Ok((graph, plans, refused))
+    ConvGraph::new(&gpu.cudnn, p, dtype, layout, dir, alignment)
 }
 
 /// The plan of configuration `config` (an earlier search's choice, by
@@ -299,19 +295,26 @@ pub fn plan_named(
     limit: usize,
     config: &str,
 ) -> GpuResult<(ConvGraph, GraphRunner)> {
-    let (graph, plans, _) = graph_candidates(gpu, p, dtype, layout, dir, t, limit)?;
-    let plan = plans
+    let graph = graph_for(gpu, p, dtype, layout, dir, t)?;
+    // Only the named configuration is finalized: it passed the dtype's
+    // filters when it was chosen.
+    let gone = || {
+        GpuError::invalid(
+            "cudnnBackendFinalize",
+            format!(
+                "{config} is not among the {} configurations any more",
+                dir.name()
+            ),
+        )
+    };
+    let cfg = engine_configs(&graph.graph)?
         .into_iter()
-        .find(|p| p.name == config)
-        .ok_or_else(|| {
-            GpuError::invalid(
-                "cudnnBackendFinalize",
-                format!(
-                    "{config} is not among the {} candidates any more",
-                    dir.name()
-                ),
-            )
-        })?;
+        .find(|c| c.name() == config)
+        .ok_or_else(gone)?;
+    let plan = ExecutionPlan::new(&gpu.cudnn, cfg)?;
+    if plan.workspace_bytes > limit {
+        return Err(gone());
+    }
     Ok((graph, GraphRunner::new(dir, plan)))
 }
 
