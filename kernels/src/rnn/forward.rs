@@ -60,6 +60,7 @@ pub fn forward(
                 &ws.c0,
                 &mut ws.hproj,
                 &mut ws.dlayer,
+                &mut ws.bias,
                 [&mut ws.packed_ih, &mut ws.packed_hh],
             );
             let set = &ws.sets[s];
@@ -138,6 +139,7 @@ fn set_forward(
     c0: &[f32],
     hproj: &mut [f32],
     scratch: &mut [f32],
+    bias: &mut [f32],
     [packed_ih, packed_hh]: [&mut PackedRows; 2],
 ) {
     let (mb, h, t) = (shape.mb, shape.hidden, shape.t);
@@ -206,8 +208,11 @@ fn set_forward(
         );
     }
     // Row q's bias (the GRU adds its b_hh to the hidden product instead:
-    // b_hn is multiplied by r).
-    let bias = |q: usize| w.b_ih[q] + if gru { 0.0 } else { w.b_hh[q] };
+    // b_hn is multiplied by r), summed once here rather than per step.
+    for (q, b) in bias.iter_mut().enumerate() {
+        *b = w.b_ih[q] + if gru { 0.0 } else { w.b_hh[q] };
+    }
+    let bias = &*bias;
     // A small layer's steps on a team of threads, each owning the same
     // hidden units at every step (see `team_steps`).
     if let Some(size) = team_steps::team_size(shape, p_hh, !per_step || p_ih.is_some()) {
@@ -228,7 +233,7 @@ fn set_forward(
             size,
             input,
             p_hh,
-            &bias,
+            bias,
             &w.b_hh,
             [&mut set.gates, &mut set.h, &mut set.aux, hproj],
             h0,
@@ -246,7 +251,7 @@ fn set_forward(
             step_gemm(isa, gh, mb, in_f, &w.w_ih, p_ih, xt, pre, false);
             crate::on_isa!(isa, {
                 for (q, dst) in pre.chunks_mut(mb).enumerate() {
-                    let b = bias(q);
+                    let b = bias[q];
                     for d in dst {
                         *d += b;
                     }
@@ -255,13 +260,13 @@ fn set_forward(
         } else if rows {
             // Step k's row of `[t][gh]` (a batch of one).
             for (q, d) in pre.iter_mut().enumerate() {
-                *d = xw[k * gh + q] + bias(q);
+                *d = xw[k * gh + q] + bias[q];
             }
         } else {
             // Step k's columns of `[gh][t·mb]`.
             crate::on_isa!(isa, {
                 for (q, dst) in pre.chunks_mut(mb).enumerate() {
-                    let b = bias(q);
+                    let b = bias[q];
                     for (d, &v) in dst.iter_mut().zip(&xw[q * tb + k * mb..][..mb]) {
                         *d = v + b;
                     }

@@ -18,24 +18,81 @@ use rayon::prelude::*;
 /// thread.
 const PAR_MIN: usize = 1 << 14;
 
+/// `a·b + c`, as the ISA runs it best: one fused instruction where the
+/// ISA has FMA ([`Fused`]; the gate passes run 1.3x faster on AVX-512 for
+/// it), a multiply and an add where it has not ([`Split`]: `mul_add`
+/// without FMA hardware is a library call).
+pub(super) trait MulAdd {
+    fn fma(a: f32, b: f32, c: f32) -> f32;
+}
+
+pub(super) struct Fused;
+pub(super) struct Split;
+
+impl MulAdd for Fused {
+    #[inline(always)]
+    fn fma(a: f32, b: f32, c: f32) -> f32 {
+        a.mul_add(b, c)
+    }
+}
+
+impl MulAdd for Split {
+    #[inline(always)]
+    fn fma(a: f32, b: f32, c: f32) -> f32 {
+        a * b + c
+    }
+}
+
+/// Runs `$body` (an expression naming the type `$m`) compiled for `isa`
+/// ([`crate::on_isa!`]) with `$m` the [`MulAdd`] that ISA runs best.
+macro_rules! on_isa_fma {
+    ($isa:expr, $m:ident, $body:expr) => {
+        crate::on_isa!($isa, {
+            if $isa == Isa::Scalar {
+                type $m = Split;
+                $body
+            } else {
+                type $m = Fused;
+                $body
+            }
+        })
+    };
+}
+
 /// `e^x` for `x` in about ±88 (clamped there), within 2 ulp.
 #[inline(always)]
 pub fn exp(x: f32) -> f32 {
+    exp_with::<Split>(x)
+}
+
+#[inline(always)]
+pub fn sigmoid(x: f32) -> f32 {
+    sigmoid_with::<Split>(x)
+}
+
+#[inline(always)]
+pub fn tanh(x: f32) -> f32 {
+    tanh_with::<Split>(x)
+}
+
+/// [`exp`] with its multiply-adds as `M` runs them.
+#[inline(always)]
+fn exp_with<M: MulAdd>(x: f32) -> f32 {
     const LOG2E: f32 = std::f32::consts::LOG2_E;
     // ln 2 split in two, so that k·ln2 is subtracted without rounding.
     const LN2_HI: f32 = 0.693_359_4;
     const LN2_LO: f32 = -2.121_944_4e-4;
     // Keeps 2^k a normal float: k in [-126, 127].
     let x = x.clamp(-87.0, 88.0);
-    let k = (x * LOG2E + 0.5).floor();
-    let r = x - k * LN2_HI - k * LN2_LO;
+    let k = M::fma(x, LOG2E, 0.5).floor();
+    let r = M::fma(-k, LN2_LO, M::fma(-k, LN2_HI, x));
     let mut p = 1.987_569_1e-4f32;
-    p = p * r + 1.398_199_9e-3;
-    p = p * r + 8.333_452e-3;
-    p = p * r + 4.166_579_6e-2;
-    p = p * r + 1.666_666_5e-1;
-    p = p * r + 5.000_000_1e-1_f64 as f32;
-    let e = p * r * r + r + 1.0;
+    p = M::fma(p, r, 1.398_199_9e-3);
+    p = M::fma(p, r, 8.333_452e-3);
+    p = M::fma(p, r, 4.166_579_6e-2);
+    p = M::fma(p, r, 1.666_666_5e-1);
+    p = M::fma(p, r, 5.000_000_1e-1_f64 as f32);
+    let e = M::fma(p * r, r, r + 1.0);
     // 2^k from k's bits, not `k as i32`: Rust's saturating float-to-int
     // cast does not vectorise (LLVM turns it into a scalar conversion per
     // lane). k is a whole number in [-126, 127], so k + 1.5·2^23 is exact
@@ -45,13 +102,30 @@ pub fn exp(x: f32) -> f32 {
 }
 
 #[inline(always)]
-pub fn sigmoid(x: f32) -> f32 {
-    1.0 / (1.0 + exp(-x))
+fn sigmoid_with<M: MulAdd>(x: f32) -> f32 {
+    1.0 / (1.0 + exp_with::<M>(-x))
 }
 
 #[inline(always)]
-pub fn tanh(x: f32) -> f32 {
-    1.0 - 2.0 / (exp(2.0 * x) + 1.0)
+fn tanh_with<M: MulAdd>(x: f32) -> f32 {
+    1.0 - 2.0 / (exp_with::<M>(2.0 * x) + 1.0)
+}
+
+/// Values per block of a gate pass. A block runs as a few short loops,
+/// one activation over all its values and then the next, instead of one
+/// loop with each cell's whole chain (an LSTM cell's is five exponentials
+/// and divisions long, about 160 cycles): the out-of-order core cannot
+/// hold enough of those chains to overlap them, while each short loop's
+/// iterations are independent. LSTM forward gate pass on AVX-512 (Zen 5),
+/// 512 values: 2.4 ns a value as one loop, 1.6 in blocks of 64, 1.2 with
+/// [`Fused`] as well, 1.05 in blocks of 128 (`lstm_gate_pass_speed`).
+const BLOCK: usize = 128;
+
+/// The blocks of `0..len`.
+fn blocks(len: usize) -> impl Iterator<Item = std::ops::Range<usize>> {
+    (0..len)
+        .step_by(BLOCK)
+        .map(move |b| b..(b + BLOCK).min(len))
 }
 
 /// Runs `body(range)` over `0..n` in pieces of [`PAR_MIN`] values, in
@@ -150,19 +224,29 @@ pub(super) unsafe fn lstm_fwd_range(isa: Isa, n: usize, v: Views<4>, r: std::ops
         pre.slab(3, n).range(r.clone()),
     );
     let (cp, c, h) = (c_prev.get(r.clone()), c.range(r.clone()), h.range(r));
-    crate::on_isa!(isa, {
-        for j in 0..gi.len() {
-            let i = sigmoid(gi[j]);
-            let f = sigmoid(gf[j]);
-            let g = tanh(gg[j]);
-            let o = sigmoid(go[j]);
-            let cj = f * cp[j] + i * g;
-            gi[j] = i;
-            gf[j] = f;
-            gg[j] = g;
-            go[j] = o;
-            c[j] = cj;
-            h[j] = o * tanh(cj);
+    on_isa_fma!(isa, M, {
+        for b in blocks(gi.len()) {
+            let (gi, gf, gg, go) = (
+                &mut gi[b.clone()],
+                &mut gf[b.clone()],
+                &mut gg[b.clone()],
+                &mut go[b.clone()],
+            );
+            let (cp, c, h) = (&cp[b.clone()], &mut c[b.clone()], &mut h[b]);
+            for g in [&mut *gi, &mut *gf, &mut *go] {
+                for v in g.iter_mut() {
+                    *v = sigmoid_with::<M>(*v);
+                }
+            }
+            for v in gg.iter_mut() {
+                *v = tanh_with::<M>(*v);
+            }
+            for j in 0..c.len() {
+                c[j] = M::fma(gf[j], cp[j], gi[j] * gg[j]);
+            }
+            for j in 0..h.len() {
+                h[j] = go[j] * tanh_with::<M>(c[j]);
+            }
         }
     })
 }
@@ -215,10 +299,11 @@ pub(super) unsafe fn lstm_bwd_range(isa: Isa, n: usize, v: Views<6>, r: std::ops
     );
     let (cp, c, dh) = (c_prev.get(r.clone()), c.get(r.clone()), dh.get(r.clone()));
     let dc = dc.range(r);
-    crate::on_isa!(isa, {
+    on_isa_fma!(isa, M, {
+        // One tanh per cell: a short enough chain to overlap as it is.
         for j in 0..di.len() {
             let (i, f, g, o) = (ai[j], af[j], ag[j], ao[j]);
-            let tc = tanh(c[j]);
+            let tc = tanh_with::<M>(c[j]);
             let dcj = dh[j] * o * (1.0 - tc * tc) + dc[j];
             dout[j] = dh[j] * tc * o * (1.0 - o);
             di[j] = dcj * g * i * (1.0 - i);
@@ -271,16 +356,25 @@ pub(super) unsafe fn gru_fwd_range(isa: Isa, n: usize, v: Views<5>, r: std::ops:
         hproj.slab(2, n).get(r.clone()),
     );
     let (hp, hn, h) = (h_prev.get(r.clone()), hn.range(r.clone()), h.range(r));
-    crate::on_isa!(isa, {
-        for j in 0..gr.len() {
-            let rr = sigmoid(gr[j] + pr[j]);
-            let z = sigmoid(gz[j] + pz[j]);
-            let nn = tanh(gn[j] + rr * pn[j]);
-            gr[j] = rr;
-            gz[j] = z;
-            gn[j] = nn;
-            hn[j] = pn[j];
-            h[j] = (1.0 - z) * nn + z * hp[j];
+    on_isa_fma!(isa, M, {
+        for b in blocks(gr.len()) {
+            let (gr, gz, gn) = (&mut gr[b.clone()], &mut gz[b.clone()], &mut gn[b.clone()]);
+            let (pr, pz, pn) = (&pr[b.clone()], &pz[b.clone()], &pn[b.clone()]);
+            let (hp, hn, h) = (&hp[b.clone()], &mut hn[b.clone()], &mut h[b]);
+            for (g, &p) in gr.iter_mut().zip(pr) {
+                *g = sigmoid_with::<M>(*g + p);
+            }
+            for (g, &p) in gz.iter_mut().zip(pz) {
+                *g = sigmoid_with::<M>(*g + p);
+            }
+            for j in 0..gn.len() {
+                gn[j] = tanh_with::<M>(M::fma(gr[j], pn[j], gn[j]));
+            }
+            hn.copy_from_slice(pn);
+            for j in 0..h.len() {
+                let (z, nn) = (gz[j], gn[j]);
+                h[j] = M::fma(z, hp[j], (1.0 - z) * nn);
+            }
         }
     })
 }
@@ -371,14 +465,14 @@ pub fn rnn_fwd(isa: Isa, relu: bool, pre: &[f32], h: &mut [f32]) {
 /// As [`lstm_fwd_range`].
 pub(super) unsafe fn rnn_fwd_range(isa: Isa, relu: bool, v: Views<2>, r: std::ops::Range<usize>) {
     let (pre, h) = (v[0].get(r.clone()), v[1].range(r));
-    crate::on_isa!(isa, {
+    on_isa_fma!(isa, M, {
         if relu {
             for (h, &p) in h.iter_mut().zip(pre) {
                 *h = p.max(0.0);
             }
         } else {
             for (h, &p) in h.iter_mut().zip(pre) {
-                *h = tanh(p);
+                *h = tanh_with::<M>(p);
             }
         }
     })
@@ -416,22 +510,27 @@ mod tests {
 
     #[test]
     fn exp_sigmoid_and_tanh_are_within_a_few_ulp_of_std() {
+        within_a_few_ulp::<Split>();
+        within_a_few_ulp::<Fused>();
+    }
+
+    fn within_a_few_ulp<M: MulAdd>() {
         let mut worst = [0f64; 3];
         for k in -40_000..=40_000 {
             let x = k as f32 * 2.0e-3; // -80 .. 80
-            let e = (exp(x) as f64 - (x as f64).exp()).abs() / (x as f64).exp();
+            let e = (exp_with::<M>(x) as f64 - (x as f64).exp()).abs() / (x as f64).exp();
             worst[0] = worst[0].max(e);
             let s = 1.0 / (1.0 + (-(x as f64)).exp());
-            worst[1] = worst[1].max((sigmoid(x) as f64 - s).abs());
-            worst[2] = worst[2].max((tanh(x) as f64 - (x as f64).tanh()).abs());
+            worst[1] = worst[1].max((sigmoid_with::<M>(x) as f64 - s).abs());
+            worst[2] = worst[2].max((tanh_with::<M>(x) as f64 - (x as f64).tanh()).abs());
         }
         assert!(worst[0] < 4e-7, "exp relative error {}", worst[0]);
         assert!(worst[1] < 2e-7, "sigmoid absolute error {}", worst[1]);
         assert!(worst[2] < 3e-7, "tanh absolute error {}", worst[2]);
-        assert_eq!(exp(-1000.0), exp(-87.0));
-        assert!(exp(1000.0).is_finite());
-        assert_eq!(tanh(50.0), 1.0);
-        assert_eq!(tanh(-50.0), -1.0);
+        assert_eq!(exp_with::<M>(-1000.0), exp_with::<M>(-87.0));
+        assert!(exp_with::<M>(1000.0).is_finite());
+        assert_eq!(tanh_with::<M>(50.0), 1.0);
+        assert_eq!(tanh_with::<M>(-50.0), -1.0);
     }
 }
 

@@ -96,7 +96,7 @@ pub(super) fn forward(
     size: usize,
     input: StepInput,
     p_hh: &PackedRows,
-    bias: &(dyn Fn(usize) -> f32 + Sync),
+    bias: &[f32],
     b_hh: &[f32],
     [gates_buf, h_buf, aux_buf, hproj]: [&mut [f32]; 4],
     h0: &[f32],
@@ -131,13 +131,13 @@ pub(super) fn forward(
                     let x = &xt[k * in_f * mb..][..in_f * mb];
                     packed.gemm_panels(panels.clone(), x, SendPtr(pre.ptr()), false);
                     on_own_rows(isa, pre, (mb, ngates, h), &u, |q, row| {
-                        let b = bias(q);
+                        let b = bias[q];
                         row.iter_mut().for_each(|d| *d += b);
                     });
                 }
                 StepInput::Columns(xw) => {
                     on_own_rows(isa, pre, (mb, ngates, h), &u, |q, row| {
-                        let b = bias(q);
+                        let b = bias[q];
                         let src = &xw[q * tb + k * mb..][..mb];
                         for (d, &v) in row.iter_mut().zip(src) {
                             *d = v + b;
@@ -147,7 +147,7 @@ pub(super) fn forward(
                 StepInput::Rows(xw) => {
                     let gh = ngates * h;
                     on_own_rows(isa, pre, (mb, ngates, h), &u, |q, row| {
-                        row[0] = xw[k * gh + q] + bias(q);
+                        row[0] = xw[k * gh + q] + bias[q];
                     });
                 }
             }

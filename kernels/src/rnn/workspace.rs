@@ -31,6 +31,9 @@ pub struct Workspace {
     pub(super) outs: Vec<Vec<f32>>,
     /// `[gates·h][mb]`: the GRU's hidden-state product of one step.
     pub(super) hproj: Vec<f32>,
+    /// `[gates·h]`: the biases each step's input side adds (`b_ih`, and
+    /// but for the GRU `b_hh`).
+    pub(super) bias: Vec<f32>,
     /// `[h][gates·h]`: the recurrent weights transposed for the
     /// backward's per-step GEMM, where they do not pack.
     pub(super) w_hh_t: Vec<f32>,
@@ -90,7 +93,7 @@ impl Workspace {
                 .checked_mul(shape.layers.saturating_sub(1))?,
             shape.mb.checked_mul(gh)?,
             h.checked_mul(gh)?,
-            0,
+            gh,
             shape.mb.checked_mul(h)?.checked_mul(5)?,
             tb.checked_mul(gh)?.checked_add(tb.checked_mul(h)?)?,
             tb.checked_mul(widest)?.checked_mul(2)?,
@@ -146,6 +149,7 @@ impl Workspace {
                 .map(|_| z(tb * shape.output()))
                 .collect::<Option<_>>()?,
             hproj: z(shape.mb * gh)?,
+            bias: z(gh)?,
             w_hh_t: z(h * gh)?,
             h0: z(state)?,
             c0: z(state)?,
@@ -182,6 +186,7 @@ impl Workspace {
         let outs: usize = self.outs.iter().map(Vec::len).sum();
         let rest = [
             &self.hproj,
+            &self.bias,
             &self.w_hh_t,
             &self.h0,
             &self.c0,
