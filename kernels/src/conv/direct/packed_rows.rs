@@ -311,6 +311,13 @@ mod tests {
             (2, 37, 21, 33),
             (4, 30, 33, 17),
             (1, 50, 64, 10),
+            // Whole panels of a batch of 1, 2, 4 or 8 (a column tile's rows
+            // stored as rows through a transposition in registers on
+            // AVX-512), and a last panel that is not whole.
+            (2, 128, 1, 9),
+            (1, 128, 2, 11),
+            (1, 96, 4, 7),
+            (2, 72, 8, 20),
             // Past PACK_PARALLEL_FLOATS (4·130 rows of 160): packed on the
             // pool, a panel per task, the blocks' last panels padded.
             (4, 130, 2, 160),

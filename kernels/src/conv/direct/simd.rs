@@ -30,6 +30,15 @@ pub(super) trait Simd {
     /// `a * b + c`.
     unsafe fn fma(a: Self::V, b: Self::V, c: Self::V) -> Self::V;
     unsafe fn add(a: Self::V, b: Self::V) -> Self::V;
+    /// Writes the `L × NJ` block whose column `j` is `cols[j]` (lane `i`
+    /// its row `i`) as `L` rows of `NJ` values one after another from `c`,
+    /// added onto what is there when `acc`; or returns `false`, writing
+    /// nothing, where this ISA has no such transposition for `NJ`.
+    #[inline(always)]
+    unsafe fn store_rows<const NJ: usize>(cols: &[Self::V; NJ], c: *mut f32, acc: bool) -> bool {
+        let _ = (cols, c, acc);
+        false
+    }
     /// Asks for the cache line at `p` ahead of its use; a hint, which
     /// never faults, so `p` may point anywhere.
     #[inline(always)]
@@ -137,7 +146,71 @@ impl Simd for Avx512 {
     unsafe fn add(a: __m512, b: __m512) -> __m512 {
         _mm512_add_ps(a, b)
     }
+    /// For `NJ` of 1, 2, 4 or 8: `log2 NJ` rounds of two-source permutes,
+    /// each merging pairs of column groups `w` wide into groups `2w` wide
+    /// (so 24 permutes for 16 rows of 8), instead of 16·`NJ` scalar stores.
+    #[inline(always)]
+    unsafe fn store_rows<const NJ: usize>(cols: &[__m512; NJ], c: *mut f32, acc: bool) -> bool {
+        if !matches!(NJ, 1 | 2 | 4 | 8) {
+            return false;
+        }
+        let mut cur = [_mm512_setzero_ps(); 8];
+        cur[..NJ].copy_from_slice(cols);
+        let mut w = 1;
+        while w < NJ {
+            // Lane i of the lower half: tuple t = i / 2w of two groups' rows
+            // t, from X (lanes t·w..) then Y (16 + t·w..); the upper half
+            // takes the rows 8/w further on, 8 lanes on.
+            let lo = _mm512_loadu_si512(MERGE_INDEX[w.trailing_zeros() as usize].as_ptr().cast());
+            let hi = _mm512_add_epi32(lo, _mm512_set1_epi32(8));
+            let mut next = [_mm512_setzero_ps(); 8];
+            for g in 0..NJ / (2 * w) {
+                for chunk in 0..w {
+                    let x = cur[2 * g * w + chunk];
+                    let y = cur[(2 * g + 1) * w + chunk];
+                    next[2 * (g * w + chunk)] = _mm512_permutex2var_ps(x, lo, y);
+                    next[2 * (g * w + chunk) + 1] = _mm512_permutex2var_ps(x, hi, y);
+                }
+            }
+            cur = next;
+            w *= 2;
+        }
+        for (k, &v) in cur[..NJ].iter().enumerate() {
+            let p = c.add(16 * k);
+            let v = if acc {
+                _mm512_add_ps(_mm512_loadu_ps(p), v)
+            } else {
+                v
+            };
+            _mm512_storeu_ps(p, v);
+        }
+        true
+    }
 }
+
+/// [`Avx512::store_rows`]'s permute indices for groups `w = 2^s` wide:
+/// lane `i` (tuple `t = i / 2w`, place `p = i % 2w`) takes X's lane
+/// `t·w + p` for `p < w`, else Y's lane `t·w + p - w` (Y's lanes are 16 on).
+#[cfg(target_arch = "x86_64")]
+const MERGE_INDEX: [[i32; 16]; 3] = {
+    let mut idx = [[0i32; 16]; 3];
+    let mut s = 0;
+    while s < 3 {
+        let w = 1 << s;
+        let mut i = 0;
+        while i < 16 {
+            let (t, p) = (i / (2 * w), i % (2 * w));
+            idx[s][i] = if p < w {
+                (t * w + p) as i32
+            } else {
+                (16 + t * w + p - w) as i32
+            };
+            i += 1;
+        }
+        s += 1;
+    }
+    idx
+};
 
 #[cfg(target_arch = "x86_64")]
 pub(super) struct Avx2;

@@ -448,6 +448,18 @@ unsafe fn panel_cols_body<S: Simd, const MV: usize, const NJ: usize>(k: &Panel) 
         ap = ap.add(MV * S::L);
         bp = bp.add(k.ldb);
     }
+    // A whole panel into rows as wide as the product (the recurrent
+    // layers' steps): transposed in registers where the ISA can.
+    if k.m == MV * S::L && k.ldc == NJ {
+        let mut done = true;
+        for v in 0..MV {
+            let cols: [S::V; NJ] = std::array::from_fn(|j| acc[j][v]);
+            done &= S::store_rows(&cols, k.c.add(v * S::L * NJ), k.acc);
+        }
+        if done {
+            return;
+        }
+    }
     // At most 4 vectors of 16 rows.
     let mut out = [[0f32; 64]; NJ];
     for j in 0..NJ {
