@@ -259,4 +259,53 @@ impl Simd for Avx2 {
     unsafe fn add(a: __m256, b: __m256) -> __m256 {
         _mm256_add_ps(a, b)
     }
+    /// For `NJ` of 1, 2 or 4: unpacks within 128-bit halves, then the
+    /// halves recombined (12 shuffles for 8 rows of 4).
+    #[inline(always)]
+    unsafe fn store_rows<const NJ: usize>(cols: &[__m256; NJ], c: *mut f32, acc: bool) -> bool {
+        let rows: [__m256; NJ] = match NJ {
+            1 => std::array::from_fn(|k| cols[k]),
+            2 => {
+                // lo: rows 0-1 | 4-5, hi: rows 2-3 | 6-7; then the halves in order.
+                let lo = _mm256_unpacklo_ps(cols[0], cols[1]);
+                let hi = _mm256_unpackhi_ps(cols[0], cols[1]);
+                let out = [
+                    _mm256_permute2f128_ps::<0x20>(lo, hi),
+                    _mm256_permute2f128_ps::<0x31>(lo, hi),
+                ];
+                std::array::from_fn(|k| out[k])
+            }
+            4 => {
+                let t0 = _mm256_unpacklo_ps(cols[0], cols[1]);
+                let t1 = _mm256_unpackhi_ps(cols[0], cols[1]);
+                let t2 = _mm256_unpacklo_ps(cols[2], cols[3]);
+                let t3 = _mm256_unpackhi_ps(cols[2], cols[3]);
+                // Rows r and r + 4 of all four columns, r = 0..4.
+                let pd = |x: __m256| _mm256_castps_pd(x);
+                let ps = |x: __m256d| _mm256_castpd_ps(x);
+                let u0 = ps(_mm256_unpacklo_pd(pd(t0), pd(t2)));
+                let u1 = ps(_mm256_unpackhi_pd(pd(t0), pd(t2)));
+                let u2 = ps(_mm256_unpacklo_pd(pd(t1), pd(t3)));
+                let u3 = ps(_mm256_unpackhi_pd(pd(t1), pd(t3)));
+                let out = [
+                    _mm256_permute2f128_ps::<0x20>(u0, u1),
+                    _mm256_permute2f128_ps::<0x20>(u2, u3),
+                    _mm256_permute2f128_ps::<0x31>(u0, u1),
+                    _mm256_permute2f128_ps::<0x31>(u2, u3),
+                ];
+                std::array::from_fn(|k| out[k])
+            }
+            _ => return false,
+        };
+        for (k, &v) in rows.iter().enumerate() {
+            let p = c.add(8 * k);
+            let v = if acc {
+                _mm256_add_ps(_mm256_loadu_ps(p), v)
+            } else {
+                v
+            };
+            _mm256_storeu_ps(p, v);
+        }
+        true
+    }
 }
