@@ -12,7 +12,8 @@
 //! (see `rnn::team`).
 
 use super::ukernel::{
-    by_columns, panel, panel_by_columns, panel_rows, tile, Panel, PANEL_MAX_ROWS, PANEL_NARROW_MR,
+    by_columns, panel, panel_by_columns, panel_narrow_mr, panel_rows, tile, Panel, PANEL_MAX_ROWS,
+    PANEL_NARROW_MAX,
 };
 use crate::gemm::SendPtr;
 use crate::Isa;
@@ -214,7 +215,7 @@ impl PackedRows {
             }
             return;
         }
-        let nr = if mr == PANEL_NARROW_MR {
+        let nr = if mr == panel_narrow_mr(isa) {
             lanes
         } else {
             tile(isa).1
@@ -252,7 +253,7 @@ impl PackedRows {
                             continue;
                         }
                         // A padded tile: through a buffer of whole vectors.
-                        let mut buf = [0f32; PANEL_NARROW_MR * 16];
+                        let mut buf = [0f32; PANEL_NARROW_MAX * 16];
                         for i in 0..valid {
                             if accumulate {
                                 let src = std::slice::from_raw_parts(tile.c.add(i * n), real);
@@ -318,6 +319,8 @@ mod tests {
             (1, 128, 2, 11),
             (1, 96, 4, 7),
             (2, 72, 8, 20),
+            // The narrow tile with a partial vector of columns.
+            (2, 40, 12, 10),
             // Past PACK_PARALLEL_FLOATS (4·130 rows of 160): packed on the
             // pool, a panel per task, the blocks' last panels padded.
             (4, 130, 2, 160),

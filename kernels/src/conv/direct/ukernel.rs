@@ -133,15 +133,13 @@ pub(super) struct Panel {
 
 /// Rows of the panel tile for a product `n` columns wide: where `n` is at
 /// most half a vector, the column tile's rows ([`panel_by_columns`]: two
-/// vectors of rows, four for one or two columns); twelve rows of one
-/// vector where `n` fits in one (twelve independent accumulators, more
-/// than an FMA's latency times its ports; six rows of one vector would
-/// wait on their FMAs); else the wide tile's rows.
+/// vectors of rows, four for one or two columns); [`panel_narrow_mr`]
+/// rows of one vector where `n` fits in one; else the wide tile's rows.
 pub(super) fn panel_rows(isa: Isa, n: usize) -> usize {
     match isa {
         Isa::Scalar => 4,
         _ if by_columns(isa, n) => isa.f32_lanes() * if n <= 2 { 4 } else { 2 },
-        _ if n <= isa.f32_lanes() => PANEL_NARROW_MR,
+        _ if n <= isa.f32_lanes() => panel_narrow_mr(isa),
         _ => tile(isa).0,
     }
 }
@@ -151,8 +149,21 @@ pub(super) fn by_columns(isa: Isa, n: usize) -> bool {
     isa != Isa::Scalar && n >= 1 && 2 * n <= isa.f32_lanes()
 }
 
-/// Rows of the narrow panel tile.
-pub(super) const PANEL_NARROW_MR: usize = 12;
+/// Rows of the narrow panel tile, one accumulator each: more than an
+/// FMA's latency times its ports (six would wait on their FMAs), as many
+/// as the registers hold beside the broadcasts. AVX-512's 32 registers
+/// take 16: against 12, on the Zen 5 (ABBA, LSTM forward at batch 16,
+/// h64 t200 and h256 t25), 1.12x and 1.06x on one thread, 1.07x and 1.05x
+/// on two (whose teams' shares of 64 or 256 units also come out even in
+/// panels of 16). AVX2's 16 registers take 12.
+pub(super) fn panel_narrow_mr(isa: Isa) -> usize {
+    match isa {
+        Isa::Avx512 => 16,
+        _ => 12,
+    }
+}
+/// The most rows of [`panel_narrow_mr`].
+pub(super) const PANEL_NARROW_MAX: usize = 16;
 /// The most rows of any panel tile: the column tile's four AVX-512 vectors.
 pub(super) const PANEL_MAX_ROWS: usize = 64;
 
@@ -522,7 +533,7 @@ unsafe fn colsum_any<S: Simd>(k: &ColSum) {
 /// One `#[target_feature]` entry point per kernel and ISA: the generic
 /// bodies above are inlined into them and compiled for that ISA.
 macro_rules! entry_points {
-    ($mod:ident, $S:ident, $feat:literal, $mr:literal, $pf:literal) => {
+    ($mod:ident, $S:ident, $feat:literal, $mr:literal, $pf:literal, $narrow:literal) => {
         #[cfg(target_arch = "x86_64")]
         mod $mod {
             use super::super::simd::$S;
@@ -534,11 +545,11 @@ macro_rules! entry_points {
             }
             #[target_feature(enable = $feat)]
             pub(super) unsafe fn panel(k: &Panel, mr: usize) {
-                if mr == PANEL_NARROW_MR {
+                if mr == $narrow {
                     if k.n == <$S as Simd>::L {
-                        panel_body::<$S, PANEL_NARROW_MR, 1, false>(k)
+                        panel_body::<$S, $narrow, 1, false>(k)
                     } else {
-                        panel_body::<$S, PANEL_NARROW_MR, 1, true>(k)
+                        panel_body::<$S, $narrow, 1, true>(k)
                     }
                 } else {
                     panel_any::<$S, $mr>(k)
@@ -560,14 +571,15 @@ macro_rules! entry_points {
     };
 }
 
-// The last figure: how many rows of weights ahead the `Igemm` tile
+// The fifth figure: how many rows of weights ahead the `Igemm` tile
 // prefetches. On the AVX2 EPYC, 16 rows (1 KiB) ahead made most 3x3
 // layers 7-13% faster, forward and backward-data, in ABBA runs beside no
 // prefetch (one, layer3.1.conv2's forward, measured 0.93x; 4 and 32 rows
 // were slower than 16). AVX-512 is left without: its
 // rows are 4 lines wide, and no AVX-512 machine was there to measure one.
-entry_points!(avx512, Avx512, "avx512f", 6, 0);
-entry_points!(avx2, Avx2, "avx2,fma", 6, 16);
+// The last: the narrow panel tile's rows, [`panel_narrow_mr`].
+entry_points!(avx512, Avx512, "avx512f", 6, 0, 16);
+entry_points!(avx2, Avx2, "avx2,fma", 6, 16, 12);
 
 /// Runs one [`Igemm`] tile with `isa`'s kernel.
 ///
