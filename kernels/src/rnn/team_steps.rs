@@ -113,23 +113,19 @@ pub(super) fn forward(
     );
     let (h0, c0) = (Shared::of(h0), Shared::of(c0));
     let step = |i: usize| if reversed { t - 1 - i } else { i };
-    // One phase per step.
-    team::run(size, t, |i, m| {
+    // Step i's input side for this member's units: it needs nothing of the
+    // others, so it runs ahead while the last step's barrier waits.
+    let input_side = |i: usize, m: &team::Member| {
         let (panels, u) = units(m, p_hh);
-        let er = u.start * mb..u.end * mb;
-        let (k, prev) = (step(i), i.checked_sub(1).map(step));
+        let k = step(i);
         let pre = gv.slab(k, row);
-        // SAFETY: every step's rows and units below are this member's
-        // alone; the previous state is read whole, and no one writes
-        // it during this step (each wrote its units before the last
-        // barrier).
+        // SAFETY: these rows of step k are this member's alone, in this
+        // phase and the one ahead of it.
         unsafe {
-            let h_prev = prev.map_or(h0, |p| hv.slab(p, state));
-            let h_prev_all = h_prev.get(0..state);
             match &input {
                 StepInput::PerStep { packed, xt, in_f } => {
                     let x = &xt[k * in_f * mb..][..in_f * mb];
-                    packed.gemm_panels(panels.clone(), x, SendPtr(pre.ptr()), false);
+                    packed.gemm_panels(panels, x, SendPtr(pre.ptr()), false);
                     on_own_rows(isa, pre, (mb, ngates, h), &u, |q, row| {
                         let b = bias[q];
                         row.iter_mut().for_each(|d| *d += b);
@@ -151,6 +147,24 @@ pub(super) fn forward(
                     });
                 }
             }
+        }
+    };
+    // One phase per step.
+    let body = |i: usize, m: &team::Member, input_done: bool| {
+        if !input_done {
+            input_side(i, m);
+        }
+        let (panels, u) = units(m, p_hh);
+        let er = u.start * mb..u.end * mb;
+        let (k, prev) = (step(i), i.checked_sub(1).map(step));
+        let pre = gv.slab(k, row);
+        // SAFETY: every step's rows and units below are this member's
+        // alone; the previous state is read whole, and no one writes
+        // it during this step (each wrote its units before the last
+        // barrier).
+        unsafe {
+            let h_prev = prev.map_or(h0, |p| hv.slab(p, state));
+            let h_prev_all = h_prev.get(0..state);
             let h_out = hv.slab(k, state);
             match shape.cell {
                 Cell::Lstm => {
@@ -175,7 +189,8 @@ pub(super) fn forward(
                 }
             }
         }
-    });
+    };
+    team::run_ahead(size, t, body, input_side);
 }
 
 /// The backward time loop of one layer and direction (see
