@@ -220,10 +220,11 @@ pub(super) fn backward(
     let (dhv, dcv, dhp) = (Shared::new(dh), Shared::new(dc), Shared::new(dh_prev));
     let (h0, c0) = (Shared::of(h0), Shared::of(c0));
     let at = |i: usize| if reversed { t - 1 - i } else { i };
-    // Two phases per step, the steps from the last: the gate pass of the
+    // Two parts per step, the steps from the last: the gate pass of the
     // member's units, then its rows of the recurrent product, which need
-    // every unit's gate gradients.
-    team::run(size, 2 * t, |phase, m| {
+    // every unit's gate gradients. Part 2d is step d's (from the last)
+    // gate pass, part 2d + 1 its product.
+    let part = |phase: usize, m: &team::Member| {
         let (panels, u) = units(m, p_hh_t);
         let er = u.start * mb..u.end * mb;
         let done = phase / 2;
@@ -244,7 +245,7 @@ pub(super) fn backward(
         // of step k's gate gradients, which the others read whole only in
         // the next phase.
         unsafe {
-            if phase % 2 == 0 {
+            if phase.is_multiple_of(2) {
                 super::matrix::transpose_add(
                     &dlayer[k * mb * out..][..mb * out],
                     mb,
@@ -286,6 +287,22 @@ pub(super) fn backward(
                     _ => p_hh_t.gemm_panels(panels, gx.get(0..row), SendPtr(dh.ptr()), false),
                 }
             }
+        }
+    };
+    // One barrier per step, between the gate pass and the product that
+    // needs all of it. None between a product and the next step's gate
+    // pass: the pass reads only the rows of `dh` its member's product
+    // wrote in the same phase (and the cell gradients the last phase
+    // left, behind its barrier). So phase j runs step j - 1's product,
+    // then step j's gate pass. (Against two phases per step, on 2 threads
+    // of the Zen 5, ABBA, backward-data: LSTM 1.02-1.07x at batch 1-16,
+    // GRU 1.00-1.08x.)
+    team::run(size, t + 1, |phase, m| {
+        if phase > 0 {
+            part(2 * phase - 1, m);
+        }
+        if phase < t {
+            part(2 * phase, m);
         }
     });
     // The GRU's gradient ends in `dh_prev` after an odd number of steps.
