@@ -39,14 +39,15 @@ def main():
             sys.exit(f"abba_bins.py: {binary} gave no rows")
         return {f"{r.get('problem', '')} {r.get('dir', '')}": float(r["ms_median"]) for r in rows}
 
-    times = {before: [], after: []}
+    # By position, so that the same binary twice (an A/A run) works too.
+    times = ([], [])
     for r in range(rounds):
-        for binary in (before, after) if r % 2 == 0 else (after, before):
-            times[binary].append(run(binary))
+        for side in (0, 1) if r % 2 == 0 else (1, 0):
+            times[side].append(run((before, after)[side]))
     ratios = []
-    for key in times[before][0]:
-        a = statistics.median(t[key] for t in times[before])
-        b = statistics.median(t[key] for t in times[after])
+    for key in times[0][0]:
+        a = statistics.median(t[key] for t in times[0])
+        b = statistics.median(t[key] for t in times[1])
         ratios.append(a / b)
         print(f"{key:50s} A {a:8.3f}  B {b:8.3f}  A/B {a / b:5.3f}")
     print(f"median A/B {statistics.median(ratios):.3f}")

@@ -208,7 +208,8 @@ fn set_forward(
         );
     }
     // Row q's bias (the GRU adds its b_hh to the hidden product instead:
-    // b_hn is multiplied by r), summed once here rather than per step.
+    // b_hn is multiplied by r), summed once per layer and direction here
+    // rather than per step and row.
     for (q, b) in bias.iter_mut().enumerate() {
         *b = w.b_ih[q] + if gru { 0.0 } else { w.b_hh[q] };
     }

@@ -44,19 +44,22 @@ impl MulAdd for Split {
 }
 
 /// Runs `$body` (an expression naming the type `$m`) compiled for `isa`
-/// ([`crate::on_isa!`]) with `$m` the [`MulAdd`] that ISA runs best.
+/// ([`crate::on_isa!`]) with `$m` the [`MulAdd`] that ISA runs best:
+/// [`Fused`] only where `on_isa!` does compile for an ISA with FMA.
 macro_rules! on_isa_fma {
-    ($isa:expr, $m:ident, $body:expr) => {
-        crate::on_isa!($isa, {
-            if $isa == Isa::Scalar {
-                type $m = Split;
+    ($isa:expr, $m:ident, $body:expr) => {{
+        let isa: Isa = $isa;
+        let fma = isa != Isa::Scalar && isa.is_supported();
+        crate::on_isa!(isa, {
+            if fma {
+                type $m = Fused;
                 $body
             } else {
-                type $m = Fused;
+                type $m = Split;
                 $body
             }
         })
-    };
+    }};
 }
 
 /// `e^x` for `x` in about ±88 (clamped there), within 2 ulp.
@@ -92,7 +95,7 @@ fn exp_with<M: MulAdd>(x: f32) -> f32 {
     p = M::fma(p, r, 4.166_579_6e-2);
     p = M::fma(p, r, 1.666_666_5e-1);
     p = M::fma(p, r, 5.000_000_1e-1_f64 as f32);
-    let e = M::fma(p * r, r, r + 1.0);
+    let e = M::fma(p * r, r, r) + 1.0;
     // 2^k from k's bits, not `k as i32`: Rust's saturating float-to-int
     // cast does not vectorise (LLVM turns it into a scalar conversion per
     // lane). k is a whole number in [-126, 127], so k + 1.5·2^23 is exact
@@ -547,6 +550,7 @@ fn lstm_gate_pass_speed() {
     let isa = std::env::var("CNNBENCH_ISA")
         .ok()
         .and_then(|v| Isa::parse(&v))
+        .filter(|i| i.is_supported())
         .unwrap_or_else(Isa::detect);
     let mut pre = vec![0.3f32; 4 * n];
     let (cp, mut c, mut h) = (vec![0.1f32; n], vec![0f32; n], vec![0f32; n]);

@@ -224,10 +224,10 @@ pub(super) fn backward(
     // member's units, then its rows of the recurrent product, which need
     // every unit's gate gradients. Part 2d is step d's (from the last)
     // gate pass, part 2d + 1 its product.
-    let part = |phase: usize, m: &team::Member| {
+    let part = |part: usize, m: &team::Member| {
         let (panels, u) = units(m, p_hh_t);
         let er = u.start * mb..u.end * mb;
-        let done = phase / 2;
+        let done = part / 2;
         let i = t - 1 - done;
         let (k, prev) = (at(i), i.checked_sub(1).map(at));
         // The GRU's state gradient moves between `dh` and `dh_prev` at
@@ -245,7 +245,7 @@ pub(super) fn backward(
         // of step k's gate gradients, which the others read whole only in
         // the next phase.
         unsafe {
-            if phase.is_multiple_of(2) {
+            if part.is_multiple_of(2) {
                 super::matrix::transpose_add(
                     &dlayer[k * mb * out..][..mb * out],
                     mb,

@@ -371,12 +371,15 @@ fn team_steps_match_the_reference_on_two_and_three_threads() {
     // (An input of 3700 is too long a reduction to pack: its product runs
     // over every step at once; so does a batch of one's of 600, whose rows
     // are the steps.)
+    // (batch, hidden, input, steps): one case of 24 steps, an even
+    // number, long enough for a whole team to run work ahead.
     let cases = [
-        (13, 72, 5),
-        (5, 120, 6),
-        (13, 72, 500),
-        (13, 72, 3700),
-        (1, 256, 600),
+        (13, 72, 5, 5),
+        (5, 120, 6, 5),
+        (13, 72, 500, 5),
+        (13, 72, 3700, 5),
+        (1, 256, 600, 5),
+        (16, 64, 24, 24),
     ];
     let three = rayon::ThreadPoolBuilder::new()
         .num_threads(3)
@@ -388,12 +391,12 @@ fn team_steps_match_the_reference_on_two_and_three_threads() {
             for isa in Isa::supported() {
                 for cell in Cell::ALL {
                     for direction in [Direction::Left2Right, Direction::Concat] {
-                        for &(mb, hidden, input) in &cases {
+                        for &(mb, hidden, input, t) in &cases {
                             let shape = RnnShape {
                                 cell,
                                 direction,
                                 layers: 2,
-                                t: 5,
+                                t,
                                 mb,
                                 input,
                                 hidden,

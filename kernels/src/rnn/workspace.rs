@@ -31,8 +31,9 @@ pub struct Workspace {
     pub(super) outs: Vec<Vec<f32>>,
     /// `[gates·h][mb]`: the GRU's hidden-state product of one step.
     pub(super) hproj: Vec<f32>,
-    /// `[gates·h]`: the biases each step's input side adds (`b_ih`, and
-    /// but for the GRU `b_hh`).
+    /// `[gates·h]`: the biases each step's input side adds, summed once
+    /// per layer and direction: `b_ih`, plus `b_hh` except for the GRU
+    /// (which adds `b_hh` to its hidden product).
     pub(super) bias: Vec<f32>,
     /// `[h][gates·h]`: the recurrent weights transposed for the
     /// backward's per-step GEMM, where they do not pack.

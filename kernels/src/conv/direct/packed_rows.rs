@@ -313,13 +313,14 @@ mod tests {
             (4, 30, 33, 17),
             (1, 50, 64, 10),
             // Whole panels of a batch of 1, 2, 4 or 8 (a column tile's rows
-            // stored as rows through a transposition in registers on
-            // AVX-512), and a last panel that is not whole.
+            // stored as rows through a transposition in registers: 1-8 on
+            // AVX-512, 1-4 on AVX2), and a last panel that is not whole.
             (2, 128, 1, 9),
             (1, 128, 2, 11),
             (1, 96, 4, 7),
             (2, 72, 8, 20),
-            // The narrow tile with a partial vector of columns.
+            // AVX-512's narrow tile with a partial vector of columns (on
+            // AVX2, the wide tile through its padded buffer).
             (2, 40, 12, 10),
             // Past PACK_PARALLEL_FLOATS (4·130 rows of 160): packed on the
             // pool, a panel per task, the blocks' last panels padded.
@@ -388,6 +389,7 @@ fn packed_rows_beside_rows_gemm() {
     let isa = std::env::var("CNNBENCH_ISA")
         .ok()
         .and_then(|v| Isa::parse(&v))
+        .filter(|i| i.is_supported())
         .unwrap_or_else(Isa::detect);
     // One thread, as a member of a team runs it.
     let one = rayon::ThreadPoolBuilder::new()

@@ -30,14 +30,32 @@ pub(super) trait Simd {
     /// `a * b + c`.
     unsafe fn fma(a: Self::V, b: Self::V, c: Self::V) -> Self::V;
     unsafe fn add(a: Self::V, b: Self::V) -> Self::V;
+    /// Whether [`Simd::store_rows`] transposes `nj` columns on this ISA.
+    #[inline(always)]
+    fn stores_rows(nj: usize) -> bool {
+        let _ = nj;
+        false
+    }
     /// Writes the `L × NJ` block whose column `j` is `cols[j]` (lane `i`
     /// its row `i`) as `L` rows of `NJ` values one after another from `c`,
-    /// added onto what is there when `acc`; or returns `false`, writing
-    /// nothing, where this ISA has no such transposition for `NJ`.
+    /// added onto what is there when `acc`. Only where
+    /// [`Simd::stores_rows`]`(NJ)`; else it panics.
+    ///
+    /// # Safety
+    /// `c` must be valid for `L·NJ` writes, and reads when `acc`.
     #[inline(always)]
-    unsafe fn store_rows<const NJ: usize>(cols: &[Self::V; NJ], c: *mut f32, acc: bool) -> bool {
+    unsafe fn store_rows<const NJ: usize>(cols: &[Self::V; NJ], c: *mut f32, acc: bool) {
         let _ = (cols, c, acc);
-        false
+        unreachable!("no row transposition of {NJ} columns on this ISA")
+    }
+    /// Stores `v` at `p`, or adds it onto what `p` holds when `acc`.
+    ///
+    /// # Safety
+    /// `p` valid for `L` reads and writes.
+    #[inline(always)]
+    unsafe fn store_or_add(p: *mut f32, v: Self::V, acc: bool) {
+        let v = if acc { Self::add(Self::load(p), v) } else { v };
+        Self::store(p, v)
     }
     /// Asks for the cache line at `p` ahead of its use; a hint, which
     /// never faults, so `p` may point anywhere.
@@ -146,21 +164,23 @@ impl Simd for Avx512 {
     unsafe fn add(a: __m512, b: __m512) -> __m512 {
         _mm512_add_ps(a, b)
     }
+    #[inline(always)]
+    fn stores_rows(nj: usize) -> bool {
+        matches!(nj, 1 | 2 | 4 | 8)
+    }
     /// For `NJ` of 1, 2, 4 or 8: `log2 NJ` rounds of two-source permutes,
     /// each merging pairs of column groups `w` wide into groups `2w` wide
     /// (so 24 permutes for 16 rows of 8), instead of 16·`NJ` scalar stores.
     #[inline(always)]
-    unsafe fn store_rows<const NJ: usize>(cols: &[__m512; NJ], c: *mut f32, acc: bool) -> bool {
-        if !matches!(NJ, 1 | 2 | 4 | 8) {
-            return false;
-        }
+    unsafe fn store_rows<const NJ: usize>(cols: &[__m512; NJ], c: *mut f32, acc: bool) {
+        assert!(Self::stores_rows(NJ));
         let mut cur = [_mm512_setzero_ps(); 8];
         cur[..NJ].copy_from_slice(cols);
         let mut w = 1;
         while w < NJ {
-            // Lane i of the lower half: tuple t = i / 2w of two groups' rows
-            // t, from X (lanes t·w..) then Y (16 + t·w..); the upper half
-            // takes the rows 8/w further on, 8 lanes on.
+            // Lane i of the merged vector `lo`: tuple t = i / 2w of the two
+            // groups' row t, from X (lanes t·w..) then Y (16 + t·w..); `hi`
+            // takes the rows 8/w further on, its indices 8 more.
             let lo = _mm512_loadu_si512(MERGE_INDEX[w.trailing_zeros() as usize].as_ptr().cast());
             let hi = _mm512_add_epi32(lo, _mm512_set1_epi32(8));
             let mut next = [_mm512_setzero_ps(); 8];
@@ -176,15 +196,8 @@ impl Simd for Avx512 {
             w *= 2;
         }
         for (k, &v) in cur[..NJ].iter().enumerate() {
-            let p = c.add(16 * k);
-            let v = if acc {
-                _mm512_add_ps(_mm512_loadu_ps(p), v)
-            } else {
-                v
-            };
-            _mm512_storeu_ps(p, v);
+            Self::store_or_add(c.add(16 * k), v, acc);
         }
-        true
     }
 }
 
@@ -259,10 +272,14 @@ impl Simd for Avx2 {
     unsafe fn add(a: __m256, b: __m256) -> __m256 {
         _mm256_add_ps(a, b)
     }
+    #[inline(always)]
+    fn stores_rows(nj: usize) -> bool {
+        matches!(nj, 1 | 2 | 4)
+    }
     /// For `NJ` of 1, 2 or 4: unpacks within 128-bit halves, then the
     /// halves recombined (12 shuffles for 8 rows of 4).
     #[inline(always)]
-    unsafe fn store_rows<const NJ: usize>(cols: &[__m256; NJ], c: *mut f32, acc: bool) -> bool {
+    unsafe fn store_rows<const NJ: usize>(cols: &[__m256; NJ], c: *mut f32, acc: bool) {
         let rows: [__m256; NJ] = match NJ {
             1 => std::array::from_fn(|k| cols[k]),
             2 => {
@@ -295,17 +312,10 @@ impl Simd for Avx2 {
                 ];
                 std::array::from_fn(|k| out[k])
             }
-            _ => return false,
+            _ => unreachable!("no row transposition of {NJ} columns on AVX2"),
         };
         for (k, &v) in rows.iter().enumerate() {
-            let p = c.add(8 * k);
-            let v = if acc {
-                _mm256_add_ps(_mm256_loadu_ps(p), v)
-            } else {
-                v
-            };
-            _mm256_storeu_ps(p, v);
+            Self::store_or_add(c.add(8 * k), v, acc);
         }
-        true
     }
 }

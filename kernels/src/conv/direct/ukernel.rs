@@ -156,12 +156,14 @@ pub(super) fn by_columns(isa: Isa, n: usize) -> bool {
 /// h64 t200 and h256 t25), 1.12x and 1.06x on one thread, 1.07x and 1.05x
 /// on two (whose teams' shares of 64 or 256 units also come out even in
 /// panels of 16). AVX2's 16 registers take 12.
-pub(super) fn panel_narrow_mr(isa: Isa) -> usize {
+pub(super) const fn panel_narrow_mr(isa: Isa) -> usize {
     match isa {
         Isa::Avx512 => 16,
         _ => 12,
     }
 }
+// `entry_points!` spells them out as literals: they must agree.
+const _: () = assert!(panel_narrow_mr(Isa::Avx512) == 16 && panel_narrow_mr(Isa::Avx2) == 12);
 /// The most rows of [`panel_narrow_mr`].
 pub(super) const PANEL_NARROW_MAX: usize = 16;
 /// The most rows of any panel tile: the column tile's four AVX-512 vectors.
@@ -461,15 +463,12 @@ unsafe fn panel_cols_body<S: Simd, const MV: usize, const NJ: usize>(k: &Panel) 
     }
     // A whole panel into rows as wide as the product (the recurrent
     // layers' steps): transposed in registers where the ISA can.
-    if k.m == MV * S::L && k.ldc == NJ {
-        let mut done = true;
+    if k.m == MV * S::L && k.ldc == NJ && S::stores_rows(NJ) {
         for v in 0..MV {
             let cols: [S::V; NJ] = std::array::from_fn(|j| acc[j][v]);
-            done &= S::store_rows(&cols, k.c.add(v * S::L * NJ), k.acc);
+            S::store_rows(&cols, k.c.add(v * S::L * NJ), k.acc);
         }
-        if done {
-            return;
-        }
+        return;
     }
     // At most 4 vectors of 16 rows.
     let mut out = [[0f32; 64]; NJ];
