@@ -224,3 +224,40 @@ fn the_deepbench_list_loads() {
     ]);
     assert_eq!(records(&o).len(), 1);
 }
+
+#[test]
+fn isa_picks_the_kernels_and_a_bad_one_is_refused_in_one_line() {
+    // The scalar kernels run everywhere: checked, and named in the
+    // kernel column and the environment.
+    let o = cnnbench(&[
+        "rnn",
+        "l1t3mb2sic6",
+        "--isa",
+        "scalar",
+        "--check",
+        "--device",
+        "cpu",
+        "--dir",
+        "fwd",
+        "--iters",
+        "2",
+        "--format",
+        "json",
+        "--no-save",
+    ]);
+    let doc: Value = serde_json::from_slice(&o.stdout).expect("JSON on stdout");
+    let recs = records(&o);
+    assert_eq!(recs.len(), 1);
+    let kernel = recs[0]["kernel"].as_str().unwrap_or_default();
+    assert!(kernel.contains("gates(scalar)"), "{kernel}");
+    assert_eq!(recs[0]["check"]["passed"], Value::Bool(true), "{}", recs[0]);
+    assert_eq!(
+        doc["environment"]["isa"], "scalar",
+        "{}",
+        doc["environment"]
+    );
+    one_line(
+        &cnnbench(&["rnn", "l1t3mb2sic6", "--isa", "sse9", "--device", "cpu"]),
+        "unknown ISA 'sse9'",
+    );
+}

@@ -52,6 +52,9 @@ pub struct RnnArgs {
     /// Worker threads [default: all logical CPUs]
     #[arg(long, value_name = "N", env = "CNNBENCH_THREADS")]
     threads: Option<usize>,
+    /// Instruction set for the CPU kernels: auto, avx512, avx2, scalar (products on the `gemm` crate, past the packed sizes, choose their own)
+    #[arg(long, default_value = "auto", value_name = "ISA", env = "CNNBENCH_ISA")]
+    isa: String,
     #[command(flatten)]
     timing: TimingArgs,
     /// Compare every output of each pass with a naive f64 reference; exit 1 on a mismatch
@@ -106,11 +109,13 @@ pub fn run(args: RnnArgs) -> Result<ExitCode> {
     let passes = parse_passes(&args.dir)?;
     let dtype = DType::parse(&args.dtype)?;
     let algos = parse_algos(&args.algo)?;
+    let isa = crate::plan::resolve_isa(&args.isa).context("--isa")?;
     let req = pipeline::Request {
         problems,
         passes,
         dtype,
         algos,
+        isa,
         check: args.check,
         seed: args.timing.seed,
         dump: args.dump.clone(),

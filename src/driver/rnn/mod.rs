@@ -69,6 +69,8 @@ pub struct Request {
     pub dtype: DType,
     /// cuDNN's algorithms (the CPU runs its own kernels).
     pub algos: Vec<RnnAlgo>,
+    /// The CPU kernels' instruction set (`--isa`).
+    pub isa: Isa,
     /// Compare every output of each pass with a naive f64 reference.
     pub check: bool,
     pub seed: u64,
@@ -158,15 +160,22 @@ impl Case for PassCase<'_, '_> {
 
     fn record(&mut self, samples: &Samples, check: Option<Check>) -> Result<Record> {
         let (device, kernel, workspace_bytes) = match &self.engine {
-            Engine::Cpu(isa, ws) => (
-                results::Device::Cpu,
-                format!(
-                    "gemm_f32({}) + {} gates({isa})",
-                    cnnbench_kernels::gemm::gemm_isa(),
-                    cell_name(self.shape.cell)
-                ),
-                ws.bytes(),
-            ),
+            Engine::Cpu(isa, ws) => {
+                // The packed and row products and the gates run on `isa`;
+                // the `gemm` crate's products pick their own ISA, named
+                // apart where `--isa` made the two differ.
+                let gemm_isa = cnnbench_kernels::gemm::gemm_isa();
+                let gemm = if gemm_isa == *isa {
+                    format!("gemm_f32({isa})")
+                } else {
+                    format!("gemm_f32({isa}; gemm crate {gemm_isa})")
+                };
+                (
+                    results::Device::Cpu,
+                    format!("{gemm} + {} gates({isa})", cell_name(self.shape.cell)),
+                    ws.bytes(),
+                )
+            }
             Engine::Gpu(g) => {
                 let (weights, work, reserve) = g.sizes();
                 let call = match self.pass {
@@ -248,7 +257,7 @@ pub fn run(
     let several = gpu.is_some() && algos.len() > 1;
     let total = req.runs(gpu.is_some());
     let (threads, bar, runner) = (ctx.threads, ctx.bar, &ctx.runner);
-    let isa = Isa::detect();
+    let isa = req.isa;
     let (peak_gflops, timer_text, gpu_info) = match &mut gpu {
         Some(g) => (
             ensure_peak(g, dtype)?.tflops * 1e3,
