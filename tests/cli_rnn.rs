@@ -245,8 +245,8 @@ fn isa_picks_the_kernels_and_a_bad_one_is_refused_in_one_line() {
         "json",
         "--no-save",
     ]);
-    let doc: Value = serde_json::from_slice(&o.stdout).expect("JSON on stdout");
     let recs = records(&o);
+    let doc: Value = serde_json::from_slice(&o.stdout).expect("JSON on stdout");
     assert_eq!(recs.len(), 1);
     let kernel = recs[0]["kernel"].as_str().unwrap_or_default();
     assert!(kernel.contains("gates(scalar)"), "{kernel}");

@@ -52,7 +52,7 @@ pub struct RnnArgs {
     /// Worker threads [default: all logical CPUs]
     #[arg(long, value_name = "N", env = "CNNBENCH_THREADS")]
     threads: Option<usize>,
-    /// Instruction set for the CPU kernels: auto, avx512, avx2, scalar (products on the `gemm` crate, past the packed sizes, choose their own)
+    /// Instruction set for the CPU kernels: auto, avx512, avx2, scalar (the whole-sequence GEMMs, the gradients' and an input product over every step, run on the `gemm` crate, which picks its own)
     #[arg(long, default_value = "auto", value_name = "ISA", env = "CNNBENCH_ISA")]
     isa: String,
     #[command(flatten)]
@@ -109,13 +109,12 @@ pub fn run(args: RnnArgs) -> Result<ExitCode> {
     let passes = parse_passes(&args.dir)?;
     let dtype = DType::parse(&args.dtype)?;
     let algos = parse_algos(&args.algo)?;
-    let isa = crate::plan::resolve_isa(&args.isa).context("--isa")?;
-    let req = pipeline::Request {
+    let mut req = pipeline::Request {
         problems,
         passes,
         dtype,
         algos,
-        isa,
+        isa: cnnbench_kernels::Isa::detect(),
         check: args.check,
         seed: args.timing.seed,
         dump: args.dump.clone(),
@@ -129,6 +128,11 @@ pub fn run(args: RnnArgs) -> Result<ExitCode> {
             None
         }
     };
+    // As conv: the ISA is the CPU path's, resolved (and refused where this
+    // CPU lacks it) only there; a GPU run records the CPU's best.
+    if gpu.is_none() {
+        req.isa = crate::plan::resolve_isa(&args.isa)?;
+    }
     if gpu.is_some() && args.dump.is_some() {
         bail!("--dump writes the CPU path's tensors; run it with --device cpu");
     }

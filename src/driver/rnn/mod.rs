@@ -264,8 +264,9 @@ pub fn run(
             CudaEvents::DESCRIPTION,
             Some(g.info.clone()),
         ),
+        // The best ISA's peak, as conv's, whatever `--isa` runs.
         None => (
-            crate::bench::timer::cpu_peak_gflops(isa, threads, peak::DEFAULT_REPS)?,
+            crate::bench::timer::cpu_peak_gflops(Isa::detect(), threads, peak::DEFAULT_REPS)?,
             WallClock.describe(),
             None,
         ),
