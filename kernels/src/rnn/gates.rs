@@ -62,23 +62,8 @@ macro_rules! on_isa_fma {
     }};
 }
 
-/// `e^x` for `x` in about ±88 (clamped there), within 2 ulp.
-#[inline(always)]
-pub fn exp(x: f32) -> f32 {
-    exp_with::<Split>(x)
-}
-
-#[inline(always)]
-pub fn sigmoid(x: f32) -> f32 {
-    sigmoid_with::<Split>(x)
-}
-
-#[inline(always)]
-pub fn tanh(x: f32) -> f32 {
-    tanh_with::<Split>(x)
-}
-
-/// [`exp`] with its multiply-adds as `M` runs them.
+/// `e^x` for `x` in about ±88 (clamped there), within 2 ulp, its
+/// multiply-adds as `M` runs them.
 #[inline(always)]
 fn exp_with<M: MulAdd>(x: f32) -> f32 {
     const LOG2E: f32 = std::f32::consts::LOG2_E;
