@@ -93,7 +93,7 @@ def per_layer_section(logs):
     if not a and not b and not c:
         return []
     lines = ["## Where the f16 batch-256 step goes, default against `--own-kernels --fuse-bn --api auto` "
-             "and `--own-kernels --own-bn --fuse-bn --api auto`",
+             "and `--own-kernels --own-bn=parts --fuse-bn --api auto`",
              "", f"Step: default {s.fmt_opt_ms(a_tot)} ms, with the paths {s.fmt_opt_ms(b_tot)} ms, with the "
              f"own batch norm {s.fmt_opt_ms(c_tot)} ms (`--per-layer`, --iters 10; fused layers' time is "
              "counted in the layer that runs them).", "",
@@ -208,7 +208,7 @@ def paths(logs):
                         "`cnnbench model ... --batch 128 --dtype f32 --warmup 5 --iters 50`: default, "
                         "--cuda-graph, all, PyTorch, PyTorch, all, --cuda-graph, default.")
     lines += runs_table(runs, "goal", "ResNet-50 with every path beside PyTorch (issue 28's goal table)",
-                        "`all` (or GOAL_PATH's path; the path column names its flags) against "
+                        "`all-own-parts` (or GOAL_PATH's path; the path column names its flags) against "
                         "`pytorch_model.py`, ABBA (cnnbench, PyTorch, PyTorch, cnnbench) per batch, dtype and "
                         "layout.")
     lines += runs_table(runs, "f32", "ResNet-50 f32, batch 64: the legacy API against the faster of both per layer",
@@ -227,13 +227,25 @@ def paths(logs):
             f"{sum(1 for v in st.values() if v[0] == 'ok')} steps ok, {len(fails)} failed, {len(skips)} skipped."]
     if fails:
         text.append("Failed or cut: " + ", ".join(f"{n} ({v})" for n, v in fails) + ".")
-    words = []
+    # "rerun: WORD" or, for a goal group, "rerun: goal BATCH:DTYPE:LAYOUT".
+    words, groups = [], []
     for name, v in st.items():
-        m = re.match(r"^rerun: (\S+)$", v[2].strip())
-        if v[0].startswith("skipped") and m and m.group(1) not in words:
+        m = re.match(r"^rerun: (\S+)(?: (\S+))?$", v[2].strip())
+        if not (v[0].startswith("skipped") and m):
+            continue
+        if m.group(1) not in words:
             words.append(m.group(1))
+        if m.group(2) and m.group(2) not in groups:
+            groups.append(m.group(2))
     if words:
-        text.append(f'The budget skipped {", ".join(words)}: `PATHS_STEPS="{" ".join(words)}" '
+        env = f'PATHS_STEPS="{" ".join(words)}"'
+        if groups:
+            env += f' GOAL_GROUPS="{" ".join(groups)}"'
+            # The goal runs' path word, where it was not the default.
+            gp = {m.group(1) for m in (re.match(r"^p_(.+)_goal-", n) for n in st) if m} - {"pt"}
+            if gp and gp != {"all-own-parts"}:
+                env += f" GOAL_PATH={sorted(gp)[0]}"
+        text.append(f'The budget skipped {", ".join(words + groups)}: `{env} '
                     "scripts/gpu/verify.sh paths OUT2` runs just that.")
     lines.append(" ".join(text))
     return lines

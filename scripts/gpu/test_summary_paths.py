@@ -166,6 +166,16 @@ class PathsSummary(unittest.TestCase):
             self.assertIn(word, summary_paths.PATH_FLAGS, word)
             self.assertEqual(summary_paths.PATH_FLAGS[word], flags, word)
 
+    def test_a_skipped_goal_group_is_named_in_the_rerun_command(self):
+        with tempfile.TemporaryDirectory() as d:
+            write_logs(d, [("p_default_r50_1", [row(50)])])
+            with open(os.path.join(d, "steps.tsv"), "a") as f:
+                f.write("goal_256_f16_nchw\tskipped: time budget (63 s left, about 70 s needed)\t0\t"
+                        "rerun: goal 256:f16:nchw\n")
+                f.write("keras_paths\tskipped: time budget (5 s left)\t0\trerun: keras\n")
+            text = "\n".join(summary_paths.paths(d))
+        self.assertIn('`PATHS_STEPS="goal keras" GOAL_GROUPS="256:f16:nchw"', text)
+
     def test_empty_logs_say_no_gpu(self):
         with tempfile.TemporaryDirectory() as d:
             text = "\n".join(summary_paths.paths(d))

@@ -120,7 +120,7 @@
 #             default step, all-own, all and PyTorch in ABBA order
 #             (default, all-own, all, PyTorch, PyTorch, all, all-own,
 #             default); then each path of PATHS_SINGLES (default:
-#             all-own-parts, then those the run of 56f71b5 did not time:
+#             all-own-parts, the fastest at 43e48bb, then those the run of 56f71b5 did not time:
 #             own-bn own-bn-plain all-bnrelu api-auto fuse-bn-relu) alone, forward then
 #             reverse order, while the budget lasts, keeping what the
 #             later steps need.
@@ -131,7 +131,7 @@
 #   per-layer first part: info's measured device copy against the
 #             nominal bandwidth (60-102%); `model resnet50 --per-layer` at
 #             f16, batch 256 (--iters 10), default and with --own-kernels
-#             --own-bn --fuse-bn --api auto: the bytes, GB/s and roofline
+#             --own-bn=parts --fuse-bn --api auto: the bytes, GB/s and roofline
 #             columns of each layer; imdb-fasttext at batch 128 f32 per
 #             layer with --own-kernels (its global average pooling);
 #             imdb-bilstm at batch 128 f32 per layer with and without
@@ -141,8 +141,9 @@
 #             at 56f71b5), then pytorch_model.py --profile on the same
 #             imdb-bilstm and ResNet-50 steps (per-op device time).
 #   goal      not in the default list (a call of its own, PATHS_STEPS=goal):
-#             issue 28's goal table past f16 NHWC, ResNet-50 with `all`
-#             (or GOAL_PATH, e.g. all-own) beside PyTorch in ABBA order
+#             issue 28's goal table past f16 NHWC, ResNet-50 with
+#             all-own-parts, the fastest path at 43e48bb (or GOAL_PATH,
+#             e.g. all) beside PyTorch in ABBA order
 #             for GOAL_GROUPS (default
 #             "256:bf16:nhwc 128:tf32:nhwc 64:f32:nhwc 256:f16:nchw",
 #             batch:dtype:layout), each group about 70 s.
@@ -1550,7 +1551,7 @@ path_flags() {
         own-bn-plain) echo --own-bn ;;
         all-own) echo --own-kernels --own-bn --fuse-bn --cuda-graph --api auto --rnn-algo auto ;;
         all-own-parts) echo --own-kernels --own-bn=parts --fuse-bn --cuda-graph --api auto --rnn-algo auto ;;
-        per-layer-own) echo --own-kernels --own-bn --fuse-bn --api auto ;;
+        per-layer-own) echo --own-kernels --own-bn=parts --fuse-bn --api auto ;;
     esac
 }
 
@@ -1559,7 +1560,7 @@ paths() {
     # Every path word `check` checks; most telling first.
     local singles="all-own-parts all-own own-bn all-bnrelu own-kernels fuse-bn own-bn-plain fuse-bn-relu api-auto rnn-auto rnn-small-h cuda-graph api-graph"
     # The paths the r50 step times alone, both ways, while the budget
-    # lasts: all-own-parts (not yet run on a GPU) first, then those the
+    # lasts: all-own-parts (the fastest on the H200 at 43e48bb) first, then those the
     # H200 run of 56f71b5 did not time (own-kernels, fuse-bn, cuda-graph
     # and api-graph alone are in its summary).
     local timed=${PATHS_SINGLES-all-own-parts own-bn own-bn-plain all-bnrelu api-auto fuse-bn-relu}
@@ -1679,7 +1680,7 @@ paths() {
     # (`all`) beside PyTorch, ABBA, per batch:dtype:layout group.
     if want goal && gpu_or_skip goal_paths; then
         rerun_hint=goal
-        local g gb gd gl gp=${GOAL_PATH:-all}
+        local g gb gd gl gp=${GOAL_PATH:-all-own-parts}
         if [ -z "$(path_flags "$gp")" ]; then
             record goal_paths "FAILED: GOAL_PATH '$gp' is not a path word (all, all-own, own-bn, ...)" 0
             gp=""
@@ -1688,7 +1689,7 @@ paths() {
             IFS=: read -r gb gd gl <<< "$g"
             if [ "$(left)" -lt 70 ]; then
                 record "goal_${gb}_${gd}_$gl" "skipped: time budget ($(left) s left, about 70 s needed)" 0 \
-                    "rerun: GOAL_GROUPS=$g"
+                    "rerun: goal $g"
                 continue
             fi
             p_run "p_${gp}_goal-$gb-$gd-${gl}_1" "$gp" resnet50 "$gb" "$gd" "$gl"

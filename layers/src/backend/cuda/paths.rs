@@ -125,13 +125,10 @@ pub struct GpuPaths {
 /// other paths have passed `check --device gpu` on an H200, alone in f16
 /// NHWC and f32 NCHW (the run of a3cfd5f; the fused batch norms again on
 /// 2026-11-27, results/reference/gpu-h200-checks-ab-a43e5a7, after the
-/// check's own fix) and together in f16, bf16 and tf32, and the GPU tests
-/// run every test network on each.
+/// check's own fix; `--own-bn=parts` at 43e48bb,
+/// results/reference/gpu-h200-parts-43e48bb) and together in f16, bf16 and
+/// tf32, and the GPU tests run every test network on each.
 const OPEN: &[(&str, &str)] = &[
-    (
-        "own-bn-parts",
-        "its batch norms' reading of two gradient parts came after the last GPU run",
-    ),
     (
         "rnn-persist-static",
         "timed by --rnn-algo auto on an H200, never yet checked in a network there",
