@@ -25,6 +25,7 @@ PATH_FLAGS = OrderedDict([
     ("own-bn-plain", "--own-bn"),
     ("all-own", "--own-kernels --own-bn --fuse-bn --cuda-graph --api auto --rnn-algo auto"),
     ("all-own-parts", "--own-kernels --own-bn=parts --fuse-bn --cuda-graph --api auto --rnn-algo auto"),
+    ("deterministic", "--deterministic --api auto"),
     ("pt", "PyTorch eager"),
 ])
 

@@ -99,7 +99,9 @@
 # rnn-small-h (--rnn-algo persist-static-small-h, checked: auto may not
 # pick it), all-own (all with --own-bn) and all-own-parts (all with
 # --own-bn=parts: the batch norms that take a block's add read its output's
-# two gradient parts themselves); per-layer runs leave
+# two gradient parts themselves), deterministic (--deterministic --api
+# auto: the convolutions on algorithms and engines cuDNN marks
+# deterministic, on both APIs; checked, not timed); per-layer runs leave
 # out --cuda-graph, which refuses --per-layer. A word of
 # PATHS_STEPS (default "check r50 per-layer keras"; f32, conv, normconv and
 # goal on request) names each part; they run in the order check, goal, r50,
@@ -1552,13 +1554,14 @@ path_flags() {
         all-own) echo --own-kernels --own-bn --fuse-bn --cuda-graph --api auto --rnn-algo auto ;;
         all-own-parts) echo --own-kernels --own-bn=parts --fuse-bn --cuda-graph --api auto --rnn-algo auto ;;
         per-layer-own) echo --own-kernels --own-bn=parts --fuse-bn --api auto ;;
+        deterministic) echo --deterministic --api auto ;;
     esac
 }
 
 paths() {
     local wanted=" ${PATHS_STEPS:-check r50 per-layer keras} "
     # Every path word `check` checks; most telling first.
-    local singles="all-own-parts all-own own-bn all-bnrelu own-kernels fuse-bn own-bn-plain fuse-bn-relu api-auto rnn-auto rnn-small-h cuda-graph api-graph"
+    local singles="all-own-parts all-own own-bn all-bnrelu own-kernels fuse-bn own-bn-plain fuse-bn-relu api-auto rnn-auto rnn-small-h cuda-graph api-graph deterministic"
     # The paths the r50 step times alone, both ways, while the budget
     # lasts: all-own-parts (the fastest on the H200 at 43e48bb) first, then those the
     # H200 run of 56f71b5 did not time (own-kernels, fuse-bn, cuda-graph

@@ -46,6 +46,11 @@ pub struct GpuPathArgs {
     /// where it picks persist-static) not yet checked in a network on a GPU
     #[arg(long, value_name = "ALGO", default_value = "standard", value_parser = parse_rnn)]
     pub rnn_algo: RnnChoice,
+    /// GPU: the convolutions take only the algorithms and engine configurations cuDNN marks
+    /// deterministic, so that two runs sum in the same order (PyTorch's cudnn.deterministic);
+    /// the embedding's gradient still adds with atomics (not yet run on a GPU)
+    #[arg(long)]
+    pub deterministic: bool,
 }
 
 /// What `--own-bn` asks of the own batch norm.
@@ -106,6 +111,7 @@ impl GpuPathArgs {
             cuda_graph: self.cuda_graph,
             conv_api: self.api,
             rnn: self.rnn_algo,
+            deterministic: self.deterministic,
         };
         if paths.own_bn_parts && (!paths.fuse_bn || paths.fuse_bn_relu_only) {
             bail!("--own-bn=parts reads the gradient parts where a batch norm took the block's add: add --fuse-bn");
@@ -204,6 +210,15 @@ mod tests {
             .to_string();
         assert_eq!(e, "--cuda-graph --api graph: GPU only: no NVIDIA driver");
         assert!(!e.contains('\n'));
+        let det = GpuPathArgs {
+            deterministic: true,
+            ..GpuPathArgs::default()
+        };
+        let p = det.paths(true, None).unwrap();
+        assert!(p.deterministic);
+        assert_eq!(p.record_name().as_deref(), Some("deterministic"));
+        let e = det.paths(false, None).unwrap_err().to_string();
+        assert_eq!(e, "--deterministic: GPU only: add --device gpu");
     }
 
     #[test]

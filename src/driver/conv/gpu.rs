@@ -253,7 +253,7 @@ impl GpuRun<'_> {
                     conv.heuristic(d.dir)
                 }
                 .with_context(|| format!("problem {prob}"))?;
-                match first_usable(&ranked, dtype, limit) {
+                match first_usable(&ranked, dtype, limit, false) {
                     Some(a) => {
                         choices.push(Choice::legacy(a.id, a.math, a.cudnn_ms, a.workspace_bytes))
                     }

@@ -59,6 +59,10 @@ fn format(l: Layout) -> sys::cudnnTensorFormat_t {
     }
 }
 
+/// `cudnnDeterminism_t`'s `CUDNN_DETERMINISTIC`, as an algorithm query
+/// reports it ([`RawAlgoPerf::determinism`]).
+pub const DETERMINISTIC: u32 = sys::cudnnDeterminism_t::CUDNN_DETERMINISTIC as u32;
+
 /// cuDNN's math types by number (`cudnnMathType_t`).
 pub mod math {
     pub const DEFAULT: u32 = 0;

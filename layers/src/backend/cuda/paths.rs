@@ -118,6 +118,15 @@ pub struct GpuPaths {
     pub conv_api: ConvApi,
     /// The recurrent layers' cuDNN algorithm (`--rnn-algo`).
     pub rnn: RnnChoice,
+    /// The convolutions take only the algorithms and engine configurations
+    /// cuDNN marks deterministic (`--deterministic`, as PyTorch's
+    /// `cudnn.deterministic`). Two networks that run the same kernels can
+    /// still differ where a weight gradient adds with atomics in an order
+    /// the load on the GPU changes (cuDNN's legacy weight-gradient
+    /// algorithms 0 and 3, split-K engines); a whole step amplifies that
+    /// rounding, as the GPU tests that hold one network's step to
+    /// another's saw on a shared H200.
+    pub deterministic: bool,
 }
 
 /// The paths a GPU run has not yet shown wholly correct, each with what is
@@ -138,6 +147,7 @@ const OPEN: &[(&str, &str)] = &[
         "where it picks persist-static, that algorithm has not been checked in a network on a GPU",
     ),
     ("rnn-persist-dynamic", "not yet run in a network on a GPU"),
+    ("deterministic", "not yet run on a GPU"),
 ];
 
 /// Whether the path name `name` is what `pattern` (a name, or a prefix
@@ -184,6 +194,9 @@ impl GpuPaths {
             RnnChoice::Algo(RnnAlgo::PersistDynamic) => n.push("rnn-persist-dynamic"),
             RnnChoice::Algo(RnnAlgo::PersistStaticSmallH) => n.push("rnn-persist-static-small-h"),
             RnnChoice::Auto => n.push("rnn-auto"),
+        }
+        if self.deterministic {
+            n.push("deterministic");
         }
         n
     }
@@ -247,11 +260,18 @@ mod tests {
             cuda_graph: true,
             conv_api: ConvApi::Graph,
             rnn: RnnChoice::Auto,
+            deterministic: false,
         };
         assert_eq!(
             all.record_name().as_deref(),
             Some("own-kernels+fuse-bn+cuda-graph+api-graph+rnn-auto")
         );
+        let det = GpuPaths {
+            deterministic: true,
+            ..GpuPaths::default()
+        };
+        assert_eq!(det.record_name().as_deref(), Some("deterministic"));
+        assert!(det.unverified_note().unwrap().contains("deterministic ("));
         // Every path but the recurrent algorithms has been checked; a
         // model without recurrent layers hears of none.
         assert!(all.unverified_note().unwrap().contains("rnn-auto ("));

@@ -259,7 +259,8 @@ impl<'g> GpuConv<'g> {
         workspace_limit: usize,
     ) -> GpuResult<(Vec<ExecutionPlan>, Vec<Refused>)> {
         let gpu = self.gpu;
-        self.graph(dir)?.candidates(&gpu.cudnn, workspace_limit)
+        self.graph(dir)?
+            .candidates(&gpu.cudnn, workspace_limit, false)
     }
 
     /// Each plan's lowest time over a few runs on set 0, or `None` where
@@ -447,15 +448,20 @@ impl<'g> GpuConv<'g> {
 
 /// The first result that ran, honours the dtype's math and fits the
 /// workspace limit: what `--algo heuristic` and `--algo auto` take.
+/// The first of `results` (FindEx's, fastest first) that ran, in a math
+/// mode `dtype` allows, within `workspace_limit`; with `deterministic`,
+/// the first of those cuDNN marks deterministic.
 pub fn first_usable(
     results: &[AlgoInfo],
     dtype: DType,
     workspace_limit: usize,
+    deterministic: bool,
 ) -> Option<&AlgoInfo> {
     results.iter().find(|a| {
         a.status == "ok"
             && cudnn::math_allowed(dtype, a.math)
             && a.workspace_bytes <= workspace_limit
+            && (a.deterministic || !deterministic)
     })
 }
 
@@ -524,6 +530,8 @@ mod tests {
             cudnn_ms: Some(1.0),
             workspace_bytes: ws,
             math,
+            // Algorithm 0 (of the weight gradient) adds with atomics.
+            deterministic: id != 0,
         };
         let results = [
             a(6, "not supported", 0, cudnn::math::FMA),
@@ -531,9 +539,27 @@ mod tests {
             a(7, "ok", 1 << 30, cudnn::math::FMA),
             a(0, "ok", 0, cudnn::math::FMA),
         ];
-        assert_eq!(first_usable(&results, DType::F32, 1 << 20).unwrap().id, 0);
-        assert_eq!(first_usable(&results, DType::F32, 1 << 31).unwrap().id, 7);
-        assert_eq!(first_usable(&results, DType::F16, 0).unwrap().id, 1);
-        assert!(first_usable(&results[..1], DType::F16, 0).is_none());
+        assert_eq!(
+            first_usable(&results, DType::F32, 1 << 20, false)
+                .unwrap()
+                .id,
+            0
+        );
+        assert_eq!(
+            first_usable(&results, DType::F32, 1 << 31, false)
+                .unwrap()
+                .id,
+            7
+        );
+        assert_eq!(first_usable(&results, DType::F16, 0, false).unwrap().id, 1);
+        assert!(first_usable(&results[..1], DType::F16, 0, false).is_none());
+        // Deterministic: past algorithm 0, to the next that fits.
+        assert_eq!(
+            first_usable(&results, DType::F32, 1 << 31, true)
+                .unwrap()
+                .id,
+            7
+        );
+        assert!(first_usable(&results, DType::F32, 1 << 20, true).is_none());
     }
 }

@@ -51,6 +51,9 @@ pub struct AlgoInfo {
     pub workspace_bytes: usize,
     /// cudnnMathType_t by number.
     pub math: u32,
+    /// cuDNN marks it deterministic (`CUDNN_DETERMINISTIC`): its sums run
+    /// in the same order every time.
+    pub deterministic: bool,
 }
 
 pub struct ConvDescs {
@@ -409,5 +412,6 @@ fn info(r: &RawAlgoPerf, timed: bool) -> AlgoInfo {
         cudnn_ms: (timed && ok && r.time >= 0.0).then_some(r.time as f64),
         workspace_bytes: r.memory,
         math: r.math_type,
+        deterministic: r.determinism == cudnn::DETERMINISTIC,
     }
 }

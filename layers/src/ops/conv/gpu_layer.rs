@@ -262,6 +262,7 @@ impl<'g> Layer<Cuda<'g>> for ConvGpuLayer {
         let h = &cx.gpu.cudnn;
         let ptrs = self.ptrs(x[0], y, dy.unwrap_or(0), dx[0]);
         let api = cx.paths.conv_api;
+        let deterministic = cx.paths.deterministic;
         let mut need = 0;
         let device = format!("{}#{}", cx.gpu.info.name, cx.gpu.ctx.ordinal());
         for dir in self.dirs() {
@@ -276,6 +277,7 @@ impl<'g> Layer<Cuda<'g>> for ConvGpuLayer {
                 self.layout,
                 dir,
                 api,
+                deterministic,
                 limit,
                 alignment,
             );
@@ -293,15 +295,19 @@ impl<'g> Layer<Cuda<'g>> for ConvGpuLayer {
             let mut legacy = None;
             if api != ConvApi::Graph {
                 let found = d.find(h, dir, &ptrs, search)?;
-                let best = first_usable(&found, d.dtype, limit).ok_or_else(|| GpuError {
-                    call: "cudnnFind*AlgorithmEx",
-                    status: format!(
-                        "no {} algorithm for {} ran within the workspace limit",
-                        dir.name(),
-                        d.dtype
-                    ),
-                    oom: false,
-                })?;
+                let best =
+                    first_usable(&found, d.dtype, limit, deterministic).ok_or_else(|| {
+                        GpuError {
+                            call: "cudnnFind*AlgorithmEx",
+                            status: format!(
+                                "no {}{} algorithm for {} ran within the workspace limit",
+                                if deterministic { "deterministic " } else { "" },
+                                dir.name(),
+                                d.dtype
+                            ),
+                            oom: false,
+                        }
+                    })?;
                 d.conv.set_math(best.math)?;
                 let ws = d.workspace_size(h, dir, best.id)?.max(best.workspace_bytes);
                 self.choice[i] = Some(Choice {
@@ -324,6 +330,7 @@ impl<'g> Layer<Cuda<'g>> for ConvGpuLayer {
                     &ptrs,
                     search,
                     limit,
+                    deterministic,
                 );
                 let keep = match (planned, legacy) {
                     (Ok(p), None) => Some(p),

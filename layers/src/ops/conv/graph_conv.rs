@@ -78,19 +78,20 @@ impl ConvGraph {
     }
 
     /// The plans to try, best guess first (at most [`MAX_CANDIDATES`];
-    /// maybe none), and the configurations refused on the way.
+    /// maybe none), and the configurations refused on the way; with
+    /// `deterministic`, only configurations without cuDNN's
+    /// nondeterministic note.
     pub fn candidates(
         &self,
         h: &CudnnHandle,
         workspace_limit: usize,
+        deterministic: bool,
     ) -> GpuResult<(Vec<ExecutionPlan>, Vec<Refused>)> {
-        candidates(
-            h,
-            &self.graph,
-            self.dtype,
-            workspace_limit,
-            &Policy::CONVOLUTION,
-        )
+        let policy = Policy {
+            nondeterministic: !deterministic,
+            ..Policy::CONVOLUTION
+        };
+        candidates(h, &self.graph, self.dtype, workspace_limit, &policy)
     }
 }
 
@@ -104,6 +105,9 @@ pub struct Policy {
     /// time (a behaviour note; seconds each while a plan finalizes)
     /// finalized, kept or not: 0 refuses them all.
     pub most_compiled: usize,
+    /// Engines noted as nondeterministic (atomics whose order varies from
+    /// run to run).
+    pub nondeterministic: bool,
 }
 
 impl Policy {
@@ -113,6 +117,7 @@ impl Policy {
         down_convert: false,
         most: MAX_CANDIDATES,
         most_compiled: 0,
+        nondeterministic: true,
     };
 }
 
@@ -149,6 +154,11 @@ pub fn candidates(
         };
         if let Some(why) = refused_by(dtype, &notes) {
             refuse(cfg.name(), why, None);
+            continue;
+        }
+        let nondeterministic = Note::CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC as u32;
+        if !policy.nondeterministic && notes.contains(&nondeterministic) {
+            refuse(cfg.name(), "nondeterministic", None);
             continue;
         }
         if cfg.runtime_compiled {
@@ -242,9 +252,10 @@ pub fn plan_fastest(
     t: &ConvPtrs,
     ws: Workspace,
     limit: usize,
+    deterministic: bool,
 ) -> GpuResult<(ConvGraph, GraphRunner, f64)> {
     let graph = graph_for(gpu, p, dtype, layout, dir, t)?;
-    let (plans, refused) = graph.candidates(&gpu.cudnn, limit.min(ws.bytes))?;
+    let (plans, refused) = graph.candidates(&gpu.cudnn, limit.min(ws.bytes), deterministic)?;
     let times = time_plans(gpu, &plans, dir, t, ws, &|| false)?;
     let best = fastest(&times).ok_or_else(|| {
         GpuError::invalid(

@@ -1,6 +1,7 @@
 //! What each network convolution's planning chose, kept for the process:
 //! a later layer or network with the same problem, on the same GPU and
-//! API, within the same workspace limit and pointer alignment, takes the
+//! API, as deterministic or not (`--deterministic`), within the same
+//! workspace limit and pointer alignment, takes the
 //! same algorithm or engine configuration without searching again, as
 //! PyTorch's `cudnn.benchmark` cache does. So two networks built in one
 //! process (`check`'s, and the tests that hold a hooked, data-parallel or
@@ -42,11 +43,12 @@ impl Key {
         layout: Layout,
         dir: Direction,
         api: ConvApi,
+        deterministic: bool,
         workspace_limit: usize,
         alignment: usize,
     ) -> Key {
         Key(format!(
-            "{device}|{p:?}|{dtype}|{layout:?}|{dir}|{api:?}|{workspace_limit}|{alignment}"
+            "{device}|{p:?}|{dtype}|{layout:?}|{dir}|{api:?}|{deterministic}|{workspace_limit}|{alignment}"
         ))
     }
 }
@@ -104,8 +106,12 @@ mod tests {
     }
 
     fn key(device: &str, mb: usize, dir: Direction, limit: usize) -> Key {
+        key_det(device, mb, dir, limit, false)
+    }
+
+    fn key_det(device: &str, mb: usize, dir: Direction, limit: usize, det: bool) -> Key {
         let (d, l, a) = (DType::F16, Layout::Nhwc, ConvApi::Auto);
-        Key::new(device, &shape(mb), d, l, dir, a, limit, 16)
+        Key::new(device, &shape(mb), d, l, dir, a, det, limit, 16)
     }
 
     /// A choice comes back for its own key only, and the first one stays.
@@ -132,6 +138,8 @@ mod tests {
             key("memo-test-gpu#0", 3, Direction::Fwd, 1 << 20),
             key("memo-test-gpu#0", 2, Direction::BwdData, 1 << 20),
             key("memo-test-gpu#0", 2, Direction::Fwd, 1 << 21),
+            // A deterministic run may not take a nondeterministic choice.
+            key_det("memo-test-gpu#0", 2, Direction::Fwd, 1 << 20, true),
         ] {
             assert_eq!(get(&other), None, "{other:?}");
         }

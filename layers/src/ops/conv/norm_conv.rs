@@ -42,6 +42,7 @@ const POLICY: Policy = Policy {
     down_convert: true,
     most: MAX_FUSED_CANDIDATES,
     most_compiled: MAX_COMPILED,
+    nondeterministic: true,
 };
 
 /// Host values of some of a graph's tensors, by name (`cudnn_graph::
