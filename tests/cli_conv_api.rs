@@ -1,7 +1,7 @@
 //! `conv --api`: legacy is the default and leaves CPU runs as they were;
 //! graph is GPU only, refused in one line (exit 2) on a run that lands on
 //! the CPU; an unknown API is refused by name. `--norm-conv` too is GPU
-//! only.
+//! only, as are `--fastest` and `--deterministic`.
 
 use std::process::{Command, Output};
 
@@ -70,4 +70,29 @@ fn legacy_is_the_default_and_runs_on_the_cpu() {
     with.extend(["--api", "legacy"]);
     let legacy = cnnbench(&with);
     assert!(legacy.status.success(), "{}", stderr(&legacy));
+}
+
+/// `--fastest` and `--deterministic` (model and check) are GPU only too,
+/// and `--fastest` does not take a flag it stands for.
+#[test]
+fn fastest_and_deterministic_are_refused_on_the_cpu() {
+    for cmd in [
+        &["model", "mnist-mlp"][..],
+        &["check", "--model", "mnist-mlp"],
+    ] {
+        for flag in ["--fastest", "--deterministic"] {
+            let args = [cmd, &[flag, "--device", "cpu"]].concat();
+            one_line(
+                &cnnbench(&args),
+                &format!("{flag}: GPU only: add --device gpu"),
+            );
+        }
+    }
+    let o = cnnbench(&["model", "mnist-mlp", "--fastest", "--api", "graph"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("'--fastest' cannot be used with '--api"),
+        "{}",
+        stderr(&o)
+    );
 }

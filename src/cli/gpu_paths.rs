@@ -8,6 +8,13 @@ use cnnbench_layers::cuda::{ConvApi, GpuPaths, RnnChoice};
 
 #[derive(Args, Debug, Clone, Default)]
 pub struct GpuPathArgs {
+    /// GPU: every path that a GPU run has shown correct and faster: --own-kernels
+    /// --own-bn=parts --fuse-bn --cuda-graph --api auto (ResNet-50 f16 at batch 256 on an
+    /// H200: 7,941 img/s, 1.35x PyTorch eager; the default path, cuDNN's own layers: 0.84x);
+    /// --cuda-graph is left out where a run refuses it (--per-layer, --gpus, --launcher,
+    /// --project-gpus)
+    #[arg(long, conflicts_with_all = ["own_kernels", "own_bn", "fuse_bn", "cuda_graph", "api"])]
+    pub fastest: bool,
     /// GPU: ReLU, the residual add, NHWC max pooling and global average pooling on cnnbench's
     /// NVRTC kernels instead of cuDNN's, the add taking the ReLU after it, and the sum of a
     /// tensor's gradients where two layers read it on the add's kernel (verified on an H200)
@@ -99,9 +106,28 @@ fn parse_rnn(s: &str) -> Result<RnnChoice, String> {
 }
 
 impl GpuPathArgs {
+    /// `--fastest` as the flags it stands for; without `--cuda-graph` where
+    /// `graph` is false (a run that refuses a captured step).
+    pub fn expand_fastest(&mut self, graph: bool) {
+        if !self.fastest {
+            return;
+        }
+        self.own_kernels = true;
+        self.own_bn = Some(OwnBn::Parts);
+        self.fuse_bn = Some(FuseBn::AddRelu);
+        self.cuda_graph = graph;
+        self.api = ConvApi::Auto;
+    }
+
     /// The paths asked for; refused when any is asked for and the run is on
     /// the CPU (`cpu_why`: why it is, when not asked for).
     pub fn paths(&self, on_gpu: bool, cpu_why: Option<&str>) -> Result<GpuPaths> {
+        if self.fastest && !on_gpu {
+            match cpu_why {
+                Some(why) => bail!("--fastest: GPU only: {why}"),
+                None => bail!("--fastest: GPU only: add --device gpu"),
+            }
+        }
         let paths = GpuPaths {
             own_kernels: self.own_kernels,
             own_bn: self.own_bn.is_some(),
@@ -141,6 +167,64 @@ impl GpuPathArgs {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What `--fastest` stands for (checked and timed on an H200 at
+    /// 43e48bb, results/reference/gpu-h200-parts-43e48bb).
+    const FASTEST: &str = "--own-kernels --own-bn=parts --fuse-bn --cuda-graph --api auto";
+
+    #[test]
+    fn fastest_is_the_verified_paths_and_refused_on_the_cpu() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct T {
+            #[command(flatten)]
+            p: GpuPathArgs,
+        }
+        let mut fast = T::try_parse_from(["t", "--fastest"]).unwrap().p;
+        let e = fast.paths(false, None).unwrap_err().to_string();
+        assert_eq!(e, "--fastest: GPU only: add --device gpu");
+        let e = fast.paths(false, Some("no NVIDIA driver")).unwrap_err();
+        assert_eq!(e.to_string(), "--fastest: GPU only: no NVIDIA driver");
+        let spelled = T::try_parse_from(std::iter::once("t").chain(FASTEST.split(' ')))
+            .unwrap()
+            .p
+            .paths(true, None)
+            .unwrap();
+        let mut per_layer = fast.clone();
+        fast.expand_fastest(true);
+        let p = fast.paths(true, None).unwrap();
+        assert_eq!(p, spelled);
+        assert_eq!(p.unverified_note(), None);
+        assert_eq!(
+            p.record_name().as_deref(),
+            Some("own-kernels+own-bn-parts+fuse-bn+cuda-graph+api-auto")
+        );
+        // Where a captured step is refused, the rest.
+        per_layer.expand_fastest(false);
+        let p = per_layer.paths(true, None).unwrap();
+        assert_eq!(
+            p,
+            GpuPaths {
+                cuda_graph: false,
+                ..spelled
+            }
+        );
+        // With what it does not stand for; not with what it does.
+        let t = T::try_parse_from(["t", "--fastest", "--rnn-algo", "auto", "--deterministic"]);
+        assert!(t.is_ok());
+        for twice in [
+            "--own-kernels",
+            "--cuda-graph",
+            "--api=graph",
+            "--fuse-bn",
+            "--own-bn",
+        ] {
+            assert!(
+                T::try_parse_from(["t", "--fastest", twice]).is_err(),
+                "{twice}"
+            );
+        }
+    }
 
     #[test]
     fn fuse_bn_takes_an_optional_what() {

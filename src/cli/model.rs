@@ -163,11 +163,15 @@ pub fn run(mut args: ModelArgs) -> Result<ExitCode> {
     let dtype = DType::parse(&args.dtype)?;
     let layout = Layout::parse(&args.layout)?;
     model::sequences_in_nhwc(&mut graphs, &args.models, layout)?;
+    let data_parallel = args.gpus.is_some() || args.launcher.is_some();
+    // `--fastest` leaves out the captured step where the run refuses one.
+    let graph_ok = !(args.per_layer || projecting.is_some() || data_parallel);
+    args.gpu_paths.expand_fastest(graph_ok);
     model::graph_steps::refuse_conflicts(
         args.gpu_paths.cuda_graph,
         args.per_layer,
         projecting.is_some(),
-        args.gpus.is_some() || args.launcher.is_some(),
+        data_parallel,
     )?;
     let replicas = data_parallel_replicas(&args, graphs.len())?;
     let data = DataPlan::new(&DataOptions {
