@@ -121,7 +121,27 @@ impl PackedRows {
                     for (i, f) in from[..rows].iter_mut().enumerate() {
                         *f = &a[(blk * bm + r0 + i) * k..][..k];
                     }
-                    for (c, out) in panel.chunks_exact_mut(mr).enumerate() {
+                    // Whole panels on AVX-512: 16 x 16 blocks transposed in
+                    // registers; the last `k % 16` columns as below.
+                    #[allow(unused_mut)]
+                    let mut done = 0;
+                    #[cfg(target_arch = "x86_64")]
+                    if isa == Isa::Avx512 && rows == mr && mr % 16 == 0 {
+                        done = k - k % 16;
+                        for g in 0..mr / 16 {
+                            let group: &[&[f32]; 16] =
+                                from[g * 16..][..16].try_into().expect("16 rows");
+                            for c0 in (0..done).step_by(16) {
+                                let dst = panel[c0 * mr + g * 16..].as_mut_ptr();
+                                // SAFETY: an AVX-512 CPU (`isa` is
+                                // supported, checked above); the panel holds
+                                // `k·mr` floats, so each of the 16 columns
+                                // `c0..` has its 16 rows `g·16..` in it.
+                                unsafe { super::simd::store_transposed_16x16(group, c0, dst, mr) };
+                            }
+                        }
+                    }
+                    for (c, out) in panel.chunks_exact_mut(mr).enumerate().skip(done) {
                         for (o, f) in out.iter_mut().zip(&from[..rows]) {
                             *o = f[c];
                         }
@@ -319,6 +339,11 @@ mod tests {
             (1, 128, 2, 11),
             (1, 96, 4, 7),
             (2, 72, 8, 20),
+            // Whole panels packed 16 x 16 blocks at a time on AVX-512
+            // (panels of 64 rows at a batch of 1; of 16 at 16), the last
+            // columns one at a time.
+            (2, 128, 1, 40),
+            (1, 64, 16, 33),
             // AVX-512's narrow tile with a partial vector of columns (on
             // AVX2, the wide tile through its padded buffer).
             (2, 40, 12, 10),
