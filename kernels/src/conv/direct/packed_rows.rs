@@ -126,7 +126,7 @@ impl PackedRows {
                     #[allow(unused_mut)]
                     let mut done = 0;
                     #[cfg(target_arch = "x86_64")]
-                    if isa == Isa::Avx512 && rows == mr && mr % 16 == 0 {
+                    if isa == Isa::Avx512 && rows == mr && mr.is_multiple_of(16) {
                         done = k - k % 16;
                         for g in 0..mr / 16 {
                             let group: &[&[f32]; 16] =
