@@ -350,3 +350,36 @@ fn a_text_model_refuses_image_folders_in_one_line() {
     let err = stderr(&o);
     assert_eq!(err.trim().lines().count(), 1, "{err}");
 }
+
+/// `model --isa` (or `CNNBENCH_ISA`) picks the CPU path's kernels, as
+/// conv's and rnn's: the record names it; a bad one is one line.
+#[test]
+fn isa_picks_the_cpu_kernels_and_a_bad_one_is_refused_in_one_line() {
+    let o = cnnbench(&[
+        "model",
+        "lstm-text",
+        "--device",
+        "cpu",
+        "--batch",
+        "2",
+        "--isa",
+        "scalar",
+        "--warmup",
+        "1",
+        "--iters",
+        "2",
+        "--min-time",
+        "0",
+        "--format",
+        "json",
+        "--no-save",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let doc: Value = serde_json::from_str(&stdout(&o)).expect("JSON");
+    assert_eq!(doc["environment"]["isa"], "scalar", "{doc}");
+    let o = cnnbench(&["model", "mnist-mlp", "--isa", "sse9", "--device", "cpu"]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("unknown ISA 'sse9'"), "{err}");
+}

@@ -75,6 +75,10 @@ pub struct ModelArgs {
     /// Worker threads [default: all logical CPUs]
     #[arg(long, value_name = "N", env = "CNNBENCH_THREADS")]
     pub threads: Option<usize>,
+    /// Instruction set for the CPU path's kernels: auto, avx512, avx2, scalar (the `gemm`
+    /// crate's GEMMs pick their own); a GPU run records the CPU's best
+    #[arg(long, default_value = "auto", value_name = "ISA", env = "CNNBENCH_ISA")]
+    pub isa: String,
     #[command(flatten)]
     pub timing: TimingArgs,
     #[command(flatten)]
@@ -205,6 +209,12 @@ pub fn run(mut args: ModelArgs) -> Result<ExitCode> {
         },
     };
     let paths = args.gpu_paths.paths(gpu.is_some(), cpu_why.as_deref())?;
+    // As conv and rnn: the ISA is the CPU path's, resolved (and refused
+    // where this CPU lacks it) only there.
+    let isa = match gpu {
+        Some(_) => cnnbench_kernels::Isa::detect(),
+        None => crate::plan::resolve_isa(&args.isa)?,
+    };
     if let (Some(why), false) = (&cpu_why, args.quiet) {
         note!("cnnbench: device auto: {why}; using the CPU");
     }
@@ -225,6 +235,7 @@ pub fn run(mut args: ModelArgs) -> Result<ExitCode> {
     }
     let session = Session::start(args.threads, graphs.len() as u64, args.quiet)?;
     let run = ModelRun {
+        isa,
         graphs,
         opts: StepOptions {
             batch: args.batch,
