@@ -246,7 +246,8 @@ def paths(logs):
             gp = {m.group(1) for m in (re.match(r"^p_(.+)_goal-", n) for n in st) if m} - {"pt"}
             if gp and gp != {"all-own-parts"}:
                 env += f" GOAL_PATH={sorted(gp)[0]}"
-        text.append(f'The budget skipped {", ".join(words + groups)}: `{env} '
+        named = [f"{w} ({', '.join(groups)})" if w == "goal" and groups else w for w in words]
+        text.append(f'The budget skipped {", ".join(named)}: `{env} '
                     "scripts/gpu/verify.sh paths OUT2` runs just that.")
     lines.append(" ".join(text))
     return lines

@@ -174,7 +174,8 @@ class PathsSummary(unittest.TestCase):
                         "rerun: goal 256:f16:nchw\n")
                 f.write("keras_paths\tskipped: time budget (5 s left)\t0\trerun: keras\n")
             text = "\n".join(summary_paths.paths(d))
-        self.assertIn('`PATHS_STEPS="goal keras" GOAL_GROUPS="256:f16:nchw"', text)
+        self.assertIn('skipped goal (256:f16:nchw), keras: `PATHS_STEPS="goal keras" '
+                      'GOAL_GROUPS="256:f16:nchw"', text)
 
     def test_empty_logs_say_no_gpu(self):
         with tempfile.TemporaryDirectory() as d:

@@ -1679,8 +1679,9 @@ paths() {
         run "$name" 0 150 "$py" "$root/scripts/peers/pytorch_model.py" $models --device cuda --batch "$b" \
             --dtype "$dt" --layout "$l" --warmup 5 --iters "$iters"
     }
-    # Issue 28's goal table past f16 NHWC: ResNet-50 with every path
-    # (`all`) beside PyTorch, ABBA, per batch:dtype:layout group.
+    # Issue 28's goal table past f16 NHWC: ResNet-50 with every path and
+    # --own-bn=parts (all-own-parts, or GOAL_PATH's) beside PyTorch, ABBA,
+    # per batch:dtype:layout group.
     if want goal && gpu_or_skip goal_paths; then
         rerun_hint=goal
         local g gb gd gl gp=${GOAL_PATH:-all-own-parts}
@@ -1690,6 +1691,7 @@ paths() {
         fi
         for g in ${gp:+${GOAL_GROUPS:-256:bf16:nhwc 128:tf32:nhwc 64:f32:nhwc 256:f16:nchw}}; do
             IFS=: read -r gb gd gl <<< "$g"
+            rerun_hint="goal $g"
             if [ "$(left)" -lt 70 ]; then
                 record "goal_${gb}_${gd}_$gl" "skipped: time budget ($(left) s left, about 70 s needed)" 0 \
                     "rerun: goal $g"

@@ -12,7 +12,8 @@ pub struct GpuPathArgs {
     /// --own-bn=parts --fuse-bn --cuda-graph --api auto (ResNet-50 f16 at batch 256 on an
     /// H200: 7,941 img/s, 1.35x PyTorch eager; the default path, cuDNN's own layers: 0.84x);
     /// --cuda-graph is left out where a run refuses it (--per-layer, --gpus, --launcher,
-    /// --project-gpus)
+    /// --project-gpus); --rnn-algo auto is not in it (still open where it picks
+    /// persist-static) and may be added
     #[arg(long, conflicts_with_all = ["own_kernels", "own_bn", "fuse_bn", "cuda_graph", "api"])]
     pub fastest: bool,
     /// GPU: ReLU, the residual add, NHWC max pooling and global average pooling on cnnbench's
@@ -54,8 +55,10 @@ pub struct GpuPathArgs {
     #[arg(long, value_name = "ALGO", default_value = "standard", value_parser = parse_rnn)]
     pub rnn_algo: RnnChoice,
     /// GPU: the convolutions take only the algorithms and engine configurations cuDNN marks
-    /// deterministic, so that two runs sum in the same order (PyTorch's cudnn.deterministic);
-    /// the embedding's gradient still adds with atomics (not yet run on a GPU)
+    /// deterministic (PyTorch's cudnn.deterministic): each sums in a fixed order, and two
+    /// networks in one process take the same ones; separate runs still time their searches and
+    /// may choose differently; the embedding's gradient still adds with atomics (not yet run on
+    /// a GPU)
     #[arg(long)]
     pub deterministic: bool,
 }
@@ -122,6 +125,10 @@ impl GpuPathArgs {
     /// The paths asked for; refused when any is asked for and the run is on
     /// the CPU (`cpu_why`: why it is, when not asked for).
     pub fn paths(&self, on_gpu: bool, cpu_why: Option<&str>) -> Result<GpuPaths> {
+        debug_assert!(
+            !self.fastest || !on_gpu || self.own_kernels,
+            "--fastest: call expand_fastest first"
+        );
         if self.fastest && !on_gpu {
             match cpu_why {
                 Some(why) => bail!("--fastest: GPU only: {why}"),

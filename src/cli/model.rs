@@ -210,8 +210,12 @@ pub fn run(mut args: ModelArgs) -> Result<ExitCode> {
     };
     let paths = args.gpu_paths.paths(gpu.is_some(), cpu_why.as_deref())?;
     // As conv and rnn: the ISA is the CPU path's, resolved (and refused
-    // where this CPU lacks it) only there.
+    // where this CPU lacks it) only there; a name that is no ISA is
+    // refused on either path.
     let isa = match gpu {
+        Some(_) if args.isa != "auto" && cnnbench_kernels::Isa::parse(&args.isa).is_none() => {
+            crate::plan::resolve_isa(&args.isa)?
+        }
         Some(_) => cnnbench_kernels::Isa::detect(),
         None => crate::plan::resolve_isa(&args.isa)?,
     };

@@ -247,7 +247,8 @@ pub(super) unsafe fn store_transposed_16x16(
     }
 }
 
-/// [`Avx512::store_rows`]'s permute indices for groups `w = 2^s` wide:
+/// [`Avx512::store_rows`]'s and [`store_transposed_16x16`]'s permute
+/// indices for groups `w = 2^s` wide:
 /// lane `i` (tuple `t = i / 2w`, place `p = i % 2w`) takes X's lane
 /// `t·w + p` for `p < w`, else Y's lane `t·w + p - w` (Y's lanes are 16 on).
 #[cfg(target_arch = "x86_64")]

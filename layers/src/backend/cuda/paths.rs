@@ -120,12 +120,14 @@ pub struct GpuPaths {
     pub rnn: RnnChoice,
     /// The convolutions take only the algorithms and engine configurations
     /// cuDNN marks deterministic (`--deterministic`, as PyTorch's
-    /// `cudnn.deterministic`). Two networks that run the same kernels can
-    /// still differ where a weight gradient adds with atomics in an order
-    /// the load on the GPU changes (cuDNN's legacy weight-gradient
-    /// algorithms 0 and 3, split-K engines); a whole step amplifies that
-    /// rounding, as the GPU tests that hold one network's step to
-    /// another's saw on a shared H200.
+    /// `cudnn.deterministic`): each sums in a fixed order. Two networks that
+    /// run the same kernels can still differ where one adds with atomics
+    /// (cuDNN documents its legacy weight-gradient algorithms 0 and 3 as
+    /// nondeterministic), and a whole step amplifies that rounding. On a
+    /// shared H200 two GPU tests that hold one network's step to another's
+    /// failed that way (or so it seems: which algorithm ran was not logged)
+    /// and passed alone. Separate processes still time their own searches,
+    /// so they may choose different algorithms.
     pub deterministic: bool,
 }
 
@@ -134,9 +136,10 @@ pub struct GpuPaths {
 /// other paths have passed `check --device gpu` on an H200, alone in f16
 /// NHWC and f32 NCHW (the run of a3cfd5f; the fused batch norms again on
 /// 2026-11-27, results/reference/gpu-h200-checks-ab-a43e5a7, after the
-/// check's own fix; `--own-bn=parts` at 43e48bb,
-/// results/reference/gpu-h200-parts-43e48bb) and together in f16, bf16 and
-/// tf32, and the GPU tests run every test network on each.
+/// check's own fix) and together in f16, bf16 and tf32; `--own-bn=parts`
+/// with all the others in f16 NHWC and f32 NCHW at 43e48bb
+/// (results/reference/gpu-h200-parts-43e48bb); the GPU tests run every
+/// test network on each.
 const OPEN: &[(&str, &str)] = &[
     (
         "rnn-persist-static",

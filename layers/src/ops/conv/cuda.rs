@@ -446,11 +446,10 @@ impl<'g> GpuConv<'g> {
     }
 }
 
-/// The first result that ran, honours the dtype's math and fits the
-/// workspace limit: what `--algo heuristic` and `--algo auto` take.
-/// The first of `results` (FindEx's, fastest first) that ran, in a math
-/// mode `dtype` allows, within `workspace_limit`; with `deterministic`,
-/// the first of those cuDNN marks deterministic.
+/// The first of `results` (FindEx's fastest first, or the heuristics' best
+/// guess first) that ran, in a math mode `dtype` allows, within
+/// `workspace_limit`: what `--algo heuristic` and `--algo auto` take; with
+/// `deterministic`, the first of those cuDNN marks deterministic.
 pub fn first_usable(
     results: &[AlgoInfo],
     dtype: DType,

@@ -291,23 +291,30 @@ impl<'g> Layer<Cuda<'g>> for ConvGpuLayer {
                     continue;
                 }
             }
-            // FindEx's algorithm (legacy and auto) and its workspace.
+            // FindEx's algorithm (legacy and auto) and its workspace. With
+            // auto, none usable (more likely with `--deterministic`) leaves
+            // the graph API's plan, or its error.
             let mut legacy = None;
-            if api != ConvApi::Graph {
-                let found = d.find(h, dir, &ptrs, search)?;
-                let best =
-                    first_usable(&found, d.dtype, limit, deterministic).ok_or_else(|| {
-                        GpuError {
-                            call: "cudnnFind*AlgorithmEx",
-                            status: format!(
-                                "no {}{} algorithm for {} ran within the workspace limit",
-                                if deterministic { "deterministic " } else { "" },
-                                dir.name(),
-                                d.dtype
-                            ),
-                            oom: false,
-                        }
-                    })?;
+            let found = match api {
+                ConvApi::Graph => None,
+                _ => Some(d.find(h, dir, &ptrs, search)?),
+            };
+            let usable = found
+                .as_deref()
+                .and_then(|f| first_usable(f, d.dtype, limit, deterministic));
+            if found.is_some() && usable.is_none() && api == ConvApi::Legacy {
+                return Err(GpuError {
+                    call: "cudnnFind*AlgorithmEx",
+                    status: format!(
+                        "no {}{} algorithm for {} ran within the workspace limit",
+                        if deterministic { "deterministic " } else { "" },
+                        dir.name(),
+                        d.dtype
+                    ),
+                    oom: false,
+                });
+            }
+            if let Some(best) = usable {
                 d.conv.set_math(best.math)?;
                 let ws = d.workspace_size(h, dir, best.id)?.max(best.workspace_bytes);
                 self.choice[i] = Some(Choice {
