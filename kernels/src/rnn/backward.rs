@@ -62,7 +62,7 @@ pub fn backward_data(
             // `W_hh` where it packs, else transposed.
             let p_hh_t = pack_transposed_for_steps(isa, &w.w_hh, h, gh, mb, &mut ws.packed_hh);
             if p_hh_t.is_none() {
-                transpose(&w.w_hh, gh, h, &mut ws.w_hh_t);
+                transpose(&w.w_hh, gh, h, &mut ws.w_t[..h * gh]);
             }
             transpose(&grads.dhy[s * state..][..state], mb, h, &mut ws.dh);
             transpose(&inp.hx[s * state..][..state], mb, h, &mut ws.h0);
@@ -119,7 +119,17 @@ pub fn backward_data(
                                 prev.map_or(&ws.c0[..], |p| &set.aux[p * state..][..state]);
                             let c = &set.aux[k * state..][..state];
                             gates::lstm_bwd(isa, state, act, c_prev, c, &ws.dh, &mut ws.dc, dgx);
-                            step_gemm(isa, h, mb, gh, &ws.w_hh_t, p_hh_t, dgx, &mut ws.dh, false);
+                            step_gemm(
+                                isa,
+                                h,
+                                mb,
+                                gh,
+                                &ws.w_t[..h * gh],
+                                p_hh_t,
+                                dgx,
+                                &mut ws.dh,
+                                false,
+                            );
                         }
                         Cell::Gru => {
                             let hn = &set.aux[k * state..][..state];
@@ -140,7 +150,7 @@ pub fn backward_data(
                                 h,
                                 mb,
                                 gh,
-                                &ws.w_hh_t,
+                                &ws.w_t[..h * gh],
                                 p_hh_t,
                                 dgh,
                                 &mut ws.dh_prev,
@@ -151,7 +161,17 @@ pub fn backward_data(
                         Cell::RnnRelu | Cell::RnnTanh => {
                             let hk = &set.h[k * state..][..state];
                             gates::rnn_bwd(isa, shape.cell == Cell::RnnRelu, hk, &ws.dh, dgx);
-                            step_gemm(isa, h, mb, gh, &ws.w_hh_t, p_hh_t, dgx, &mut ws.dh, false);
+                            step_gemm(
+                                isa,
+                                h,
+                                mb,
+                                gh,
+                                &ws.w_t[..h * gh],
+                                p_hh_t,
+                                dgx,
+                                &mut ws.dh,
+                                false,
+                            );
                         }
                     }
                 }

@@ -17,6 +17,14 @@ pub(super) fn steps(t: usize, reversed: bool) -> impl Iterator<Item = usize> {
 /// step (see `set_forward`): half of a 1 MiB L2, beside the states.
 pub(super) const PER_STEP_INPUT_BYTES: usize = 512 * 1024;
 
+/// Whether layer `l`'s forward computes its input product over every step
+/// as `[t][gates·h]` rows (a batch of one, where it is not computed step
+/// by step): on `W_ih` transposed, which the `gemm` crate reads without
+/// packing it (see `set_forward`).
+pub(super) fn rows_input_product(shape: &RnnShape, l: usize) -> bool {
+    shape.mb == 1 && !input_product_per_step(shape, l)
+}
+
 /// Whether layer `l`'s forward computes its input product step by step
 /// (its `W_ih` fits in [`PER_STEP_INPUT_BYTES`]) rather than as one GEMM
 /// over every step.

@@ -1,7 +1,7 @@
 //! The buffers the passes share, allocated once, and the inputs a pass
 //! reads.
 
-use super::matrix::packed_floats;
+use super::matrix::{packed_floats, rows_input_product};
 use super::shape::{Cell, RnnShape, Weights};
 use crate::conv::direct::PackedRows;
 
@@ -35,9 +35,11 @@ pub struct Workspace {
     /// per layer and direction: `b_ih`, plus `b_hh` except for the GRU
     /// (which adds `b_hh` to its hidden product).
     pub(super) bias: Vec<f32>,
-    /// `[h][gates·h]`: the recurrent weights transposed for the
-    /// backward's per-step GEMM, where they do not pack.
-    pub(super) w_hh_t: Vec<f32>,
+    /// A set's weights transposed, one use at a time: the forward's `W_ih`
+    /// (`[input][gates·h]`) for a batch of one's input product over every
+    /// step on AVX-512 (see `set_forward`), the backward's `W_hh`
+    /// (`[h][gates·h]`) for its per-step GEMM where it does not pack.
+    pub(super) w_t: Vec<f32>,
     /// `[h][mb]`: the initial states transposed, and the gradients carried
     /// back one step.
     pub(super) h0: Vec<f32>,
@@ -93,7 +95,7 @@ impl Workspace {
             tb.checked_mul(shape.output())?
                 .checked_mul(shape.layers.saturating_sub(1))?,
             shape.mb.checked_mul(gh)?,
-            h.checked_mul(gh)?,
+            h.checked_mul(gh)?.max(w_ih_t_floats(shape)?),
             gh,
             shape.mb.checked_mul(h)?.checked_mul(5)?,
             tb.checked_mul(gh)?.checked_add(tb.checked_mul(h)?)?,
@@ -151,7 +153,7 @@ impl Workspace {
                 .collect::<Option<_>>()?,
             hproj: z(shape.mb * gh)?,
             bias: z(gh)?,
-            w_hh_t: z(h * gh)?,
+            w_t: z((h * gh).max(w_ih_t_floats(shape)?))?,
             h0: z(state)?,
             c0: z(state)?,
             dh: z(state)?,
@@ -188,7 +190,7 @@ impl Workspace {
         let rest = [
             &self.hproj,
             &self.bias,
-            &self.w_hh_t,
+            &self.w_t,
             &self.h0,
             &self.c0,
             &self.dh,
@@ -202,6 +204,23 @@ impl Workspace {
         let packed = self.packed_ih.capacity() + self.packed_hh.capacity();
         4 * (sets + outs + packed + rest.iter().map(|v| v.len()).sum::<usize>())
     }
+}
+
+/// Room for `W_ih` transposed, for the layers whose input product over
+/// every step comes out step by step (a batch of one whose `W_ih` is too
+/// large to stay in cache beside `W_hh`: `matrix::rows_input_product`).
+fn w_ih_t_floats(shape: &RnnShape) -> Option<usize> {
+    (0..shape.layers).try_fold(0, |most: usize, l| {
+        let n = match rows_input_product(shape, l) {
+            true => shape
+                .cell
+                .gates()
+                .checked_mul(shape.hidden)?
+                .checked_mul(shape.layer_input(l))?,
+            false => 0,
+        };
+        Some(most.max(n))
+    })
 }
 
 /// Room for any layer's `W_ih` packed: the largest over the layers that

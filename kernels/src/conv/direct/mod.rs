@@ -24,7 +24,7 @@ mod util;
 
 use super::{ConvAlgo, ConvPlan, ConvShape, Direction};
 use crate::Isa;
-pub use packed_rows::PackedRows;
+pub use packed_rows::{transpose_avx512, PackedRows};
 pub use rows_gemm::rows_gemm;
 
 pub struct Direct;

@@ -310,10 +310,93 @@ impl PackedRows {
     }
 }
 
+/// `dst[c][r] = src[r][c]` for a `rows x cols` row-major `src`, where
+/// `isa` is AVX-512: 16 x 16 blocks through registers
+/// ([`super::simd::store_transposed_16x16`]), the last rows and columns
+/// one float at a time. Each block of 16 columns walks every row before
+/// the next, so that its 16 rows of `dst` (a page each, for a `W_ih` of
+/// 1,024 rows) stay in the TLB: row blocks outside took 14% of a batch-1
+/// h256 LSTM's forward, against 3-4% for packing the same weights.
+/// Bands of 64 columns run on the pool's threads when large. Returns
+/// false (and writes nothing) on other ISAs.
+pub fn transpose_avx512(isa: Isa, src: &[f32], rows: usize, cols: usize, dst: &mut [f32]) -> bool {
+    if isa != Isa::Avx512 || !isa.is_supported() {
+        return false;
+    }
+    assert_eq!(src.len(), rows * cols, "src size");
+    assert_eq!(dst.len(), rows * cols, "dst size");
+    let out = SendPtr(dst.as_mut_ptr());
+    let (whole_rows, band) = (rows - rows % 16, 64);
+    let columns_of = |b: usize| {
+        let c_end = ((b + 1) * band).min(cols);
+        let mut c0 = b * band;
+        while c0 < c_end {
+            let n = 16.min(c_end - c0);
+            if n == 16 {
+                for r0 in (0..whole_rows).step_by(16) {
+                    let from: [&[f32]; 16] =
+                        std::array::from_fn(|i| &src[(r0 + i) * cols..][..cols]);
+                    // SAFETY: an AVX-512 CPU (checked above); rows c0..c0+16
+                    // of dst hold `rows` floats each, so the 16 writes of 16
+                    // at r0 stay inside dst, and only this band writes
+                    // those rows.
+                    unsafe {
+                        super::simd::store_transposed_16x16(
+                            &from,
+                            c0,
+                            out.get().add(c0 * rows + r0),
+                            rows,
+                        )
+                    };
+                }
+            }
+            // The rows past whole blocks of 16, and the last columns.
+            let first = if n == 16 { whole_rows } else { 0 };
+            for c in c0..c0 + n {
+                for r in first..rows {
+                    // SAFETY: inside dst (c < cols, r < rows), this band's.
+                    unsafe { *out.get().add(c * rows + r) = src[r * cols + c] };
+                }
+            }
+            c0 += n;
+        }
+    };
+    let bands = cols.div_ceil(band);
+    if rows * cols >= 1 << 18 && rayon::current_num_threads() > 1 {
+        use rayon::prelude::*;
+        (0..bands).into_par_iter().for_each(columns_of);
+    } else {
+        (0..bands).for_each(columns_of);
+    }
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::rows_gemm::tests::check_gemm;
     use super::*;
+
+    #[test]
+    fn avx512_transposes_match_the_plain_one() {
+        let isa = Isa::Avx512;
+        for (rows, cols) in [(1, 1), (16, 16), (17, 33), (64, 48), (130, 70), (600, 520)] {
+            let src: Vec<f32> = (0..rows * cols).map(|i| i as f32).collect();
+            let mut dst = vec![f32::NAN; rows * cols];
+            if !transpose_avx512(isa, &src, rows, cols, &mut dst) {
+                assert!(!isa.is_supported());
+                return;
+            }
+            for r in 0..rows {
+                for c in 0..cols {
+                    assert_eq!(
+                        dst[c * rows + r],
+                        src[r * cols + c],
+                        "{rows}x{cols} at {r},{c}"
+                    );
+                }
+            }
+        }
+    }
 
     #[test]
     fn every_isa_matches_the_reference_gemm() {
