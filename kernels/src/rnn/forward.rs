@@ -172,12 +172,13 @@ fn set_forward(
     // (`[t][gh]`: its rows are the columns, no gather), so a `W_ih` too
     // large for the cache beside `W_hh` is read once, not at every step.
     let rows = rows_input_product(shape, l);
-    debug_assert_eq!(rows, mb == 1 && !per_step);
     let p_ih = if per_step || (p_hh.is_some() && mb <= 32 && !rows) {
         pack_for_steps(isa, &w.w_ih, gates, h, in_f, mb, packed_ih)
     } else {
         None
     };
+    // The workspace's `w_t` is sized for the layers that take this path.
+    debug_assert!(!rows || (p_ih.is_none() && !per_step));
     let per_step = per_step || p_ih.is_some();
     if per_step {
         for k in 0..t {
@@ -189,9 +190,11 @@ fn set_forward(
         // packs it for every pass, which took more of the pass than its
         // micro-kernel (h256 LSTM over 50 steps, 2 threads: 14% of the
         // samples against 10%); on AVX-512 it is transposed first (about
-        // 6%), and the crate reads the rows as they are: 1.07x there, 1.29x
-        // at h512. (The tiled transpose on other ISAs cost more than the
-        // crate's packing: 0.97x with AVX2 kernels.)
+        // 6%), and the crate reads the rows as they are (ABBA,
+        // results/reference/cpu-rnn-small/abba-wih-t-618aab1-5a3c6a3.txt:
+        // LSTM 1.02x at h256, 1.18x at h512; GRU 1.14x, 1.26x). The tiled
+        // transpose on other ISAs cost more than the crate's packing (0.97x
+        // with AVX2 kernels).
         let wt = &mut w_t[..gh * in_f];
         let (b, b_transposed) = match transpose_avx512(isa, &w.w_ih, gh, in_f, wt) {
             true => (&*wt, false),

@@ -19,8 +19,8 @@ pub(super) const PER_STEP_INPUT_BYTES: usize = 512 * 1024;
 
 /// Whether layer `l`'s forward computes its input product over every step
 /// as `[t][gates·h]` rows (a batch of one, where it is not computed step
-/// by step): on `W_ih` transposed, which the `gemm` crate reads without
-/// packing it (see `set_forward`).
+/// by step): on AVX-512 on `W_ih` transposed, which the `gemm` crate
+/// reads without packing it (see `set_forward`).
 pub(super) fn rows_input_product(shape: &RnnShape, l: usize) -> bool {
     shape.mb == 1 && !input_product_per_step(shape, l)
 }

@@ -39,6 +39,9 @@ pub struct Workspace {
     /// (`[input][gates·h]`) for a batch of one's input product over every
     /// step on AVX-512 (see `set_forward`), the backward's `W_hh`
     /// (`[h][gates·h]`) for its per-step GEMM where it does not pack.
+    /// Sized for both on every ISA (the workspace does not know which
+    /// runs), so a layer wider than `h` below a batch-of-one layer makes
+    /// it larger than `W_hh` alone.
     pub(super) w_t: Vec<f32>,
     /// `[h][mb]`: the initial states transposed, and the gradients carried
     /// back one step.

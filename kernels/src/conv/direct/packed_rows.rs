@@ -323,8 +323,8 @@ pub fn transpose_avx512(isa: Isa, src: &[f32], rows: usize, cols: usize, dst: &m
     if isa != Isa::Avx512 || !isa.is_supported() {
         return false;
     }
-    assert_eq!(src.len(), rows * cols, "src size");
-    assert_eq!(dst.len(), rows * cols, "dst size");
+    assert_eq!(rows.checked_mul(cols), Some(src.len()), "src size");
+    assert_eq!(dst.len(), src.len(), "dst size");
     let out = SendPtr(dst.as_mut_ptr());
     let (whole_rows, band) = (rows - rows % 16, 64);
     let columns_of = |b: usize| {
@@ -332,6 +332,7 @@ pub fn transpose_avx512(isa: Isa, src: &[f32], rows: usize, cols: usize, dst: &m
         let mut c0 = b * band;
         while c0 < c_end {
             let n = 16.min(c_end - c0);
+            #[cfg(target_arch = "x86_64")]
             if n == 16 {
                 for r0 in (0..whole_rows).step_by(16) {
                     let from: [&[f32]; 16] =
@@ -351,7 +352,10 @@ pub fn transpose_avx512(isa: Isa, src: &[f32], rows: usize, cols: usize, dst: &m
                 }
             }
             // The rows past whole blocks of 16, and the last columns.
-            let first = if n == 16 { whole_rows } else { 0 };
+            let first = match cfg!(target_arch = "x86_64") && n == 16 {
+                true => whole_rows,
+                false => 0,
+            };
             for c in c0..c0 + n {
                 for r in first..rows {
                     // SAFETY: inside dst (c < cols, r < rows), this band's.
@@ -379,7 +383,17 @@ mod tests {
     #[test]
     fn avx512_transposes_match_the_plain_one() {
         let isa = Isa::Avx512;
-        for (rows, cols) in [(1, 1), (16, 16), (17, 33), (64, 48), (130, 70), (600, 520)] {
+        let shapes = [
+            (1, 1),
+            (5, 40),
+            (33, 16),
+            (16, 16),
+            (17, 33),
+            (64, 48),
+            (130, 70),
+            (600, 520),
+        ];
+        for (rows, cols) in shapes {
             let src: Vec<f32> = (0..rows * cols).map(|i| i as f32).collect();
             let mut dst = vec![f32::NAN; rows * cols];
             if !transpose_avx512(isa, &src, rows, cols, &mut dst) {
