@@ -176,25 +176,7 @@ impl Simd for Avx512 {
         assert!(Self::stores_rows(NJ));
         let mut cur = [_mm512_setzero_ps(); 8];
         cur[..NJ].copy_from_slice(cols);
-        let mut w = 1;
-        while w < NJ {
-            // Lane i of the merged vector `lo`: tuple t = i / 2w of the two
-            // groups' row t, from X (lanes t·w..) then Y (16 + t·w..); `hi`
-            // takes the rows 8/w further on, its indices 8 more.
-            let lo = _mm512_loadu_si512(MERGE_INDEX[w.trailing_zeros() as usize].as_ptr().cast());
-            let hi = _mm512_add_epi32(lo, _mm512_set1_epi32(8));
-            let mut next = [_mm512_setzero_ps(); 8];
-            for g in 0..NJ / (2 * w) {
-                for chunk in 0..w {
-                    let x = cur[2 * g * w + chunk];
-                    let y = cur[(2 * g + 1) * w + chunk];
-                    next[2 * (g * w + chunk)] = _mm512_permutex2var_ps(x, lo, y);
-                    next[2 * (g * w + chunk) + 1] = _mm512_permutex2var_ps(x, hi, y);
-                }
-            }
-            cur = next;
-            w *= 2;
-        }
+        let cur = merge_columns(cur, NJ);
         for (k, &v) in cur[..NJ].iter().enumerate() {
             Self::store_or_add(c.add(16 * k), v, acc);
         }
@@ -222,16 +204,33 @@ pub(super) unsafe fn store_transposed_16x16(
 ) {
     // Vector i: row i's 16 values, read as the "columns" of a 16 x 16
     // block whose rows the merges put in vectors of their own.
-    let mut cur: [__m512; 16] = std::array::from_fn(|i| {
+    let cur: [__m512; 16] = std::array::from_fn(|i| {
         let row = &from[i][c0..c0 + 16];
         _mm512_loadu_ps(row.as_ptr())
     });
-    let mut w: usize = 1;
-    while w < 16 {
+    let cur = merge_columns(cur, 16);
+    for (j, &v) in cur.iter().enumerate() {
+        _mm512_storeu_ps(dst.add(j * stride), v);
+    }
+}
+
+/// The merges of [`Avx512::store_rows`] and [`store_transposed_16x16`]:
+/// `cur[..nj]` are `nj` (1, 2, 4, 8 or 16) columns of 16 rows (lane `i`:
+/// row `i`); `log2 nj` rounds of two-source permutes merge pairs of column
+/// groups `w` wide into groups `2w` wide, so that vector `k` of the result
+/// holds rows `k·16/nj..` one after another, `nj` values each.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn merge_columns<const N: usize>(mut cur: [__m512; N], nj: usize) -> [__m512; N] {
+    let mut w = 1usize;
+    while w < nj {
+        // Lane i of the merged vector `lo`: tuple t = i / 2w of the two
+        // groups' row t, from X (lanes t·w..) then Y (16 + t·w..); `hi`
+        // takes the rows 8/w further on, its indices 8 more.
         let lo = _mm512_loadu_si512(MERGE_INDEX[w.trailing_zeros() as usize].as_ptr().cast());
         let hi = _mm512_add_epi32(lo, _mm512_set1_epi32(8));
-        let mut next = [_mm512_setzero_ps(); 16];
-        for g in 0..16 / (2 * w) {
+        let mut next = [_mm512_setzero_ps(); N];
+        for g in 0..nj / (2 * w) {
             for chunk in 0..w {
                 let x = cur[2 * g * w + chunk];
                 let y = cur[(2 * g + 1) * w + chunk];
@@ -242,9 +241,7 @@ pub(super) unsafe fn store_transposed_16x16(
         cur = next;
         w *= 2;
     }
-    for (j, &v) in cur.iter().enumerate() {
-        _mm512_storeu_ps(dst.add(j * stride), v);
-    }
+    cur
 }
 
 /// [`Avx512::store_rows`]'s and [`store_transposed_16x16`]'s permute
