@@ -69,9 +69,7 @@ pub fn run(args: CheckArgs) -> Result<ExitCode> {
         Target::Gpu(g) => (Some(*g), None),
         Target::Cpu(why) => (None, why),
     };
-    let mut path_args = args.gpu_paths.clone();
-    path_args.expand_fastest(true);
-    let paths = path_args.paths(gpu.is_some(), cpu_why.as_deref())?;
+    let paths = args.gpu_paths.paths(gpu.is_some(), cpu_why.as_deref())?;
     if let Some(why) = &cpu_why {
         note!("cnnbench: device auto: {why}; checking the CPU");
     }

@@ -109,40 +109,36 @@ fn parse_rnn(s: &str) -> Result<RnnChoice, String> {
 }
 
 impl GpuPathArgs {
-    /// `--fastest` as the flags it stands for; without `--cuda-graph` where
-    /// `graph` is false (a run that refuses a captured step).
-    pub fn expand_fastest(&mut self, graph: bool) {
-        if !self.fastest {
-            return;
-        }
-        self.own_kernels = true;
-        self.own_bn = Some(OwnBn::Parts);
-        self.fuse_bn = Some(FuseBn::AddRelu);
-        self.cuda_graph = graph;
-        self.api = ConvApi::Auto;
-    }
-
     /// The paths asked for; refused when any is asked for and the run is on
     /// the CPU (`cpu_why`: why it is, when not asked for).
     pub fn paths(&self, on_gpu: bool, cpu_why: Option<&str>) -> Result<GpuPaths> {
-        debug_assert!(
-            !self.fastest || !on_gpu || self.own_kernels,
-            "--fastest: call expand_fastest first"
-        );
+        self.paths_where(on_gpu, cpu_why, true)
+    }
+
+    /// [`GpuPathArgs::paths`] of a run that takes a captured step or not
+    /// (`graph`): `--fastest` stands for its flags, without `--cuda-graph`
+    /// where the run refuses one.
+    pub fn paths_where(
+        &self,
+        on_gpu: bool,
+        cpu_why: Option<&str>,
+        graph: bool,
+    ) -> Result<GpuPaths> {
         if self.fastest && !on_gpu {
             match cpu_why {
                 Some(why) => bail!("--fastest: GPU only: {why}"),
                 None => bail!("--fastest: GPU only: add --device gpu"),
             }
         }
+        let fast = self.fastest;
         let paths = GpuPaths {
-            own_kernels: self.own_kernels,
-            own_bn: self.own_bn.is_some(),
-            own_bn_parts: self.own_bn == Some(OwnBn::Parts),
-            fuse_bn: self.fuse_bn.is_some(),
+            own_kernels: self.own_kernels || fast,
+            own_bn: self.own_bn.is_some() || fast,
+            own_bn_parts: self.own_bn == Some(OwnBn::Parts) || fast,
+            fuse_bn: self.fuse_bn.is_some() || fast,
             fuse_bn_relu_only: self.fuse_bn == Some(FuseBn::Relu),
-            cuda_graph: self.cuda_graph,
-            conv_api: self.api,
+            cuda_graph: self.cuda_graph || (fast && graph),
+            conv_api: if fast { ConvApi::Auto } else { self.api },
             rnn: self.rnn_algo,
             deterministic: self.deterministic,
         };
@@ -187,7 +183,7 @@ mod tests {
             #[command(flatten)]
             p: GpuPathArgs,
         }
-        let mut fast = T::try_parse_from(["t", "--fastest"]).unwrap().p;
+        let fast = T::try_parse_from(["t", "--fastest"]).unwrap().p;
         let e = fast.paths(false, None).unwrap_err().to_string();
         assert_eq!(e, "--fastest: GPU only: add --device gpu");
         let e = fast.paths(false, Some("no NVIDIA driver")).unwrap_err();
@@ -197,8 +193,6 @@ mod tests {
             .p
             .paths(true, None)
             .unwrap();
-        let mut per_layer = fast.clone();
-        fast.expand_fastest(true);
         let p = fast.paths(true, None).unwrap();
         assert_eq!(p, spelled);
         assert_eq!(p.unverified_note(), None);
@@ -207,8 +201,7 @@ mod tests {
             Some("own-kernels+own-bn-parts+fuse-bn+cuda-graph+api-auto")
         );
         // Where a captured step is refused, the rest.
-        per_layer.expand_fastest(false);
-        let p = per_layer.paths(true, None).unwrap();
+        let p = fast.paths_where(true, None, false).unwrap();
         assert_eq!(
             p,
             GpuPaths {

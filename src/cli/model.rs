@@ -168,9 +168,9 @@ pub fn run(mut args: ModelArgs) -> Result<ExitCode> {
     let layout = Layout::parse(&args.layout)?;
     model::sequences_in_nhwc(&mut graphs, &args.models, layout)?;
     let data_parallel = args.gpus.is_some() || args.launcher.is_some();
-    // `--fastest` leaves out the captured step where the run refuses one.
+    // `--fastest` leaves out the captured step where the run refuses one
+    // (it is refused beside `--cuda-graph`, so only that flag conflicts).
     let graph_ok = !(args.per_layer || projecting.is_some() || data_parallel);
-    args.gpu_paths.expand_fastest(graph_ok);
     model::graph_steps::refuse_conflicts(
         args.gpu_paths.cuda_graph,
         args.per_layer,
@@ -208,7 +208,9 @@ pub fn run(mut args: ModelArgs) -> Result<ExitCode> {
             }
         },
     };
-    let paths = args.gpu_paths.paths(gpu.is_some(), cpu_why.as_deref())?;
+    let paths = args
+        .gpu_paths
+        .paths_where(gpu.is_some(), cpu_why.as_deref(), graph_ok)?;
     // As conv and rnn: the ISA is the CPU path's, resolved (and refused
     // where this CPU lacks it) only there; a name that is no ISA is
     // refused on either path.

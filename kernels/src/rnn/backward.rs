@@ -99,6 +99,12 @@ pub fn backward_data(
             } else {
                 // The `i`-th step processed, as a time index.
                 let at = |i: usize| if reversed { t - 1 - i } else { i };
+                // A step's recurrent product back to the state's gradient,
+                // `c (+)= W_hhᵀ·b`.
+                let w_hh_t = &ws.w_t[..h * gh];
+                let dh_product = |b: &[f32], c: &mut [f32], acc: bool| {
+                    step_gemm(isa, h, mb, gh, w_hh_t, p_hh_t, b, c, acc)
+                };
                 for i in (0..t).rev() {
                     let k = at(i);
                     let prev = i.checked_sub(1).map(at);
@@ -119,17 +125,7 @@ pub fn backward_data(
                                 prev.map_or(&ws.c0[..], |p| &set.aux[p * state..][..state]);
                             let c = &set.aux[k * state..][..state];
                             gates::lstm_bwd(isa, state, act, c_prev, c, &ws.dh, &mut ws.dc, dgx);
-                            step_gemm(
-                                isa,
-                                h,
-                                mb,
-                                gh,
-                                &ws.w_t[..h * gh],
-                                p_hh_t,
-                                dgx,
-                                &mut ws.dh,
-                                false,
-                            );
+                            dh_product(dgx, &mut ws.dh, false);
                         }
                         Cell::Gru => {
                             let hn = &set.aux[k * state..][..state];
@@ -145,33 +141,13 @@ pub fn backward_data(
                                 dgh,
                                 &mut ws.dh_prev,
                             );
-                            step_gemm(
-                                isa,
-                                h,
-                                mb,
-                                gh,
-                                &ws.w_t[..h * gh],
-                                p_hh_t,
-                                dgh,
-                                &mut ws.dh_prev,
-                                true,
-                            );
+                            dh_product(dgh, &mut ws.dh_prev, true);
                             std::mem::swap(&mut ws.dh, &mut ws.dh_prev);
                         }
                         Cell::RnnRelu | Cell::RnnTanh => {
                             let hk = &set.h[k * state..][..state];
                             gates::rnn_bwd(isa, shape.cell == Cell::RnnRelu, hk, &ws.dh, dgx);
-                            step_gemm(
-                                isa,
-                                h,
-                                mb,
-                                gh,
-                                &ws.w_t[..h * gh],
-                                p_hh_t,
-                                dgx,
-                                &mut ws.dh,
-                                false,
-                            );
+                            dh_product(dgx, &mut ws.dh, false);
                         }
                     }
                 }
