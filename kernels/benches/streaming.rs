@@ -7,7 +7,7 @@
 //! A kernel that falls well below its neighbours' GB/s is usually not
 //! vectorised for the ISA (see `simd::on_isa!`).
 
-use cnnbench_kernels::norm::batchnorm::{self, BatchStats};
+use cnnbench_kernels::norm::batchnorm::{self, BatchStats, Epilogue};
 use cnnbench_kernels::pool::{max_bwd, max_fwd, PoolShape};
 use cnnbench_kernels::{eltwise, Isa};
 use std::time::Instant;
@@ -57,8 +57,9 @@ fn main() {
     let (mut dgamma, mut dbeta) = (vec![0.0; c], vec![0.0; c]);
     for relu in [false, true] {
         let with = if relu { " + relu" } else { "" };
+        let epi = if relu { Epilogue::Relu } else { Epilogue::None };
         time(&format!("batchnorm fwd{with}"), 3 * f, || {
-            batchnorm::fwd_train(isa, c, &y, &gamma, &beta, 1e-5, relu, &mut out, &mut st)
+            batchnorm::fwd_train(isa, c, &y, &gamma, &beta, 1e-5, epi, &mut out, &mut st)
         });
         time(&format!("batchnorm bwd{with}"), 5 * f, || {
             batchnorm::bwd(
@@ -75,6 +76,39 @@ fn main() {
             )
         });
     }
+    // The block's end: BN, the residual add and its ReLU in one pass each
+    // way (reads x and z, writes y; backward reads x, y and two gradient
+    // parts, writes dz, then reads dz and x, writes dx).
+    let mut fused = vec![0.0f32; n];
+    time("batchnorm fwd + add + relu", 4 * f, || {
+        batchnorm::fwd_train(
+            isa,
+            c,
+            &y,
+            &gamma,
+            &beta,
+            1e-5,
+            Epilogue::AddRelu(&a),
+            &mut fused,
+            &mut st,
+        )
+    });
+    let mut dz = vec![0.0f32; n];
+    time("batchnorm bwd + add + relu", 8 * f, || {
+        batchnorm::bwd_add_relu(
+            isa,
+            c,
+            &y,
+            &fused,
+            &[&a, &b],
+            &gamma,
+            &st,
+            &mut dz,
+            &mut out,
+            &mut dgamma,
+            &mut dbeta,
+        )
+    });
 
     // ResNet's stem pool: 3x3 stride 2 over 16x64x112x112.
     let p = PoolShape {

@@ -58,8 +58,10 @@ pub struct ModelArgs {
     /// Also report each layer's forward and backward time
     #[arg(long)]
     pub per_layer: bool,
-    /// CPU: run every ReLU as a pass of its own, as PyTorch's eager mode
-    /// does, rather than inside the batch norm or residual add before it
+    /// CPU: run every ReLU and residual add as a pass of its own, as
+    /// PyTorch's eager mode does, rather than a ReLU inside the batch norm
+    /// or add before it and an add with its ReLU inside the batch norm
+    /// before the add
     #[arg(long)]
     pub no_fuse: bool,
     #[command(flatten)]

@@ -45,7 +45,9 @@ fn row_tasks(rows: usize) -> usize {
 
 /// Σ f(row) per channel over all rows, each task summing its rows.
 /// `f` adds one row's contribution into the f32 block accumulators; mark
-/// it `#[inline(always)]` (see [`on_isa!`](crate::on_isa)).
+/// it `#[inline(always)]` (see [`on_isa!`](crate::on_isa)). Where `out`
+/// is not empty (`rows x c`), `f` also gets that row of it to write, so a
+/// pass can leave a tensor behind while it sums; otherwise an empty slice.
 ///
 /// The accumulators are plain slices and every loop here zips (no
 /// indexing): a store through a `Vec` may alias its header as far as LLVM
@@ -55,13 +57,20 @@ fn channel_sums<const K: usize>(
     isa: Isa,
     rows: usize,
     c: usize,
-    row_fn: impl Fn(usize, &mut [&mut [f32]; K]) + Sync,
+    out: &mut [f32],
+    row_fn: impl Fn(usize, &mut [f32], &mut [&mut [f32]; K]) + Sync,
 ) -> [Vec<f64>; K] {
     let per = row_tasks(rows);
     let tasks = rows.div_ceil(per);
-    (0..tasks)
-        .into_par_iter()
-        .map(|t| {
+    assert!(out.is_empty() || out.len() == rows * c, "out is rows x c");
+    let outs: Vec<&mut [f32]> = if out.is_empty() {
+        (0..tasks).map(|_| &mut [][..]).collect()
+    } else {
+        out.chunks_mut(per * c).collect()
+    };
+    outs.into_par_iter()
+        .enumerate()
+        .map(|(t, out)| {
             let mut total: [Vec<f64>; K] = std::array::from_fn(|_| vec![0.0; c]);
             let mut block_mem = vec![0.0f32; K * c];
             let mut parts = block_mem.chunks_exact_mut(c);
@@ -76,7 +85,12 @@ fn channel_sums<const K: usize>(
                         b.fill(0.0);
                     }
                     for row in r..end {
-                        row_fn(row, &mut block);
+                        let o = if out.is_empty() {
+                            &mut [][..]
+                        } else {
+                            &mut out[(row - r0) * c..(row - r0 + 1) * c]
+                        };
+                        row_fn(row, o, &mut block);
                     }
                     for (tot, b) in total.iter_mut().zip(&block) {
                         for (t, &v) in tot.iter_mut().zip(b.iter()) {
@@ -101,33 +115,66 @@ fn channel_sums<const K: usize>(
         )
 }
 
-/// `y = x·scale[c] + shift[c]`, then `max(y, 0)` if `RELU`, row-parallel.
+/// What the forward pass does after the normalisation, in its one pass
+/// over the output.
+#[derive(Clone, Copy, Debug)]
+pub enum Epilogue<'a> {
+    None,
+    /// `y = max(BN(x), 0)`: the ReLU after it.
+    Relu,
+    /// `y = max(BN(x) + z, 0)`: the residual add after it and that add's
+    /// ReLU (`z` the add's other input), with the same roundings as the
+    /// three apart.
+    AddRelu(&'a [f32]),
+}
+
+/// `y = x·scale[c] + shift[c]` (`+ z` where given), then `max(y, 0)` if
+/// `RELU`, row-parallel.
 fn scale_shift<const RELU: bool>(
     isa: Isa,
     c: usize,
     x: &[f32],
+    z: Option<&[f32]>,
     scale: &[f32],
     shift: &[f32],
     y: &mut [f32],
 ) {
     let rows_per = (crate::simd::CHUNK / c).max(1);
-    y.par_chunks_mut(rows_per * c)
-        .zip(x.par_chunks(rows_per * c))
-        .for_each(|(y, x)| {
+    let relu = |v: f32| if RELU { v.max(0.0) } else { v };
+    let (ys, xs) = (y.par_chunks_mut(rows_per * c), x.par_chunks(rows_per * c));
+    let Some(z) = z else {
+        return ys.zip(xs).for_each(|(y, x)| {
             on_isa!(isa, {
                 for (y, x) in y.chunks_exact_mut(c).zip(x.chunks_exact(c)) {
                     let coefs = scale.iter().zip(shift);
                     for ((y, &x), (&a, &b)) in y.iter_mut().zip(x).zip(coefs) {
-                        let v = x * a + b;
-                        *y = if RELU { v.max(0.0) } else { v };
+                        *y = relu(x * a + b);
+                    }
+                }
+            })
+        });
+    };
+    assert_eq!(z.len(), x.len(), "z is shaped as x");
+    ys.zip(xs.zip(z.par_chunks(rows_per * c)))
+        .for_each(|(y, (x, z))| {
+            on_isa!(isa, {
+                for ((y, x), z) in y
+                    .chunks_exact_mut(c)
+                    .zip(x.chunks_exact(c))
+                    .zip(z.chunks_exact(c))
+                {
+                    let coefs = scale.iter().zip(shift);
+                    for ((y, (&x, &z)), (&a, &b)) in y.iter_mut().zip(x.iter().zip(z)).zip(coefs) {
+                        *y = relu(x * a + b + z);
                     }
                 }
             })
         });
 }
 
-/// Forward, training mode: `y`, and the batch statistics in `st`. With
-/// `relu`, `y = max(BN(x), 0)` in the same pass (a fused ReLU).
+/// Forward, training mode: `y`, and the batch statistics in `st`; `epi`
+/// says what else the pass writing `y` does (a fused ReLU, or a residual
+/// add and its ReLU).
 #[allow(clippy::too_many_arguments)]
 pub fn fwd_train(
     isa: Isa,
@@ -136,7 +183,7 @@ pub fn fwd_train(
     gamma: &[f32],
     beta: &[f32],
     eps: f32,
-    relu: bool,
+    epi: Epilogue,
     y: &mut [f32],
     st: &mut BatchStats,
 ) {
@@ -149,8 +196,9 @@ pub fn fwd_train(
         isa,
         rows,
         c,
+        &mut [],
         #[inline(always)]
-        |r, [s, ss]| {
+        |r, _, [s, ss]| {
             let x = &x[r * c..r * c + c];
             for ((s, ss), (&x, &x0)) in s.iter_mut().zip(ss.iter_mut()).zip(x.iter().zip(x0)) {
                 let d = x - x0;
@@ -171,10 +219,11 @@ pub fn fwd_train(
         st.scale[i] = (gamma[i] as f64 * is) as f32;
         st.shift[i] = (beta[i] as f64 - mu * gamma[i] as f64 * is) as f32;
     }
-    if relu {
-        scale_shift::<true>(isa, c, x, &st.scale, &st.shift, y);
-    } else {
-        scale_shift::<false>(isa, c, x, &st.scale, &st.shift, y);
+    let (sc, sh) = (&st.scale[..], &st.shift[..]);
+    match epi {
+        Epilogue::None => scale_shift::<false>(isa, c, x, None, sc, sh, y),
+        Epilogue::Relu => scale_shift::<true>(isa, c, x, None, sc, sh, y),
+        Epilogue::AddRelu(z) => scale_shift::<true>(isa, c, x, Some(z), sc, sh, y),
     }
 }
 
@@ -202,6 +251,20 @@ pub fn bwd(
     }
 }
 
+/// The gradient reaching the batch norm: `dy`, or with `RELU` the ReLU's
+/// backward of it, from the sign of the forward's own `x·scale + shift`. A
+/// select, not a branch, so that the loops vectorise. Written as `v > 0
+/// keeps dy`: a NaN's forward output is `max(NaN, 0) = 0`, so its gradient
+/// is 0 too.
+#[inline(always)]
+fn masked<const RELU: bool>(dy: f32, x: f32, scale: f32, shift: f32) -> f32 {
+    if !RELU || x * scale + shift > 0.0 {
+        dy
+    } else {
+        0.0
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 fn bwd_impl<const RELU: bool>(
     isa: Isa,
@@ -217,24 +280,13 @@ fn bwd_impl<const RELU: bool>(
     let rows = x.len() / c;
     assert!(dy.len() == x.len() && dx.len() == x.len() && rows > 0);
     let (mean, scale, shift) = (&st.mean[..], &st.scale[..], &st.shift[..]);
-    // The gradient reaching the batch norm: `dy`, or the ReLU's backward
-    // of it. A select, not a branch, so that the loops vectorise. Written
-    // as `v > 0 keeps dy`: a NaN's forward output is `max(NaN, 0) = 0`,
-    // so its gradient is 0 too.
-    #[inline(always)]
-    fn masked<const RELU: bool>(dy: f32, x: f32, scale: f32, shift: f32) -> f32 {
-        if !RELU || x * scale + shift > 0.0 {
-            dy
-        } else {
-            0.0
-        }
-    }
-    let [sd, sdx] = channel_sums::<2>(
+    let sums = channel_sums::<2>(
         isa,
         rows,
         c,
+        &mut [],
         #[inline(always)]
-        |r, [sd, sdx]| {
+        |r, _, [sd, sdx]| {
             let (x, dy) = (&x[r * c..r * c + c], &dy[r * c..r * c + c]);
             let sums = sd.iter_mut().zip(sdx.iter_mut());
             let coefs = mean.iter().zip(scale.iter().zip(shift));
@@ -245,6 +297,101 @@ fn bwd_impl<const RELU: bool>(
             }
         },
     );
+    bwd_finish::<RELU>(isa, c, x, dy, gamma, st, sums, dx, dgamma, dbeta);
+}
+
+/// Backward of `y = max(BN(x) + z, 0)`, the forward with
+/// [`Epilogue::AddRelu`]: `y` is its output and `Σ dy_parts` (one or two
+/// tensors: the readers' gradients of `y`) its gradient. The reduction pass
+/// also writes `dz = relu'(y)·Σ dy_parts`, the gradient of `z` and of the
+/// normalisation's output; then `dx`, `dγ` and `dβ` as [`bwd`] from `dz`.
+/// The ReLU's and the add's backward are no passes of their own.
+#[allow(clippy::too_many_arguments)]
+pub fn bwd_add_relu(
+    isa: Isa,
+    c: usize,
+    x: &[f32],
+    y: &[f32],
+    dy_parts: &[&[f32]],
+    gamma: &[f32],
+    st: &BatchStats,
+    dz: &mut [f32],
+    dx: &mut [f32],
+    dgamma: &mut [f32],
+    dbeta: &mut [f32],
+) {
+    let rows = x.len() / c;
+    assert!(y.len() == x.len() && dz.len() == x.len() && dx.len() == x.len() && rows > 0);
+    assert!(dy_parts.iter().all(|p| p.len() == x.len()));
+    let mean = &st.mean[..];
+    // relu'(y)·dy into dz, and the sums of it, for each row.
+    #[inline(always)]
+    fn row(
+        (x, y, dy): (&[f32], &[f32], impl Iterator<Item = f32>),
+        mean: &[f32],
+        dz: &mut [f32],
+        [sd, sdx]: &mut [&mut [f32]; 2],
+    ) {
+        let sums = sd.iter_mut().zip(sdx.iter_mut());
+        for ((((sd, sdx), dz), ((&x, &y), dy)), &mu) in
+            sums.zip(dz).zip(x.iter().zip(y).zip(dy)).zip(mean)
+        {
+            let g = if y > 0.0 { dy } else { 0.0 };
+            *dz = g;
+            *sd += g;
+            *sdx += g * (x - mu);
+        }
+    }
+    #[inline(always)]
+    fn at(t: &[f32], r: usize, c: usize) -> &[f32] {
+        &t[r * c..r * c + c]
+    }
+    let sums = match dy_parts {
+        [p] => channel_sums::<2>(
+            isa,
+            rows,
+            c,
+            dz,
+            #[inline(always)]
+            |r, dz, block| {
+                let dy = at(p, r, c).iter().copied();
+                row((at(x, r, c), at(y, r, c), dy), mean, dz, block)
+            },
+        ),
+        [p, q] => channel_sums::<2>(
+            isa,
+            rows,
+            c,
+            dz,
+            #[inline(always)]
+            |r, dz, block| {
+                let dy = at(p, r, c).iter().zip(at(q, r, c)).map(|(&p, &q)| p + q);
+                row((at(x, r, c), at(y, r, c), dy), mean, dz, block)
+            },
+        ),
+        _ => panic!("one or two gradient parts, not {}", dy_parts.len()),
+    };
+    bwd_finish::<false>(isa, c, x, dz, gamma, st, sums, dx, dgamma, dbeta);
+}
+
+/// From the per-channel sums `[Σg, Σg·(x-μ)]` of the gradient `g` reaching
+/// the batch norm (`masked` of `dy`): `dγ`, `dβ`, and the pass writing
+/// `dx`.
+#[allow(clippy::too_many_arguments)]
+fn bwd_finish<const RELU: bool>(
+    isa: Isa,
+    c: usize,
+    x: &[f32],
+    dy: &[f32],
+    gamma: &[f32],
+    st: &BatchStats,
+    [sd, sdx]: [Vec<f64>; 2],
+    dx: &mut [f32],
+    dgamma: &mut [f32],
+    dbeta: &mut [f32],
+) {
+    let rows = x.len() / c;
+    let (mean, scale, shift) = (&st.mean[..], &st.scale[..], &st.shift[..]);
     let m = rows as f64;
     // dx = γ·is·(g - Σg/M - x̂·Σ(g·x̂)/M), with x̂ = (x-μ)·is, as
     // dx = a·g + b·x + k per channel.
@@ -371,7 +518,7 @@ mod tests {
             for isa in Isa::supported() {
                 let mut y = vec![f32::NAN; n];
                 let mut st = BatchStats::new(c);
-                fwd_train(isa, c, &x, &g, &b, 1e-5, false, &mut y, &mut st);
+                fwd_train(isa, c, &x, &g, &b, 1e-5, Epilogue::None, &mut y, &mut st);
                 assert!(rel_l2_error(&y, wy) < 1e-5, "y {rows}x{c} {isa}");
                 assert!(rel_l2_error(&st.var, wv) < 1e-5, "var {rows}x{c} {isa}");
                 let (mut dx, mut dg, mut db) = (vec![f32::NAN; n], vec![0.0; c], vec![0.0; c]);
@@ -404,7 +551,7 @@ mod tests {
             for isa in Isa::supported() {
                 let mut y = vec![f32::NAN; n];
                 let mut st = BatchStats::new(c);
-                fwd_train(isa, c, &x, &g, &b, 1e-5, true, &mut y, &mut st);
+                fwd_train(isa, c, &x, &g, &b, 1e-5, Epilogue::Relu, &mut y, &mut st);
                 assert!(rel_l2_error(&y, &wrelu) < 1e-5, "y {rows}x{c} {isa}");
                 assert!(y.iter().all(|&v| v >= 0.0));
                 let masked: Vec<f32> = dy
@@ -420,6 +567,75 @@ mod tests {
                 assert!(e < 1e-4, "dx {rows}x{c} {isa}: {e}");
                 assert!(rel_l2_error(&dg, &wdg) < 1e-5, "dgamma {rows}x{c} {isa}");
                 assert!(rel_l2_error(&db, &wdb) < 1e-5, "dbeta {rows}x{c} {isa}");
+            }
+        }
+    }
+
+    /// BN + add + ReLU in one pass each way gives, bit for bit, what the
+    /// batch norm, the add and the ReLU give apart (the same roundings in
+    /// the same order), with the gradient in one part or two.
+    #[test]
+    fn fused_add_relu_equals_the_three_apart() {
+        for &(rows, c) in &[(7, 3), (1000, 64), (33, 17), (2 * 56 * 56, 16)] {
+            let n = rows * c;
+            let t = |seed| {
+                let mut v = vec![0.0; n];
+                fill_uniform(&mut v, seed, 1.0);
+                v
+            };
+            let (x, z, p, q) = (t(11), t(12), t(13), t(14));
+            let (mut g, mut b) = (vec![0.0; c], vec![0.0; c]);
+            fill_uniform(&mut g, 15, 1.0);
+            fill_uniform(&mut b, 16, 1.0);
+            for isa in Isa::supported() {
+                // Apart: BN, then y = max(bn + z, 0), then the ReLU's
+                // gradient relu'(y)·(p + q) into BN's backward.
+                let (mut bn, mut st) = (vec![0.0; n], BatchStats::new(c));
+                fwd_train(isa, c, &x, &g, &b, 1e-5, Epilogue::None, &mut bn, &mut st);
+                let want_y: Vec<f32> = bn.iter().zip(&z).map(|(v, z)| (v + z).max(0.0)).collect();
+                let want_dz: Vec<f32> = (0..n)
+                    .map(|i| if want_y[i] > 0.0 { p[i] + q[i] } else { 0.0 })
+                    .collect();
+                let (mut want_dx, mut want_dg, mut want_db) =
+                    (vec![0.0; n], vec![0.0; c], vec![0.0; c]);
+                bwd(
+                    isa,
+                    c,
+                    &x,
+                    &want_dz,
+                    &g,
+                    &st,
+                    false,
+                    &mut want_dx,
+                    &mut want_dg,
+                    &mut want_db,
+                );
+                // Fused.
+                let (mut y, mut st) = (vec![f32::NAN; n], BatchStats::new(c));
+                fwd_train(
+                    isa,
+                    c,
+                    &x,
+                    &g,
+                    &b,
+                    1e-5,
+                    Epilogue::AddRelu(&z),
+                    &mut y,
+                    &mut st,
+                );
+                assert!(y == want_y, "y {rows}x{c} {isa}");
+                let pq: Vec<f32> = p.iter().zip(&q).map(|(p, q)| p + q).collect();
+                for parts in [&[&p[..], &q[..]][..], &[&pq[..]][..]] {
+                    let mut dz = vec![f32::NAN; n];
+                    let (mut dx, mut dg, mut db) = (vec![f32::NAN; n], vec![0.0; c], vec![0.0; c]);
+                    bwd_add_relu(
+                        isa, c, &x, &y, parts, &g, &st, &mut dz, &mut dx, &mut dg, &mut db,
+                    );
+                    let what = format!("{rows}x{c} {isa}, {} part(s)", parts.len());
+                    assert!(dz == want_dz, "dz {what}");
+                    assert!(dx == want_dx, "dx {what}");
+                    assert!(dg == want_dg && db == want_db, "dgamma, dbeta {what}");
+                }
             }
         }
     }

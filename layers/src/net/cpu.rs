@@ -20,7 +20,8 @@ pub struct CpuOptions {
     pub reference: bool,
     pub seed: u64,
     /// Fuse each ReLU into the batch norm or residual add before it, where
-    /// it alone reads that layer's output (never with `reference`).
+    /// it alone reads that layer's output, and a residual add with its ReLU
+    /// into the batch norm before the add (never with `reference`).
     pub fuse_relu: bool,
 }
 
@@ -42,8 +43,9 @@ impl Executor<Cpu> {
             // The host clock costs nanoseconds per layer.
             per_layer: true,
             fuse_relu: opts.fuse_relu && !opts.reference,
-            // The CPU's batch norm takes the add only where asked (tests).
-            fuse_add: false,
+            // A residual add and its ReLU go into the batch norm before
+            // the add (ResNet's block ends), in its passes both ways.
+            fuse_add: opts.fuse_relu && !opts.reference,
         };
         Executor::build(Cpu { isa: opts.isa }, cx, graph, batch, exec)
     }

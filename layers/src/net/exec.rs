@@ -41,7 +41,8 @@ pub struct ExecOptions {
     /// takes it.
     pub fuse_relu: bool,
     /// With `fuse_relu`, also offer each residual add with its ReLU to
-    /// the layer before the add (the GPU's batch norm with `--fuse-bn`),
+    /// the layer before the add (the CPU's batch norm, the GPU's with
+    /// `--fuse-bn`),
     /// and let a layer take the backward of a ReLU that would have summed
     /// its readers' gradients itself (the executor sums them for it).
     pub fuse_add: bool,

@@ -10,9 +10,10 @@
 //! with `BN_ADD_ACTIVATION`), input by input; otherwise, or where no layer
 //! takes them, it offers the ReLU to its producer's layer
 //! ([`crate::core::backend::Layer::fuse_relu`]), which says how much of it
-//! it takes. Today the CPU's batch norm and residual add take the ReLU;
-//! the CUDA batch norm takes the ReLU, and the add with it, where cuDNN's
-//! fused kernels apply (`--fuse-bn`). The executor then rewires its
+//! it takes. Today the CPU's batch norm takes the ReLU, and the add with
+//! it, and its residual add the ReLU; the CUDA batch norm takes the ReLU,
+//! and the add with it, where cuDNN's fused kernels or cnnbench's own
+//! apply (`--fuse-bn`). The executor then rewires its
 //! buffers to the decisions.
 
 use super::graph::{Graph, Op};

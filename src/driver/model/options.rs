@@ -12,7 +12,8 @@ pub struct StepOptions {
     pub per_layer: bool,
     /// The seed of the parameters and the synthetic input.
     pub seed: u64,
-    /// CPU: run each ReLU inside the batch norm or residual add before it.
+    /// CPU: run each ReLU inside the batch norm or residual add before it,
+    /// and each residual add with its ReLU inside the batch norm before it.
     pub fuse_relu: bool,
     /// GPU: the optional paths the steps take (all off by default).
     pub paths: cnnbench_layers::cuda::GpuPaths,

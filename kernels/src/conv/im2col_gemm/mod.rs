@@ -2,8 +2,9 @@
 //!
 //! - forward: im2col a chunk of output pixels (sized for L2), then one GEMM
 //!   per group against the gHWIO weights, written straight into dst;
-//!   single-tap layers with a short side (<= 64 channels in or out) use our
-//!   own packed AVX-512 GEMM instead, with the bias fused (see [`packed`]);
+//!   single-tap layers with many pixels (at least 8,192) use our own packed
+//!   AVX-512 GEMM instead, with the bias fused and the pixel rows prefetched
+//!   a micro-tile ahead (see [`packed`]);
 //! - backward-data: one stride-1 "forward" conv of diff_dst per stride
 //!   phase, with the weights transposed per call (see [`bwd_data`]);
 //! - backward-filter: `colᵀ · diff_dst`, split over weight tiles or over
@@ -238,6 +239,9 @@ mod tests {
             // passes, partial panels, stride-2 gather and scatter.
             shape(2, 1, 200, 64, 40, 1, 1, 0),
             shape(2, 1, 40, 128, 136, 1, 2, 0),
+            // Wide on both sides: reduction passes with a tail, three
+            // panels, the last partial.
+            shape(2, 1, 136, 64, 130, 1, 1, 0),
         ] {
             check(&p);
         }

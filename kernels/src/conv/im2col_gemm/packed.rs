@@ -184,6 +184,12 @@ unsafe fn avx512_gemm_f32_6x64<const M: usize>(t: &Tile) {
                 _mm512_loadu_ps(bp.add(32)),
                 _mm512_loadu_ps(bp.add(48)),
             ];
+            // The next micro-tile's rows, one row per step: over the 16
+            // steps of a cache line every row's line is asked for, a tile
+            // (about 1,500 cycles) ahead of its use. Without it the first
+            // broadcast of each step waited on memory (19% of the samples).
+            // `wrapping_add`: past the last tile the address is never read.
+            _mm_prefetch::<_MM_HINT_T0>(a.wrapping_add((M + p % M) * t.a_rs + p).cast::<i8>());
             for (i, ri) in r.iter_mut().enumerate() {
                 let av = _mm512_set1_ps(*a.add(i * t.a_rs + p));
                 for v in 0..4 {

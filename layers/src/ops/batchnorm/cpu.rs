@@ -4,7 +4,7 @@ use crate::backend::cpu::{Cpu, Ctx, Param};
 use crate::core::backend::Layer;
 use crate::core::backend::ReluFusion;
 use crate::core::error::Result;
-use cnnbench_kernels::norm::batchnorm::{self as kernel, reference, BatchStats};
+use cnnbench_kernels::norm::batchnorm::{self as kernel, reference, BatchStats, Epilogue};
 
 pub struct BatchNormLayer {
     c: usize,
@@ -18,9 +18,8 @@ pub struct BatchNormLayer {
     /// The ReLU after it runs inside its passes (see [`ReluFusion`]).
     relu: ReluFusion,
     /// The residual add after it and that add's ReLU run inside it
-    /// ([`Layer::fuse_add_relu`]), in plain loops after the kernels: the
-    /// executor offers it only where asked (`ExecOptions::fuse_add`, the
-    /// tests of the GPU's fused path on the CPU), never in a CPU run.
+    /// ([`Layer::fuse_add_relu`]): in the pass writing its output forward,
+    /// in its reduction pass backward (see [`kernel::bwd_add_relu`]).
     add_relu: bool,
 }
 
@@ -51,17 +50,16 @@ impl Layer<Cpu> for BatchNormLayer {
         let st = &mut self.stats;
         if ctx.reference {
             assert_eq!(self.relu, ReluFusion::None, "reference layers run unfused");
+            assert!(!self.add_relu, "reference layers run unfused");
             let (m, v, is) = (&mut st.mean, &mut st.var, &mut st.invstd);
             reference::fwd_train(self.c, x, g, b, self.eps, out, m, v, is);
         } else {
-            let relu = self.relu != ReluFusion::None;
-            kernel::fwd_train(ctx.isa, self.c, x, g, b, self.eps, relu, out, st);
-        }
-        if self.add_relu {
-            // y = relu(bn(x) + z), as the add and the ReLU compute it.
-            for (y, z) in out.iter_mut().zip(inputs[1]) {
-                *y = (*y + z).max(0.0);
-            }
+            let epi = match (self.add_relu, self.relu) {
+                (true, _) => Epilogue::AddRelu(inputs[1]),
+                (false, ReluFusion::None) => Epilogue::None,
+                (false, _) => Epilogue::Relu,
+            };
+            kernel::fwd_train(ctx.isa, self.c, x, g, b, self.eps, epi, out, st);
         }
         let rows = (x.len() / self.c) as f32;
         let unbias = rows / (rows - 1.0).max(1.0);
@@ -81,21 +79,8 @@ impl Layer<Cpu> for BatchNormLayer {
         dys: &[&[f32]],
         dxs: &mut [Option<&mut [f32]>],
     ) -> Result<()> {
-        let (x, mut dy) = (inputs[0], dys[0]);
+        let x = inputs[0];
         let (first, rest) = dxs.split_at_mut(1);
-        if self.add_relu {
-            // The add's output gradient relu'(y)·dy: what the add hands on
-            // to z, and this layer's own output gradient; dy's two parts
-            // (`takes_gradient_parts`) added on the way.
-            let dz = rest[0]
-                .as_deref_mut()
-                .expect("a fused add's gradient buffer");
-            for (k, (d, &y)) in dz.iter_mut().zip(out).enumerate() {
-                let g: f32 = dys.iter().map(|p| p[k]).sum();
-                *d = if y > 0.0 { g } else { 0.0 };
-            }
-            dy = dz;
-        }
         let mut scratch;
         let dx = match first[0].as_deref_mut() {
             Some(dx) => dx,
@@ -106,11 +91,19 @@ impl Layer<Cpu> for BatchNormLayer {
         };
         let (dg, db) = (&mut self.gamma.grad, &mut self.beta.grad);
         let (g, st) = (&self.gamma.value, &self.stats);
-        if ctx.reference {
-            reference::bwd(self.c, x, dy, g, &st.mean, &st.invstd, dx, dg, db);
+        if self.add_relu {
+            // The add's output gradient relu'(y)·dy goes to z and is this
+            // layer's own output gradient; dy comes in its two parts
+            // (`takes_gradient_parts`) or summed.
+            let dz = rest[0]
+                .as_deref_mut()
+                .expect("a fused add's gradient buffer");
+            kernel::bwd_add_relu(ctx.isa, self.c, x, out, dys, g, st, dz, dx, dg, db);
+        } else if ctx.reference {
+            reference::bwd(self.c, x, dys[0], g, &st.mean, &st.invstd, dx, dg, db);
         } else {
             let relu = self.relu == ReluFusion::ForwardBackward;
-            kernel::bwd(ctx.isa, self.c, x, dy, g, st, relu, dx, dg, db);
+            kernel::bwd(ctx.isa, self.c, x, dys[0], g, st, relu, dx, dg, db);
         }
         Ok(())
     }
@@ -134,7 +127,7 @@ impl Layer<Cpu> for BatchNormLayer {
     }
 
     /// Forward and backward, where the executor offers it (see
-    /// `add_relu`).
+    /// `add_relu`: every CPU run with ReLU fusion).
     fn fuse_add_relu(&mut self) -> bool {
         self.add_relu = true;
         true
