@@ -6,7 +6,8 @@
 //!   AVX-512 GEMM instead, with the bias fused and the pixel rows prefetched
 //!   a micro-tile ahead (see [`packed`]);
 //! - backward-data: one stride-1 "forward" conv of diff_dst per stride
-//!   phase, with the weights transposed per call (see [`bwd_data`]);
+//!   phase, with the weights transposed per call (see [`bwd_data`]); 1x1
+//!   layers of 128 output channels or more on the packed GEMM too;
 //! - backward-filter: `colᵀ · diff_dst`, split over weight tiles or over
 //!   pixels with a final reduction (see [`bwd_filter`]).
 //!
