@@ -287,13 +287,16 @@ fn bwd_impl<const RELU: bool>(
         &mut [],
         #[inline(always)]
         |r, _, [sd, sdx]| {
-            let (x, dy) = (&x[r * c..r * c + c], &dy[r * c..r * c + c]);
-            let sums = sd.iter_mut().zip(sdx.iter_mut());
-            let coefs = mean.iter().zip(scale.iter().zip(shift));
-            for ((sd, sdx), ((&x, &dy), (&mu, (&a, &b)))) in sums.zip(x.iter().zip(dy).zip(coefs)) {
-                let g = masked::<RELU>(dy, x, a, b);
-                *sd += g;
-                *sdx += g * (x - mu);
+            // Indexed over slices cut to one length: LLVM left the zip of
+            // seven iterators scalar where it masks (10.1 ms against 6.7
+            // unmasked on 51 MB).
+            let (x, dy) = (&x[r * c..][..c], &dy[r * c..][..c]);
+            let (sd, sdx) = (&mut sd[..c], &mut sdx[..c]);
+            let (mean, scale, shift) = (&mean[..c], &scale[..c], &shift[..c]);
+            for i in 0..c {
+                let g = masked::<RELU>(dy[i], x[i], scale[i], shift[i]);
+                sd[i] += g;
+                sdx[i] += g * (x[i] - mean[i]);
             }
         },
     );
@@ -324,39 +327,42 @@ pub fn bwd_add_relu(
     assert!(y.len() == x.len() && dz.len() == x.len() && dx.len() == x.len() && rows > 0);
     assert!(dy_parts.iter().all(|p| p.len() == x.len()));
     let mean = &st.mean[..];
-    // relu'(y)·dy into dz, and the sums of it, for each row.
+    // relu'(y)·dy into dz, and the sums of it, for one row. Indexed over
+    // slices cut to one length, which LLVM vectorises (a zip of this many
+    // iterators it left scalar: 11.9 ms where the ReLU's and the batch
+    // norm's own passes took 11.6 together).
     #[inline(always)]
-    fn row(
-        (x, y, dy): (&[f32], &[f32], impl Iterator<Item = f32>),
+    fn row<const P: usize>(
+        r: usize,
+        (x, y, parts): (&[f32], &[f32], [&[f32]; P]),
         mean: &[f32],
         dz: &mut [f32],
         [sd, sdx]: &mut [&mut [f32]; 2],
     ) {
-        let sums = sd.iter_mut().zip(sdx.iter_mut());
-        for ((((sd, sdx), dz), ((&x, &y), dy)), &mu) in
-            sums.zip(dz).zip(x.iter().zip(y).zip(dy)).zip(mean)
-        {
-            let g = if y > 0.0 { dy } else { 0.0 };
-            *dz = g;
-            *sd += g;
-            *sdx += g * (x - mu);
+        let c = mean.len();
+        let (x, y) = (&x[r * c..][..c], &y[r * c..][..c]);
+        let parts = parts.map(|p| &p[r * c..][..c]);
+        let (dz, sd, sdx) = (&mut dz[..c], &mut sd[..c], &mut sdx[..c]);
+        for i in 0..c {
+            let dy = if P == 2 {
+                parts[0][i] + parts[P - 1][i]
+            } else {
+                parts[0][i]
+            };
+            let g = if y[i] > 0.0 { dy } else { 0.0 };
+            dz[i] = g;
+            sd[i] += g;
+            sdx[i] += g * (x[i] - mean[i]);
         }
     }
-    #[inline(always)]
-    fn at(t: &[f32], r: usize, c: usize) -> &[f32] {
-        &t[r * c..r * c + c]
-    }
-    let sums = match dy_parts {
+    let sums = match *dy_parts {
         [p] => channel_sums::<2>(
             isa,
             rows,
             c,
             dz,
             #[inline(always)]
-            |r, dz, block| {
-                let dy = at(p, r, c).iter().copied();
-                row((at(x, r, c), at(y, r, c), dy), mean, dz, block)
-            },
+            |r, dz, block| row(r, (x, y, [p]), mean, dz, block),
         ),
         [p, q] => channel_sums::<2>(
             isa,
@@ -364,10 +370,7 @@ pub fn bwd_add_relu(
             c,
             dz,
             #[inline(always)]
-            |r, dz, block| {
-                let dy = at(p, r, c).iter().zip(at(q, r, c)).map(|(&p, &q)| p + q);
-                row((at(x, r, c), at(y, r, c), dy), mean, dz, block)
-            },
+            |r, dz, block| row(r, (x, y, [p, q]), mean, dz, block),
         ),
         _ => panic!("one or two gradient parts, not {}", dy_parts.len()),
     };
@@ -417,12 +420,12 @@ fn bwd_finish<const RELU: bool>(
                     .zip(x.chunks_exact(c))
                     .zip(dy.chunks_exact(c))
                 {
-                    let coefs = a.iter().zip(&b).zip(&k).zip(scale.iter().zip(shift));
-                    for ((dx, (&x, &dy)), (((&a, &b), &k), (&sc, &sh))) in
-                        dx.iter_mut().zip(x.iter().zip(dy)).zip(coefs)
-                    {
-                        let g = masked::<RELU>(dy, x, sc, sh);
-                        *dx = a * g + b * x + k;
+                    // Indexed, as the sums above.
+                    let (a, b, k) = (&a[..c], &b[..c], &k[..c]);
+                    let (sc, sh) = (&scale[..c], &shift[..c]);
+                    for i in 0..c {
+                        let g = masked::<RELU>(dy[i], x[i], sc[i], sh[i]);
+                        dx[i] = a[i] * g + b[i] * x[i] + k[i];
                     }
                 }
             })
