@@ -170,8 +170,9 @@ fn a_model_run_honours_the_json_contract_and_is_stored() {
     let layers = r["layers"].as_array().unwrap();
     assert_eq!(layers[0]["name"], "conv1");
     assert_eq!(layers[0]["output"], "64x112x112");
-    // The stem's ReLU runs inside its batch norm, and says so.
-    assert_eq!(r["fused"], "relu");
+    // The stem's ReLU runs inside its batch norm, and each block's add
+    // with its ReLU inside the batch norm before it, and says so.
+    assert_eq!(r["fused"], "relu,add+relu");
     assert_eq!(layers[2]["name"], "relu");
     assert_eq!(layers[2]["kernels"], "fused into bn1");
     assert!(layers[2]["forward_ms"].as_f64().unwrap() < 0.01);

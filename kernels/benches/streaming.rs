@@ -23,7 +23,7 @@ fn time(name: &str, bytes: usize, mut f: impl FnMut()) {
     secs.sort_by(f64::total_cmp);
     let t = secs[secs.len() / 2];
     println!(
-        "{name:24} {:8.2} ms {:6.1} GB/s",
+        "{name:28} {:8.2} ms {:6.1} GB/s",
         t * 1e3,
         bytes as f64 / t / 1e9
     );

@@ -222,12 +222,9 @@ fn compare_cpu(g: &Graph, batch: usize, seed: u64) -> GpuResult<Vec<Compared>> {
     let errs = slow.forward_from(&fast)?;
     for (i, e) in errs.iter().enumerate().skip(1) {
         // A fused layer's own output is not formed: its ReLU's row checks
-        // the fused output, named for both.
+        // the fused output, named for every layer in it.
         let Some(e) = *e else { continue };
-        let name = match fast.fused_into(i) {
-            Some(p) => format!("{}+{}", g.nodes[p].name, g.nodes[i].name),
-            None => g.nodes[i].name.clone(),
-        };
+        let name = fast.fused_name(i);
         push(format!("{name}.output"), e);
     }
     fast.backward()?;

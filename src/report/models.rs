@@ -292,7 +292,7 @@ fn table(md: &mut String, runs: &[ModelRun]) -> Result<()> {
     writeln!(md, "## Models\n")?;
     writeln!(
         md,
-        "Training steps of whole networks (forward and backward, and the update where one was timed), medians over each run's timed steps; min-max in brackets. `x best` is the step time over the fastest row of the same model, batch and precision. `fused: relu`: the ReLUs after batch norms and residual adds ran inside them (cnnbench's CPU default; CSV files do not say). Input is synthetic unless a note says `real input` (images read from a folder for every step; `input-bound`: the step waited for the loader).\n"
+        "Training steps of whole networks (forward and backward, and the update where one was timed), medians over each run's timed steps; min-max in brackets. `x best` is the step time over the fastest row of the same model, batch and precision. `fused: relu`: the ReLUs after batch norms and residual adds ran inside them; `add+relu`: residual adds with their ReLUs ran inside the batch norms before them (both cnnbench's CPU default; CSV files do not say). Input is synthetic unless a note says `real input` (images read from a folder for every step; `input-bound`: the step waited for the loader).\n"
     )?;
     writeln!(
         md,

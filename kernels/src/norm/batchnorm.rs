@@ -327,6 +327,7 @@ pub fn bwd_add_relu(
     assert!(y.len() == x.len() && dz.len() == x.len() && dx.len() == x.len() && rows > 0);
     assert!(dy_parts.iter().all(|p| p.len() == x.len()));
     let mean = &st.mean[..];
+    assert_eq!(mean.len(), c, "statistics of c channels");
     // relu'(y)·dy into dz, and the sums of it, for one row. Indexed over
     // slices cut to one length, which LLVM vectorises (a zip of this many
     // iterators it left scalar: 11.9 ms where the ReLU's and the batch

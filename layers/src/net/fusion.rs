@@ -221,26 +221,23 @@ mod tests {
     }
 
     #[test]
-    fn the_cpu_decides_as_before() {
-        // The CPU's layers: batch norm takes the ReLU, the add its forward;
-        // the CPU's ReLU sums its gradients, so one with two readers lets
-        // the batch norm take the forward only; no batch norm takes an add.
+    fn the_cpu_decides() {
+        // The CPU's layers: batch norm takes the ReLU both ways, and the
+        // add with its ReLU; the add takes the forward of a ReLU. With adds
+        // offered, every ReLU's gradient is one tensor to its layer (the
+        // fused batch norm reads a block output's two parts itself).
         let g = crate::zoo::build("resnet50").expect("zoo model");
-        let consumers = g.consumers();
-        let one = |r: usize| consumers[r].len() == 1;
         let offer = |p: usize, backward: bool| match g.nodes[p].op {
             Op::BatchNorm(_) if backward => ReluFusion::ForwardBackward,
             Op::BatchNorm(_) | Op::Add(_) => ReluFusion::Forward,
             _ => ReluFusion::None,
         };
-        let fused = relu_fusions(&g, one, offer, |_| false);
+        let bn = |b: usize| matches!(g.nodes[b].op, Op::BatchNorm(_));
+        let fused = relu_fusions(&g, |_| true, offer, bn);
         assert_eq!(fused.len(), 49);
-        assert!(fused.iter().all(|f| f.add.is_none()));
-        let into_adds = fused
-            .iter()
-            .filter(|f| matches!(g.nodes[f.into].op, Op::Add(_)))
-            .count();
-        assert_eq!(into_adds, 16);
+        assert_eq!(fused.iter().filter(|f| f.add.is_some()).count(), 16);
+        assert!(fused.iter().all(|f| bn(f.into)));
+        assert!(fused.iter().all(|f| f.how == ReluFusion::ForwardBackward));
     }
 
     #[test]
@@ -277,8 +274,8 @@ mod tests {
         assert!(fused.iter().all(|f| f.add.is_none()));
     }
 
-    /// A CPU network with ReLUs fused, and adds too with `fuse_add` (the
-    /// CPU's batch norm takes them where asked, as the GPU's does).
+    /// A CPU network with ReLUs fused, and adds too with `fuse_add` (as
+    /// every CPU run but `--no-fuse`'s).
     fn cpu_net(g: &Graph, fuse_add: bool) -> crate::net::cpu::CpuNet {
         use crate::backend::cpu::{Cpu, Ctx};
         let isa = cnnbench_kernels::Isa::detect();

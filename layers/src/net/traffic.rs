@@ -104,8 +104,9 @@ pub fn row_traffic(g: &Graph, fused: &dyn FusionView) -> Vec<Traffic> {
         if !matches!(g.nodes[a].op, Op::Add(_)) {
             continue;
         }
-        // `b` took add `a` and its ReLU: the shortcut read, its gradient
-        // written.
+        // `b` took add `a` and its ReLU: the shortcut read forward; its
+        // gradient written backward, and the block output read for the
+        // ReLU's mask (the input alone no longer gives its sign).
         if !(a + 1..n)
             .any(|r| fused.fused_into(r) == Some(b) && matches!(g.nodes[r].op, Op::Relu(_)))
         {
@@ -114,7 +115,7 @@ pub fn row_traffic(g: &Graph, fused: &dyn FusionView) -> Vec<Traffic> {
         let y = g.nodes[a].out.len() as u64;
         rows[b].forward.per_image += y;
         if fused.backward_taken(a) {
-            rows[b].backward.per_image += y;
+            rows[b].backward.per_image += 2 * y;
         }
     }
     // A fused ReLU whose output several layers read: its host's backward
@@ -261,11 +262,12 @@ mod tests {
             fused[bn3].forward.per_image,
             plain[bn3].forward.per_image + y
         );
-        // ... and reading the second part of relu3's output gradient (the
-        // next block's conv1 and add both read that output).
+        // ... and, backward, the block output for the ReLU's mask and the
+        // second part of relu3's output gradient (the next block's conv1
+        // and add both read that output).
         assert_eq!(
             fused[bn3].backward.per_image,
-            plain[bn3].backward.per_image + 2 * y
+            plain[bn3].backward.per_image + 3 * y
         );
         assert_eq!(fused[bn3].backward.fixed, plain[bn3].backward.fixed);
         assert_eq!(fused[0], Traffic::default());

@@ -72,7 +72,7 @@ pub fn run(
         total: mem.total(),
     };
     let mut base = base_record(g, opts.batch, "ok", CPU);
-    base.fused = (net.fused_relus() > 0).then(|| "relu".into());
+    base.fused = net.fused_names();
     if let Some(feed) = &steps.feed {
         base.input = feed.record(&timed);
         feed.note_skipped(&g.name);

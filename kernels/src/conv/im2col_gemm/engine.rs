@@ -25,7 +25,8 @@ const MAX_ROWS: usize = 768;
 /// pass lose to the `gemm` crate (ResNet-50's 14x14 and 7x7 1x1 layers at
 /// batch 16: 0.85-1.05x). With many, since its micro-kernel prefetches the
 /// next tile's pixel rows, it wins on every 1x1 layer of 28x28 and more
-/// (forward, 1.02-1.31x the crate's, 2026-11-27 on a Zen 5 VM).
+/// (forward, 1.02-1.31x the crate's, 2026-11-27 on a Zen 5 VM). Measured
+/// at batch 16 only: at batch 64 the 14x14 layers have 12,544 pixels.
 const PACKED_MIN_PIXELS: usize = 8192;
 /// Widest block of output channels per GEMM: beyond it the gemm crate's
 /// blocking falls off (e.g. 53% of peak at n=512, k=4608 vs 100% at 256).

@@ -1,6 +1,8 @@
 //! A small packed GEMM with an AVX-512 micro-kernel, for the single-tap
-//! (1x1) convolutions, where the `gemm` crate's per-call packing, buffer
-//! allocation and separate bias pass cost the most relative to the work.
+//! (1x1) convolutions with many pixels, forward and (where the reduction is
+//! 128 or more) backward-data. It reads the pixel rows in place and
+//! prefetches the next micro-tile's, where the `gemm` crate packs them per
+//! call; it also fuses the bias, which the crate adds in a pass of its own.
 //!
 //! The weights `B[K x N]` are packed once per call into panels of `NR`
 //! output channels (`[panel][K][NR]`, zero-padded), shared by all work

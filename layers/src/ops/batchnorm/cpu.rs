@@ -109,7 +109,7 @@ impl Layer<Cpu> for BatchNormLayer {
     }
 
     /// Forward always; backward too where the executor lets it (the ReLU's
-    /// output has one consumer, so its output gradient is one tensor).
+    /// output gradient is one tensor, or summed into one for it).
     fn fuse_relu(&mut self, backward: bool) -> ReluFusion {
         self.relu = if backward {
             ReluFusion::ForwardBackward
@@ -119,9 +119,9 @@ impl Layer<Cpu> for BatchNormLayer {
         self.relu
     }
 
-    /// With the add: the block output's two gradient parts, as the GPU's
-    /// own batch norm reads them with `--own-bn=parts` (the executor's
-    /// rewiring is tested here).
+    /// With the add: the block output's two gradient parts, read in the
+    /// reduction pass (as the GPU's own batch norm reads them with
+    /// `--own-bn=parts`).
     fn takes_gradient_parts(&mut self, parts: usize) -> bool {
         self.add_relu && parts == 2
     }
