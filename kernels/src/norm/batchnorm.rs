@@ -139,10 +139,10 @@ fn scale_shift<const RELU: bool>(
     shift: &[f32],
     y: &mut [f32],
 ) {
-    let rows_per = (crate::simd::CHUNK / c).max(1);
     let relu = |v: f32| if RELU { v.max(0.0) } else { v };
-    let (ys, xs) = (y.par_chunks_mut(rows_per * c), x.par_chunks(rows_per * c));
     let Some(z) = z else {
+        let rows_per = (crate::simd::CHUNK / c).max(1);
+        let (ys, xs) = (y.par_chunks_mut(rows_per * c), x.par_chunks(rows_per * c));
         return ys.zip(xs).for_each(|(y, x)| {
             on_isa!(isa, {
                 for (y, x) in y.chunks_exact_mut(c).zip(x.chunks_exact(c)) {
@@ -155,18 +155,45 @@ fn scale_shift<const RELU: bool>(
         });
     };
     assert_eq!(z.len(), x.len(), "z is shaped as x");
-    ys.zip(xs.zip(z.par_chunks(rows_per * c)))
-        .for_each(|(y, (x, z))| {
+    rows_of_three(
+        isa,
+        c,
+        y,
+        x,
+        z,
+        #[inline(always)]
+        |y, x, z| {
+            let coefs = scale.iter().zip(shift);
+            for ((y, (&x, &z)), (&a, &b)) in y.iter_mut().zip(x.iter().zip(z)).zip(coefs) {
+                *y = relu(x * a + b + z);
+            }
+        },
+    );
+}
+
+/// `f(out, a, b)` on every row of `c` floats of the three tensors,
+/// row-parallel in chunks of about [`CHUNK`](crate::simd::CHUNK) floats,
+/// compiled for `isa`: mark `f` `#[inline(always)]` (see
+/// [`on_isa!`](crate::on_isa)).
+fn rows_of_three(
+    isa: Isa,
+    c: usize,
+    out: &mut [f32],
+    a: &[f32],
+    b: &[f32],
+    f: impl Fn(&mut [f32], &[f32], &[f32]) + Sync,
+) {
+    let rows_per = (crate::simd::CHUNK / c).max(1);
+    out.par_chunks_mut(rows_per * c)
+        .zip(a.par_chunks(rows_per * c).zip(b.par_chunks(rows_per * c)))
+        .for_each(|(out, (a, b))| {
             on_isa!(isa, {
-                for ((y, x), z) in y
+                for ((out, a), b) in out
                     .chunks_exact_mut(c)
-                    .zip(x.chunks_exact(c))
-                    .zip(z.chunks_exact(c))
+                    .zip(a.chunks_exact(c))
+                    .zip(b.chunks_exact(c))
                 {
-                    let coefs = scale.iter().zip(shift);
-                    for ((y, (&x, &z)), (&a, &b)) in y.iter_mut().zip(x.iter().zip(z)).zip(coefs) {
-                        *y = relu(x * a + b + z);
-                    }
+                    f(out, a, b);
                 }
             })
         });
@@ -287,9 +314,9 @@ fn bwd_impl<const RELU: bool>(
         &mut [],
         #[inline(always)]
         |r, _, [sd, sdx]| {
-            // Indexed over slices cut to one length: LLVM left the zip of
-            // seven iterators scalar where it masks (10.1 ms against 6.7
-            // unmasked on 51 MB).
+            // Indexed over slices cut to one length (bounds checks hoisted
+            // out of the loop). Beside the zip of seven iterators it
+            // replaced: level, in ABBA runs of the streaming bench.
             let (x, dy) = (&x[r * c..][..c], &dy[r * c..][..c]);
             let (sd, sdx) = (&mut sd[..c], &mut sdx[..c]);
             let (mean, scale, shift) = (&mean[..c], &scale[..c], &shift[..c]);
@@ -328,10 +355,8 @@ pub fn bwd_add_relu(
     assert!(dy_parts.iter().all(|p| p.len() == x.len()));
     let mean = &st.mean[..];
     assert_eq!(mean.len(), c, "statistics of c channels");
-    // relu'(y)·dy into dz, and the sums of it, for one row. Indexed over
-    // slices cut to one length, which LLVM vectorises (a zip of this many
-    // iterators it left scalar: 11.9 ms where the ReLU's and the batch
-    // norm's own passes took 11.6 together).
+    // relu'(y)·dy into dz, and the sums of it, for one row, indexed over
+    // slices cut to one length as `bwd_impl`'s sums.
     #[inline(always)]
     fn row<const P: usize>(
         r: usize,
@@ -411,26 +436,23 @@ fn bwd_finish<const RELU: bool>(
         b[i] = bi as f32;
         k[i] = (-ai * sd[i] / m - bi * mean[i] as f64) as f32;
     }
-    let rows_per = (crate::simd::CHUNK / c).max(1);
-    dx.par_chunks_mut(rows_per * c)
-        .zip(x.par_chunks(rows_per * c).zip(dy.par_chunks(rows_per * c)))
-        .for_each(|(dx, (x, dy))| {
-            on_isa!(isa, {
-                for ((dx, x), dy) in dx
-                    .chunks_exact_mut(c)
-                    .zip(x.chunks_exact(c))
-                    .zip(dy.chunks_exact(c))
-                {
-                    // Indexed, as the sums above.
-                    let (a, b, k) = (&a[..c], &b[..c], &k[..c]);
-                    let (sc, sh) = (&scale[..c], &shift[..c]);
-                    for i in 0..c {
-                        let g = masked::<RELU>(dy[i], x[i], sc[i], sh[i]);
-                        dx[i] = a[i] * g + b[i] * x[i] + k[i];
-                    }
-                }
-            })
-        });
+    rows_of_three(
+        isa,
+        c,
+        dx,
+        x,
+        dy,
+        #[inline(always)]
+        |dx, x, dy| {
+            // Indexed, as the sums above.
+            let (a, b, k) = (&a[..c], &b[..c], &k[..c]);
+            let (sc, sh) = (&scale[..c], &shift[..c]);
+            for i in 0..c {
+                let g = masked::<RELU>(dy[i], x[i], sc[i], sh[i]);
+                dx[i] = a[i] * g + b[i] * x[i] + k[i];
+            }
+        },
+    );
 }
 
 /// Naive references in f64: the same outputs as [`fwd_train`] and [`bwd`].
