@@ -128,32 +128,42 @@ pub enum Epilogue<'a> {
     AddRelu(&'a [f32]),
 }
 
-/// `y = x·scale[c] + shift[c]` (`+ z` where given), then `max(y, 0)` if
-/// `RELU`, row-parallel.
+/// `y = x·scale[c] + shift[c]`, then `max(y, 0)` if `RELU`, row-parallel.
 fn scale_shift<const RELU: bool>(
     isa: Isa,
     c: usize,
     x: &[f32],
-    z: Option<&[f32]>,
     scale: &[f32],
     shift: &[f32],
     y: &mut [f32],
 ) {
-    let relu = |v: f32| if RELU { v.max(0.0) } else { v };
-    let Some(z) = z else {
-        let rows_per = (crate::simd::CHUNK / c).max(1);
-        let (ys, xs) = (y.par_chunks_mut(rows_per * c), x.par_chunks(rows_per * c));
-        return ys.zip(xs).for_each(|(y, x)| {
+    let rows_per = (crate::simd::CHUNK / c).max(1);
+    y.par_chunks_mut(rows_per * c)
+        .zip(x.par_chunks(rows_per * c))
+        .for_each(|(y, x)| {
             on_isa!(isa, {
                 for (y, x) in y.chunks_exact_mut(c).zip(x.chunks_exact(c)) {
                     let coefs = scale.iter().zip(shift);
                     for ((y, &x), (&a, &b)) in y.iter_mut().zip(x).zip(coefs) {
-                        *y = relu(x * a + b);
+                        let v = x * a + b;
+                        *y = if RELU { v.max(0.0) } else { v };
                     }
                 }
             })
         });
-    };
+}
+
+/// `y = max(x·scale[c] + shift[c] + z, 0)`, row-parallel: the residual add
+/// and its ReLU in the pass that writes the batch norm's output.
+fn scale_shift_add_relu(
+    isa: Isa,
+    c: usize,
+    x: &[f32],
+    z: &[f32],
+    scale: &[f32],
+    shift: &[f32],
+    y: &mut [f32],
+) {
     assert_eq!(z.len(), x.len(), "z is shaped as x");
     rows_of_three(
         isa,
@@ -165,7 +175,7 @@ fn scale_shift<const RELU: bool>(
         |y, x, z| {
             let coefs = scale.iter().zip(shift);
             for ((y, (&x, &z)), (&a, &b)) in y.iter_mut().zip(x.iter().zip(z)).zip(coefs) {
-                *y = relu(x * a + b + z);
+                *y = (x * a + b + z).max(0.0);
             }
         },
     );
@@ -248,9 +258,9 @@ pub fn fwd_train(
     }
     let (sc, sh) = (&st.scale[..], &st.shift[..]);
     match epi {
-        Epilogue::None => scale_shift::<false>(isa, c, x, None, sc, sh, y),
-        Epilogue::Relu => scale_shift::<true>(isa, c, x, None, sc, sh, y),
-        Epilogue::AddRelu(z) => scale_shift::<true>(isa, c, x, Some(z), sc, sh, y),
+        Epilogue::None => scale_shift::<false>(isa, c, x, sc, sh, y),
+        Epilogue::Relu => scale_shift::<true>(isa, c, x, sc, sh, y),
+        Epilogue::AddRelu(z) => scale_shift_add_relu(isa, c, x, z, sc, sh, y),
     }
 }
 
