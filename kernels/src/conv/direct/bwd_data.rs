@@ -14,7 +14,7 @@
 //! 4% or more of a class's pixel-taps, its tiles take pixels that share
 //! their taps with data and run only those ([`TapTiles`]).
 
-use super::ukernel::{self, BlockRun, Init, MRMAX, TMAX};
+use super::ukernel::{self, BlockRun, Init, Reach, MRMAX, TMAX};
 use super::util::{
     fill_tile, grid, pixel_of, split, target_items, AlignedBuf, Origin, PixelWalk, SyncPtr,
     TapTiles,
@@ -164,6 +164,7 @@ impl BwdDataPlan {
         let ncb = icg.div_ceil(nr);
         let cl = &self.classes[it.class];
         let zero = self.zero.as_slice().as_ptr();
+        let dd = diff_dst.as_ptr();
         let mut a = [ptr::null::<f32>(); TMAX * MRMAX];
         // Per tile row: class (row, column) and the flat diff_dst offset of
         // output pixel (y, x), which taps shift by (off_r, off_s).
@@ -205,6 +206,7 @@ impl BwdDataPlan {
                         pack,
                     };
                     let mut tv = [0usize; TMAX];
+                    let mut offs = [0isize; TMAX];
                     if let Some(tt) = &cl.tiles {
                         for ti in it.px.0..it.px.1 {
                             let (px, mask) = tt.tile(ti);
@@ -212,28 +214,41 @@ impl BwdDataPlan {
                             fill_tile(&mut org, &mut rows, (mr, m), |i| {
                                 place(pixel_of(px[i] as usize, (cl.ny, cl.nx)))
                             });
-                            // Only the taps that find diff_dst for every pixel.
+                            // Only the taps that find diff_dst for every
+                            // pixel: one pointer per row, one offset per tap.
                             let mut nv = 0;
                             for j in (t0..t0 + nt).filter(|j| mask >> j & 1 == 1) {
-                                self.tap_rows(&mut a, nv, &org, cl.taps[j], diff_dst, zero);
+                                offs[nv] = self.tap_off(cl.taps[j]);
                                 tv[nv] = cl.taps[j].0;
                                 nv += 1;
                             }
-                            self.tile(&pass, &a, &tv[..nv], &rows[..m]);
+                            ukernel::point_rows(&mut a, &org, (mr, m), dd);
+                            self.tile(&pass, (&a, Some(&offs[..nv])), &tv[..nv], &rows[..m]);
                         }
                     } else {
+                        // The pass's taps: their offsets, and how far they
+                        // reach from a row's origin.
+                        for (slot, j) in (t0..t0 + nt).enumerate() {
+                            (offs[slot], tv[slot]) = (self.tap_off(cl.taps[j]), cl.taps[j].0);
+                        }
+                        let reach =
+                            Reach::of(cl.taps[t0..t0 + nt].iter().map(|&(_, dr, ds)| (dr, ds)));
                         let mut walk = PixelWalk::from(it.px.0, (cl.ny, cl.nx));
                         let mut q0 = it.px.0;
                         while q0 < it.px.1 {
                             let m = mr.min(it.px.1 - q0);
                             fill_tile(&mut org, &mut rows, (mr, m), |_| place(walk.next()));
-                            // No diff_dst pixel there (or a row past the
-                            // tile): the zero row.
-                            for (slot, j) in (t0..t0 + nt).enumerate() {
-                                self.tap_rows(&mut a, slot, &org, cl.taps[j], diff_dst, zero);
-                                tv[slot] = cl.taps[j].0;
+                            if reach.inside(&org[..m], (p.oh, p.ow)) {
+                                ukernel::point_rows(&mut a, &org, (mr, m), dd);
+                                self.tile(&pass, (&a, Some(&offs[..nt])), &tv[..nt], &rows[..m]);
+                            } else {
+                                // No diff_dst pixel there (or a row past
+                                // the tile): the zero row.
+                                for (slot, j) in (t0..t0 + nt).enumerate() {
+                                    self.tap_rows(&mut a, slot, &org, cl.taps[j], dd, zero);
+                                }
+                                self.tile(&pass, (&a, None), &tv[..nt], &rows[..m]);
                             }
-                            self.tile(&pass, &a, &tv[..nt], &rows[..m]);
                             q0 += m;
                         }
                     }
@@ -246,51 +261,64 @@ impl BwdDataPlan {
         }
     }
 
+    /// The diff_dst elements class tap `(_, dr, ds)` moves a row by.
+    #[inline(always)]
+    fn tap_off(&self, (_, dr, ds): (usize, isize, isize)) -> isize {
+        (dr * self.p.ow as isize + ds) * self.p.oc as isize
+    }
+
     /// Fills `a`'s slot `slot` with the tile's row pointers for class tap
     /// `(_, dr, ds)`; a pixel with no diff_dst there (or a row past the
     /// tile) reads `zero`.
     ///
     /// # Safety
-    /// As [`ukernel::point_tap_rows`], with `diff_dst` the problem's.
+    /// As [`ukernel::point_tap_rows`], with `dd` the problem's diff_dst.
     #[inline(always)]
     unsafe fn tap_rows(
         &self,
         a: &mut [*const f32],
         slot: usize,
         org: &[Origin],
-        (_, dr, ds): (usize, isize, isize),
-        diff_dst: &[f32],
+        tap: (usize, isize, isize),
+        dd: *const f32,
         zero: *const f32,
     ) {
         let p = &self.p;
-        let doff = (dr * p.ow as isize + ds) * p.oc as isize;
+        let (_, dr, ds) = tap;
         ukernel::point_tap_rows(
             a,
             slot,
             org,
             self.mr,
-            (dr, ds, doff),
+            (dr, ds, self.tap_off(tap)),
             (p.oh, p.ow),
-            diff_dst.as_ptr(),
+            dd,
             zero,
         );
     }
 
     /// Runs one tile of pixels (output rows `rows`, their diff_dst
-    /// pointers in `a`, one slot per kernel tap of `taps`) over every
-    /// input-channel block of the pass.
+    /// pointers in `a`: one slot per kernel tap of `taps`, or one per row
+    /// with an offset per tap) over every input-channel block of the pass.
     ///
     /// # Safety
     /// As [`BwdDataPlan::run`]; `a` holds `taps.len()` slots of `MR`
-    /// pointers.
+    /// pointers, or `MR` pointers and `taps.len()` offsets.
     #[inline(always)]
-    unsafe fn tile(&self, t: &Pass, a: &[*const f32], taps: &[usize], rows: &[*mut f32]) {
+    unsafe fn tile(
+        &self,
+        t: &Pass,
+        (a, tap_off): (&[*const f32], Option<&[isize]>),
+        taps: &[usize],
+        rows: &[*mut f32],
+    ) {
         let p = &self.p;
         let nr = self.nr;
         let (icg, ocg) = (p.icg(), p.ocg());
         let ncb = icg.div_ceil(nr);
         let run = BlockRun {
             a,
+            tap_off,
             taps,
             kc: t.kc,
             ldb: nr,

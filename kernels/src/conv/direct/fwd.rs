@@ -11,7 +11,7 @@
 //! reads one sequential block (cost: O(weights) per call, against
 //! O(weights x pixels) FLOPs).
 
-use super::ukernel::{self, BlockRun, Init, MRMAX, TMAX};
+use super::ukernel::{self, BlockRun, Init, Reach, MRMAX, TMAX};
 use super::util::{
     fill_tile, grid, pixel_of, split, target_items, AlignedBuf, Origin, PixelWalk, SyncPtr,
     TapTiles,
@@ -190,8 +190,10 @@ impl FwdPlan {
         let mut org: [Origin; MRMAX] = [(0, 0, 0); MRMAX];
         // Output row starts (channel 0 of the group) of the tile's pixels.
         let mut rows = [ptr::null_mut::<f32>(); MRMAX];
-        // The taps of the current tile's pass, in its `a` slots.
+        // The taps of the current tile's pass, in its `a` slots, and their
+        // offsets from a row's origin.
         let mut tv = [0usize; TMAX];
+        let mut offs = [0isize; TMAX];
         // A merged kernel row is one tap of `kw·icg` channels over the
         // wide input (see [`FwdPlan::wide`]).
         let merged = self.wide.is_some();
@@ -240,33 +242,65 @@ impl FwdPlan {
                                 let q = px[i] as usize;
                                 place(q, pixel_of(q, (p.oh, p.ow)))
                             });
-                            // Only the taps inside for every pixel.
+                            // Only the taps inside for every pixel: one
+                            // pointer per row, one offset per tap.
                             let mut nv = 0;
                             for t in (t0..t0 + nt).filter(|t| mask >> t & 1 == 1) {
-                                self.tap_rows(&mut a, nv, &org, t, (base, width), zero);
+                                offs[nv] = self.tap_shift(t, width).0 .2;
                                 tv[nv] = t;
                                 nv += 1;
                             }
-                            self.tile(&tile, &a, &tv[..nv], &rows[..m]);
+                            ukernel::point_rows(&mut a, &org, (mr, m), base);
+                            self.tile(&tile, (&a, Some(&offs[..nv])), &tv[..nv], &rows[..m]);
                         }
                         continue;
                     }
+                    // The pass's taps: their offsets, and how far they
+                    // reach from a row's origin.
+                    let mut shifts = [(0, 0); TMAX];
+                    for (slot, t) in (t0..t0 + nt).enumerate() {
+                        let ((dy, dx, doff), _) = self.tap_shift(t, width);
+                        (offs[slot], shifts[slot], tv[slot]) = (doff, (dy, dx), t);
+                    }
+                    let reach = Reach::of(shifts[..nt].iter().copied());
+                    let bounds = self.tap_shift(t0, width).1;
                     let mut walk = PixelWalk::from(it.px.0, (p.oh, p.ow));
                     let mut q0 = it.px.0;
                     while q0 < it.px.1 {
                         let m = mr.min(it.px.1 - q0);
                         fill_tile(&mut org, &mut rows, (mr, m), |i| place(q0 + i, walk.next()));
-                        // Padding (and rows past the tile) read zeros.
-                        for (slot, t) in (t0..t0 + nt).enumerate() {
-                            self.tap_rows(&mut a, slot, &org, t, (base, width), zero);
-                            tv[slot] = t;
+                        if reach.inside(&org[..m], bounds) {
+                            ukernel::point_rows(&mut a, &org, (mr, m), base);
+                            self.tile(&tile, (&a, Some(&offs[..nt])), &tv[..nt], &rows[..m]);
+                        } else {
+                            // Padding (and rows past the tile) read zeros.
+                            for (slot, t) in (t0..t0 + nt).enumerate() {
+                                self.tap_rows(&mut a, slot, &org, t, (base, width), zero);
+                            }
+                            self.tile(&tile, (&a, None), &tv[..nt], &rows[..m]);
                         }
-                        self.tile(&tile, &a, &tv[..nt], &rows[..m]);
                         q0 += m;
                     }
                 }
             }
         }
+    }
+
+    /// Tap `t`'s shift from a row's origin (merged: kernel row `t`'s) as
+    /// (rows, columns, elements of the input read, whose rows are `width`
+    /// pixels), and the (rows, columns) a shifted origin must fall in to
+    /// read real data.
+    #[inline(always)]
+    fn tap_shift(&self, t: usize, width: usize) -> ((isize, isize, isize), (usize, usize)) {
+        let p = &self.p;
+        let (dh, dw, bounds) = if self.wide.is_some() {
+            (t * p.dil_h(), 0, (p.ih, 1))
+        } else {
+            ((t / p.kw) * p.dil_h(), (t % p.kw) * p.dil_w(), (p.ih, p.iw))
+        };
+        let (dh, dw) = (dh as isize, dw as isize);
+        let doff = (dh * width as isize + dw) * p.ic as isize;
+        ((dh, dw, doff), bounds)
     }
 
     /// Fills `a`'s slot `slot` with the tile's row pointers for tap `t`
@@ -287,51 +321,32 @@ impl FwdPlan {
         (base, width): (*const f32, usize),
         zero: *const f32,
     ) {
-        let p = &self.p;
-        if self.wide.is_some() {
-            let dh_el = (t * p.dil_h()) as isize;
-            let doff = dh_el * (width * p.ic) as isize;
-            ukernel::point_tap_rows(
-                a,
-                slot,
-                org,
-                self.mr,
-                (dh_el, 0, doff),
-                (p.ih, 1),
-                base,
-                zero,
-            );
-            return;
-        }
-        let (dh, dw) = (t / p.kw, t % p.kw);
-        let (dh_el, dw_el) = ((dh * p.dil_h()) as isize, (dw * p.dil_w()) as isize);
-        let doff = (dh_el * p.iw as isize + dw_el) * p.ic as isize;
-        ukernel::point_tap_rows(
-            a,
-            slot,
-            org,
-            self.mr,
-            (dh_el, dw_el, doff),
-            (p.ih, p.iw),
-            base,
-            zero,
-        );
+        let (shift, bounds) = self.tap_shift(t, width);
+        ukernel::point_tap_rows(a, slot, org, self.mr, shift, bounds, base, zero);
     }
 
     /// Runs one tile of pixels (output rows `rows`, their input pointers
-    /// in `a`, one slot per tap of `taps`) over every oc block of the
-    /// pass.
+    /// in `a`: one slot per tap of `taps`, or one per row with an offset
+    /// per tap) over every oc block of the pass.
     ///
     /// # Safety
-    /// As [`FwdPlan::run`]; `a` holds `taps.len()` slots of `MR` pointers.
+    /// As [`FwdPlan::run`]; `a` holds `taps.len()` slots of `MR` pointers,
+    /// or `MR` pointers and `taps.len()` offsets.
     #[inline(always)]
-    unsafe fn tile(&self, t: &Tile, a: &[*const f32], taps: &[usize], rows: &[*mut f32]) {
+    unsafe fn tile(
+        &self,
+        t: &Tile,
+        (a, tap_off): (&[*const f32], Option<&[isize]>),
+        taps: &[usize],
+        rows: &[*mut f32],
+    ) {
         let p = &self.p;
         let nr = self.nr;
         let (icg, ocg, ntaps) = (p.icg(), p.ocg(), p.taps());
         let nkb = ocg.div_ceil(nr);
         let run = BlockRun {
             a,
+            tap_off,
             taps,
             kc: t.kc,
             ldb: nr,

@@ -108,11 +108,13 @@ unsafe fn rows(
                 }
                 let tile = Igemm {
                     a: ap.as_ptr(),
+                    tap_off: std::ptr::null(),
                     b: &bp,
                     ntaps: 1,
                     kc: kb,
                     ldb: n,
                     c: cp.as_ptr(),
+                    col: 0,
                     m: valid,
                     n: nb,
                     init,
