@@ -86,10 +86,14 @@ impl BwdDataPlan {
             for b in 0..p.sw.min(p.iw) {
                 let rows = phase_taps(a, p.kh, p.sh, p.ph, p.dil_h());
                 let cols = phase_taps(b, p.kw, p.sw, p.pw, p.dil_w());
-                let taps: Vec<(usize, isize, isize)> = rows
+                let mut taps: Vec<(usize, isize, isize)> = rows
                     .iter()
                     .flat_map(|&(r, dr)| cols.iter().map(move |&(s, ds)| (r * p.kw + s, dr, ds)))
                     .collect();
+                // In the order of the diff_dst pixels they read: kernel
+                // order would walk memory backwards (tap (0, 0) reads the
+                // pixel below and right).
+                taps.sort_by_key(|&(_, dr, ds)| (dr, ds));
                 let (ny, nx) = ((p.ih - a).div_ceil(p.sh), (p.iw - b).div_ceil(p.sw));
                 let tiles = TapTiles::new((p.mb, ny, nx), taps.len(), mr, |y, x| {
                     let inside = |v: isize, n: usize| (0..n as isize).contains(&v);
