@@ -4,6 +4,10 @@
 //!
 //!     cargo bench -p cnnbench-kernels --bench streaming
 //!
+//! `ONLY="batchnorm bwd + relu"` runs the one kernel of that name (for
+//! `perf`, or two bench binaries side by side); `BN_C=64` gives the batch
+//! norms 64 channels (default 256) over the same number of floats.
+//!
 //! A kernel that falls well below its neighbours' GB/s is usually not
 //! vectorised for the ISA (see `simd::on_isa!`).
 
@@ -13,6 +17,11 @@ use cnnbench_kernels::{eltwise, Isa};
 use std::time::Instant;
 
 fn time(name: &str, bytes: usize, mut f: impl FnMut()) {
+    if let Ok(only) = std::env::var("ONLY") {
+        if name != only {
+            return;
+        }
+    }
     let mut secs: Vec<f64> = (0..15)
         .map(|_| {
             let t = Instant::now();
@@ -51,7 +60,11 @@ fn main() {
         eltwise::sum_relu(isa, &[&a, &b], &mut out)
     });
 
-    let c = 256;
+    let c: usize = std::env::var("BN_C")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&c| c > 0 && n % c == 0)
+        .unwrap_or(256);
     let (gamma, beta) = (vec![1.0f32; c], vec![0.0f32; c]);
     let mut st = BatchStats::new(c);
     let (mut dgamma, mut dbeta) = (vec![0.0; c], vec![0.0; c]);
