@@ -75,6 +75,7 @@ fn fixed_problems() -> Vec<ConvShape> {
         shape(1, 1, 32, 9, 9, 96, 3, 3, 2, 2, 1, 1, 0, 0),    // full vectors, stride 2
         shape(1, 1, 8, 12, 12, 16, 5, 5, 1, 1, 0, 0, 0, 0),  // 25 taps in two passes, no padding
         shape(1, 1, 8, 40, 40, 16, 3, 3, 1, 1, 1, 1, 0, 0),  // padding under 4%: tiles inside and by the border
+        shape(1, 1, 8, 64, 64, 16, 5, 5, 1, 1, 2, 2, 0, 0),  // the same with 25 taps: two passes, both flat
     ]
 }
 

@@ -226,7 +226,8 @@ impl BwdDataPlan {
                                 tv[nv] = cl.taps[j].0;
                                 nv += 1;
                             }
-                            ukernel::point_rows(&mut a, &org, (mr, m), dd);
+                            let reads = (&offs[..nv], kc, diff_dst.len());
+                            ukernel::point_rows(&mut a, &org, (mr, m), dd, reads);
                             self.tile(&pass, (&a, Some(&offs[..nv])), &tv[..nv], &rows[..m]);
                         }
                     } else {
@@ -242,8 +243,9 @@ impl BwdDataPlan {
                         while q0 < it.px.1 {
                             let m = mr.min(it.px.1 - q0);
                             fill_tile(&mut org, &mut rows, (mr, m), |_| place(walk.next()));
-                            if reach.inside(&org[..m], (p.oh, p.ow)) {
-                                ukernel::point_rows(&mut a, &org, (mr, m), dd);
+                            if reach.is_some_and(|r| r.inside(&org[..m], (p.oh, p.ow))) {
+                                let reads = (&offs[..nt], kc, diff_dst.len());
+                                ukernel::point_rows(&mut a, &org, (mr, m), dd, reads);
                                 self.tile(&pass, (&a, Some(&offs[..nt])), &tv[..nt], &rows[..m]);
                             } else {
                                 // No diff_dst pixel there (or a row past

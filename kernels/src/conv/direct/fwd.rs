@@ -2,7 +2,8 @@
 //!
 //! The output is a `[pixels][oc]` matrix. A tile is `MR` consecutive pixels
 //! (any mix of rows and images: each pixel gets its own input pointer per
-//! tap) times `NR` output channels of one group; the reduction runs over taps
+//! tap, or, where all its taps are inside the input, one pointer moved by
+//! an offset per tap) times `NR` output channels of one group; the reduction runs over taps
 //! and the group's input channels. Where the padding would take 4% or more
 //! of the pixel-taps (small images), tiles instead take pixels that share
 //! their taps inside the input and run only those ([`TapTiles`]). Each
@@ -202,9 +203,9 @@ impl FwdPlan {
         } else {
             (taps, icg)
         };
-        let (base, width) = match &self.wide {
-            Some(w) => (w.as_slice().as_ptr(), p.iw + 2 * p.pw),
-            None => (src.as_ptr(), p.iw),
+        let (base, base_len, width) = match &self.wide {
+            Some(w) => (w.as_slice().as_ptr(), w.as_slice().len(), p.iw + 2 * p.pw),
+            None => (src.as_ptr(), src.len(), p.iw),
         };
         for (g, blks) in ukernel::block_runs(it.blk, nkb, self.bg) {
             for t0 in (0..row_taps).step_by(self.tb) {
@@ -250,7 +251,8 @@ impl FwdPlan {
                                 tv[nv] = t;
                                 nv += 1;
                             }
-                            ukernel::point_rows(&mut a, &org, (mr, m), base);
+                            let reads = (&offs[..nv], kc, base_len);
+                            ukernel::point_rows(&mut a, &org, (mr, m), base, reads);
                             self.tile(&tile, (&a, Some(&offs[..nv])), &tv[..nv], &rows[..m]);
                         }
                         continue;
@@ -269,8 +271,9 @@ impl FwdPlan {
                     while q0 < it.px.1 {
                         let m = mr.min(it.px.1 - q0);
                         fill_tile(&mut org, &mut rows, (mr, m), |i| place(q0 + i, walk.next()));
-                        if reach.inside(&org[..m], bounds) {
-                            ukernel::point_rows(&mut a, &org, (mr, m), base);
+                        if reach.is_some_and(|r| r.inside(&org[..m], bounds)) {
+                            let reads = (&offs[..nt], kc, base_len);
+                            ukernel::point_rows(&mut a, &org, (mr, m), base, reads);
                             self.tile(&tile, (&a, Some(&offs[..nt])), &tv[..nt], &rows[..m]);
                         } else {
                             // Padding (and rows past the tile) read zeros.

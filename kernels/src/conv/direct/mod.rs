@@ -3,7 +3,8 @@
 //!
 //! - [`fwd`]: indirect GEMM (XNNPACK's IGEMM): tiles of output pixels x
 //!   output channels, one input pointer per pixel and tap, padding taps
-//!   pointing at a zero row so the inner loop never branches.
+//!   pointing at a zero row so the inner loop never branches (a tile with
+//!   every tap inside: one pointer per pixel, one offset per tap).
 //! - [`bwd_data`]: the same micro-kernel over stride phase classes of input
 //!   pixels, with weights transposed per call.
 //! - [`bwd_filter`]: an outer-product micro-kernel reduced over runs of

@@ -4,15 +4,18 @@
 //! - [`Igemm`]: indirect GEMM tile (forward and backward-data). `MR` rows,
 //!   each with its own input pointer per kernel tap, times `NR` columns of
 //!   weights; rows whose tap falls in the padding point at a zero row, so the
-//!   reduction loop has no branches for any stride, dilation or padding.
+//!   reduction loop has no branches for any stride, dilation or padding. A
+//!   tile whose rows find every tap inside the input instead gives one
+//!   pointer per row and one offset per tap ([`Igemm::tap_off`]).
 //! - [`Bwdw`]: outer-product tile (backward-filter). `MR` input channels
 //!   (broadcast) times `NR` output channels (vectors), reduced over runs of
 //!   pixels that advance with a fixed stride.
 //! - [`ColSum`]: per-channel sums (the bias gradient).
 //!
 //! Column tails use masked loads/stores, so nothing past `n` columns is read
-//! or written; row tails are the callers' business (zero rows for `Igemm`,
-//! an exact-`MR` instantiation for `Bwdw`).
+//! or written; row tails are the callers' business (for `Igemm`, the zero
+//! row or row 0's data, whose results are not stored; an exact-`MR`
+//! instantiation for `Bwdw`).
 #![allow(clippy::needless_range_loop)] // index loops over const-size register tiles read best
 
 use super::simd::{Scalar, Simd};
@@ -57,9 +60,9 @@ pub(super) fn reduction_block(taps: usize, k: usize, nr: usize) -> (usize, usize
 
 /// How many column blocks of `tb x kc x nr` weights one pass over a tile of
 /// rows may take together: as many as share [`B_BLOCK_BYTES`], at least one.
-/// A tile's row pointers (54 for a 3x3 tile of 6 pixels, each with its
-/// padding test) are then set up once per run of blocks, not once per block,
-/// and the rows stay in L1 from one block to the next.
+/// A tile's row pointers (by the border, 54 for a 3x3 tile of 6 pixels,
+/// each with its padding test) are then set up once per run of blocks, not
+/// once per block, and the rows stay in L1 from one block to the next.
 pub(super) fn blocks_per_pass(tb: usize, kc: usize, nr: usize) -> usize {
     (B_BLOCK_BYTES / (4 * tb * kc * nr).max(1)).max(1)
 }
@@ -99,13 +102,15 @@ pub(super) enum Init {
 pub(super) struct Igemm {
     /// `ntaps * MR` row pointers, tap-major; each valid for `kc` reads.
     /// With `tap_off`, `MR` row pointers instead, which tap `t` moves by
-    /// `tap_off[t]` elements.
+    /// `tap_off[t]` elements: only the moved pointers need be valid (for
+    /// `kc` reads), a row's own may lie outside the input.
     pub a: *const *const f32,
     /// Null, or `ntaps` element offsets: a tile whose every row finds every
     /// tap inside the input, so that one pointer per row and one offset
     /// per tap replace a table of a pointer per row and tap built for
     /// every tile. With `col` below, ResNet-50's stem forward went from
-    /// 11.4 to 9.0 ms (ABBA, Zen 5, AVX-512, 2 threads; each alone: 1.03x).
+    /// 11.4 to 9.0 ms (ABBA, Zen 5, AVX-512, 2 threads; each change alone
+    /// measured 1.03x).
     pub tap_off: *const isize,
     /// `ntaps` weight pointers; row `c` of tap `t` is at `b[t] + c * ldb`,
     /// valid for `n` reads.
@@ -113,12 +118,12 @@ pub(super) struct Igemm {
     pub ntaps: usize,
     pub kc: usize,
     pub ldb: usize,
-    /// `MR` output row pointers, each moved by `col` elements; only the
-    /// first `m` are used. (The kernel adds `col` itself: a table of moved
-    /// pointers built just before would be read back as vectors the
-    /// scalar stores cannot forward to, and each such load waited for the
-    /// previous tile's output stores to drain: 13% of the stem forward's
-    /// samples.)
+    /// At least `m` output row pointers, each moved by `col` elements;
+    /// only the first `m` are used. (The kernel adds `col` itself: a table
+    /// of moved pointers built just before was read back as vectors the
+    /// scalar stores could not forward to, and each such load waited for
+    /// the previous tile's output stores to drain: 13% of the stem
+    /// forward's samples in `perf`, Zen 5, 2 threads.)
     pub c: *const *mut f32,
     pub col: usize,
     pub m: usize,
@@ -225,18 +230,21 @@ pub(super) struct Reach {
 }
 
 impl Reach {
-    /// The span of `shifts`, (rows, columns) each.
-    pub(super) fn of(shifts: impl Iterator<Item = (isize, isize)>) -> Reach {
-        shifts.fold(
-            Reach {
-                dy: (isize::MAX, isize::MIN),
-                dx: (isize::MAX, isize::MIN),
-            },
-            |r, (dy, dx)| Reach {
-                dy: (r.dy.0.min(dy), r.dy.1.max(dy)),
-                dx: (r.dx.0.min(dx), r.dx.1.max(dx)),
-            },
-        )
+    /// The span of `shifts`, (rows, columns) each; `None` for no shifts
+    /// (a pass without taps has nothing to keep inside).
+    pub(super) fn of(shifts: impl Iterator<Item = (isize, isize)>) -> Option<Reach> {
+        shifts.fold(None, |r: Option<Reach>, (dy, dx)| {
+            Some(match r {
+                None => Reach {
+                    dy: (dy, dy),
+                    dx: (dx, dx),
+                },
+                Some(r) => Reach {
+                    dy: (r.dy.0.min(dy), r.dy.1.max(dy)),
+                    dx: (r.dx.0.min(dx), r.dx.1.max(dx)),
+                },
+            })
+        })
     }
 
     /// Whether every row of `org` finds every shift inside `h x w`.
@@ -253,18 +261,26 @@ impl Reach {
 
 /// Points `a[0..mr]` at the tile's rows' origins for [`Igemm::tap_off`]:
 /// row `i < m` at `base + org[i]`'s offset, rows past the tile at row 0's
-/// (they read real data, and their results are not stored).
+/// (they read real data, and their results are not stored). An origin
+/// may lie outside `base` (in the padding, before a later pass's taps);
+/// only the moved pointers are read. `reads`: the pass's tap offsets, the
+/// floats read at each (`kc`) and the floats behind `base`, checked in
+/// debug builds.
 ///
 /// # Safety
-/// `m >= 1`, and every row's origin plus each of its taps' offsets must
-/// stay within `base`'s allocation ([`Reach::inside`]).
+/// `m >= 1`, and every row's origin moved by each of `reads`' offsets
+/// must start `kc` floats inside `base`'s `len` ([`Reach::inside`]).
 #[inline(always)]
 pub(super) unsafe fn point_rows(
     a: &mut [*const f32],
     org: &[Origin],
     (mr, m): (usize, usize),
     base: *const f32,
+    (offs, kc, len): (&[isize], usize, usize),
 ) {
+    debug_assert!(org[..m].iter().all(|&(_, _, off)| offs
+        .iter()
+        .all(|&d| off + d >= 0 && (off + d) as usize + kc <= len)));
     for i in 0..mr {
         let (_, _, off) = org[if i < m { i } else { 0 }];
         a[i] = base.wrapping_offset(off);
@@ -673,9 +689,10 @@ pub(super) unsafe fn igemm(isa: Isa, k: &Igemm) {
 }
 
 /// One tile of rows with its input pointers (`a`: a slot of `MR` row
-/// pointers per tap of `taps`), run by [`BlockRun::run`] over a range of
-/// column blocks: the pointers serve every block, only the weights and
-/// the output columns move.
+/// pointers per tap of `taps`, or with `tap_off` `MR` pointers and an
+/// offset per tap), run by [`BlockRun::run`] over a range of column
+/// blocks: the pointers serve every block, only the weights and the
+/// output columns move.
 pub(super) struct BlockRun<'a> {
     pub a: &'a [*const f32],
     /// `None`, or one offset per slot of `taps` with `MR` row pointers in
@@ -889,6 +906,18 @@ unsafe fn transpose16_avx512(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reach_holds_exactly_when_every_tap_is_inside() {
+        assert!(Reach::of(std::iter::empty()).is_none());
+        // A 3x3 kernel's shifts from tap (0, 0) over a 5 x 4 image.
+        let r = Reach::of((0..3).flat_map(|dy| (0..3).map(move |dx| (dy, dx)))).unwrap();
+        let at = |y: isize, x: isize| r.inside(&[(y, x, 0)], (5, 4));
+        assert!(at(0, 0) && at(2, 1));
+        assert!(!at(-1, 0) && !at(0, -1) && !at(3, 0) && !at(0, 2));
+        // Every row of a tile must hold.
+        assert!(!r.inside(&[(0, 0, 0), (3, 0, 0)], (5, 4)));
+    }
 
     #[test]
     fn block_runs_stay_in_one_group_and_cover_the_range() {

@@ -247,11 +247,12 @@ impl TapTiles {
 pub(super) type Origin = (isize, isize, isize);
 
 /// The origin of a row past the tile: far outside, so every tap reads the
-/// zero row.
+/// zero row (tiles on [`Igemm::tap_off`](super::ukernel::Igemm::tap_off)
+/// point such rows at row 0's data instead).
 pub(super) const NO_PIXEL: Origin = (isize::MIN / 2, 0, 0);
 
 /// Fills a tile's `org` and output `rows` for its `m` pixels, `pixel(i)`
-/// giving row `i`'s; rows `m..mr` read the zero row.
+/// giving row `i`'s; rows `m..mr` get [`NO_PIXEL`].
 #[inline(always)]
 pub(super) fn fill_tile<R>(
     org: &mut [Origin],
