@@ -458,7 +458,7 @@ fn bwd_finish<const RELU: bool>(
             // left uncut gave the loop a second exit (its bounds check),
             // and LLVM then ran the last 32 floats of every row scalar
             // (half of a 64-channel row). Cut: 64 channels, with a fused
-            // ReLU, 13.9 -> 10.4 ms over 51 MB tensors (streaming bench,
+            // ReLU, 14.0 -> 10.4 ms over 51 MB tensors (streaming bench,
             // `BN_C=64`, four alternating runs of the two bench binaries,
             // Zen 5, 2 threads).
             let (dx, x, dy) = (&mut dx[..c], &x[..c], &dy[..c]);
