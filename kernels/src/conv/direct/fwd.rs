@@ -3,8 +3,8 @@
 //! The output is a `[pixels][oc]` matrix. A tile is `MR` consecutive pixels
 //! (any mix of rows and images: each pixel gets its own input pointer per
 //! tap, or, where all its taps are inside the input, one pointer moved by
-//! an offset per tap) times `NR` output channels of one group; the reduction runs over taps
-//! and the group's input channels. Where the padding would take 4% or more
+//! an offset per tap) times `NR` output channels of one group; the
+//! reduction runs over taps and the group's input channels. Where the padding would take 4% or more
 //! of the pixel-taps (small images), tiles instead take pixels that share
 //! their taps inside the input and run only those ([`TapTiles`]). Each
 //! call first repacks the weights (in parallel, reading them in order)
