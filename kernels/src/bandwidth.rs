@@ -76,6 +76,39 @@ pub fn measure_copy_gbs(
     Ok(best)
 }
 
+/// The largest CPU cache Linux reports (bytes; 0 when unknown), read once.
+pub fn largest_cache_bytes() -> u64 {
+    static BYTES: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *BYTES.get_or_init(read_largest_cache_bytes)
+}
+
+fn read_largest_cache_bytes() -> u64 {
+    let Ok(dir) = std::fs::read_dir("/sys/devices/system/cpu/cpu0/cache") else {
+        return 0;
+    };
+    dir.flatten()
+        .filter_map(|e| std::fs::read_to_string(e.path().join("size")).ok())
+        .filter_map(|s| parse_cache_size(s.trim()))
+        .max()
+        .unwrap_or(0)
+}
+
+/// `32768K`, `1M`, `512` (bytes) as sysfs writes cache sizes.
+fn parse_cache_size(s: &str) -> Option<u64> {
+    let (digits, unit) = match s.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
+        Some((i, _)) => s.split_at(i),
+        None => (s, ""),
+    };
+    let n: u64 = digits.parse().ok()?;
+    match unit {
+        "" => Some(n),
+        "K" => Some(n << 10),
+        "M" => Some(n << 20),
+        "G" => Some(n << 30),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -96,5 +129,14 @@ mod tests {
                 "{threads} threads: {gbs} GB/s"
             );
         }
+    }
+
+    #[test]
+    fn cache_sizes_parse() {
+        assert_eq!(parse_cache_size("32768K"), Some(32 << 20));
+        assert_eq!(parse_cache_size("2M"), Some(2 << 20));
+        assert_eq!(parse_cache_size("512"), Some(512));
+        assert_eq!(parse_cache_size("lots"), None);
+        assert_eq!(parse_cache_size(""), None);
     }
 }

@@ -23,7 +23,7 @@ const CPU_ARRAY_MIN: u128 = 256 << 20;
 
 /// The host's bandwidth: a STREAM-like copy on `threads` threads.
 pub fn cpu_bandwidth(threads: usize) -> Result<Bandwidth> {
-    let cache = largest_cache_bytes();
+    let cache = cnnbench_kernels::bandwidth::largest_cache_bytes();
     let mut bytes = CPU_ARRAY_MIN.max(8 * cache as u128);
     if let Some(a) = available(threads) {
         // Two arrays, and room to spare.
@@ -121,46 +121,9 @@ pub fn place(rec: &mut ModelRecord, basis: &RooflineBasis) {
     }
 }
 
-/// The largest CPU cache Linux reports (bytes; 0 when unknown).
-fn largest_cache_bytes() -> u64 {
-    let Ok(dir) = std::fs::read_dir("/sys/devices/system/cpu/cpu0/cache") else {
-        return 0;
-    };
-    dir.flatten()
-        .filter_map(|e| std::fs::read_to_string(e.path().join("size")).ok())
-        .filter_map(|s| parse_cache_size(s.trim()))
-        .max()
-        .unwrap_or(0)
-}
-
-/// `32768K`, `1M`, `512` (bytes) as sysfs writes cache sizes.
-fn parse_cache_size(s: &str) -> Option<u64> {
-    let (digits, unit) = match s.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
-        Some((i, _)) => s.split_at(i),
-        None => (s, ""),
-    };
-    let n: u64 = digits.parse().ok()?;
-    match unit {
-        "" => Some(n),
-        "K" => Some(n << 10),
-        "M" => Some(n << 20),
-        "G" => Some(n << 30),
-        _ => None,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn cache_sizes_parse() {
-        assert_eq!(parse_cache_size("32768K"), Some(32 << 20));
-        assert_eq!(parse_cache_size("2M"), Some(2 << 20));
-        assert_eq!(parse_cache_size("512"), Some(512));
-        assert_eq!(parse_cache_size("lots"), None);
-        assert_eq!(parse_cache_size(""), None);
-    }
 
     #[test]
     fn the_host_bandwidth_is_positive_and_finite() {
