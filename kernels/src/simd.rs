@@ -57,3 +57,103 @@ unsafe fn avx2<R>(f: impl FnOnce() -> R) -> R {
 /// Elements per parallel task for streaming kernels: large enough to
 /// amortise scheduling, small enough to balance two to a few dozen threads.
 pub const CHUNK: usize = 1 << 15;
+
+/// Floats a streamed pass stages in L1 before it writes them out: several
+/// rows at once, so that each non-temporal copy fills whole lines.
+pub const STAGE: usize = 4096;
+
+/// Whether a pass writing `out` (rows of `c` floats) should write it with
+/// non-temporal stores: `out` is larger than the largest cache, so no
+/// reader could find it there anyway, and the stores then skip reading
+/// each line before overwriting it (a third of a copy's traffic). Needs
+/// vector stores (AVX2 or AVX-512), `out` on a 64-byte line (the binary's
+/// allocator gives large blocks one) and rows of whole lines.
+pub fn streams(isa: Isa, out: &[f32], c: usize) -> bool {
+    let cache = match crate::bandwidth::largest_cache_bytes() {
+        0 => 32 << 20,
+        b => b,
+    };
+    matches!(isa, Isa::Avx512 | Isa::Avx2)
+        && isa.is_supported()
+        && (out.as_ptr() as usize).is_multiple_of(64)
+        && c.is_multiple_of(16)
+        && c <= STAGE
+        && ((out.len() * 4) as u64 > cache || stream_any_size())
+}
+
+/// Tests stream tensors of any size (set by the test that compares the two
+/// paths; any other test running meanwhile must get the same results).
+#[cfg(test)]
+pub(crate) static STREAM_ANY_SIZE: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
+fn stream_any_size() -> bool {
+    #[cfg(test)]
+    return STREAM_ANY_SIZE.load(std::sync::atomic::Ordering::Relaxed);
+    #[cfg(not(test))]
+    false
+}
+
+/// Writes `rows` (a whole number of `c`-float rows) through `f`, which
+/// fills rows `i..i + k` of it given a staging slice of `k * c` floats and
+/// `i`; the staged floats then go to `rows` with non-temporal stores.
+/// Only for `out` that [`streams`] accepted (its chunks start on lines).
+/// Ends with a store fence, so that the rows are visible to whichever
+/// thread reads them next. Call it inside [`on_isa!`] with `f` marked
+/// `#[inline(always)]`, as any loop body there.
+#[inline(always)]
+pub fn stream_rows(isa: Isa, c: usize, rows: &mut [f32], mut f: impl FnMut(&mut [f32], usize)) {
+    assert!(c > 0 && c <= STAGE && rows.len().is_multiple_of(c));
+    assert!((rows.as_ptr() as usize).is_multiple_of(64) && c.is_multiple_of(16));
+    let k = STAGE / c;
+    let mut stage = [0f32; STAGE];
+    let n = rows.len() / c;
+    let mut i = 0;
+    while i < n {
+        let m = k.min(n - i);
+        let stage = &mut stage[..m * c];
+        f(stage, i);
+        let dst = &mut rows[i * c..(i + m) * c];
+        // SAFETY: `dst` and `stage` are `m * c` floats, a multiple of 16;
+        // `dst` starts on a 64-byte line (asserted above, rows of whole
+        // lines); the ISA was checked by `streams`.
+        unsafe { stream_copy(isa, dst.as_mut_ptr(), stage.as_ptr(), m * c) };
+        i += m;
+    }
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: SSE is baseline on x86-64.
+    unsafe {
+        std::arch::x86_64::_mm_sfence()
+    };
+}
+
+/// # Safety
+/// `dst` 64-byte aligned, both valid for `n` floats (a multiple of 16),
+/// and `isa` supported.
+unsafe fn stream_copy(isa: Isa, dst: *mut f32, src: *const f32, n: usize) {
+    #[cfg(target_arch = "x86_64")]
+    match isa {
+        Isa::Avx512 => return stream_copy_avx512(dst, src, n),
+        Isa::Avx2 => return stream_copy_avx2(dst, src, n),
+        Isa::Scalar => {}
+    }
+    std::ptr::copy_nonoverlapping(src, dst, n);
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn stream_copy_avx512(dst: *mut f32, src: *const f32, n: usize) {
+    use std::arch::x86_64::{_mm512_loadu_ps, _mm512_stream_ps};
+    for i in (0..n).step_by(16) {
+        _mm512_stream_ps(dst.add(i), _mm512_loadu_ps(src.add(i)));
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx")]
+unsafe fn stream_copy_avx2(dst: *mut f32, src: *const f32, n: usize) {
+    use std::arch::x86_64::{_mm256_loadu_ps, _mm256_stream_ps};
+    for i in (0..n).step_by(8) {
+        _mm256_stream_ps(dst.add(i), _mm256_loadu_ps(src.add(i)));
+    }
+}
