@@ -24,10 +24,10 @@ use rayon::prelude::*;
 
 /// Most output rows per block (the run tables live on the stack).
 const RMAX: usize = 32;
-/// Most bytes a block prefetches for the next one. Prefetched lines pass
-/// through L1 (on Zen 5 at any hint), where they evict the block's own
-/// working set: with 56-168 KiB a block, 1x1 layers at 56x56 measured
-/// 1.02-1.15x; with 336 KiB (512 channels in, 28x28), 0.91x.
+/// Most bytes a block prefetches for the next one. More evicts the block's
+/// own working set (on the Zen 5 measured, a T1 hint ran as T0, so the
+/// lines seem to land in L1): with 56-168 KiB a block, 1x1 layers at 56x56
+/// measured 1.02-1.15x; with 336 KiB (512 channels in, 28x28), 0.91x.
 const AHEAD_MAX_BYTES: usize = 192 << 10;
 /// Aim for about this many pixels per block of rows: enough to amortise
 /// loading and storing each tile, few enough that the block's src and

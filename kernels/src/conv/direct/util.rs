@@ -406,7 +406,7 @@ impl Ahead {
 }
 
 /// Asks for the cache line holding byte address `addr` (a hint; never
-/// faults). On Zen 5 every hint level fills L1 too (T1 measured as T0).
+/// faults). T1, though on the Zen 5 measured it ran as T0.
 #[inline(always)]
 fn prefetch_line(addr: usize) {
     #[cfg(target_arch = "x86_64")]
