@@ -27,7 +27,9 @@ fn widen(layout: Layout) -> Layout {
 
 // SAFETY: forwards to `System` with `widen`ed layouts, which are valid
 // (same size, a larger power-of-two alignment) and depend only on the
-// caller's layout.
+// caller's layout; on unix `System` frees every block with `free`, so a
+// block `realloc` got from libc's `realloc` is freed alike. Every block
+// is aligned to at least what its caller's layout asked.
 unsafe impl GlobalAlloc for LineAligned {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         System.alloc(widen(layout))
@@ -41,16 +43,38 @@ unsafe impl GlobalAlloc for LineAligned {
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         let old = widen(layout);
         let new = widen(Layout::from_size_align_unchecked(new_size, layout.align()));
-        if old.align() == new.align() {
-            return System.realloc(ptr, old, new_size);
+        if old.align() == layout.align() && new.align() == layout.align() {
+            // Neither side widened.
+            return System.realloc(ptr, layout, new_size);
         }
-        // Crossing LARGE changes the alignment: move the block by hand.
-        let p = System.alloc(new);
-        if !p.is_null() {
-            std::ptr::copy_nonoverlapping(ptr, p, layout.size().min(new_size));
+        #[cfg(unix)]
+        if layout.align() <= 16 {
+            // libc's realloc grows a large block in place (mremap), where
+            // Rust's `System` moves any over-aligned block by hand and needs
+            // both copies at once: a Vec growing to 8 MiB then ran out
+            // under a 512 MiB data limit that plain `malloc` met. glibc's
+            // realloc takes blocks from posix_memalign and returns 16-byte
+            // alignment, all the caller asked for; the line is a wish, so
+            // a block that lands off one moves only if memory allows.
+            let p = libc::realloc(ptr.cast(), new_size).cast::<u8>();
+            if p.is_null() || (p as usize).is_multiple_of(new.align()) {
+                return p;
+            }
+            let q = System.alloc(new);
+            if q.is_null() {
+                return p;
+            }
+            std::ptr::copy_nonoverlapping(p, q, new_size);
+            libc::free(p.cast());
+            return q;
+        }
+        // Elsewhere: move by hand (null keeps the old block).
+        let q = System.alloc(new);
+        if !q.is_null() {
+            std::ptr::copy_nonoverlapping(ptr, q, layout.size().min(new_size));
             System.dealloc(ptr, old);
         }
-        p
+        q
     }
 }
 
