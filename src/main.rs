@@ -21,10 +21,6 @@ mod results;
 mod signals;
 
 use note::note;
-
-/// Large blocks on a cache line: see `LineAligned`.
-#[global_allocator]
-static ALLOC: cnnbench_kernels::alloc::LineAligned = cnnbench_kernels::alloc::LineAligned;
 use std::process::ExitCode;
 
 /// Most characters an error line shows of its message.

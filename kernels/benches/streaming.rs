@@ -16,9 +16,6 @@ use cnnbench_kernels::pool::{max_bwd, max_fwd, PoolShape};
 use cnnbench_kernels::{eltwise, Isa};
 use std::time::Instant;
 
-#[global_allocator]
-static ALLOC: cnnbench_kernels::alloc::LineAligned = cnnbench_kernels::alloc::LineAligned;
-
 fn time(name: &str, bytes: usize, mut f: impl FnMut()) {
     if let Ok(only) = std::env::var("ONLY") {
         if name != only {

@@ -82,6 +82,15 @@ pub fn largest_cache_bytes() -> u64 {
     *BYTES.get_or_init(read_largest_cache_bytes)
 }
 
+/// [`largest_cache_bytes`], or 32 MiB when unknown: the size past which a
+/// tensor is taken to stream from DRAM.
+pub fn largest_cache_bytes_or_32m() -> u64 {
+    match largest_cache_bytes() {
+        0 => 32 << 20,
+        b => b,
+    }
+}
+
 fn read_largest_cache_bytes() -> u64 {
     let Ok(dir) = std::fs::read_dir("/sys/devices/system/cpu/cpu0/cache") else {
         return 0;

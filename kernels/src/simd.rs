@@ -66,19 +66,13 @@ pub const STAGE: usize = 4096;
 /// non-temporal stores: `out` is larger than the largest cache, so no
 /// reader could find it there anyway, and the stores then skip reading
 /// each line before overwriting it (a third of a copy's traffic). Needs
-/// vector stores (AVX2 or AVX-512), `out` on a 64-byte line (the binary's
-/// allocator gives large blocks one) and rows of whole lines.
-pub fn streams(isa: Isa, out: &[f32], c: usize) -> bool {
-    let cache = match crate::bandwidth::largest_cache_bytes() {
-        0 => 32 << 20,
-        b => b,
-    };
+/// vector stores (AVX2 or AVX-512) and rows that fit the stage.
+pub(crate) fn streams(isa: Isa, out: &[f32], c: usize) -> bool {
     matches!(isa, Isa::Avx512 | Isa::Avx2)
         && isa.is_supported()
-        && (out.as_ptr() as usize).is_multiple_of(64)
-        && c.is_multiple_of(16)
         && c <= STAGE
-        && ((out.len() * 4) as u64 > cache || stream_any_size())
+        && ((out.len() * 4) as u64 > crate::bandwidth::largest_cache_bytes_or_32m()
+            || stream_any_size())
 }
 
 /// Tests stream tensors of any size (set by the test that compares the two
@@ -87,24 +81,36 @@ pub fn streams(isa: Isa, out: &[f32], c: usize) -> bool {
 pub(crate) static STREAM_ANY_SIZE: std::sync::atomic::AtomicBool =
     std::sync::atomic::AtomicBool::new(false);
 
+#[cfg(test)]
 fn stream_any_size() -> bool {
-    #[cfg(test)]
-    return STREAM_ANY_SIZE.load(std::sync::atomic::Ordering::Relaxed);
-    #[cfg(not(test))]
+    STREAM_ANY_SIZE.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+#[cfg(not(test))]
+fn stream_any_size() -> bool {
     false
 }
 
 /// Writes `rows` (a whole number of `c`-float rows) through `f`, which
 /// fills rows `i..i + k` of it given a staging slice of `k * c` floats and
-/// `i`; the staged floats then go to `rows` with non-temporal stores.
-/// Only for `out` that [`streams`] accepted (its chunks start on lines).
-/// Ends with a store fence, so that the rows are visible to whichever
-/// thread reads them next. Call it inside [`on_isa!`] with `f` marked
-/// `#[inline(always)]`, as any loop body there.
+/// `i`; the staged floats then go to `rows` with non-temporal stores
+/// (ordinary ones for a part line at either end). For `isa`s that
+/// [`streams`] accepts. Ends with a store fence, so that the rows are
+/// visible to whichever thread reads them next. Call it inside
+/// [`on_isa!`] with `f` marked `#[inline(always)]`, as any loop body there.
 #[inline(always)]
-pub fn stream_rows(isa: Isa, c: usize, rows: &mut [f32], mut f: impl FnMut(&mut [f32], usize)) {
+pub(crate) fn stream_rows(
+    isa: Isa,
+    c: usize,
+    rows: &mut [f32],
+    mut f: impl FnMut(&mut [f32], usize),
+) {
     assert!(c > 0 && c <= STAGE && rows.len().is_multiple_of(c));
-    assert!((rows.as_ptr() as usize).is_multiple_of(64) && c.is_multiple_of(16));
+    // `stream_copy` runs `isa`'s instructions.
+    assert!(
+        isa.is_supported(),
+        "streaming stores on a CPU without {isa}"
+    );
     let k = STAGE / c;
     let mut stage = [0f32; STAGE];
     let n = rows.len() / c;
@@ -114,9 +120,8 @@ pub fn stream_rows(isa: Isa, c: usize, rows: &mut [f32], mut f: impl FnMut(&mut 
         let stage = &mut stage[..m * c];
         f(stage, i);
         let dst = &mut rows[i * c..(i + m) * c];
-        // SAFETY: `dst` and `stage` are `m * c` floats, a multiple of 16;
-        // `dst` starts on a 64-byte line (asserted above, rows of whole
-        // lines); the ISA was checked by `streams`.
+        // SAFETY: `dst` and `stage` are `m * c` floats; the ISA is
+        // supported (asserted above).
         unsafe { stream_copy(isa, dst.as_mut_ptr(), stage.as_ptr(), m * c) };
         i += m;
     }
@@ -127,22 +132,34 @@ pub fn stream_rows(isa: Isa, c: usize, rows: &mut [f32], mut f: impl FnMut(&mut 
     };
 }
 
+/// Copies `n` floats, the whole 64-byte lines of `dst` with non-temporal
+/// stores and any part line at either end with ordinary ones.
+///
 /// # Safety
-/// `dst` 64-byte aligned, both valid for `n` floats (a multiple of 16),
-/// and `isa` supported.
+/// Both valid for `n` floats, not overlapping; `isa` supported.
 unsafe fn stream_copy(isa: Isa, dst: *mut f32, src: *const f32, n: usize) {
+    // Floats before `dst`'s first line boundary, then whole lines.
+    let head = (dst.align_offset(64)).min(n);
+    let body = (n - head) / 16 * 16;
+    std::ptr::copy_nonoverlapping(src, dst, head);
+    let (d, s) = (dst.add(head), src.add(head));
     #[cfg(target_arch = "x86_64")]
     match isa {
-        Isa::Avx512 => return stream_copy_avx512(dst, src, n),
-        Isa::Avx2 => return stream_copy_avx2(dst, src, n),
-        Isa::Scalar => {}
+        Isa::Avx512 => stream_lines_avx512(d, s, body),
+        Isa::Avx2 => stream_lines_avx2(d, s, body),
+        Isa::Scalar => std::ptr::copy_nonoverlapping(s, d, body),
     }
-    std::ptr::copy_nonoverlapping(src, dst, n);
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = isa;
+        std::ptr::copy_nonoverlapping(s, d, body);
+    }
+    std::ptr::copy_nonoverlapping(s.add(body), d.add(body), n - head - body);
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn stream_copy_avx512(dst: *mut f32, src: *const f32, n: usize) {
+unsafe fn stream_lines_avx512(dst: *mut f32, src: *const f32, n: usize) {
     use std::arch::x86_64::{_mm512_loadu_ps, _mm512_stream_ps};
     for i in (0..n).step_by(16) {
         _mm512_stream_ps(dst.add(i), _mm512_loadu_ps(src.add(i)));
@@ -151,7 +168,7 @@ unsafe fn stream_copy_avx512(dst: *mut f32, src: *const f32, n: usize) {
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx")]
-unsafe fn stream_copy_avx2(dst: *mut f32, src: *const f32, n: usize) {
+unsafe fn stream_lines_avx2(dst: *mut f32, src: *const f32, n: usize) {
     use std::arch::x86_64::{_mm256_loadu_ps, _mm256_stream_ps};
     for i in (0..n).step_by(8) {
         _mm256_stream_ps(dst.add(i), _mm256_loadu_ps(src.add(i)));

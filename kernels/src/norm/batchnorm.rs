@@ -615,20 +615,29 @@ mod tests {
         }
     }
 
-    /// `n` floats starting on a 64-byte line, inside their own `Vec`.
-    fn on_a_line(v: &mut Vec<f32>, n: usize) -> &mut [f32] {
-        *v = vec![f32::NAN; n + 16];
-        let off = v.as_ptr().align_offset(64);
+    /// `n` floats starting `skew` floats past a 64-byte line, inside their
+    /// own `Vec`.
+    fn skewed(v: &mut Vec<f32>, n: usize, skew: usize) -> &mut [f32] {
+        *v = vec![f32::NAN; n + 32];
+        let off = v.as_ptr().align_offset(64) + skew;
         &mut v[off..off + n]
     }
 
     /// Passes that write with non-temporal stores (forced on for these
     /// small tensors) give the same bits as the same passes through the
-    /// cache: forward with each epilogue, backward with and without ReLU.
+    /// cache: forward with each epilogue, backward with and without ReLU,
+    /// on and off a line.
     #[test]
     fn streamed_passes_equal_cached_ones() {
         use std::sync::atomic::Ordering;
-        for &(rows, c) in &[(1000, 64), (37, 32), (2 * 56 * 56, 16), (5, 2048), (33, 17)] {
+        let cases = [
+            (1000, 64, 0),
+            (37, 32, 3),
+            (2 * 56 * 56, 16, 0),
+            (5, 2048, 5),
+            (33, 17, 1),
+        ];
+        for &(rows, c, skew) in &cases {
             let n = rows * c;
             let t = |seed| {
                 let mut v = vec![0.0; n];
@@ -648,11 +657,15 @@ mod tests {
                         .enumerate()
                     {
                         let (mut yv, mut dxv) = (Vec::new(), Vec::new());
-                        let y = on_a_line(&mut yv, n);
+                        let y = skewed(&mut yv, n, skew);
+                        assert_eq!(
+                            crate::simd::streams(isa, y, c),
+                            stream && isa != Isa::Scalar
+                        );
                         let mut st = BatchStats::new(c);
                         fwd_train(isa, c, &x, &g, &b, 1e-5, epi, y, &mut st);
                         outs.push(y.to_vec());
-                        let dx = on_a_line(&mut dxv, n);
+                        let dx = skewed(&mut dxv, n, skew);
                         let (mut dg, mut db) = (vec![0.0; c], vec![0.0; c]);
                         bwd(isa, c, &x, &dy, &g, &st, i == 1, dx, &mut dg, &mut db);
                         outs.push(dx.to_vec());
@@ -663,7 +676,7 @@ mod tests {
                 let (cached, streamed) = (run(false), run(true));
                 for (k, (a, b)) in cached.iter().zip(&streamed).enumerate() {
                     let same = a.iter().zip(b).all(|(a, b)| a.to_bits() == b.to_bits());
-                    assert!(same, "output {k}, {rows}x{c} {isa}");
+                    assert!(same, "output {k}, {rows}x{c}+{skew} {isa}");
                 }
             }
         }

@@ -24,7 +24,11 @@ use rayon::prelude::*;
 
 /// Most output rows per block (the run tables live on the stack).
 const RMAX: usize = 32;
-/// Most bytes a block prefetches for the next one. More evicts the block's
+// A block's rows each push one set of diff_dst and one of src.
+const _: () = assert!(2 * RMAX <= super::util::AHEAD_SETS);
+
+/// Most bytes a block prefetches for the next one (as `Ahead::bytes`
+/// bounds them). More evicts the block's
 /// own working set (on the Zen 5 measured, a T1 hint ran as T0, so the
 /// lines seem to land in L1): with 56-168 KiB a block, 1x1 layers at 56x56
 /// measured 1.02-1.15x; with 336 KiB (512 channels in, 28x28), 0.91x.
@@ -75,10 +79,10 @@ pub(super) struct BwdFilterPlan {
     /// stream from DRAM. (When they fit, the prefetched lines only evict
     /// the block's working set from L1: 0.90-0.96x on 7x7 and 14x14 1x1
     /// layers, against 1.04-1.16x on 56x56 ones, in ABBA rounds.)
-    ahead: bool,
+    prefetch: bool,
     /// Prefetch the src pixels too: a 1x1 kernel at stride 1, whose runs
     /// are contiguous. (At stride 2, 0.87x.)
-    ahead_src: bool,
+    prefetch_src: bool,
 }
 
 impl BwdFilterPlan {
@@ -160,12 +164,8 @@ impl BwdFilterPlan {
             0
         };
         let pack = Slots::new(threads, rows_per_block * p.ow * (nr * max_kbs + lda));
-        let cache = match crate::bandwidth::largest_cache_bytes() {
-            0 => 32 << 20,
-            c => c,
-        };
-        let ahead = act_bytes as u64 > cache;
-        let ahead_src = ahead && taps == 1 && p.sw == 1;
+        let prefetch = act_bytes as u64 > crate::bandwidth::largest_cache_bytes_or_32m();
+        let prefetch_src = prefetch && taps == 1 && p.sw == 1;
         BwdFilterPlan {
             p: *p,
             isa,
@@ -177,8 +177,8 @@ impl BwdFilterPlan {
             items,
             slots,
             pack,
-            ahead,
-            ahead_src,
+            prefetch,
+            prefetch_src,
         }
     }
 
@@ -197,18 +197,24 @@ impl BwdFilterPlan {
     }
 
     /// Prefetches of what the item's block of output rows `next` reads
-    /// (none unless the plan streams from DRAM): its diff_dst, which the
-    /// block packs before any arithmetic, and with `ahead_src` its src
-    /// pixels. (With more taps, consecutive blocks share input rows and
+    /// (none unless the plan streams from DRAM, or past the item's rows):
+    /// its diff_dst, which the block packs before any arithmetic, and with
+    /// `prefetch_src` its src pixels. (With more taps, consecutive blocks share input rows and
     /// most src is already cached.) Spread over the micro-kernel calls of
     /// the block before it.
-    fn ahead(&self, it: &Item, src: &[f32], diff_dst: &[f32], next: (usize, usize)) -> Ahead {
+    fn prefetch_next(
+        &self,
+        it: &Item,
+        src: &[f32],
+        diff_dst: &[f32],
+        next: (usize, usize),
+    ) -> Option<Ahead> {
+        if !self.prefetch || next.0 >= next.1 {
+            return None;
+        }
         let p = &self.p;
         let (icg, ocg) = (p.icg(), p.ocg());
         let mut ahead = Ahead::new();
-        if !self.ahead {
-            return ahead;
-        }
         let k0 = it.kb.0 * self.nr;
         let kn = (it.kb.1 * self.nr).min(ocg) - k0;
         let c0 = it.ct.0 * self.mr;
@@ -218,7 +224,7 @@ impl BwdFilterPlan {
             let (img, oh) = (row / p.oh, row % p.oh);
             let at = p.dst_idx(img, oh, 0, it.g * ocg + k0);
             ahead.push(diff_dst.as_ptr().wrapping_add(at), p.ow, p.oc, kn);
-            if self.ahead_src && lo < hi {
+            if self.prefetch_src && lo < hi {
                 if let Some(ih) = p.in_row(oh, 0) {
                     let iw = lo * p.sw - p.pw;
                     let at = p.src_idx(img, ih, iw, it.g * icg + c0);
@@ -227,11 +233,11 @@ impl BwdFilterPlan {
             }
         }
         if ahead.bytes() > AHEAD_MAX_BYTES {
-            return Ahead::new();
+            return None;
         }
         let calls = (it.taps.1 - it.taps.0) * (it.kb.1 - it.kb.0) * (it.ct.1 - it.ct.0);
         ahead.spread(calls);
-        ahead
+        Some(ahead)
     }
 
     /// Computes one work item into `dw` (`wei_len` weights then `oc` bias).
@@ -275,7 +281,7 @@ impl BwdFilterPlan {
         {
             let r1 = (r0 + self.rows_per_block).min(it.rows.1);
             let first = bi == 0 && !acc;
-            let mut ahead = self.ahead(
+            let mut ahead = self.prefetch_next(
                 it,
                 src,
                 diff_dst,
@@ -370,7 +376,9 @@ impl BwdFilterPlan {
                             n,
                             acc: !first,
                         };
-                        ahead.step();
+                        if let Some(a) = &mut ahead {
+                            a.step();
+                        }
                         ukernel::bwdw(self.isa, &k, mr.min(icg - c0));
                     }
                 }
@@ -535,7 +543,7 @@ mod tests {
                     .build()
                     .unwrap();
                 let mut plan = pool.install(|| BwdFilterPlan::new(&p, isa));
-                (plan.ahead, plan.ahead_src) = (true, src_too);
+                (plan.prefetch, plan.prefetch_src) = (true, src_too);
                 let mut got = vec![f32::NAN; p.wei_len()];
                 let mut got_b = vec![f32::NAN; p.oc];
                 pool.install(|| {

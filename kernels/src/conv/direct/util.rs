@@ -311,7 +311,7 @@ impl PixelWalk {
 }
 
 /// Most strided segment sets one [`Ahead`] holds.
-const AHEAD_SETS: usize = 64;
+pub(super) const AHEAD_SETS: usize = 64;
 
 /// Software prefetch of the data the next block of work will read, issued a
 /// few cache lines at a time between the current block's micro-kernel
