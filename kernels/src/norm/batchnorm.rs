@@ -6,7 +6,6 @@
 //! reduction loses no more than a 32-term one.
 
 use crate::on_isa;
-use crate::simd;
 use crate::Isa;
 use rayon::prelude::*;
 
@@ -138,36 +137,16 @@ fn scale_shift<const RELU: bool>(
     shift: &[f32],
     y: &mut [f32],
 ) {
-    #[inline(always)]
-    fn row<const RELU: bool>(y: &mut [f32], x: &[f32], scale: &[f32], shift: &[f32]) {
-        let coefs = scale.iter().zip(shift);
-        for ((y, &x), (&a, &b)) in y.iter_mut().zip(x).zip(coefs) {
-            let v = x * a + b;
-            *y = if RELU { v.max(0.0) } else { v };
-        }
-    }
     let rows_per = (crate::simd::CHUNK / c).max(1);
-    let stream = simd::streams(isa, y, c);
     y.par_chunks_mut(rows_per * c)
         .zip(x.par_chunks(rows_per * c))
         .for_each(|(y, x)| {
             on_isa!(isa, {
-                if stream {
-                    simd::stream_rows(
-                        isa,
-                        c,
-                        y,
-                        #[inline(always)]
-                        |stage, i| {
-                            let x = &x[i * c..];
-                            for (y, x) in stage.chunks_exact_mut(c).zip(x.chunks_exact(c)) {
-                                row::<RELU>(y, x, scale, shift);
-                            }
-                        },
-                    );
-                } else {
-                    for (y, x) in y.chunks_exact_mut(c).zip(x.chunks_exact(c)) {
-                        row::<RELU>(y, x, scale, shift);
+                for (y, x) in y.chunks_exact_mut(c).zip(x.chunks_exact(c)) {
+                    let coefs = scale.iter().zip(shift);
+                    for ((y, &x), (&a, &b)) in y.iter_mut().zip(x).zip(coefs) {
+                        let v = x * a + b;
+                        *y = if RELU { v.max(0.0) } else { v };
                     }
                 }
             })
@@ -215,36 +194,16 @@ fn rows_of_three(
     f: impl Fn(&mut [f32], &[f32], &[f32]) + Sync,
 ) {
     let rows_per = (crate::simd::CHUNK / c).max(1);
-    let stream = simd::streams(isa, out, c);
     out.par_chunks_mut(rows_per * c)
         .zip(a.par_chunks(rows_per * c).zip(b.par_chunks(rows_per * c)))
         .for_each(|(out, (a, b))| {
             on_isa!(isa, {
-                if stream {
-                    simd::stream_rows(
-                        isa,
-                        c,
-                        out,
-                        #[inline(always)]
-                        |stage, i| {
-                            let (a, b) = (&a[i * c..], &b[i * c..]);
-                            for ((out, a), b) in stage
-                                .chunks_exact_mut(c)
-                                .zip(a.chunks_exact(c))
-                                .zip(b.chunks_exact(c))
-                            {
-                                f(out, a, b);
-                            }
-                        },
-                    );
-                } else {
-                    for ((out, a), b) in out
-                        .chunks_exact_mut(c)
-                        .zip(a.chunks_exact(c))
-                        .zip(b.chunks_exact(c))
-                    {
-                        f(out, a, b);
-                    }
+                for ((out, a), b) in out
+                    .chunks_exact_mut(c)
+                    .zip(a.chunks_exact(c))
+                    .zip(b.chunks_exact(c))
+                {
+                    f(out, a, b);
                 }
             })
         });
@@ -611,73 +570,6 @@ mod tests {
                 assert!(e < 1e-4, "dx {rows}x{c} {isa}: {e}");
                 assert!(rel_l2_error(&dg, &wdg) < 1e-5, "dgamma {rows}x{c} {isa}");
                 assert!(rel_l2_error(&db, &wdb) < 1e-5, "dbeta {rows}x{c} {isa}");
-            }
-        }
-    }
-
-    /// `n` floats starting `skew` floats past a 64-byte line, inside their
-    /// own `Vec`.
-    fn skewed(v: &mut Vec<f32>, n: usize, skew: usize) -> &mut [f32] {
-        *v = vec![f32::NAN; n + 32];
-        let off = v.as_ptr().align_offset(64) + skew;
-        &mut v[off..off + n]
-    }
-
-    /// Passes that write with non-temporal stores (forced on for these
-    /// small tensors) give the same bits as the same passes through the
-    /// cache: forward with each epilogue, backward with and without ReLU,
-    /// on and off a line.
-    #[test]
-    fn streamed_passes_equal_cached_ones() {
-        use std::sync::atomic::Ordering;
-        let cases = [
-            (1000, 64, 0),
-            (37, 32, 3),
-            (2 * 56 * 56, 16, 0),
-            (5, 2048, 5),
-            (33, 17, 1),
-        ];
-        for &(rows, c, skew) in &cases {
-            let n = rows * c;
-            let t = |seed| {
-                let mut v = vec![0.0; n];
-                fill_uniform(&mut v, seed, 1.0);
-                v
-            };
-            let (x, z, dy) = (t(21), t(22), t(23));
-            let (mut g, mut b) = (vec![0.0; c], vec![0.0; c]);
-            fill_uniform(&mut g, 24, 1.0);
-            fill_uniform(&mut b, 25, 1.0);
-            for isa in Isa::supported() {
-                let run = |stream: bool| {
-                    crate::simd::STREAM_ANY_SIZE.store(stream, Ordering::Relaxed);
-                    let mut outs = Vec::new();
-                    for (i, epi) in [Epilogue::None, Epilogue::Relu, Epilogue::AddRelu(&z)]
-                        .into_iter()
-                        .enumerate()
-                    {
-                        let (mut yv, mut dxv) = (Vec::new(), Vec::new());
-                        let y = skewed(&mut yv, n, skew);
-                        assert_eq!(
-                            crate::simd::streams(isa, y, c),
-                            stream && isa != Isa::Scalar
-                        );
-                        let mut st = BatchStats::new(c);
-                        fwd_train(isa, c, &x, &g, &b, 1e-5, epi, y, &mut st);
-                        outs.push(y.to_vec());
-                        let dx = skewed(&mut dxv, n, skew);
-                        let (mut dg, mut db) = (vec![0.0; c], vec![0.0; c]);
-                        bwd(isa, c, &x, &dy, &g, &st, i == 1, dx, &mut dg, &mut db);
-                        outs.push(dx.to_vec());
-                    }
-                    crate::simd::STREAM_ANY_SIZE.store(false, Ordering::Relaxed);
-                    outs
-                };
-                let (cached, streamed) = (run(false), run(true));
-                for (k, (a, b)) in cached.iter().zip(&streamed).enumerate() {
-                    let same = a.iter().zip(b).all(|(a, b)| a.to_bits() == b.to_bits());
-                    assert!(same, "output {k}, {rows}x{c}+{skew} {isa}");
-                }
             }
         }
     }
