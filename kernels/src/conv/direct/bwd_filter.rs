@@ -28,10 +28,10 @@ const RMAX: usize = 32;
 const _: () = assert!(2 * RMAX <= super::util::AHEAD_SETS);
 
 /// Most bytes a block prefetches for the next one (as `Ahead::bytes`
-/// bounds them). More evicts the block's
-/// own working set (on the Zen 5 measured, a T1 hint ran as T0, so the
-/// lines seem to land in L1): with 56-168 KiB a block, 1x1 layers at 56x56
-/// measured 1.02-1.15x; with 336 KiB (512 channels in, 28x28), 0.91x.
+/// bounds them). More evicts the block's own working set (on the Zen 5
+/// measured, a T1 hint ran as T0, so the lines seem to land in L1): with
+/// 56-168 KiB a block, 1x1 layers at 56x56 measured 1.04-1.20x; with 336
+/// KiB (512 channels in, 28x28), 0.91x.
 const AHEAD_MAX_BYTES: usize = 192 << 10;
 /// Aim for about this many pixels per block of rows: enough to amortise
 /// loading and storing each tile, few enough that the block's src and
@@ -78,7 +78,7 @@ pub(super) struct BwdFilterPlan {
     /// src and diff_dst together outgrow the largest cache, so that they
     /// stream from DRAM. (When they fit, the prefetched lines only evict
     /// the block's working set from L1: 0.90-0.96x on 7x7 and 14x14 1x1
-    /// layers, against 1.04-1.16x on 56x56 ones, in ABBA rounds.)
+    /// layers, against 1.04-1.20x on 56x56 ones, in ABBA rounds.)
     prefetch: bool,
     /// Prefetch the src pixels too: a 1x1 kernel at stride 1, whose runs
     /// are contiguous. (At stride 2, 0.87x.)
@@ -199,9 +199,9 @@ impl BwdFilterPlan {
     /// Prefetches of what the item's block of output rows `next` reads
     /// (none unless the plan streams from DRAM, or past the item's rows):
     /// its diff_dst, which the block packs before any arithmetic, and with
-    /// `prefetch_src` its src pixels. (With more taps, consecutive blocks share input rows and
-    /// most src is already cached.) Spread over the micro-kernel calls of
-    /// the block before it.
+    /// `prefetch_src` its src pixels. (With more taps, consecutive blocks
+    /// share input rows and most src is already cached.) Spread over the
+    /// micro-kernel calls of the block before it.
     fn prefetch_next(
         &self,
         it: &Item,

@@ -1,5 +1,6 @@
 //! Small plumbing shared by the three directions: aligned scratch, a raw
-//! pointer that may cross threads, work splitting and accumulation slots.
+//! pointer that may cross threads, work splitting, accumulation slots and
+//! a software-prefetch cursor.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
