@@ -196,6 +196,13 @@ impl BwdFilterPlan {
         (lo.min(p.ow), hi)
     }
 
+    /// The input column that output column `ow` reads through kernel
+    /// column `s`; `ow` at least `col_range(s).0`, so it is inside.
+    fn in_col(&self, s: usize, ow: usize) -> usize {
+        let p = &self.p;
+        ow * p.sw + s * p.dil_w() - p.pw
+    }
+
     /// Prefetches of what the item's block of output rows `next` reads
     /// (none unless the plan streams from DRAM, or past the item's rows):
     /// its diff_dst, which the block packs before any arithmetic, and with
@@ -226,7 +233,7 @@ impl BwdFilterPlan {
             ahead.push(diff_dst.as_ptr().wrapping_add(at), p.ow, p.oc, kn);
             if self.prefetch_src && lo < hi {
                 if let Some(ih) = p.in_row(oh, 0) {
-                    let iw = lo * p.sw - p.pw;
+                    let iw = self.in_col(0, lo);
                     let at = p.src_idx(img, ih, iw, it.g * icg + c0);
                     ahead.push(src.as_ptr().wrapping_add(at), hi - lo, p.sw * p.ic, cn);
                 }
@@ -326,7 +333,7 @@ impl BwdFilterPlan {
                 let (lo, hi) = self.col_range(s);
                 let mut nruns = 0;
                 if lo < hi {
-                    let iw_lo = lo * p.sw + s * p.dil_w() - p.pw;
+                    let iw_lo = self.in_col(s, lo);
                     for (j, row) in (r0..r1).enumerate() {
                         let (img, oh) = (row / p.oh, row % p.oh);
                         if let Some(ih) = p.in_row(oh, r) {

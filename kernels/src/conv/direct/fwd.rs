@@ -4,9 +4,10 @@
 //! (any mix of rows and images: each pixel gets its own input pointer per
 //! tap, or, where all its taps are inside the input, one pointer moved by
 //! an offset per tap) times `NR` output channels of one group; the
-//! reduction runs over taps and the group's input channels. Where the padding would take 4% or more
-//! of the pixel-taps (small images), tiles instead take pixels that share
-//! their taps inside the input and run only those ([`TapTiles`]). Each
+//! reduction runs over taps and the group's input channels. Where the
+//! padding would take 4% or more of the pixel-taps (small images), tiles
+//! instead take pixels that share their taps inside the input and run only
+//! those ([`TapTiles`]). Each
 //! call first repacks the weights (in parallel, reading them in order)
 //! into contiguous `(ic/g) x NR` panels per oc block and tap, so a pass
 //! reads one sequential block (cost: O(weights) per call, against
