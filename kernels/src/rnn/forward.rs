@@ -8,7 +8,7 @@ use super::matrix::{
 use super::shape::{Cell, Direction, RnnShape, Weights};
 use super::team_steps::{self, StepInput};
 use super::workspace::{check, Inputs, SetState, Workspace};
-use crate::conv::direct::{transpose_avx512, PackedRows};
+use crate::conv::direct::{rows_gemm, transpose_avx512, PackedRows};
 use crate::Isa;
 
 /// The forward pass: `y` (`[t][mb][output]`), the final states `hy` and
@@ -158,7 +158,7 @@ fn set_forward(
     // then gathers its columns. (`[t·mb][gh]`, transposed per step, was
     // slower there: 660 against 350 ms for DeepBench's h4096 mb16 LSTM.)
     let gates = shape.cell.gates();
-    let p_hh = pack_for_steps(isa, &w.w_hh, gates, h, h, mb, packed_hh);
+    let p_hh = pack_for_steps(isa, &w.w_hh, gates, h, h, mb, true, packed_hh);
     // Where the recurrent weights pack, so do the input's wherever they
     // can, and the input's product runs per step on them too: the columns
     // of one product over every step would be gathered row by row at every
@@ -173,7 +173,7 @@ fn set_forward(
     // large for the cache beside `W_hh` is read once, not at every step.
     let rows = rows_input_product(shape, l);
     let p_ih = if per_step || (p_hh.is_some() && mb <= 32 && !rows) {
-        pack_for_steps(isa, &w.w_ih, gates, h, in_f, mb, packed_ih)
+        pack_for_steps(isa, &w.w_ih, gates, h, in_f, mb, false, packed_ih)
     } else {
         None
     };
@@ -211,6 +211,17 @@ fn set_forward(
             &mut set.dgx,
             false,
         );
+    } else if isa == Isa::Avx512 {
+        // `X` transposed once (`[in][t·mb]`, in `scratch`, free until the
+        // steps), then the GEMM with no packing: the `gemm` crate, given
+        // `X` itself, packed it at 320-350 GFLOP/s where this runs at
+        // 400-460 with the transpose (2 threads, Zen 5: 4096x3200x1024,
+        // 4096x400x1024, 2048x3200x512 1.2-1.4x, 6144x400x1536 1.0-1.1x;
+        // DeepBench's h1024 LSTM forwards 1.16-1.19x, ABBA). Not measured
+        // with AVX2 kernels, whose tiles are a quarter the size.
+        let xt = &mut scratch[..in_f * tb];
+        transpose(&input[..tb * in_f], tb, in_f, xt);
+        rows_gemm(isa, gh, tb, in_f, &w.w_ih, xt, &mut set.dgx, false);
     } else {
         gemm(
             gh,

@@ -50,8 +50,10 @@ const PACKED_K_BYTES: usize = 256 << 10;
 /// whose vectors run along the weights' rows, broadcasting each column
 /// (512x1x128 in 5 µs against the `gemm` crate's 18 µs, 512x4x128 in 11
 /// against 46). Weights over [`PACKED_WEIGHT_BYTES`], or a reduction over
-/// [`PACKED_K_BYTES`], stay unpacked. Returns the packed weights, or
+/// [`PACKED_K_BYTES`], stay unpacked, unless `large_narrow` and the batch
+/// runs on that tile (see [`packs`]). Returns the packed weights, or
 /// `None` where the products stay with [`step_gemm`]'s other paths.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn pack_for_steps<'p>(
     isa: Isa,
     a: &[f32],
@@ -59,9 +61,10 @@ pub(super) fn pack_for_steps<'p>(
     bm: usize,
     k: usize,
     n: usize,
+    large_narrow: bool,
     packed: &'p mut PackedRows,
 ) -> Option<&'p PackedRows> {
-    if !packs(isa, blocks * bm, k) {
+    if !packs(isa, blocks * bm, k, n, large_narrow) {
         return None;
     }
     packed.pack(isa, a, blocks, bm, k, n);
@@ -69,7 +72,8 @@ pub(super) fn pack_for_steps<'p>(
 }
 
 /// [`pack_for_steps`] of one block given transposed (`a_t` is `k×m`):
-/// the backward's `W_hhᵀ` straight from `W_hh`, with no transposed copy.
+/// the backward's `W_hhᵀ` straight from `W_hh`, with no transposed copy;
+/// large weights too where the batch is narrow.
 pub(super) fn pack_transposed_for_steps<'p>(
     isa: Isa,
     a_t: &[f32],
@@ -78,24 +82,46 @@ pub(super) fn pack_transposed_for_steps<'p>(
     n: usize,
     packed: &'p mut PackedRows,
 ) -> Option<&'p PackedRows> {
-    if !packs(isa, m, k) {
+    if !packs(isa, m, k, n, true) {
         return None;
     }
     packed.pack_transposed(isa, a_t, m, k, n);
     Some(packed)
 }
 
-/// Whether [`pack_for_steps`] packs `m×k` weights on `isa`.
-fn packs(isa: Isa, m: usize, k: usize) -> bool {
+/// Whether [`pack_for_steps`] packs `m×k` weights for products `n` wide
+/// on `isa`: small ones always; larger ones (`large_narrow`, for the
+/// recurrent weights read at every step) where the batch runs on the
+/// column tile. Unpacked, those products went to the `gemm` crate, which
+/// streamed the weights at 24-27 GB/s where the packed column tile, split
+/// over the team, streams them at 45-53 (2 threads, Zen 5, 6144x8x1536
+/// 1448 against 731 µs, 8192x8x2048 2550 against 1483). Wider batches
+/// stay on `rows_gemm` (on large weights packed was 0.8-1.0x of it at 16
+/// and 32 columns).
+fn packs(isa: Isa, m: usize, k: usize, n: usize, large_narrow: bool) -> bool {
     let tile_row_bytes = 4 * 4 * isa.f32_lanes();
-    m * k * 4 <= PACKED_WEIGHT_BYTES && k * tile_row_bytes <= PACKED_K_BYTES
+    let small = m * k * 4 <= PACKED_WEIGHT_BYTES && k * tile_row_bytes <= PACKED_K_BYTES;
+    small || (large_narrow && PackedRows::runs_by_columns(isa, n))
 }
 
+/// The widest batch any ISA runs on the column tile (half of AVX-512's
+/// 16 lanes): the workspace, sized before the pass picks its ISA, holds
+/// room for large packed weights up to it.
+const NARROW_BATCH_MAX: usize = 8;
+
 /// Floats a [`PackedRows`] for `blocks·bm × k` weights must hold room for:
-/// none where [`pack_for_steps`] never packs them (`None` past `usize`).
-pub(super) fn packed_floats(blocks: usize, bm: usize, k: usize) -> Option<usize> {
+/// none where [`pack_for_steps`] never packs them for a batch of `n`
+/// (`large_narrow` as there; `None` past `usize`).
+pub(super) fn packed_floats(
+    blocks: usize,
+    bm: usize,
+    k: usize,
+    n: usize,
+    large_narrow: bool,
+) -> Option<usize> {
     let bytes = blocks.checked_mul(bm)?.checked_mul(k)?.checked_mul(4)?;
-    if bytes > PACKED_WEIGHT_BYTES {
+    let narrow = large_narrow && (1..=NARROW_BATCH_MAX).contains(&n);
+    if bytes > PACKED_WEIGHT_BYTES && !narrow {
         return Some(0);
     }
     PackedRows::floats_for(blocks, bm, k)

@@ -410,6 +410,7 @@ fn team_steps_match_the_reference_on_two_and_three_threads() {
                                 hidden,
                                 hidden,
                                 mb,
+                                true,
                                 &mut packed,
                             );
                             assert!(
@@ -418,6 +419,63 @@ fn team_steps_match_the_reference_on_two_and_three_threads() {
                             );
                             check_against_reference(&shape, isa);
                         }
+                    }
+                }
+            }
+        });
+    }
+}
+
+#[test]
+fn large_recurrent_weights_pack_for_a_narrow_batch() {
+    // W_hh past the small packs' 4 MiB (4·600² and 3·600² floats), for a
+    // batch narrow enough for the column tile on AVX-512 (8) and AVX2 (up
+    // to 4): packed at every batch the ISA's column tile takes, and the
+    // passes match the reference on a team of two and on one thread. An
+    // input of 700 keeps W_ih large and unpacked (one product over every
+    // step, or its rows at a batch of one).
+    let hidden = 600;
+    for threads in [2, 1] {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        pool.install(|| {
+            for isa in Isa::supported() {
+                for cell in [Cell::Lstm, Cell::Gru] {
+                    for mb in [1, 3, 8] {
+                        let shape = RnnShape {
+                            cell,
+                            direction: Direction::Left2Right,
+                            layers: 1,
+                            t: 3,
+                            mb,
+                            input: 700,
+                            hidden,
+                        };
+                        let g = cell.gates() * hidden;
+                        assert!(g * hidden * 4 > 4 << 20);
+                        let mut packed = crate::conv::direct::PackedRows::default();
+                        let w = vec![0.0; g * hidden];
+                        let p = super::matrix::pack_for_steps(
+                            isa,
+                            &w,
+                            cell.gates(),
+                            hidden,
+                            hidden,
+                            mb,
+                            true,
+                            &mut packed,
+                        );
+                        let narrow = isa != Isa::Scalar && 2 * mb <= isa.f32_lanes();
+                        assert_eq!(p.is_some(), narrow, "{shape:?} {isa}");
+                        if narrow && threads == 2 {
+                            assert!(
+                                super::team_steps::team_size(&shape, p, true).is_some(),
+                                "{shape:?} {isa}: no team"
+                            );
+                        }
+                        check_against_reference(&shape, isa);
                     }
                 }
             }

@@ -104,7 +104,7 @@ impl Workspace {
             tb.checked_mul(gh)?.checked_add(tb.checked_mul(h)?)?,
             tb.checked_mul(widest)?.checked_mul(2)?,
             packed_ih_floats(shape)?,
-            packed_floats(shape.cell.gates(), h, h)?.max(packed_floats(1, h, gh)?),
+            packed_hh_floats(shape)?,
             0,
             0,
         ])
@@ -167,9 +167,7 @@ impl Workspace {
             dlayer: z(tb * widest)?,
             dlayer_next: z(tb * widest)?,
             packed_ih: PackedRows::with_capacity(packed_ih_floats(shape)?)?,
-            packed_hh: PackedRows::with_capacity(
-                packed_floats(gates, h, h)?.max(packed_floats(1, h, gh)?),
-            )?,
+            packed_hh: PackedRows::with_capacity(packed_hh_floats(shape)?)?,
         })
     }
 
@@ -234,8 +232,18 @@ fn packed_ih_floats(shape: &RnnShape) -> Option<usize> {
             shape.cell.gates(),
             shape.hidden,
             shape.layer_input(l),
+            shape.mb,
+            false,
         )?))
     })
+}
+
+/// Room for `W_hh` packed, forward, or transposed for the backward.
+fn packed_hh_floats(shape: &RnnShape) -> Option<usize> {
+    let (h, mb) = (shape.hidden, shape.mb);
+    let gates = shape.cell.gates();
+    let forward = packed_floats(gates, h, h, mb, true)?;
+    Some(forward.max(packed_floats(1, h, gates.checked_mul(h)?, mb, true)?))
 }
 
 /// The inputs of a pass: the sequence, the initial states and the weights.

@@ -164,6 +164,13 @@ impl PackedRows {
         }
     }
 
+    /// Whether products `n` columns wide run on the tile whose vectors run
+    /// along A's rows, broadcasting each column of B (a batch of at most
+    /// half a vector, not on the scalar ISA).
+    pub fn runs_by_columns(isa: Isa, n: usize) -> bool {
+        by_columns(isa, n)
+    }
+
     /// Floats this value holds room for.
     pub fn capacity(&self) -> usize {
         self.data.capacity()
