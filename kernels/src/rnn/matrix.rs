@@ -93,15 +93,18 @@ pub(super) fn pack_transposed_for_steps<'p>(
 /// Whether [`pack_for_steps`] packs `m×k` weights for products `n` wide
 /// on `isa`: small ones always; larger ones (`large_narrow`, for the
 /// recurrent weights read at every step) where the batch is narrow:
-/// - at most half a vector, on the column tile, whatever their size.
-///   Unpacked, those products went to the `gemm` crate, which streamed
-///   the weights at 24-27 GB/s where the packed column tile, split over
-///   the team, streams them at 45-53 (2 threads, Zen 5: 6144x8x1536 in
-///   1448 against 731 µs, 8192x8x2048 in 2550 against 1483);
-/// - at most one vector, on the narrow panel tile, where they fit in the
-///   largest cache (LSTM forward and backward-data at h1024, 2 threads,
-///   ABBA: 1.07x and 1.12x at batch 16, 1.41x and 1.50x at batch 12; at
-///   h1536, streaming from DRAM, 0.93x and 0.99x at batch 16).
+/// - where it runs on the column tile ([`PackedRows::runs_by_columns`]:
+///   at most half a vector, or on AVX-512 one vector in halves), whatever
+///   their size. Unpacked, those products went to the `gemm` crate (below
+///   a vector) or `rows_gemm`: the crate streamed the weights at 24-27
+///   GB/s where the packed column tile, split over the team, streams them
+///   at 45-53 (2 threads, Zen 5: 6144x8x1536 in 1448 against 731 µs,
+///   8192x8x2048 in 2550 against 1483);
+/// - else (AVX2) at most one vector, on the narrow panel tile, where they
+///   fit in the largest cache (on AVX-512, before the halves: LSTM forward
+///   and backward-data at h1024, 2 threads, ABBA, 1.07x and 1.12x at
+///   batch 16, 1.41x and 1.50x at batch 12; at h1536, streaming from
+///   DRAM, 0.93x and 0.99x at batch 16).
 ///
 /// Wider batches stay on `rows_gemm` (on large weights the packed wide
 /// tile was 0.8-1.0x of it at 32 and 64 columns).
@@ -111,17 +114,15 @@ fn packs(isa: Isa, m: usize, k: usize, n: usize, large_narrow: bool) -> bool {
     if small || !large_narrow || isa == Isa::Scalar {
         return small;
     }
-    PackedRows::runs_by_columns(isa, n)
+    PackedRows::runs_by_columns(isa, n, m * k)
         || ((1..=lanes).contains(&n)
             && k * 4 * lanes <= PACKED_K_BYTES
             && (m * k * 4) as u64 <= largest_cache_bytes_or_32m())
 }
 
-/// The widest batches any ISA runs on the column tile (half of AVX-512's
-/// 16 lanes) and on the narrow panel tile (all 16): the workspace, sized
-/// before the pass picks its ISA, holds room for large packed weights
-/// within them (see [`packs`]).
-const BY_COLUMNS_BATCH_MAX: usize = 8;
+/// The widest batch any ISA packs large weights for (AVX-512's 16
+/// lanes): the workspace, sized before the pass picks its ISA, holds room
+/// for them up to it (see [`packs`]).
 const NARROW_BATCH_MAX: usize = 16;
 
 /// Floats a [`PackedRows`] for `blocks·bm × k` weights must hold room for:
@@ -135,10 +136,7 @@ pub(super) fn packed_floats(
     large_narrow: bool,
 ) -> Option<usize> {
     let bytes = blocks.checked_mul(bm)?.checked_mul(k)?.checked_mul(4)?;
-    let narrow = large_narrow
-        && ((1..=BY_COLUMNS_BATCH_MAX).contains(&n)
-            || ((1..=NARROW_BATCH_MAX).contains(&n)
-                && bytes as u64 <= largest_cache_bytes_or_32m()));
+    let narrow = large_narrow && (1..=NARROW_BATCH_MAX).contains(&n);
     if bytes > PACKED_WEIGHT_BYTES && !narrow {
         return Some(0);
     }

@@ -12,8 +12,8 @@
 //! (see `rnn::team`).
 
 use super::ukernel::{
-    by_columns, panel, panel_by_columns, panel_narrow_mr, panel_rows, tile, Panel, PANEL_MAX_ROWS,
-    PANEL_NARROW_MAX,
+    by_columns as by_columns_whole, panel, panel_by_columns, panel_narrow_mr, panel_rows, tile,
+    Panel, PANEL_MAX_ROWS, PANEL_NARROW_MAX,
 };
 use crate::gemm::SendPtr;
 use crate::Isa;
@@ -24,6 +24,9 @@ use std::ops::Range;
 #[derive(Default)]
 pub struct PackedRows {
     isa: Option<Isa>,
+    /// Whether the products run on the column tile (see
+    /// [`PackedRows::runs_by_columns`]).
+    by_columns: bool,
     mr: usize,
     blocks: usize,
     bm: usize,
@@ -34,6 +37,23 @@ pub struct PackedRows {
 
 /// Packs of at least this many floats (256 KiB) run on the pool's threads.
 const PACK_PARALLEL_FLOATS: usize = 1 << 16;
+
+/// The smallest A (bytes) whose products up to a vector wide run by
+/// columns in halves on AVX-512 (see [`PackedRows::runs_by_columns`]):
+/// weights that stream from L3 or DRAM at every step, which the column
+/// tile loads as whole vectors where the narrow panel tile broadcasts
+/// them one float at a time. LSTM forward and backward-data at batch 16,
+/// 2 threads, Zen 5, ABBA against the narrow panel tile (or, past the
+/// cache, `rows_gemm`): h512 (4 MiB) 1.05x and 1.06x, h1024 1.08x and
+/// 1.07x (batch 12: 1.17x, 1.15x), h1536 1.14x and 1.00x, h2048 1.06x and
+/// 1.07x; but h256 (1 MiB, in L2) 0.94x and 1.01x, h64 0.84x and 0.96x.
+const HALVES_MIN_BYTES: usize = 4 << 20;
+
+/// Rows of the reduction per pass in halves: a panel's 32 rows of them
+/// (128 KiB) stay in L2 from the first half to the second. Whole, the
+/// backward's `W_hhᵀ` at h1536 (a reduction of 6144, 768 KiB a panel)
+/// streamed from DRAM twice: 0.93x.
+const HALVES_K_BLOCK: usize = 1024;
 
 /// Where [`PackedRows::pack_from`] reads A.
 #[derive(Clone, Copy)]
@@ -95,11 +115,17 @@ impl PackedRows {
     /// is never cleared first.
     fn pack_from(&mut self, isa: Isa, src: Source, blocks: usize, bm: usize, k: usize, n: usize) {
         let isa = if isa.is_supported() { isa } else { Isa::Scalar };
-        let mr = panel_rows(isa, n);
+        let by_columns = PackedRows::runs_by_columns(isa, n, blocks * bm * k);
+        let mr = match by_columns && !by_columns_whole(isa, n) {
+            // Halves of the batch: the column tile of two vectors of rows.
+            true => 2 * isa.f32_lanes(),
+            false => panel_rows(isa, n),
+        };
         debug_assert!(mr <= PANEL_MAX_ROWS, "see floats_for");
         let ppb = bm.div_ceil(mr);
         *self = PackedRows {
             isa: Some(isa),
+            by_columns,
             mr,
             blocks,
             bm,
@@ -164,11 +190,17 @@ impl PackedRows {
         }
     }
 
-    /// Whether products `n` columns wide run on the tile whose vectors run
-    /// along A's rows, broadcasting each column of B (a batch of at most
-    /// half a vector, not on the scalar ISA).
-    pub fn runs_by_columns(isa: Isa, n: usize) -> bool {
-        by_columns(isa, n)
+    /// Whether products `n` columns wide with `a_floats` of A run on the
+    /// tile whose vectors run along A's rows, broadcasting each column of
+    /// B: a batch of at most half a vector (not on the scalar ISA); on
+    /// AVX-512 up to a whole vector where A has at least
+    /// [`HALVES_MIN_BYTES`], in halves of up to 8 columns, each panel's
+    /// halves one after the other (its rows still in L1 or L2).
+    pub fn runs_by_columns(isa: Isa, n: usize, a_floats: usize) -> bool {
+        by_columns_whole(isa, n)
+            || (isa == Isa::Avx512
+                && (1..=isa.f32_lanes()).contains(&n)
+                && 4 * a_floats >= HALVES_MIN_BYTES)
     }
 
     /// Floats this value holds room for.
@@ -220,24 +252,35 @@ impl PackedRows {
             return;
         }
         let lanes = isa.f32_lanes();
-        if by_columns(isa, n) {
-            // A batch of at most half a vector: one tile by columns per panel.
+        if self.by_columns {
+            // Tiles by columns per panel: the whole batch where it is at
+            // most half a vector, else its halves.
             let ppb = self.panels();
+            let half = lanes / 2;
+            // In halves, the reduction in blocks whose rows of the panel
+            // (up to 128 KiB) stay in L2 for the second half.
+            let kc = if n > half { HALVES_K_BLOCK } else { k.max(1) };
             for blk in 0..self.blocks {
                 for p in panels.clone() {
                     let r0 = p * mr;
-                    let tile = Panel {
-                        a: self.data.as_ptr().add((blk * ppb + p) * k * mr),
-                        b: b.as_ptr(),
-                        ldb: n,
-                        kc: k,
-                        c: c.get().add((blk * bm + r0) * n),
-                        ldc: n,
-                        m: mr.min(bm - r0),
-                        n,
-                        acc: accumulate,
-                    };
-                    panel_by_columns(isa, &tile, mr);
+                    let a = self.data.as_ptr().add((blk * ppb + p) * k * mr);
+                    // (An empty reduction still writes its zeros.)
+                    for k0 in (0..k.max(1)).step_by(kc) {
+                        for j0 in (0..n).step_by(half) {
+                            let tile = Panel {
+                                a: a.add(k0 * mr),
+                                b: b.as_ptr().add(k0 * n + j0),
+                                ldb: n,
+                                kc: kc.min(k - k0),
+                                c: c.get().add((blk * bm + r0) * n + j0),
+                                ldc: n,
+                                m: mr.min(bm - r0),
+                                n: half.min(n - j0),
+                                acc: accumulate || k0 > 0,
+                            };
+                            panel_by_columns(isa, &tile, mr);
+                        }
+                    }
                 }
             }
             return;
@@ -454,7 +497,18 @@ mod tests {
             // Past PACK_PARALLEL_FLOATS (4·130 rows of 160): packed on the
             // pool, a panel per task, the blocks' last panels padded.
             (4, 130, 2, 160),
+            // A of at least HALVES_MIN_BYTES (4·520 rows of 520): on
+            // AVX-512, batches of 9 to 16 by columns in halves (8 + 1,
+            // 8 + 5, 8 + 8).
+            (4, 520, 9, 520),
+            (2, 1040, 13, 520),
+            (4, 520, 16, 520),
+            // The reduction in blocks of HALVES_K_BLOCK (1024 + 1076).
+            (1, 520, 11, 2100),
         ];
+        assert!(4 * 520 * 520 * 4 >= HALVES_MIN_BYTES && 2100 > HALVES_K_BLOCK);
+        assert!(PackedRows::runs_by_columns(Isa::Avx512, 16, 4 * 520 * 520));
+        assert!(!PackedRows::runs_by_columns(Isa::Avx512, 16, 4 * 520 * 500));
         for isa in [Isa::Avx512, Isa::Avx2, Isa::Scalar] {
             if !isa.is_supported() {
                 continue;

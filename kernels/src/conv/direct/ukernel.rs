@@ -584,6 +584,9 @@ unsafe fn panel_cols_any<S: Simd>(k: &Panel, mr: usize) {
     match (mr / S::L, k.n) {
         (4, 1) => panel_cols_body::<S, 4, 1>(k),
         (4, 2) => panel_cols_body::<S, 4, 2>(k),
+        // The last columns of a batch run in halves (see `PackedRows`).
+        (2, 1) => panel_cols_body::<S, 2, 1>(k),
+        (2, 2) => panel_cols_body::<S, 2, 2>(k),
         (2, 3) => panel_cols_body::<S, 2, 3>(k),
         (2, 4) => panel_cols_body::<S, 2, 4>(k),
         (2, 5) => panel_cols_body::<S, 2, 5>(k),
