@@ -506,7 +506,7 @@ mod tests {
             // The reduction in blocks of HALVES_K_BLOCK (1024 + 1076).
             (1, 520, 11, 2100),
         ];
-        assert!(4 * 520 * 520 * 4 >= HALVES_MIN_BYTES && 2100 > HALVES_K_BLOCK);
+        const { assert!(4 * 520 * 520 * 4 >= HALVES_MIN_BYTES && 2100 > HALVES_K_BLOCK) };
         assert!(PackedRows::runs_by_columns(Isa::Avx512, 16, 4 * 520 * 520));
         assert!(!PackedRows::runs_by_columns(Isa::Avx512, 16, 4 * 520 * 500));
         for isa in [Isa::Avx512, Isa::Avx2, Isa::Scalar] {
