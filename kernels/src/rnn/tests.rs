@@ -401,22 +401,7 @@ fn team_steps_match_the_reference_on_two_and_three_threads() {
                                 input,
                                 hidden,
                             };
-                            let g = cell.gates() * hidden;
-                            let mut packed = crate::conv::direct::PackedRows::default();
-                            let p = super::matrix::pack_for_steps(
-                                isa,
-                                &vec![0.0; g * hidden],
-                                cell.gates(),
-                                hidden,
-                                hidden,
-                                mb,
-                                true,
-                                &mut packed,
-                            );
-                            assert!(
-                                super::team_steps::team_size(&shape, p, true).is_some(),
-                                "{shape:?} {isa}: no team"
-                            );
+                            assert!(packed_and_team(&shape, isa).1, "{shape:?} {isa}: no team");
                             check_against_reference(&shape, isa);
                         }
                     }
@@ -429,11 +414,12 @@ fn team_steps_match_the_reference_on_two_and_three_threads() {
 #[test]
 fn large_recurrent_weights_pack_for_a_narrow_batch() {
     // W_hh past the small packs' 4 MiB (4·600² and 3·600² floats), for
-    // batches narrow enough for the column tile on AVX-512 (8) and AVX2 (up
-    // to 4), and for the narrow panel tile (one vector: AVX-512 up to 16,
-    // AVX2 8) where 5.8 MB fit in the largest cache: packed at every batch
-    // the ISA's column tile takes, and the passes match the reference on a
-    // team of two and on one thread. An input of 700 keeps W_ih large and
+    // batches narrow enough for the column tile (AVX-512 up to 8, and 9-16
+    // in halves, as the weights are past HALVES_MIN_BYTES; AVX2 up to 4),
+    // or on AVX2 for the narrow panel tile (8) where 5.8 MB fit in the
+    // largest cache: packed at every batch the ISA's column tile takes,
+    // and the passes match the reference on a team of two and on one
+    // thread. An input of 700 keeps W_ih large and
     // unpacked (one product over every step, or its rows at a batch of one).
     let hidden = 600;
     for threads in [2, 1] {
@@ -454,32 +440,30 @@ fn large_recurrent_weights_pack_for_a_narrow_batch() {
                             input: 700,
                             hidden,
                         };
-                        let g = cell.gates() * hidden;
-                        assert!(g * hidden * 4 > 4 << 20);
-                        let mut packed = crate::conv::direct::PackedRows::default();
-                        let w = vec![0.0; g * hidden];
-                        let p = super::matrix::pack_for_steps(
-                            isa,
-                            &w,
-                            cell.gates(),
-                            hidden,
-                            hidden,
-                            mb,
-                            true,
-                            &mut packed,
-                        );
-                        let by_columns = isa != Isa::Scalar && 2 * mb <= isa.f32_lanes();
-                        assert!(!by_columns || p.is_some(), "{shape:?} {isa}");
-                        if p.is_some() && threads == 2 {
-                            assert!(
-                                super::team_steps::team_size(&shape, p, true).is_some(),
-                                "{shape:?} {isa}: no team"
-                            );
-                        }
+                        assert!(cell.gates() * hidden * hidden * 4 > 4 << 20);
+                        let (packed, team) = packed_and_team(&shape, isa);
+                        // On the column tile: AVX-512 in halves up to 16.
+                        let by_columns = match isa {
+                            Isa::Avx512 => true,
+                            _ => isa != Isa::Scalar && 2 * mb <= isa.f32_lanes(),
+                        };
+                        assert!(!by_columns || packed, "{shape:?} {isa}");
+                        assert!(!packed || threads == 1 || team, "{shape:?} {isa}: no team");
                         check_against_reference(&shape, isa);
                     }
                 }
             }
         });
     }
+}
+
+/// Whether `shape`'s `W_hh` packs for its per-step products on `isa`, and
+/// whether its steps then run on a team (of the current pool).
+fn packed_and_team(shape: &RnnShape, isa: Isa) -> (bool, bool) {
+    let (gates, h) = (shape.cell.gates(), shape.hidden);
+    let mut packed = crate::conv::direct::PackedRows::default();
+    let w = vec![0.0; gates * h * h];
+    let p = super::matrix::pack_for_steps(isa, &w, gates, h, h, shape.mb, true, &mut packed);
+    let team = super::team_steps::team_size(shape, p, true).is_some();
+    (p.is_some(), team)
 }
