@@ -2,8 +2,8 @@
 
 use super::gates;
 use super::matrix::{
-    add_rows, gemm, input_product_per_step, pack_for_steps, rows_input_product, split_rows,
-    step_gemm, steps, transpose, transpose_strided,
+    add_rows, gemm, input_product_per_step, pack_for_steps, pack_input_for_steps,
+    rows_input_product, split_rows, step_gemm, steps, transpose, transpose_strided,
 };
 use super::shape::{Cell, Direction, RnnShape, Weights};
 use super::team_steps::{self, StepInput};
@@ -158,7 +158,7 @@ fn set_forward(
     // then gathers its columns. (`[t·mb][gh]`, transposed per step, was
     // slower there: 660 against 350 ms for DeepBench's h4096 mb16 LSTM.)
     let gates = shape.cell.gates();
-    let p_hh = pack_for_steps(isa, &w.w_hh, gates, h, h, mb, true, packed_hh);
+    let p_hh = pack_for_steps(isa, &w.w_hh, gates, h, h, mb, packed_hh);
     // Where the recurrent weights pack, so do the input's wherever they
     // can, and the input's product runs per step on them too: the columns
     // of one product over every step would be gathered row by row at every
@@ -173,7 +173,7 @@ fn set_forward(
     // large for the cache beside `W_hh` is read once, not at every step.
     let rows = rows_input_product(shape, l);
     let p_ih = if per_step || (p_hh.is_some() && mb <= 32 && !rows) {
-        pack_for_steps(isa, &w.w_ih, gates, h, in_f, mb, false, packed_ih)
+        pack_input_for_steps(isa, &w.w_ih, gates, h, in_f, mb, p_hh, packed_ih)
     } else {
         None
     };

@@ -41,20 +41,19 @@ const PACKED_WEIGHT_BYTES: usize = 4 << 20;
 /// vectors) stays within a quarter of a 1 MiB L2.
 const PACKED_K_BYTES: usize = 256 << 10;
 
-/// Packs one set's weights `a` (`blocks·bm × k`, the gates' blocks of
-/// rows) into `packed` for its per-step products with a batch of `n`: the
-/// packed GEMM walks one pointer through a panel of rows where the
-/// unpacked one keeps one per row (1.5-2.6x faster on one thread on the
-/// small shapes of `packed_rows_beside_rows_gemm`), and packing once per
-/// pass costs one read of the weights; their steps then run on a team
+/// Packs one set's recurrent weights `a` (`blocks·bm × k`, the gates'
+/// blocks of rows) into `packed` for its per-step products with a batch
+/// of `n`: the packed GEMM walks one pointer through a panel of rows where
+/// the unpacked one keeps one per row (1.5-2.6x faster on one thread on
+/// the small shapes of `packed_rows_beside_rows_gemm`), and packing once
+/// per pass costs one read of the weights; their steps then run on a team
 /// (see `team_steps`). A batch of at most half a vector runs on a tile
 /// whose vectors run along the weights' rows, broadcasting each column
 /// (512x1x128 in 5 µs against the `gemm` crate's 18 µs, 512x4x128 in 11
 /// against 46). Weights over [`PACKED_WEIGHT_BYTES`], or a reduction over
-/// [`PACKED_K_BYTES`], stay unpacked, unless `large_narrow` and the batch
-/// runs on that tile (see [`packs`]). Returns the packed weights, or
-/// `None` where the products stay with [`step_gemm`]'s other paths.
-#[allow(clippy::too_many_arguments)]
+/// [`PACKED_K_BYTES`], stay unpacked unless the batch is narrow (see
+/// [`packs`]). Returns the packed weights, or `None` where the products
+/// stay with [`step_gemm`]'s other paths.
 pub(super) fn pack_for_steps<'p>(
     isa: Isa,
     a: &[f32],
@@ -62,13 +61,39 @@ pub(super) fn pack_for_steps<'p>(
     bm: usize,
     k: usize,
     n: usize,
-    large_narrow: bool,
     packed: &'p mut PackedRows,
 ) -> Option<&'p PackedRows> {
-    if !packs(isa, blocks * bm, k, n, large_narrow) {
+    if !packs(isa, blocks * bm, k, n, true) {
         return None;
     }
     packed.pack(isa, a, blocks, bm, k, n);
+    Some(packed)
+}
+
+/// [`pack_for_steps`] of the input's weights `a` (`blocks·bm × k`),
+/// small ones only (a large `W_ih` is read once by one product over every
+/// step instead), in the panels of the recurrent weights' pack `like`
+/// where there is one: a team member's share of `W_hh`'s panels is then
+/// its share of `W_ih`'s, though the two weights' sizes may give them
+/// different tiles (the halves start at 4 MiB).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn pack_input_for_steps<'p>(
+    isa: Isa,
+    a: &[f32],
+    blocks: usize,
+    bm: usize,
+    k: usize,
+    n: usize,
+    like: Option<&PackedRows>,
+    packed: &'p mut PackedRows,
+) -> Option<&'p PackedRows> {
+    if !packs(isa, blocks * bm, k, n, false) {
+        return None;
+    }
+    match like {
+        Some(like) => packed.pack_like(like, a, k),
+        None => packed.pack(isa, a, blocks, bm, k, n),
+    }
     Some(packed)
 }
 
@@ -98,10 +123,11 @@ pub(super) fn pack_transposed_for_steps<'p>(
 ///   their size. Unpacked, those products went to the `gemm` crate (below
 ///   a vector) or `rows_gemm`: the crate streamed the weights at 24-27
 ///   GB/s where the packed column tile, split over the team, streams them
-///   at 45-53 (2 threads, Zen 5: 6144x8x1536 in 1448 against 731 µs,
+///   at 45-52 (2 threads, Zen 5: 6144x8x1536 in 1448 against 731 µs,
 ///   8192x8x2048 in 2550 against 1483);
-/// - else (AVX2) at most one vector, on the narrow panel tile, where they
-///   fit in the largest cache (on AVX-512, before the halves: LSTM forward
+/// - else at most one vector, on the narrow panel tile, where they fit in
+///   the largest cache (on AVX2; on AVX-512 only below the halves' 4 MiB,
+///   as the backward's `W_hhᵀ` of a long reduction) (on AVX-512, before the halves: LSTM forward
 ///   and backward-data at h1024, 2 threads, ABBA, 1.07x and 1.12x at
 ///   batch 16, 1.41x and 1.50x at batch 12; at h1536, streaming from
 ///   DRAM, 0.93x and 0.99x at batch 16).

@@ -105,6 +105,16 @@ pub(super) fn forward(
     let (mb, h, t) = (shape.mb, shape.hidden, shape.t);
     let ngates = shape.cell.gates();
     let (state, row, tb) = (mb * h, mb * ngates * h, t * mb);
+    if let StepInput::PerStep { packed, .. } = &input {
+        // A member's units are its share of W_hh's panels, and it writes
+        // the input product of W_ih's panels of the same numbers: they must
+        // hold the same rows (see `matrix::pack_input_for_steps`).
+        assert_eq!(
+            (packed.panel_rows(), packed.panels()),
+            (p_hh.panel_rows(), p_hh.panels()),
+            "W_ih packed in other panels than W_hh"
+        );
+    }
     let (gv, hv, av, pv) = (
         Shared::new(gates_buf),
         Shared::new(h_buf),

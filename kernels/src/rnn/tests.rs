@@ -380,6 +380,10 @@ fn team_steps_match_the_reference_on_two_and_three_threads() {
         (13, 72, 3700, 5),
         (1, 256, 600, 5),
         (16, 64, 24, 24),
+        // W_ih of exactly 4 MiB (4·256 x 1024) beside a 1 MiB W_hh: on
+        // AVX-512 each alone would pack in other panels (halves against
+        // the narrow tile); W_ih packs in W_hh's.
+        (16, 256, 1024, 3),
     ];
     let three = rayon::ThreadPoolBuilder::new()
         .num_threads(3)
@@ -419,9 +423,16 @@ fn large_recurrent_weights_pack_for_a_narrow_batch() {
     // or on AVX2 for the narrow panel tile (8) where 5.8 MB fit in the
     // largest cache: packed at every batch the ISA's column tile takes,
     // and the passes match the reference on a team of two and on one
-    // thread. An input of 700 keeps W_ih large and
-    // unpacked (one product over every step, or its rows at a batch of one).
+    // thread. An input of 700 keeps W_ih large and unpacked (one product
+    // over every step, or its rows at a batch of one); one of 64 packs it
+    // too, in W_hh's panels (alone it would take the narrow tile), and
+    // its product runs per step on the team.
     let hidden = 600;
+    let cases = [Cell::Lstm, Cell::Gru]
+        .into_iter()
+        .flat_map(|cell| [1, 3, 8, 12, 16].map(|mb| (cell, mb)))
+        .flat_map(|(cell, mb)| [700, 64].map(|input| (cell, mb, input)));
+    let cases: Vec<_> = cases.collect();
     for threads in [2, 1] {
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
@@ -429,28 +440,26 @@ fn large_recurrent_weights_pack_for_a_narrow_batch() {
             .unwrap();
         pool.install(|| {
             for isa in Isa::supported() {
-                for cell in [Cell::Lstm, Cell::Gru] {
-                    for mb in [1, 3, 8, 12, 16] {
-                        let shape = RnnShape {
-                            cell,
-                            direction: Direction::Left2Right,
-                            layers: 1,
-                            t: 3,
-                            mb,
-                            input: 700,
-                            hidden,
-                        };
-                        assert!(cell.gates() * hidden * hidden * 4 > 4 << 20);
-                        let (packed, team) = packed_and_team(&shape, isa);
-                        // On the column tile: AVX-512 in halves up to 16.
-                        let by_columns = match isa {
-                            Isa::Avx512 => true,
-                            _ => isa != Isa::Scalar && 2 * mb <= isa.f32_lanes(),
-                        };
-                        assert!(!by_columns || packed, "{shape:?} {isa}");
-                        assert!(!packed || threads == 1 || team, "{shape:?} {isa}: no team");
-                        check_against_reference(&shape, isa);
-                    }
+                for &(cell, mb, input) in &cases {
+                    let shape = RnnShape {
+                        cell,
+                        direction: Direction::Left2Right,
+                        layers: 1,
+                        t: 3,
+                        mb,
+                        input,
+                        hidden,
+                    };
+                    assert!(cell.gates() * hidden * hidden * 4 > 4 << 20);
+                    let (packed, team) = packed_and_team(&shape, isa);
+                    // On the column tile: AVX-512 in halves up to 16.
+                    let by_columns = match isa {
+                        Isa::Avx512 => true,
+                        _ => isa != Isa::Scalar && 2 * mb <= isa.f32_lanes(),
+                    };
+                    assert!(!by_columns || packed, "{shape:?} {isa}");
+                    assert!(!packed || threads == 1 || team, "{shape:?} {isa}: no team");
+                    check_against_reference(&shape, isa);
                 }
             }
         });
@@ -463,7 +472,7 @@ fn packed_and_team(shape: &RnnShape, isa: Isa) -> (bool, bool) {
     let (gates, h) = (shape.cell.gates(), shape.hidden);
     let mut packed = crate::conv::direct::PackedRows::default();
     let w = vec![0.0; gates * h * h];
-    let p = super::matrix::pack_for_steps(isa, &w, gates, h, h, shape.mb, true, &mut packed);
+    let p = super::matrix::pack_for_steps(isa, &w, gates, h, h, shape.mb, &mut packed);
     let team = super::team_steps::team_size(shape, p, true).is_some();
     (p.is_some(), team)
 }

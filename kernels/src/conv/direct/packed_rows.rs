@@ -94,14 +94,32 @@ impl PackedRows {
     /// last panel is padded with zero rows.
     pub fn pack(&mut self, isa: Isa, a: &[f32], blocks: usize, bm: usize, k: usize, n: usize) {
         assert_eq!(a.len(), blocks * bm * k, "A size");
-        self.pack_from(isa, Source::Rows(a), blocks, bm, k, n);
+        let by_columns = PackedRows::runs_by_columns(isa, n, a.len());
+        self.pack_from(isa, Source::Rows(a), blocks, bm, k, n, by_columns);
     }
 
     /// [`PackedRows::pack`] of one block whose A is given transposed:
     /// `a_t` is `k` rows of `bm` (A's row `i` is column `i` of `a_t`).
     pub fn pack_transposed(&mut self, isa: Isa, a_t: &[f32], bm: usize, k: usize, n: usize) {
         assert_eq!(a_t.len(), bm * k, "A size");
-        self.pack_from(isa, Source::Transposed(a_t), 1, bm, k, n);
+        let by_columns = PackedRows::runs_by_columns(isa, n, a_t.len());
+        self.pack_from(isa, Source::Transposed(a_t), 1, bm, k, n, by_columns);
+    }
+
+    /// [`PackedRows::pack`] of `a` (as many blocks of as many rows as
+    /// `like`, each of `k`) in `like`'s panels: the same ISA, width, tile
+    /// and rows per panel, whatever `a`'s size, so that a thread owning
+    /// some of `like`'s panels owns the same rows of `a`'s (a recurrent
+    /// layer's team, whose members' shares are counted in `W_hh`'s panels,
+    /// computes the input's product on `W_ih`'s too).
+    pub fn pack_like(&mut self, like: &PackedRows, a: &[f32], k: usize) {
+        let Some(isa) = like.isa else {
+            panic!("PackedRows::pack_like of a value never packed")
+        };
+        let (blocks, bm, n) = (like.blocks, like.bm, like.n);
+        assert_eq!(a.len(), blocks * bm * k, "A size");
+        self.pack_from(isa, Source::Rows(a), blocks, bm, k, n, like.by_columns);
+        debug_assert_eq!((self.mr, self.panels()), (like.mr, like.panels()));
     }
 
     /// Packs A from `src`. A panel is written in order, one column of its
@@ -113,9 +131,19 @@ impl PackedRows {
     /// forward pass.) Large packs run on the pool's threads, a panel per
     /// task. Every float is written, padding rows as zeros, so the buffer
     /// is never cleared first.
-    fn pack_from(&mut self, isa: Isa, src: Source, blocks: usize, bm: usize, k: usize, n: usize) {
+    #[allow(clippy::too_many_arguments)]
+    fn pack_from(
+        &mut self,
+        isa: Isa,
+        src: Source,
+        blocks: usize,
+        bm: usize,
+        k: usize,
+        n: usize,
+        by_columns: bool,
+    ) {
         let isa = if isa.is_supported() { isa } else { Isa::Scalar };
-        let by_columns = PackedRows::runs_by_columns(isa, n, blocks * bm * k);
+        let by_columns = by_columns && isa != Isa::Scalar;
         let mr = match by_columns && !by_columns_whole(isa, n) {
             // Halves of the batch: the column tile of two vectors of rows.
             true => 2 * isa.f32_lanes(),
@@ -503,7 +531,7 @@ mod tests {
             (4, 520, 9, 520),
             (2, 1040, 13, 520),
             (4, 520, 16, 520),
-            // The reduction in blocks of HALVES_K_BLOCK (1024 + 1076).
+            // The reduction in blocks of HALVES_K_BLOCK (1024 + 1024 + 52).
             (1, 520, 11, 2100),
         ];
         const { assert!(4 * 520 * 520 * 4 >= HALVES_MIN_BYTES && 2100 > HALVES_K_BLOCK) };

@@ -92,8 +92,8 @@ pub fn rows_gemm(
 /// the `gemm` crate. Bands over every-row-per-tile, one thread against
 /// the other on 2 threads (Zen 5, ABBA): 16384x3200x4096 1.11x,
 /// 6144x400x1536 1.09x, 4096x128x1024 1.07x, smaller shapes 0.95-1.04x;
-/// but 4096x3200x1024 (A in L3, B's 13 MB strips read from L3 by each
-/// band) 0.84x, which keeps every row per tile.
+/// but 4096x3200x1024 (A in L3, B's 13 MB block of the reduction read
+/// from L3 by each band) 0.84x, which keeps every row per tile.
 ///
 /// # Safety
 /// `c` points at the `m×n` output, whose rows `r0..r1` nobody else
@@ -214,6 +214,19 @@ pub(super) mod tests {
         k: usize,
         gemm: impl Fn(&[f32], &[f32], &mut [f32], bool),
     ) {
+        check_gemm_within(isa, m, n, k, 1e-6, gemm)
+    }
+
+    /// [`check_gemm`] within a relative L2 error of `tol` (f32 sums over
+    /// longer reductions drift further from the reference's).
+    fn check_gemm_within(
+        isa: Isa,
+        m: usize,
+        n: usize,
+        k: usize,
+        tol: f64,
+        gemm: impl Fn(&[f32], &[f32], &mut [f32], bool),
+    ) {
         let mut a = vec![0.0; m * k];
         let mut b = vec![0.0; k * n];
         let mut c0 = vec![0.0; m * n];
@@ -232,13 +245,35 @@ pub(super) mod tests {
         let mut c = vec![f32::NAN; m * n];
         gemm(&a, &b, &mut c, false);
         let e = rel_l2_error(&c, &want);
-        assert!(e < 1e-6, "{isa} {m}x{n}x{k}: {e}");
+        assert!(e < tol, "{isa} {m}x{n}x{k}: {e}");
         // Accumulating adds the product onto what C held.
         let mut c = c0.clone();
         gemm(&a, &b, &mut c, true);
         let sum: Vec<f32> = want.iter().zip(&c0).map(|(p, q)| p + q).collect();
         let e = rel_l2_error(&c, &sum);
-        assert!(e < 1e-6, "{isa} {m}x{n}x{k} accumulating: {e}");
+        assert!(e < tol, "{isa} {m}x{n}x{k} accumulating: {e}");
+    }
+
+    #[test]
+    fn bands_over_blocks_of_the_reduction_on_one_thread() {
+        // On one thread a task holds every row, so several bands run, the
+        // last partial: over two blocks of the reduction on every ISA
+        // (130x20x5000: 2 blocks of 2500, bands of 24 or 54 rows), over one
+        // or two (130x70x2300), and column tiles over every row
+        // (70x1100x130, B's block past B_WHOLE_BYTES).
+        let one = rayon::ThreadPoolBuilder::new()
+            .num_threads(1)
+            .build()
+            .unwrap();
+        one.install(|| {
+            for isa in Isa::supported() {
+                for (m, n, k) in [(130, 20, 5000), (130, 70, 2300), (70, 1100, 130)] {
+                    check_gemm_within(isa, m, n, k, 4e-6, |a, b, c, acc| {
+                        rows_gemm(isa, m, n, k, a, b, c, acc)
+                    });
+                }
+            }
+        });
     }
 
     #[test]

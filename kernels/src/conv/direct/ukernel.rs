@@ -769,7 +769,8 @@ pub(super) unsafe fn panel(isa: Isa, k: &Panel, mr: usize) {
 }
 
 /// Runs one [`Panel`] tile by columns: `1 <= n`, `2·n <= lanes`, `mr` from
-/// [`panel_rows`] ([`by_columns`] must hold).
+/// [`panel_rows`] ([`by_columns`] must hold), or two vectors of rows for
+/// a half of a wider batch (`PackedRows`' halves: `n` from 1 to 8).
 ///
 /// # Safety
 /// As [`panel`].
