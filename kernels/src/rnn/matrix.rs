@@ -91,7 +91,10 @@ pub(super) fn pack_input_for_steps<'p>(
         return None;
     }
     match like {
-        Some(like) => packed.pack_like(like, a, k),
+        Some(like) => {
+            debug_assert_eq!(like.block_rows(), bm, "W_hh's blocks are W_ih's");
+            packed.pack_like(like, a, k)
+        }
         None => packed.pack(isa, a, blocks, bm, k, n),
     }
     Some(packed)
@@ -153,7 +156,7 @@ const NARROW_BATCH_MAX: usize = 16;
 
 /// Floats a [`PackedRows`] for `blocks·bm × k` weights must hold room for:
 /// none where [`pack_for_steps`] never packs them for a batch of `n`
-/// (`large_narrow` as there; `None` past `usize`).
+/// (`large_narrow` as in [`packs`]; `None` past `usize`).
 pub(super) fn packed_floats(
     blocks: usize,
     bm: usize,

@@ -257,10 +257,11 @@ pub(super) mod tests {
     #[test]
     fn bands_over_blocks_of_the_reduction_on_one_thread() {
         // On one thread a task holds every row, so several bands run, the
-        // last partial: over two blocks of the reduction on every ISA
-        // (130x20x5000: 2 blocks of 2500, bands of 24 or 54 rows), over one
-        // or two (130x70x2300), and column tiles over every row
-        // (70x1100x130, B's block past B_WHOLE_BYTES).
+        // last partial. 130x20x5000: bands of 24 rows over two blocks of
+        // the reduction (2500 each) with AVX-512's and AVX2's tiles, of 12
+        // over one with the scalar tile; 130x70x2300: bands of 54 rows over
+        // two blocks with AVX-512's, every row per column tile with AVX2's
+        // (B's block past B_WHOLE_BYTES); 70x1100x130: every row per tile.
         let one = rayon::ThreadPoolBuilder::new()
             .num_threads(1)
             .build()
