@@ -129,11 +129,12 @@ pub(super) fn pack_transposed_for_steps<'p>(
 ///   at 45-52 (2 threads, Zen 5: 6144x8x1536 in 1448 against 731 µs,
 ///   8192x8x2048 in 2550 against 1483);
 /// - else at most one vector, on the narrow panel tile, where they fit in
-///   the largest cache (on AVX2; on AVX-512 only below the halves' 4 MiB,
-///   as the backward's `W_hhᵀ` of a long reduction) (on AVX-512, before the halves: LSTM forward
-///   and backward-data at h1024, 2 threads, ABBA, 1.07x and 1.12x at
-///   batch 16, 1.41x and 1.50x at batch 12; at h1536, streaming from
-///   DRAM, 0.93x and 0.99x at batch 16).
+///   the largest cache: on AVX2, and on AVX-512 for weights under the
+///   halves' 4 MiB whose reduction is too long for the small packs (the
+///   backward's `W_hhᵀ` at h384). Measured on AVX-512 before the halves:
+///   LSTM forward and backward-data at h1024, 2 threads, ABBA, 1.07x and
+///   1.12x at batch 16, 1.41x and 1.50x at batch 12; at h1536, streaming
+///   from DRAM, 0.93x and 0.99x at batch 16.
 ///
 /// Wider batches stay on `rows_gemm` (on large weights the packed wide
 /// tile was 0.8-1.0x of it at 32 and 64 columns).
