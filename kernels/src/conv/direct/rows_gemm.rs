@@ -45,13 +45,19 @@ pub fn rows_gemm(
         return;
     }
     let isa = if isa.is_supported() { isa } else { Isa::Scalar };
-    let (mr, _) = tile(isa);
+    let (mr, nr) = tile(isa);
     let tiles = m.div_ceil(mr);
     let threads = rayon::current_num_threads();
     let macs = m * n * k;
-    // Bands of rows (see `rows`).
-    let (_, kc) = reduction_block(1, k, tile(isa).1.min(n));
+    // Passes over k whose strip of B stays in L2 while A streams, and
+    // bands of rows (see `rows`), or one band of every row.
+    let (_, kc) = reduction_block(1, k, nr.min(n));
     let bands = kc * n * 4 <= B_WHOLE_BYTES || (m * k * 4) as u64 > largest_cache_bytes_or_32m();
+    let band = match bands {
+        true => (A_BAND_BYTES / (4 * kc * mr)).max(1) * mr,
+        false => m,
+    };
+    let blocks = (kc, band);
     if threads == 1 || macs < PARALLEL_MACS || tiles < 2 {
         // SAFETY: every row of C is this call's.
         unsafe {
@@ -65,7 +71,7 @@ pub fn rows_gemm(
                 b,
                 SendPtr(c.as_mut_ptr()),
                 accumulate,
-                bands,
+                blocks,
             )
         };
         return;
@@ -77,15 +83,15 @@ pub fn rows_gemm(
         let r0 = t * per;
         let r1 = (r0 + per).min(m);
         // SAFETY: tasks own disjoint row ranges of C.
-        unsafe { rows(isa, r0, r1, n, k, a, b, cp, accumulate, bands) };
+        unsafe { rows(isa, r0, r1, n, k, a, b, cp, accumulate, blocks) };
     });
 }
 
-/// Rows `r0..r1` of the product, on one thread, per block of the
+/// Rows `r0..r1` of the product, on one thread, per block of `kc` of the
 /// reduction (whose strip of B for one column tile, `kc x nr`, stays in
-/// L2): with `bands`, bands of rows whose block of A stays in L2 while
-/// every column tile passes; else every row per column tile, which reads
-/// A once per tile. `rows_gemm` takes bands where B's whole block of the
+/// L2), in bands of `band` rows whose block of A stays in L2 while every
+/// column tile passes; or in one band of every row, which reads A once
+/// per column tile. `rows_gemm` takes bands where B's whole block of the
 /// reduction stays in L2 too, or A outgrows the largest cache; reading A
 /// per column tile from DRAM had taken DeepBench's h4096 LSTM forward
 /// (its input product over every step: A 268 MB, 50 tiles) to 0.92x of
@@ -109,16 +115,10 @@ unsafe fn rows(
     b: &[f32],
     c: SendPtr,
     accumulate: bool,
-    bands: bool,
+    (kc, band): (usize, usize),
 ) {
     let (mr, nr) = tile(isa);
     let c = c.get();
-    // Passes over k whose strip of B stays in L2 while A streams.
-    let (_, kc) = reduction_block(1, k, nr.min(n));
-    let band = match bands {
-        true => (A_BAND_BYTES / (4 * kc * mr)).max(1) * mr,
-        false => r1 - r0,
-    };
     for k0 in (0..k).step_by(kc) {
         let kb = kc.min(k - k0);
         let init = if k0 > 0 || accumulate {
