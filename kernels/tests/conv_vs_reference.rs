@@ -268,8 +268,9 @@ fn random_problems_match_reference() {
     check_all(&random_problems(40, 0xC0FFEE));
 }
 
-/// Every algorithm supports every direction of the ResNet-50 kinds of layer
-/// on the best ISA here: these are what users time first.
+/// Every general algorithm supports every direction of the ResNet-50 kinds
+/// of layer on the best ISA here: these are what users time first.
+/// (Winograd is for 3x3 kernels at stride 1 only, and says so.)
 #[test]
 fn common_shapes_are_supported_by_every_algorithm() {
     let isa = Isa::detect();
@@ -280,7 +281,7 @@ fn common_shapes_are_supported_by_every_algorithm() {
         shape(2, 1, 256, 14, 14, 512, 1, 1, 2, 2, 0, 0, 0, 0),
         shape(2, 1, 3, 32, 32, 64, 7, 7, 2, 2, 3, 3, 0, 0),
     ];
-    for algo in conv::algorithms() {
+    for algo in conv::algorithms().iter().filter(|a| a.name() != "winograd") {
         for p in &common {
             for dir in Direction::ALL {
                 assert!(

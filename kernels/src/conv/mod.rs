@@ -9,6 +9,7 @@ pub mod direct;
 pub mod im2col_gemm;
 pub mod reference;
 pub mod shape;
+pub mod winograd;
 
 pub use shape::{ConvShape, Direction};
 
@@ -133,7 +134,11 @@ pub fn f32_tolerance_for_len(n: usize) -> f64 {
 
 /// The fast algorithms, in the order `--algo all` reports them.
 pub fn algorithms() -> &'static [&'static dyn ConvAlgo] {
-    &[&direct::Direct, &im2col_gemm::Im2colGemm]
+    &[
+        &direct::Direct,
+        &im2col_gemm::Im2colGemm,
+        &winograd::Winograd,
+    ]
 }
 
 /// Look an algorithm up by name; `ref` is the naive reference.

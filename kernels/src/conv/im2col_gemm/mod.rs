@@ -21,8 +21,8 @@ mod col2im;
 mod engine;
 mod fwd;
 mod gather;
-mod packed;
-mod par;
+pub(crate) mod packed;
+pub(crate) mod par;
 
 use super::{ConvAlgo, ConvArgs, ConvPlan, ConvShape, Direction};
 use crate::Isa;

@@ -52,6 +52,13 @@ impl PackedB {
         4 * self.buf.len()
     }
 
+    /// The panels, `[panel][k][NR]`, for callers that fill them in that
+    /// layout themselves (columns past `n` in the last panel are never
+    /// stored by [`PackedB::gemm`]).
+    pub fn panels_mut(&mut self) -> &mut [f32] {
+        &mut self.buf
+    }
+
     /// Packs the row-major `B(i, j) = b[i·rs + j]` (`i < k`, `j < n`).
     pub fn pack(&mut self, b: &[f32], rs: usize) {
         let (k, n) = (self.k, self.n);
