@@ -1,6 +1,6 @@
 //! Both directions on every ISA this CPU has, against the f64 reference:
 //! padding 0-2, sizes that leave partial tiles, channel counts around the
-//! 64-lane blocks, and chunks of tiles from one to many.
+//! 64-lane blocks, and chunks of six tiles to all of them.
 
 use super::*;
 use crate::conv::reference;
@@ -30,7 +30,7 @@ fn shape(mb: usize, ic: usize, ih: usize, iw: usize, oc: usize, ph: usize, pw: u
 
 /// Runs `dir` of `p` twice on poisoned outputs and returns the worse
 /// relative L2 error against the reference.
-fn error(p: &ConvShape, dir: Direction, isa: Isa, chunk_bytes: usize) -> f64 {
+fn error(p: &ConvShape, dir: Direction, isa: Isa, scratch_bytes: usize) -> f64 {
     let mut src = vec![0.0; p.src_len()];
     let mut wei = vec![0.0; p.wei_len()];
     let mut bias = vec![0.0; p.oc];
@@ -39,7 +39,7 @@ fn error(p: &ConvShape, dir: Direction, isa: Isa, chunk_bytes: usize) -> f64 {
     fill_uniform(&mut wei, 2, 1.0);
     fill_uniform(&mut bias, 3, 1.0);
     fill_uniform(&mut dy, 4, 1.0);
-    let mut plan = WinogradPlan::with_chunk_bytes(p, dir, isa, chunk_bytes);
+    let mut plan = WinogradPlan::with_scratch_bytes(p, dir, isa, scratch_bytes);
     let mut worst = 0.0f64;
     for _ in 0..2 {
         let err = match dir {
@@ -93,10 +93,12 @@ fn both_directions_match_the_reference_on_every_isa() {
         for p in &problems {
             for dir in [Direction::Fwd, Direction::BwdData] {
                 assert!(Winograd.supports(p, dir, Isa::detect()).is_ok(), "{p:?}");
-                for chunk_bytes in [1, 64 << 10, CHUNK_BYTES] {
-                    let err = error(p, dir, isa, chunk_bytes);
+                for scratch_bytes in [1, 64 << 10, SCRATCH_BYTES] {
+                    let err = error(p, dir, isa, scratch_bytes);
                     if err.is_nan() || err > Winograd.tolerance(p, dir) {
-                        failures.push(format!("{isa} {dir} chunk {chunk_bytes}: {err:e} on {p:?}"));
+                        failures.push(format!(
+                            "{isa} {dir} scratch {scratch_bytes}: {err:e} on {p:?}"
+                        ));
                     }
                 }
             }

@@ -76,31 +76,30 @@ fn g(src: &[Lanes], s0: usize, ss: usize, dst: &mut [Lanes], d0: usize, ds: usiz
     }
 }
 
-/// `V = Bᵀ d B` of one 6x6 tile, `d[y·6 + x]` to `v[i·6 + j]`.
+/// `V = Bᵀ d B` of one 6x6 tile, `d[y·6 + x]` to `v[i·6 + j]`; `t` is
+/// scratch (the caller's, so that it is not zeroed per tile).
 #[inline(always)]
-pub fn input(d: &[Lanes; XI], v: &mut [Lanes; XI]) {
-    let mut t = [[0.0; CB]; XI];
+pub fn input(d: &[Lanes; XI], v: &mut [Lanes; XI], t: &mut [Lanes; XI]) {
     for y in 0..ALPHA {
         // Along x: row y of d into row y of t.
-        bt(d, y * ALPHA, 1, &mut t, y * ALPHA, 1);
+        bt(d, y * ALPHA, 1, t, y * ALPHA, 1);
     }
     for j in 0..ALPHA {
         // Along y: column j of t into column j of v.
-        bt(&t, j, ALPHA, v, j, ALPHA);
+        bt(t, j, ALPHA, v, j, ALPHA);
     }
 }
 
-/// `Y = Aᵀ m A` of one tile, `m[i·6 + j]` to `y[a·4 + b]`.
+/// `Y = Aᵀ m A` of one tile, `m[i·6 + j]` to `y[a·4 + b]`; `t` is scratch.
 #[inline(always)]
-pub fn output(m: &[Lanes; XI], y: &mut [Lanes; M * M]) {
-    let mut t = [[0.0; CB]; M * ALPHA];
+pub fn output(m: &[Lanes; XI], y: &mut [Lanes; M * M], t: &mut [Lanes; M * ALPHA]) {
     for j in 0..ALPHA {
         // Along i: column j of m into column j of t (4 rows of 6).
-        at(m, j, ALPHA, &mut t, j, ALPHA);
+        at(m, j, ALPHA, t, j, ALPHA);
     }
     for a in 0..M {
         // Along j: row a of t into row a of y.
-        at(&t, a * ALPHA, 1, y, a * M, 1);
+        at(t, a * ALPHA, 1, y, a * M, 1);
     }
 }
 
@@ -137,7 +136,7 @@ mod tests {
             }
         }
         let (mut v, mut u) = ([[0.0; CB]; XI], [[0.0; CB]; XI]);
-        input(&d, &mut v);
+        input(&d, &mut v, &mut [[0.0; CB]; XI]);
         filter(&w, &mut u);
         let mut m = [[0.0; CB]; XI];
         for xi in 0..XI {
@@ -146,7 +145,7 @@ mod tests {
             }
         }
         let mut y = [[0.0; CB]; M * M];
-        output(&m, &mut y);
+        output(&m, &mut y, &mut [[0.0; CB]; M * ALPHA]);
         for c in 0..CB {
             for a in 0..M {
                 for b in 0..M {
