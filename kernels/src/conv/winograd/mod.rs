@@ -296,6 +296,32 @@ impl WinogradPlan {
                 let x0 = (tx * M) as isize - q.pw as isize;
                 for c0 in (0..k).step_by(CB) {
                     let cb = CB.min(k - c0);
+                    if cb == CB {
+                        // A whole block: read src and write V in place.
+                        // Arrays filled by loops: `std::array::from_fn` was
+                        // not inlined here (4% of a layer's samples).
+                        let mut rows: [&Lanes; XI] = [&ZERO_LANES; XI];
+                        for (p, row) in rows.iter_mut().enumerate() {
+                            let (iy, ix) = (y0 + (p / ALPHA) as isize, x0 + (p % ALPHA) as isize);
+                            if iy >= 0 && ix >= 0 && iy < q.ih as isize && ix < q.iw as isize {
+                                let at = q.src_idx(img, iy as usize, ix as usize, c0);
+                                *row = src[at..at + CB].try_into().expect("CB floats");
+                            }
+                        }
+                        let mut to: [*mut Lanes; XI] = [std::ptr::null_mut(); XI];
+                        for (xi, p) in to.iter_mut().enumerate() {
+                            // SAFETY: row t - t0 < cap of point xi, channels
+                            // c0..c0+CB <= K: 36 distinct rows inside V,
+                            // which only this call writes and nothing here
+                            // reads.
+                            *p = unsafe {
+                                v.ptr().add((xi * cap + t - t0) * k + c0).cast::<Lanes>()
+                            };
+                        }
+                        // SAFETY: as just said.
+                        unsafe { transform::input_in_place(&rows, &to, &mut scratch) };
+                        continue;
+                    }
                     for y in 0..ALPHA {
                         let iy = y0 + y as isize;
                         for x in 0..ALPHA {
@@ -390,12 +416,49 @@ impl WinogradPlan {
             let mut mt: [Lanes; XI] = [[0.0; CB]; XI];
             let mut y: [Lanes; M * M] = [[0.0; CB]; M * M];
             let mut scratch: [Lanes; M * ALPHA] = [[0.0; CB]; M * ALPHA];
+            let mut junk: [Lanes; M * M] = [[0.0; CB]; M * M];
             for t in t0..t1 {
                 let (img, ty, tx) = self.tile(t);
                 let rows = M.min(q.oh - ty * M);
                 let cols = M.min(q.ow - tx * M);
                 for c0 in (n0..n1).step_by(CB) {
                     let cb = CB.min(n1 - c0);
+                    if cb == CB {
+                        // A whole block: read M and write dst in place;
+                        // outputs past dst's edge go to a row of junk each.
+                        // SAFETY: inside M (cap rows of NR per point), which
+                        // no thread writes meanwhile.
+                        let mut from: [&Lanes; XI] = [&ZERO_LANES; XI];
+                        for (xi, row) in from.iter_mut().enumerate() {
+                            // SAFETY: as said above.
+                            *row = unsafe {
+                                &*m.ptr()
+                                    .add((xi * cap + t - t0) * NR + c0 - n0)
+                                    .cast::<Lanes>()
+                            };
+                        }
+                        let add: &Lanes = match bias {
+                            Some(b) => b[c0..c0 + CB].try_into().expect("CB floats"),
+                            None => &ZERO_LANES,
+                        };
+                        let mut to: [*mut Lanes; M * M] = [std::ptr::null_mut(); M * M];
+                        for (i, p) in to.iter_mut().enumerate() {
+                            let (a, bcol) = (i / M, i % M);
+                            *p = if a < rows && bcol < cols {
+                                let at = q.dst_idx(img, ty * M + a, tx * M + bcol, c0);
+                                // SAFETY: a pixel of this tile inside dst;
+                                // tiles do not overlap, so no other call
+                                // writes it.
+                                unsafe { out.ptr().add(at).cast::<Lanes>() }
+                            } else {
+                                junk[i].as_mut_ptr().cast::<Lanes>()
+                            };
+                        }
+                        // SAFETY: 16 distinct rows (pixels, or junk rows),
+                        // none of them read here.
+                        unsafe { transform::output_in_place(&from, add, &to, &mut scratch) };
+                        continue;
+                    }
                     for (xi, row) in mt.iter_mut().enumerate() {
                         let at = (xi * cap + t - t0) * NR + c0 - n0;
                         // SAFETY: inside M (cap rows of NR per point),
@@ -426,6 +489,9 @@ impl WinogradPlan {
         })
     }
 }
+
+/// The padding's row of the input transform, and the bias that is none.
+static ZERO_LANES: Lanes = [0.0; CB];
 
 /// Copies `from` to `to`: a block of [`CB`] floats as four 16-float moves,
 /// which compile to vector loads and stores; a copy of run-time length

@@ -117,6 +117,141 @@ pub fn filter(w: &[Lanes; 9], u: &mut [Lanes; XI]) {
     }
 }
 
+/// `Bᵀ·v` along one axis, from six rows read in place to six rows written
+/// in place. Separate reference arguments, so that LLVM knows (after
+/// inlining too) that no output row overlaps an input and vectorises the
+/// lanes without run-time overlap checks.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn bt_rows(
+    s: [&Lanes; ALPHA],
+    o0: &mut Lanes,
+    o1: &mut Lanes,
+    o2: &mut Lanes,
+    o3: &mut Lanes,
+    o4: &mut Lanes,
+    o5: &mut Lanes,
+) {
+    let [s0, s1, s2, s3, s4, s5] = s;
+    for c in 0..CB {
+        let (v0, v1, v2, v3, v4, v5) = (s0[c], s1[c], s2[c], s3[c], s4[c], s5[c]);
+        o0[c] = 4.0 * v0 - 5.0 * v2 + v4;
+        o1[c] = -4.0 * (v1 + v2) + v3 + v4;
+        o2[c] = 4.0 * (v1 - v2) - v3 + v4;
+        o3[c] = 2.0 * (v3 - v1) - v2 + v4;
+        o4[c] = 2.0 * (v1 - v3) - v2 + v4;
+        o5[c] = 4.0 * v1 - 5.0 * v3 + v5;
+    }
+}
+
+/// `Aᵀ·v + add` along one axis, rows in place as [`bt_rows`].
+#[inline(always)]
+fn at_rows(
+    s: [&Lanes; ALPHA],
+    add: &Lanes,
+    o0: &mut Lanes,
+    o1: &mut Lanes,
+    o2: &mut Lanes,
+    o3: &mut Lanes,
+) {
+    let [s0, s1, s2, s3, s4, s5] = s;
+    for c in 0..CB {
+        let (v0, v1, v2, v3, v4, v5) = (s0[c], s1[c], s2[c], s3[c], s4[c], s5[c]);
+        let (p12, m12, p34, m34) = (v1 + v2, v1 - v2, v3 + v4, v3 - v4);
+        o0[c] = v0 + p12 + p34 + add[c];
+        o1[c] = m12 + 2.0 * m34 + add[c];
+        o2[c] = p12 + 4.0 * p34 + add[c];
+        o3[c] = m12 + 8.0 * m34 + v5 + add[c];
+    }
+}
+
+/// [`input`] read and written in place: `d[y·6 + x]` is point (y, x) of
+/// the tile (a row of zeros for the padding), `v[i·6 + j]` where point
+/// (i, j) of V goes.
+///
+/// # Safety
+/// The 36 rows at `v` must be writable, distinct, and overlap none of `d`
+/// or `t`.
+#[inline(always)]
+pub unsafe fn input_in_place(d: &[&Lanes; XI], v: &[*mut Lanes; XI], t: &mut [Lanes; XI]) {
+    for y in 0..ALPHA {
+        // Along x: row y of d into row y of t.
+        let row: [&Lanes; ALPHA] = [
+            d[y * 6],
+            d[y * 6 + 1],
+            d[y * 6 + 2],
+            d[y * 6 + 3],
+            d[y * 6 + 4],
+            d[y * 6 + 5],
+        ];
+        let [o0, o1, o2, o3, o4, o5] = &mut t[y * ALPHA..y * ALPHA + ALPHA] else {
+            unreachable!()
+        };
+        bt_rows(row, o0, o1, o2, o3, o4, o5);
+    }
+    for j in 0..ALPHA {
+        // Along y: column j of t into column j of V.
+        let col = [
+            &t[j],
+            &t[6 + j],
+            &t[12 + j],
+            &t[18 + j],
+            &t[24 + j],
+            &t[30 + j],
+        ];
+        // SAFETY: six distinct rows of V, overlapping nothing read (caller).
+        unsafe {
+            bt_rows(
+                col,
+                &mut *v[j],
+                &mut *v[6 + j],
+                &mut *v[12 + j],
+                &mut *v[18 + j],
+                &mut *v[24 + j],
+                &mut *v[30 + j],
+            )
+        };
+    }
+}
+
+/// [`output`] read and written in place, plus `add` (the bias, or zeros):
+/// `m[i·6 + j]` is point (i, j) of M, `y[a·4 + b]` where output (a, b) goes.
+///
+/// # Safety
+/// The 16 rows at `y` must be writable, distinct, and overlap none of `m`,
+/// `add` or `t`.
+#[inline(always)]
+pub unsafe fn output_in_place(
+    m: &[&Lanes; XI],
+    add: &Lanes,
+    y: &[*mut Lanes; M * M],
+    t: &mut [Lanes; M * ALPHA],
+) {
+    const ZERO: Lanes = [0.0; CB];
+    for j in 0..ALPHA {
+        // Along i: column j of M into t[j·4 + a].
+        let col = [m[j], m[6 + j], m[12 + j], m[18 + j], m[24 + j], m[30 + j]];
+        let [o0, o1, o2, o3] = &mut t[j * M..j * M + M] else {
+            unreachable!()
+        };
+        at_rows(col, &ZERO, o0, o1, o2, o3);
+    }
+    for a in 0..M {
+        // Along j: row a of t into row a of Y.
+        let row = [
+            &t[a],
+            &t[4 + a],
+            &t[8 + a],
+            &t[12 + a],
+            &t[16 + a],
+            &t[20 + a],
+        ];
+        let r = &y[a * M..a * M + M];
+        // SAFETY: four distinct rows overlapping nothing read (caller).
+        unsafe { at_rows(row, add, &mut *r[0], &mut *r[1], &mut *r[2], &mut *r[3]) };
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
