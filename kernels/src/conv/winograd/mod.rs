@@ -34,11 +34,12 @@ use rayon::prelude::*;
 use transform::{Lanes, ALPHA, CB, M, XI};
 
 /// Bytes of one thread's transformed tiles (`V` and one panel of `M`): most
-/// of a 1 MiB L2. Measured on the 2-core Zen 5 against 256 and 512 KiB
-/// (56x56, 28x28, 14x14 layers: 1.00-1.06x over 512 KiB), and against
-/// chunks of 8 MiB shared by all threads in three parallel passes, one per
-/// step (1.04-1.17x on those layers; 0.75x on the 7x7 layer with 512
-/// channels, which the direct convolution runs faster than either).
+/// of a 1 MiB L2. On the 2-core Zen 5, one run each of ResNet-50's 56x56,
+/// 28x28 and 14x14 3x3 layers, forward and backward-data: 1.00-1.03x over
+/// 512 KiB, 1.02-1.07x over 256 KiB, and 1.03-1.19x over chunks of 8 MiB
+/// shared by all threads in three parallel passes, one per step (but 0.75x
+/// of those on the 7x7 layer of 512 channels, which the direct convolution
+/// runs faster than either; 2.5 MiB was level in the whole model).
 const SCRATCH_BYTES: usize = 768 << 10;
 
 /// Relative L2 error allowed: the transforms scale values by up to 5 and
