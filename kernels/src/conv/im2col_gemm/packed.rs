@@ -144,12 +144,12 @@ impl PackedB {
                     // the tile addresses memory as checked above.
                     unsafe {
                         match mr {
-                            6 => avx512_gemm_f32_6x64::<6>(&tile),
-                            5 => avx512_gemm_f32_6x64::<5>(&tile),
-                            4 => avx512_gemm_f32_6x64::<4>(&tile),
-                            3 => avx512_gemm_f32_6x64::<3>(&tile),
-                            2 => avx512_gemm_f32_6x64::<2>(&tile),
-                            _ => avx512_gemm_f32_6x64::<1>(&tile),
+                            6 => avx512_gemm_f32_6x64::<6, false>(&tile),
+                            5 => avx512_gemm_f32_6x64::<5, false>(&tile),
+                            4 => avx512_gemm_f32_6x64::<4, false>(&tile),
+                            3 => avx512_gemm_f32_6x64::<3, false>(&tile),
+                            2 => avx512_gemm_f32_6x64::<2, false>(&tile),
+                            _ => avx512_gemm_f32_6x64::<1, false>(&tile),
                         }
                     }
                     i0 += mr;
@@ -158,6 +158,83 @@ impl PackedB {
             }
             k0 += kc;
         }
+    }
+}
+
+/// `C[rows x (n1-n0)] (+)= Aᵀ · B[:, n0..n1]` over a reduction of `k`,
+/// with A stored transposed (`A(i, p)` at `a[p·a_rs + i]`, `p < k`) and B
+/// in panels of [`NR`] columns, `k_stride` rows apart (`[panel][k_stride]
+/// [NR]`, of which the first `k` rows are used). `n0` must be a multiple of
+/// `NR`. Adds to C where `acc`, else overwrites it.
+///
+/// # Safety
+/// `a` must address `k` rows of `rows` readable floats, `a_rs` apart; `b`
+/// the panels of columns `n0..n1` (each `k_stride·NR` floats, zeros past
+/// the last column); `c` `rows` rows of `n1 - n0` writable floats, `c_rs`
+/// apart, touched by no other thread meanwhile. Only call when
+/// [`available`].
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn gemm_transposed_a(
+    rows: usize,
+    k: usize,
+    a: *const f32,
+    a_rs: usize,
+    b: *const f32,
+    k_stride: usize,
+    n0: usize,
+    n1: usize,
+    c: *mut f32,
+    c_rs: usize,
+    acc: bool,
+) {
+    assert!(n0.is_multiple_of(NR) && n0 <= n1 && k <= k_stride);
+    if k == 0 {
+        if !acc {
+            for i in 0..rows {
+                // SAFETY: row i of c, per the contract.
+                unsafe { std::slice::from_raw_parts_mut(c.add(i * c_rs), n1 - n0) }.fill(0.0);
+            }
+        }
+        return;
+    }
+    let mut k0 = 0;
+    while k0 < k {
+        let kc = KC.min(k - k0);
+        let mut j0 = n0;
+        while j0 < n1 {
+            let w = NR.min(n1 - j0);
+            let mut i0 = 0;
+            while i0 < rows {
+                let mr = MR.min(rows - i0);
+                let tile = Tile {
+                    k: kc,
+                    // SAFETY (all three): in bounds per the contract.
+                    a: unsafe { a.add(k0 * a_rs + i0) },
+                    a_rs,
+                    b: unsafe { b.add(((j0 - n0) / NR) * k_stride * NR + k0 * NR) },
+                    c: unsafe { c.add(i0 * c_rs + (j0 - n0)) },
+                    c_rs,
+                    w,
+                    bias: None,
+                    acc: acc || k0 > 0,
+                };
+                // SAFETY: avx512f is available (caller's contract) and the
+                // tile addresses memory as checked above.
+                unsafe {
+                    match mr {
+                        6 => avx512_gemm_f32_6x64::<6, true>(&tile),
+                        5 => avx512_gemm_f32_6x64::<5, true>(&tile),
+                        4 => avx512_gemm_f32_6x64::<4, true>(&tile),
+                        3 => avx512_gemm_f32_6x64::<3, true>(&tile),
+                        2 => avx512_gemm_f32_6x64::<2, true>(&tile),
+                        _ => avx512_gemm_f32_6x64::<1, true>(&tile),
+                    }
+                }
+                i0 += mr;
+            }
+            j0 += NR;
+        }
+        k0 += kc;
     }
 }
 
@@ -178,7 +255,7 @@ struct Tile {
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn avx512_gemm_f32_6x64<const M: usize>(t: &Tile) {
+unsafe fn avx512_gemm_f32_6x64<const M: usize, const TA: bool>(t: &Tile) {
     use std::arch::x86_64::*;
     let mut r = [[_mm512_setzero_ps(); 4]; M];
     let (a, b) = (t.a, t.b);
@@ -198,9 +275,15 @@ unsafe fn avx512_gemm_f32_6x64<const M: usize>(t: &Tile) {
             // (about 1,500 cycles) ahead of its use. Without it the first
             // broadcast of each step waited on memory (19% of the samples).
             // `wrapping_add`: past the last tile the address is never read.
-            _mm_prefetch::<_MM_HINT_T0>(a.wrapping_add((M + p % M) * t.a_rs + p).cast::<i8>());
+            // With A transposed (`TA`: element (i, p) at `p·a_rs + i`) a
+            // step's M values are adjacent and the steps walk forwards,
+            // which the hardware prefetcher follows.
+            if !TA {
+                _mm_prefetch::<_MM_HINT_T0>(a.wrapping_add((M + p % M) * t.a_rs + p).cast::<i8>());
+            }
             for (i, ri) in r.iter_mut().enumerate() {
-                let av = _mm512_set1_ps(*a.add(i * t.a_rs + p));
+                let at = if TA { p * t.a_rs + i } else { i * t.a_rs + p };
+                let av = _mm512_set1_ps(*a.add(at));
                 for v in 0..4 {
                     ri[v] = _mm512_fmadd_ps(av, bv[v], ri[v]);
                 }
@@ -235,6 +318,6 @@ unsafe fn avx512_gemm_f32_6x64<const M: usize>(t: &Tile) {
 }
 
 #[cfg(not(target_arch = "x86_64"))]
-unsafe fn avx512_gemm_f32_6x64<const M: usize>(_: &Tile) {
+unsafe fn avx512_gemm_f32_6x64<const M: usize, const TA: bool>(_: &Tile) {
     unreachable!("packed GEMM without AVX-512")
 }

@@ -1,11 +1,11 @@
-//! Winograd's F(4x4, 3x3) for 3x3 convolutions at stride 1, forward and
-//! backward-data: 36 multiplications for each 4x4 block of outputs and
-//! pair of channels, where the direct convolution does 144 (see
-//! [`transform`]). The time it saves is real arithmetic not done, so the
-//! GFLOP/s reported for it count the direct convolution's FLOPs: they are
-//! an effective rate and can pass the FMA peak.
+//! Winograd's F(4x4, 3x3) for 3x3 convolutions at stride 1, in all three
+//! directions: 36 multiplications for each 4x4 block of outputs and pair
+//! of channels, where the direct convolution does 144 (see [`transform`]).
+//! The time it saves is real arithmetic not done, so the GFLOP/s reported
+//! for it count the direct convolution's FLOPs: they are an effective rate
+//! and can pass the FMA peak.
 //!
-//! One call:
+//! A forward (or backward-data) call:
 //! 1. the filter transform `U = G w Gᵀ`, 36 matrices of `K x N` (input x
 //!    output channels), written straight into the GEMM's packed panels
 //!    and shared by all threads;
@@ -18,11 +18,13 @@
 //! Backward-data is the forward convolution of diff_dst with the weights
 //! flipped and transposed (padding `2 - p`), so it runs the same code on
 //! that problem; its filter transform reads the weights in that order.
+//! Backward-filter is F(3x3, 4x4) on the same points ([`bwd_filter`]).
 //!
 //! The GEMMs run on the packed AVX-512 micro-kernel of the 1x1 layers
 //! ([`super::im2col_gemm::packed`]) where the CPU has AVX-512, else on the
 //! `gemm` crate; the transforms run on the plan's ISA.
 
+mod bwd_filter;
 mod transform;
 
 use super::im2col_gemm::blas::{self, MatRef};
@@ -54,10 +56,7 @@ impl ConvAlgo for Winograd {
         "winograd"
     }
 
-    fn supports(&self, p: &ConvShape, dir: Direction, isa: Isa) -> Result<(), String> {
-        if dir == Direction::BwdFilter {
-            return Err("runs forward and backward-data only".into());
-        }
+    fn supports(&self, p: &ConvShape, _: Direction, isa: Isa) -> Result<(), String> {
         if p.g != 1 {
             return Err("runs one group only".into());
         }
@@ -110,6 +109,8 @@ struct WinogradPlan {
     /// transform's parallel writes (the buffers never move).
     u_bases: Vec<SendPtr>,
     scratch: Slots<Scratch>,
+    /// The backward-filter's buffers (that direction only).
+    filter: Option<bwd_filter::FilterGrad>,
 }
 
 /// One thread's `V` (`[point][chunk][K]`) and `M` for one panel of output
@@ -136,11 +137,16 @@ fn transposed(p: &ConvShape) -> ConvShape {
 
 impl WinogradPlan {
     fn new(p: &ConvShape, dir: Direction, isa: Isa) -> Self {
-        Self::with_scratch_bytes(p, dir, isa, SCRATCH_BYTES)
+        let bytes = match dir {
+            Direction::BwdFilter => bwd_filter::CHUNK_BYTES,
+            _ => SCRATCH_BYTES,
+        };
+        Self::with_scratch_bytes(p, dir, isa, bytes)
     }
 
-    /// A plan whose threads' `V` and `M` take about `scratch_bytes` each
-    /// (tests use small ones to run many chunks of one to a few tiles).
+    /// A plan whose threads' `V` and `M` take about `scratch_bytes` each,
+    /// or for backward-filter whose chunks' `V` and `H` do (tests use small
+    /// ones to run many chunks of one to a few tiles).
     fn with_scratch_bytes(p: &ConvShape, dir: Direction, isa: Isa, scratch_bytes: usize) -> Self {
         assert!(
             isa.is_supported(),
@@ -149,7 +155,7 @@ impl WinogradPlan {
         let q = match dir {
             Direction::Fwd => *p,
             Direction::BwdData => transposed(p),
-            Direction::BwdFilter => panic!("winograd has no backward-filter"),
+            Direction::BwdFilter => *p,
         };
         let (k, n) = (q.ic, q.oc);
         let (tiles_h, tiles_w) = (q.oh.div_ceil(M), q.ow.div_ceil(M));
@@ -160,7 +166,12 @@ impl WinogradPlan {
             .clamp(1, tiles.max(1))
             .div_ceil(6)
             * 6;
-        let mut weights = if isa == Isa::Avx512 && packed::available() {
+        let filter = (dir == Direction::BwdFilter)
+            .then(|| bwd_filter::FilterGrad::new(k, n, tiles, isa, scratch_bytes));
+        let mut weights = if filter.is_some() {
+            // The backward-filter keeps its own buffers.
+            Weights::Plain(Vec::new())
+        } else if isa == Isa::Avx512 && packed::available() {
             Weights::Packed((0..XI).map(|_| PackedB::new(k, n)).collect())
         } else {
             Weights::Plain(vec![0.0; XI * k * n])
@@ -185,10 +196,17 @@ impl WinogradPlan {
             chunk,
             weights,
             u_bases,
-            scratch: Slots::new(|| Scratch {
-                v: vec![0.0; XI * chunk * k],
-                m: vec![0.0; XI * chunk * NR],
+            scratch: Slots::new(|| match dir {
+                Direction::BwdFilter => Scratch {
+                    v: Vec::new(),
+                    m: Vec::new(),
+                },
+                _ => Scratch {
+                    v: vec![0.0; XI * chunk * k],
+                    m: vec![0.0; XI * chunk * NR],
+                },
             }),
+            filter,
         }
     }
 
@@ -527,14 +545,19 @@ impl ConvPlan for WinogradPlan {
                 4 * (s.v.len() + s.m.len())
             })
             .sum();
-        weights + scratch
+        weights + scratch + self.filter.as_ref().map_or(0, |f| f.bytes())
     }
 
     fn kernel_name(&self) -> String {
         let base = format!("{}_conv_{}_f32_wino4x3", self.isa, self.dir);
-        match self.weights {
-            Weights::Packed(_) => base,
-            Weights::Plain(_) => format!("{base}+gemm_f32({})", blas::gemm_isa()),
+        let packed = match (&self.filter, &self.weights) {
+            (Some(f), _) => f.packed(),
+            (None, w) => matches!(w, Weights::Packed(_)),
+        };
+        if packed {
+            base
+        } else {
+            format!("{base}+gemm_f32({})", blas::gemm_isa())
         }
     }
 
@@ -552,6 +575,14 @@ impl ConvPlan for WinogradPlan {
                 wei,
                 diff_src,
             } if self.dir == Direction::BwdData => self.run(diff_dst, wei, None, diff_src),
+            ConvArgs::BwdFilter {
+                src,
+                diff_dst,
+                diff_wei,
+                diff_bias,
+            } if self.dir == Direction::BwdFilter => {
+                self.run_bwd_filter(src, diff_dst, diff_wei, diff_bias)
+            }
             args => panic!(
                 "winograd plan for {} got {} arguments",
                 self.dir,

@@ -117,6 +117,66 @@ pub fn filter(w: &[Lanes; 9], u: &mut [Lanes; XI]) {
     }
 }
 
+/// `A·v` along one axis (`A = (Aᵀ)ᵀ`, 6x4): four values in, six points out.
+#[inline(always)]
+fn a(src: &[Lanes], s0: usize, ss: usize, dst: &mut [Lanes], d0: usize, ds: usize) {
+    for c in 0..CB {
+        let v = |i: usize| src[s0 + i * ss][c];
+        let (v0, v1, v2, v3) = (v(0), v(1), v(2), v(3));
+        let (e, o) = (v0 + v2, v1 + v3);
+        let (e4, o2) = (v0 + 4.0 * v2, 2.0 * v1 + 8.0 * v3);
+        dst[d0][c] = v0;
+        dst[d0 + ds][c] = e + o;
+        dst[d0 + 2 * ds][c] = e - o;
+        dst[d0 + 3 * ds][c] = e4 + o2;
+        dst[d0 + 4 * ds][c] = e4 - o2;
+        dst[d0 + 5 * ds][c] = v3;
+    }
+}
+
+/// `Gᵀ·v` along one axis: six points in, three taps out.
+#[inline(always)]
+fn gt(src: &[Lanes], s0: usize, ss: usize, dst: &mut [Lanes], d0: usize, ds: usize) {
+    for c in 0..CB {
+        let v = |i: usize| src[s0 + i * ss][c];
+        let (v0, v1, v2, v3, v4, v5) = (v(0), v(1), v(2), v(3), v(4), v(5));
+        let (p12, m12, p34, m34) = (v1 + v2, v2 - v1, v3 + v4, v3 - v4);
+        dst[d0][c] = 0.25 * v0 - p12 * (1.0 / 6.0) + p34 * (1.0 / 24.0);
+        dst[d0 + ds][c] = m12 * (1.0 / 6.0) + m34 * (1.0 / 12.0);
+        dst[d0 + 2 * ds][c] = (p34 - p12) * (1.0 / 6.0) + v5;
+    }
+}
+
+/// The backward-filter's gradient transform `H = A h Aᵀ` of one 4x4 tile
+/// of diff_dst, `h[a·4 + b]` to `out[i·6 + j]`; `t` is scratch. (With it,
+/// `Gᵀ[(A h Aᵀ) ⊙ (Bᵀ d B)]G` is the 3x3 correlation of a 6x6 input tile
+/// `d` with `h`: F(3x3, 4x4), the same points.)
+#[inline(always)]
+pub fn grad(h: &[Lanes; M * M], out: &mut [Lanes; XI], t: &mut [Lanes; M * ALPHA]) {
+    for r in 0..M {
+        // Along b: row r of h into row r of t (4 rows of 6).
+        a(h, r * M, 1, t, r * ALPHA, 1);
+    }
+    for j in 0..ALPHA {
+        // Along a: column j of t into column j of out.
+        a(t, j, ALPHA, out, j, ALPHA);
+    }
+}
+
+/// The backward-filter's inverse `dw = Gᵀ x G` of one point-wise sum,
+/// `x[i·6 + j]` to `w[r·3 + s]`; `t` is scratch.
+#[inline(always)]
+pub fn filter_grad(x: &[Lanes; XI], w: &mut [Lanes; 9], t: &mut [Lanes; 3 * ALPHA]) {
+    for j in 0..ALPHA {
+        // Along i: column j of x into column j of t (3 rows of 6).
+        gt(x, j, ALPHA, t, j, ALPHA);
+    }
+    for r in 0..3 {
+        // Along j: row r of t into row r of w.
+        gt(t, r * ALPHA, 1, w, r * 3, 1);
+    }
+}
+
 /// `Bᵀ·v` along one axis, from six rows read in place to six rows written
 /// in place. Separate reference arguments, so that LLVM knows (after
 /// inlining too) that no output row overlaps an input and vectorises the
@@ -294,6 +354,49 @@ mod tests {
                     assert!(
                         (got - want).abs() < 1e-5,
                         "c {c} ({a}, {b}): {got} vs {want}"
+                    );
+                }
+            }
+        }
+    }
+    /// One channel's 6x6 input tile and 4x4 gradient tile through the
+    /// backward-filter's transforms against the direct 3x3 correlation.
+    #[test]
+    fn one_gradient_tile_matches_the_direct_correlation() {
+        let mut d = [[0.0; CB]; XI];
+        let mut h = [[0.0; CB]; M * M];
+        for c in 0..CB {
+            for (i, x) in d.iter_mut().enumerate() {
+                x[c] = ((i * 7 + c * 3) % 11) as f32 / 11.0 - 0.5;
+            }
+            for (i, x) in h.iter_mut().enumerate() {
+                x[c] = ((i * 5 + c) % 9) as f32 / 9.0 - 0.4;
+            }
+        }
+        let (mut v, mut g) = ([[0.0; CB]; XI], [[0.0; CB]; XI]);
+        input(&d, &mut v, &mut [[0.0; CB]; XI]);
+        grad(&h, &mut g, &mut [[0.0; CB]; M * ALPHA]);
+        let mut x = [[0.0; CB]; XI];
+        for xi in 0..XI {
+            for c in 0..CB {
+                x[xi][c] = v[xi][c] * g[xi][c];
+            }
+        }
+        let mut w = [[0.0; CB]; 9];
+        filter_grad(&x, &mut w, &mut [[0.0; CB]; 3 * ALPHA]);
+        for c in 0..CB {
+            for r in 0..3 {
+                for s in 0..3 {
+                    let mut want = 0.0f64;
+                    for a in 0..M {
+                        for b in 0..M {
+                            want += d[(a + r) * ALPHA + b + s][c] as f64 * h[a * M + b][c] as f64;
+                        }
+                    }
+                    let got = w[r * 3 + s][c] as f64;
+                    assert!(
+                        (got - want).abs() < 1e-5,
+                        "c {c} ({r}, {s}): {got} vs {want}"
                     );
                 }
             }
