@@ -112,51 +112,23 @@ impl PackedB {
             }
             return;
         }
-        let mut k0 = 0;
-        while k0 < k {
-            let kc = KC.min(k - k0);
-            let first = k0 == 0;
-            let mut j0 = n0;
-            while j0 < n1 {
-                let w = NR.min(n1 - j0);
-                let mut i0 = 0;
-                while i0 < rows {
-                    let mr = MR.min(rows - i0);
-                    let tile = Tile {
-                        k: kc,
-                        // SAFETY (all three): in bounds per the contract and
-                        // the panel layout.
-                        a: unsafe { a.add(i0 * a_rs + k0) },
-                        a_rs,
-                        b: unsafe { self.buf.as_ptr().add((j0 / NR) * k * NR + k0 * NR) },
-                        c: unsafe { dst.add(i0 * dst_rs + (j0 - n0)) },
-                        c_rs: dst_rs,
-                        w,
-                        bias: if first {
-                            // SAFETY: within the n1 - n0 bias floats.
-                            bias.map(|b| unsafe { b.add(j0 - n0) })
-                        } else {
-                            None
-                        },
-                        acc: !first,
-                    };
-                    // SAFETY: avx512f is available (caller's contract) and
-                    // the tile addresses memory as checked above.
-                    unsafe {
-                        match mr {
-                            6 => avx512_gemm_f32_6x64::<6, false>(&tile),
-                            5 => avx512_gemm_f32_6x64::<5, false>(&tile),
-                            4 => avx512_gemm_f32_6x64::<4, false>(&tile),
-                            3 => avx512_gemm_f32_6x64::<3, false>(&tile),
-                            2 => avx512_gemm_f32_6x64::<2, false>(&tile),
-                            _ => avx512_gemm_f32_6x64::<1, false>(&tile),
-                        }
-                    }
-                    i0 += mr;
-                }
-                j0 += NR;
-            }
-            k0 += kc;
+        // SAFETY: forwarded from this function's contract; the panels of
+        // columns n0.. start at panel n0 / NR, k rows each.
+        unsafe {
+            run_tiles::<false>(
+                rows,
+                k,
+                a,
+                a_rs,
+                self.buf.as_ptr().add((n0 / NR) * k * NR),
+                k,
+                n0,
+                n1,
+                dst,
+                dst_rs,
+                bias,
+                false,
+            )
         }
     }
 }
@@ -197,9 +169,38 @@ pub unsafe fn gemm_transposed_a(
         }
         return;
     }
+    // SAFETY: forwarded from this function's contract.
+    unsafe { run_tiles::<true>(rows, k, a, a_rs, b, k_stride, n0, n1, c, c_rs, None, acc) }
+}
+
+/// The loops of both GEMMs: blocks of the reduction (`KC`), panels of `NR`
+/// columns, micro-tiles of `MR` rows. `b` is the panel of columns `n0..`,
+/// panels `k_stride·NR` floats apart; A is read as `TA` says (see
+/// [`avx512_gemm_f32_6x64`]); the bias is added by the first block, and C
+/// is added to where `acc` or after the first block.
+///
+/// # Safety
+/// The callers' contracts ([`PackedB::gemm`], [`gemm_transposed_a`]).
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn run_tiles<const TA: bool>(
+    rows: usize,
+    k: usize,
+    a: *const f32,
+    a_rs: usize,
+    b: *const f32,
+    k_stride: usize,
+    n0: usize,
+    n1: usize,
+    c: *mut f32,
+    c_rs: usize,
+    bias: Option<*const f32>,
+    acc: bool,
+) {
     let mut k0 = 0;
     while k0 < k {
         let kc = KC.min(k - k0);
+        let first = k0 == 0;
         let mut j0 = n0;
         while j0 < n1 {
             let w = NR.min(n1 - j0);
@@ -208,26 +209,31 @@ pub unsafe fn gemm_transposed_a(
                 let mr = MR.min(rows - i0);
                 let tile = Tile {
                     k: kc,
-                    // SAFETY (all three): in bounds per the contract.
-                    a: unsafe { a.add(k0 * a_rs + i0) },
+                    // SAFETY (all four): in bounds per the callers'
+                    // contracts and the panel layout.
+                    a: unsafe { a.add(if TA { k0 * a_rs + i0 } else { i0 * a_rs + k0 }) },
                     a_rs,
                     b: unsafe { b.add(((j0 - n0) / NR) * k_stride * NR + k0 * NR) },
                     c: unsafe { c.add(i0 * c_rs + (j0 - n0)) },
                     c_rs,
                     w,
-                    bias: None,
-                    acc: acc || k0 > 0,
+                    bias: if first {
+                        bias.map(|p| unsafe { p.add(j0 - n0) })
+                    } else {
+                        None
+                    },
+                    acc: acc || !first,
                 };
-                // SAFETY: avx512f is available (caller's contract) and the
+                // SAFETY: avx512f is available (callers' contract) and the
                 // tile addresses memory as checked above.
                 unsafe {
                     match mr {
-                        6 => avx512_gemm_f32_6x64::<6, true>(&tile),
-                        5 => avx512_gemm_f32_6x64::<5, true>(&tile),
-                        4 => avx512_gemm_f32_6x64::<4, true>(&tile),
-                        3 => avx512_gemm_f32_6x64::<3, true>(&tile),
-                        2 => avx512_gemm_f32_6x64::<2, true>(&tile),
-                        _ => avx512_gemm_f32_6x64::<1, true>(&tile),
+                        6 => avx512_gemm_f32_6x64::<6, TA>(&tile),
+                        5 => avx512_gemm_f32_6x64::<5, TA>(&tile),
+                        4 => avx512_gemm_f32_6x64::<4, TA>(&tile),
+                        3 => avx512_gemm_f32_6x64::<3, TA>(&tile),
+                        2 => avx512_gemm_f32_6x64::<2, TA>(&tile),
+                        _ => avx512_gemm_f32_6x64::<1, TA>(&tile),
                     }
                 }
                 i0 += mr;
