@@ -1,6 +1,8 @@
 //! A small packed GEMM with an AVX-512 micro-kernel, for the single-tap
 //! (1x1) convolutions with many pixels, forward and (where the reduction is
-//! 128 or more) backward-data. It reads the pixel rows in place and
+//! 128 or more) backward-data, and for Winograd's 36 GEMMs (whose
+//! transforms fill the panels themselves; its backward-filter reads A
+//! transposed, [`gemm_transposed_a`]). It reads the pixel rows in place and
 //! prefetches the next micro-tile's, where the `gemm` crate packs them per
 //! call; it also fuses the bias, which the crate adds in a pass of its own.
 //!
@@ -54,9 +56,10 @@ impl PackedB {
 
     /// The panels, `[panel][k][NR]`, for callers that fill them in that
     /// layout themselves (columns past `n` in the last panel are never
-    /// stored by [`PackedB::gemm`]).
-    pub fn panels_mut(&mut self) -> &mut [f32] {
-        &mut self.buf
+    /// stored by [`PackedB::gemm`]): a pointer from `as_mut_ptr`, which a
+    /// later read of the buffer leaves valid.
+    pub fn panels_ptr(&mut self) -> *mut f32 {
+        self.buf.as_mut_ptr()
     }
 
     /// Packs the row-major `B(i, j) = b[i·rs + j]` (`i < k`, `j < n`).
@@ -266,8 +269,9 @@ unsafe fn avx512_gemm_f32_6x64<const M: usize, const TA: bool>(t: &Tile) {
     let mut r = [[_mm512_setzero_ps(); 4]; M];
     let (a, b) = (t.a, t.b);
     for p in 0..t.k {
-        // SAFETY: row p of the packed panel (NR floats) and column p of
-        // the M rows of A are in bounds (see `PackedB::gemm`).
+        // SAFETY: row p of the packed panel (NR floats) and step p of the
+        // M rows of A (a column, or with `TA` a row) are in bounds (see
+        // `PackedB::gemm`, `gemm_transposed_a`).
         unsafe {
             let bp = b.add(p * NR);
             let bv = [

@@ -152,7 +152,7 @@ impl WinogradPlan {
         }
         self.inverse_filter(&fg.sums, dw);
         if let Some(db) = db {
-            bias_grad(self.isa, n, dy, db);
+            bias_grad(self.isa, n, &dy[..self.q.dst_len()], db);
         }
         self.filter = Some(fg);
     }
@@ -191,7 +191,7 @@ impl WinogradPlan {
                         }
                     }
                     transform::grad(&g, &mut out, &mut scratch);
-                    // Panel widths are multiples of CB, so a block of
+                    // `panel_w` is NR (= CB) or all of N, so a block of
                     // channels stays in one panel.
                     let off = (c0 / panel_w) * chunk * panel_w + (t - t0) * panel_w + c0 % panel_w;
                     for (xi, o) in out.iter().enumerate() {

@@ -105,9 +105,6 @@ struct WinogradPlan {
     /// Tiles per chunk: the rows of each GEMM.
     chunk: usize,
     weights: Weights,
-    /// Where each point's matrix of `weights` starts, for the filter
-    /// transform's parallel writes (the buffers never move).
-    u_bases: Vec<SendPtr>,
     scratch: Slots<Scratch>,
     /// The backward-filter's buffers (that direction only).
     filter: Option<bwd_filter::FilterGrad>,
@@ -168,23 +165,13 @@ impl WinogradPlan {
             * 6;
         let filter = (dir == Direction::BwdFilter)
             .then(|| bwd_filter::FilterGrad::new(k, n, tiles, isa, scratch_bytes));
-        let mut weights = if filter.is_some() {
+        let weights = if filter.is_some() {
             // The backward-filter keeps its own buffers.
             Weights::Plain(Vec::new())
         } else if isa == Isa::Avx512 && packed::available() {
             Weights::Packed((0..XI).map(|_| PackedB::new(k, n)).collect())
         } else {
             Weights::Plain(vec![0.0; XI * k * n])
-        };
-        let u_bases = match &mut weights {
-            Weights::Packed(packs) => packs
-                .iter_mut()
-                .map(|b| SendPtr(b.panels_mut().as_mut_ptr()))
-                .collect(),
-            Weights::Plain(u) => u
-                .chunks_exact_mut((k * n).max(1))
-                .map(|m| SendPtr(m.as_mut_ptr()))
-                .collect(),
         };
         WinogradPlan {
             p: *p,
@@ -195,7 +182,6 @@ impl WinogradPlan {
             tiles_w,
             chunk,
             weights,
-            u_bases,
             scratch: Slots::new(|| match dir {
                 Direction::BwdFilter => Scratch {
                     v: Vec::new(),
@@ -254,7 +240,23 @@ impl WinogradPlan {
     /// `U = G w Gᵀ` for every pair of channels, into the GEMM's layout.
     fn transform_filter(&mut self, wei: &[f32]) {
         let (k, n, isa) = (self.q.ic, self.q.oc, self.isa);
-        let bases = &self.u_bases;
+        // Where each point's matrix starts, from `as_mut_ptr` (no slice
+        // reference that a later read of the buffers would freeze).
+        let mut bases = [SendPtr(std::ptr::null_mut()); XI];
+        match &mut self.weights {
+            Weights::Packed(packs) => {
+                for (b, pack) in bases.iter_mut().zip(packs.iter_mut()) {
+                    *b = SendPtr(pack.panels_ptr());
+                }
+            }
+            Weights::Plain(u) => {
+                for (xi, b) in bases.iter_mut().enumerate() {
+                    // SAFETY: point xi's K x N matrix inside U.
+                    *b = SendPtr(unsafe { u.as_mut_ptr().add(xi * k * n) });
+                }
+            }
+        }
+        let bases = &bases;
         // Where point `xi`, row `kk`, columns `c0..` go: a panel of NR
         // columns (c0 is a multiple of CB = NR) or a plain row.
         let panel_w = match self.weights {
@@ -357,7 +359,7 @@ impl WinogradPlan {
                     transform::input(&d, &mut out, &mut scratch);
                     for (xi, o) in out.iter().enumerate() {
                         // SAFETY: row t - t0 < cap of point xi, channels
-                        // c0..c0+cb < K: inside V, and written by this call
+                        // c0..c0+cb <= K: inside V, and written by this call
                         // only.
                         let to = unsafe { v.ptr().add((xi * cap + t - t0) * k + c0) };
                         copy_lanes(&o[..cb], to);
