@@ -231,32 +231,21 @@ impl WinogradPlan {
     }
 }
 
-/// `db[c] = Σ dy[.., c]` over every pixel, in f64 per task.
+/// `db[c] = Σ dy[.., c]` over every pixel, in f64, parallel over blocks of
+/// [`CB`] channels with the sums on the stack: nothing allocated per call.
 fn bias_grad(isa: Isa, n: usize, dy: &[f32], db: &mut [f32]) {
-    let rows_per = (crate::simd::CHUNK / n.max(1)).max(1);
-    let total = dy
-        .par_chunks(rows_per * n)
-        .map(|part| {
-            on_isa!(isa, {
-                let mut s = vec![0.0f64; n];
-                for row in part.chunks_exact(n) {
-                    for (a, &x) in s.iter_mut().zip(row) {
-                        *a += x as f64;
-                    }
+    db[..n].par_chunks_mut(CB).enumerate().for_each(|(b, out)| {
+        let c0 = b * CB;
+        on_isa!(isa, {
+            let mut s = [0.0f64; CB];
+            for row in dy.chunks_exact(n) {
+                for (a, &x) in s.iter_mut().zip(&row[c0..c0 + out.len()]) {
+                    *a += x as f64;
                 }
-                s
-            })
+            }
+            for (d, a) in out.iter_mut().zip(s) {
+                *d = a as f32;
+            }
         })
-        .reduce(
-            || vec![0.0f64; n],
-            |mut a, b| {
-                for (x, y) in a.iter_mut().zip(b) {
-                    *x += y;
-                }
-                a
-            },
-        );
-    for (d, s) in db.iter_mut().zip(total) {
-        *d = s as f32;
-    }
+    });
 }

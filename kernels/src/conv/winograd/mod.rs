@@ -283,13 +283,14 @@ impl WinogradPlan {
             on_isa!(isa, {
                 let mut w: [Lanes; 9] = [[0.0; CB]; 9];
                 let mut u: [Lanes; XI] = [[0.0; CB]; XI];
+                let mut scratch: [Lanes; ALPHA * 3] = [[0.0; CB]; ALPHA * 3];
                 for kk in r0..k.min(r0 + rows_per_item) {
                     for (t, wt) in w.iter_mut().enumerate() {
                         for (c, x) in wt[..cb].iter_mut().enumerate() {
                             *x = at(t, kk, c0 + c);
                         }
                     }
-                    transform::filter(&w, &mut u);
+                    transform::filter(&w, &mut u, &mut scratch);
                     let off = (c0 / panel_w) * k * panel_w + kk * panel_w + c0 % panel_w;
                     for (xi, ux) in u.iter().enumerate() {
                         // SAFETY: `off + cb` stays inside point xi's matrix

@@ -103,17 +103,17 @@ pub fn output(m: &[Lanes; XI], y: &mut [Lanes; M * M], t: &mut [Lanes; M * ALPHA
     }
 }
 
-/// `U = G w Gᵀ` of one 3x3 filter, `w[r·3 + s]` to `u[i·6 + j]`.
+/// `U = G w Gᵀ` of one 3x3 filter, `w[r·3 + s]` to `u[i·6 + j]`; `t` is
+/// scratch (the caller's, so that it is not zeroed per row).
 #[inline(always)]
-pub fn filter(w: &[Lanes; 9], u: &mut [Lanes; XI]) {
-    let mut t = [[0.0; CB]; ALPHA * 3];
+pub fn filter(w: &[Lanes; 9], u: &mut [Lanes; XI], t: &mut [Lanes; ALPHA * 3]) {
     for s in 0..3 {
         // Along r: column s of w into column s of t (6 rows of 3).
-        g(w, s, 3, &mut t, s, 3);
+        g(w, s, 3, t, s, 3);
     }
     for i in 0..ALPHA {
         // Along s: row i of t into row i of u.
-        g(&t, i * 3, 1, u, i * ALPHA, 1);
+        g(t, i * 3, 1, u, i * ALPHA, 1);
     }
 }
 
@@ -332,7 +332,7 @@ mod tests {
         }
         let (mut v, mut u) = ([[0.0; CB]; XI], [[0.0; CB]; XI]);
         input(&d, &mut v, &mut [[0.0; CB]; XI]);
-        filter(&w, &mut u);
+        filter(&w, &mut u, &mut [[0.0; CB]; ALPHA * 3]);
         let mut m = [[0.0; CB]; XI];
         for xi in 0..XI {
             for c in 0..CB {
