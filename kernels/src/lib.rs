@@ -17,5 +17,6 @@ pub mod pool;
 pub mod rng;
 pub mod rnn;
 pub mod simd;
+pub mod stream;
 
 pub use isa::Isa;

@@ -6,6 +6,7 @@
 //! reduction loses no more than a 32-term one.
 
 use crate::on_isa;
+use crate::stream;
 use crate::Isa;
 use rayon::prelude::*;
 
@@ -63,6 +64,9 @@ fn channel_sums<const K: usize>(
     let per = row_tasks(rows);
     let tasks = rows.div_ceil(per);
     assert!(out.is_empty() || out.len() == rows * c, "out is rows x c");
+    // Rows of `out` go through a row on the stack and out with
+    // non-temporal stores where it is larger than the caches.
+    let stream = !out.is_empty() && c <= stream::BLOCK_FLOATS && stream::bypasses_cache(out.len());
     let outs: Vec<&mut [f32]> = if out.is_empty() {
         (0..tasks).map(|_| &mut [][..]).collect()
     } else {
@@ -71,6 +75,7 @@ fn channel_sums<const K: usize>(
     outs.into_par_iter()
         .enumerate()
         .map(|(t, out)| {
+            let mut row_buf = [0.0f32; stream::BLOCK_FLOATS];
             let mut total: [Vec<f64>; K] = std::array::from_fn(|_| vec![0.0; c]);
             let mut block_mem = vec![0.0f32; K * c];
             let mut parts = block_mem.chunks_exact_mut(c);
@@ -85,12 +90,15 @@ fn channel_sums<const K: usize>(
                         b.fill(0.0);
                     }
                     for row in r..end {
-                        let o = if out.is_empty() {
-                            &mut [][..]
+                        if out.is_empty() {
+                            row_fn(row, &mut [][..], &mut block);
+                        } else if stream {
+                            let o = &mut row_buf[..c];
+                            row_fn(row, o, &mut block);
+                            stream::copy(isa, &mut out[(row - r0) * c..][..c], o);
                         } else {
-                            &mut out[(row - r0) * c..(row - r0 + 1) * c]
-                        };
-                        row_fn(row, o, &mut block);
+                            row_fn(row, &mut out[(row - r0) * c..][..c], &mut block);
+                        }
                     }
                     for (tot, b) in total.iter_mut().zip(&block) {
                         for (t, &v) in tot.iter_mut().zip(b.iter()) {
@@ -99,6 +107,9 @@ fn channel_sums<const K: usize>(
                     }
                 });
                 r = end;
+            }
+            if stream {
+                stream::fence();
             }
             total
         })
@@ -138,18 +149,30 @@ fn scale_shift<const RELU: bool>(
     y: &mut [f32],
 ) {
     let rows_per = (crate::simd::CHUNK / c).max(1);
+    let stream = stream::bypasses_cache(y.len());
     y.par_chunks_mut(rows_per * c)
         .zip(x.par_chunks(rows_per * c))
         .for_each(|(y, x)| {
-            on_isa!(isa, {
-                for (y, x) in y.chunks_exact_mut(c).zip(x.chunks_exact(c)) {
-                    let coefs = scale.iter().zip(shift);
-                    for ((y, &x), (&a, &b)) in y.iter_mut().zip(x).zip(coefs) {
-                        let v = x * a + b;
-                        *y = if RELU { v.max(0.0) } else { v };
+            on_isa!(
+                isa,
+                stream::rows_out(
+                    isa,
+                    c,
+                    y,
+                    stream,
+                    #[inline(always)]
+                    |r0, y| {
+                        let x = &x[r0 * c..][..y.len()];
+                        for (y, x) in y.chunks_exact_mut(c).zip(x.chunks_exact(c)) {
+                            let coefs = scale.iter().zip(shift);
+                            for ((y, &x), (&a, &b)) in y.iter_mut().zip(x).zip(coefs) {
+                                let v = x * a + b;
+                                *y = if RELU { v.max(0.0) } else { v };
+                            }
+                        }
                     }
-                }
-            })
+                )
+            )
         });
 }
 
@@ -184,7 +207,8 @@ fn scale_shift_add_relu(
 /// `f(out, a, b)` on every row of `c` floats of the three tensors,
 /// row-parallel in chunks of about [`CHUNK`](crate::simd::CHUNK) floats,
 /// compiled for `isa`: mark `f` `#[inline(always)]` (see
-/// [`on_isa!`](crate::on_isa)).
+/// [`on_isa!`](crate::on_isa)). `out` is written with non-temporal stores
+/// where it is larger than the caches ([`stream::rows_out`]).
 fn rows_of_three(
     isa: Isa,
     c: usize,
@@ -194,18 +218,30 @@ fn rows_of_three(
     f: impl Fn(&mut [f32], &[f32], &[f32]) + Sync,
 ) {
     let rows_per = (crate::simd::CHUNK / c).max(1);
+    let stream = stream::bypasses_cache(out.len());
     out.par_chunks_mut(rows_per * c)
         .zip(a.par_chunks(rows_per * c).zip(b.par_chunks(rows_per * c)))
         .for_each(|(out, (a, b))| {
-            on_isa!(isa, {
-                for ((out, a), b) in out
-                    .chunks_exact_mut(c)
-                    .zip(a.chunks_exact(c))
-                    .zip(b.chunks_exact(c))
-                {
-                    f(out, a, b);
-                }
-            })
+            on_isa!(
+                isa,
+                stream::rows_out(
+                    isa,
+                    c,
+                    out,
+                    stream,
+                    #[inline(always)]
+                    |r0, out| {
+                        let (a, b) = (&a[r0 * c..][..out.len()], &b[r0 * c..][..out.len()]);
+                        for ((out, a), b) in out
+                            .chunks_exact_mut(c)
+                            .zip(a.chunks_exact(c))
+                            .zip(b.chunks_exact(c))
+                        {
+                            f(out, a, b);
+                        }
+                    }
+                )
+            )
         });
 }
 
