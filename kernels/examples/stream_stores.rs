@@ -85,7 +85,7 @@ fn main() {
     let mut y = vec![1.0f32; n];
     let mut times = [[Vec::new(), Vec::new()], [Vec::new(), Vec::new()]];
     for round in 0..4 {
-        // ABBA: plain, streamed, streamed, plain, then the other way.
+        // Rounds alternate which goes first: ABBA ABBA.
         let order = if round % 2 == 0 {
             [false, true]
         } else {
@@ -104,7 +104,7 @@ fn main() {
         let med = |v: &Vec<f64>| {
             let mut v = v.clone();
             v.sort_by(f64::total_cmp);
-            (v[1] + v[2]) / 2.0
+            (v[(v.len() - 1) / 2] + v[v.len() / 2]) / 2.0
         };
         let (plain, nt) = (med(&t[0]), med(&t[1]));
         println!(

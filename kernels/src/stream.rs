@@ -9,14 +9,16 @@
 //! it out with [`copy`], so their compute loops stay the plain,
 //! autovectorised loops of [`on_isa!`](crate::on_isa). That staging costs
 //! some of the gain: on a 2-core Zen 4 VM with 51 MB tensors
-//! (`kernels/examples/stream_stores.rs`, three runs of 4 ABBA rounds) a
+//! (`kernels/examples/stream_stores.rs`, three runs of 4 rounds in ABBA
+//! order) a
 //! pass reading two tensors and writing a third ran 1.04-1.27x faster
 //! streamed and a ReLU 0.99-1.15x, where a ReLU storing straight from its
 //! registers had run 1.4x (a first experiment, not kept). The batch norms'
-//! passes use it (ResNet-50's step at batch 16: 1.029x, 3 ABBA rounds).
+//! passes use it: in ResNet-50's step at batch 16 their time went from
+//! 233-252 to 216-217 ms (`--per-layer`, two runs each, ABBA).
 //!
-//! Where the output is smaller than the caches its reader may find it
-//! there, so [`bypasses_cache`] keeps plain stores for it.
+//! Where the output is under half the largest cache its reader may find
+//! it there, so [`bypasses_cache`] keeps plain stores for it.
 
 use crate::Isa;
 
@@ -110,8 +112,10 @@ unsafe fn copy_avx2(dst: &mut [f32], src: &[f32]) {
 /// rows, `row` the group's first row in `out`. With `stream` (and rows
 /// that fit [`BLOCK_FLOATS`]), `f` fills a buffer on the stack that is
 /// copied out with non-temporal stores, then fenced; otherwise it writes
-/// `out` itself. Inline it into an [`on_isa!`](crate::on_isa) body, and
-/// mark `f` `#[inline(always)]`.
+/// `out` itself. Either way `f` must write every float of `rows_out` and
+/// read none (the stage holds the previous group's values). Inline it
+/// into an [`on_isa!`](crate::on_isa) body, and mark `f`
+/// `#[inline(always)]`.
 #[inline(always)]
 pub fn rows_out(
     isa: Isa,
