@@ -103,18 +103,6 @@ impl PackedB {
     ) {
         assert!(n0.is_multiple_of(NR) && n1 <= self.n && n0 <= n1);
         let k = self.k;
-        if k == 0 {
-            for i in 0..rows {
-                // SAFETY: row i of dst, per the contract.
-                let d = unsafe { std::slice::from_raw_parts_mut(dst.add(i * dst_rs), n1 - n0) };
-                match bias {
-                    // SAFETY: n1 - n0 bias floats, per the contract.
-                    Some(b) => d.copy_from_slice(unsafe { std::slice::from_raw_parts(b, n1 - n0) }),
-                    None => d.fill(0.0),
-                }
-            }
-            return;
-        }
         // SAFETY: forwarded from this function's contract; the panels of
         // columns n0.. start at panel n0 / NR, k rows each.
         unsafe {
@@ -163,15 +151,6 @@ pub unsafe fn gemm_transposed_a(
     acc: bool,
 ) {
     assert!(n0.is_multiple_of(NR) && n0 <= n1 && k <= k_stride);
-    if k == 0 {
-        if !acc {
-            for i in 0..rows {
-                // SAFETY: row i of c, per the contract.
-                unsafe { std::slice::from_raw_parts_mut(c.add(i * c_rs), n1 - n0) }.fill(0.0);
-            }
-        }
-        return;
-    }
     // SAFETY: forwarded from this function's contract.
     unsafe { run_tiles::<true>(rows, k, a, a_rs, b, k_stride, n0, n1, c, c_rs, None, acc) }
 }
@@ -180,7 +159,8 @@ pub unsafe fn gemm_transposed_a(
 /// columns, micro-tiles of `MR` rows. `b` is the panel of columns `n0..`,
 /// panels `k_stride·NR` floats apart; A is read as `TA` says (see
 /// [`avx512_gemm_f32_6x64`]); the bias is added by the first block, and C
-/// is added to where `acc` or after the first block.
+/// is added to where `acc` or after the first block. With no reduction
+/// (`k == 0`) C becomes the bias or zeros, or stays as it is where `acc`.
 ///
 /// # Safety
 /// The callers' contracts ([`PackedB::gemm`], [`gemm_transposed_a`]).
@@ -200,6 +180,21 @@ unsafe fn run_tiles<const TA: bool>(
     bias: Option<*const f32>,
     acc: bool,
 ) {
+    if k == 0 {
+        if !acc {
+            let w = n1 - n0;
+            for i in 0..rows {
+                // SAFETY: row i of C, per the callers' contracts.
+                let d = unsafe { std::slice::from_raw_parts_mut(c.add(i * c_rs), w) };
+                match bias {
+                    // SAFETY: w bias floats, per the callers' contracts.
+                    Some(b) => d.copy_from_slice(unsafe { std::slice::from_raw_parts(b, w) }),
+                    None => d.fill(0.0),
+                }
+            }
+        }
+        return;
+    }
     let mut k0 = 0;
     while k0 < k {
         let kc = KC.min(k - k0);
