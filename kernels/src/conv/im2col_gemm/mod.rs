@@ -243,6 +243,10 @@ mod tests {
             // Wide on both sides: reduction passes with a tail, three
             // panels, the last partial.
             shape(2, 1, 136, 64, 130, 1, 1, 0),
+            // Backward-filter of a 1x1 stride-1 layer with large weights:
+            // split by pixels (many per K row), then by tiles (few).
+            shape(2, 1, 256, 16, 544, 1, 1, 0),
+            shape(1, 1, 600, 4, 256, 1, 1, 0),
         ] {
             check(&p);
         }
