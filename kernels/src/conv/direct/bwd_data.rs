@@ -329,6 +329,7 @@ impl BwdDataPlan {
             kc: t.kc,
             ldb: nr,
             rows,
+            stream: false,
         };
         run.run(
             self.isa,

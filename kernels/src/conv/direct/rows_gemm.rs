@@ -154,6 +154,7 @@ unsafe fn rows(
                         m: valid,
                         n: nb,
                         init,
+                        stream: false,
                     };
                     igemm(isa, &tile);
                 }

@@ -57,6 +57,17 @@ pub(super) trait Simd {
         let v = if acc { Self::add(Self::load(p), v) } else { v };
         Self::store(p, v)
     }
+    /// Stores `v` at `p` around the caches (non-temporal) where `p` is
+    /// aligned enough for that (a vector's width, or 16 bytes: then as
+    /// 16-byte pieces), else as [`Simd::store`]. Weakly ordered: the caller
+    /// fences (`crate::stream::fence`) before another thread reads `p`.
+    ///
+    /// # Safety
+    /// `p` valid for `L` writes.
+    #[inline(always)]
+    unsafe fn stream(p: *mut f32, v: Self::V) {
+        Self::store(p, v)
+    }
     /// Asks for the cache line at `p` ahead of its use; a hint, which
     /// never faults, so `p` may point anywhere.
     #[inline(always)]
@@ -143,6 +154,19 @@ impl Simd for Avx512 {
     #[inline(always)]
     unsafe fn store(p: *mut f32, v: __m512) {
         _mm512_storeu_ps(p, v)
+    }
+    #[inline(always)]
+    unsafe fn stream(p: *mut f32, v: __m512) {
+        if (p as usize).is_multiple_of(64) {
+            _mm512_stream_ps(p, v)
+        } else if (p as usize).is_multiple_of(16) {
+            _mm_stream_ps(p, _mm512_castps512_ps128(v));
+            _mm_stream_ps(p.add(4), _mm512_extractf32x4_ps::<1>(v));
+            _mm_stream_ps(p.add(8), _mm512_extractf32x4_ps::<2>(v));
+            _mm_stream_ps(p.add(12), _mm512_extractf32x4_ps::<3>(v));
+        } else {
+            _mm512_storeu_ps(p, v)
+        }
     }
     #[inline(always)]
     unsafe fn mask(n: usize) -> __mmask16 {
@@ -292,6 +316,17 @@ impl Simd for Avx2 {
     #[inline(always)]
     unsafe fn store(p: *mut f32, v: __m256) {
         _mm256_storeu_ps(p, v)
+    }
+    #[inline(always)]
+    unsafe fn stream(p: *mut f32, v: __m256) {
+        if (p as usize).is_multiple_of(32) {
+            _mm256_stream_ps(p, v)
+        } else if (p as usize).is_multiple_of(16) {
+            _mm_stream_ps(p, _mm256_castps256_ps128(v));
+            _mm_stream_ps(p.add(4), _mm256_extractf128_ps::<1>(v));
+        } else {
+            _mm256_storeu_ps(p, v)
+        }
     }
     #[inline(always)]
     unsafe fn mask(n: usize) -> __m256i {

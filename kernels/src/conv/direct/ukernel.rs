@@ -130,6 +130,10 @@ pub(super) struct Igemm {
     /// Valid columns, `1 <= n <= NR`.
     pub n: usize,
     pub init: Init,
+    /// Write the whole vectors of the result with non-temporal stores
+    /// ([`Simd::stream`]): the tile's last pass over an output too large
+    /// for the caches.
+    pub stream: bool,
 }
 
 /// One tile of a GEMM on packed rows: `c[i][0..n] (+)= Σ_p a[p][i] · b[p][0..n]`
@@ -411,7 +415,11 @@ unsafe fn igemm_body<
     for i in 0..MR.min(k.m) {
         let cp = (*k.c.add(i)).add(k.col);
         for j in 0..NV {
-            st::<S, NV, MASK>(cp, j, last, acc[i][j]);
+            if k.stream && !(MASK && j == NV - 1) {
+                S::stream(cp.add(j * S::L), acc[i][j]);
+            } else {
+                st::<S, NV, MASK>(cp, j, last, acc[i][j]);
+            }
         }
     }
 }
@@ -707,6 +715,8 @@ pub(super) struct BlockRun<'a> {
     pub ldb: usize,
     /// The output rows' starts (column 0 of the group).
     pub rows: &'a [*mut f32],
+    /// See [`Igemm::stream`].
+    pub stream: bool,
 }
 
 impl BlockRun<'_> {
@@ -747,6 +757,7 @@ impl BlockRun<'_> {
                 m: self.rows.len(),
                 n,
                 init,
+                stream: self.stream,
             };
             igemm(isa, &k);
         }
