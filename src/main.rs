@@ -23,6 +23,11 @@ mod signals;
 use note::note;
 use std::process::ExitCode;
 
+/// Large blocks (tensors) start on a cache line, as PyTorch's do (see
+/// `cnnbench_kernels::alloc`).
+#[global_allocator]
+static ALLOCATOR: cnnbench_kernels::alloc::Aligned64 = cnnbench_kernels::alloc::Aligned64;
+
 /// Most characters an error line shows of its message.
 const MAX_ERROR_CHARS: usize = 400;
 

@@ -3,6 +3,7 @@
 //! Every kernel has a naive reference next to it, and the SIMD flavour is
 //! chosen once at run time ([`isa::Isa::detect`]) over a scalar fallback.
 
+pub mod alloc;
 pub mod bandwidth;
 pub mod clock;
 pub mod conv;

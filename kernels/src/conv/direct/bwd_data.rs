@@ -65,6 +65,12 @@ pub(super) struct BwdDataPlan {
     /// Input-channel blocks per pass over a tile of pixels (see
     /// [`ukernel::blocks_per_pass`]).
     bg: usize,
+    /// Whether the last pass (and a class without taps, which writes
+    /// zeros) stores diff_src non-temporally: it is more than half the
+    /// largest cache, so that a plain store would first read each line from
+    /// memory (ResNet-50's stride-2 layers write 26-51 MB at batch 16, of
+    /// which a 1x1's three tapless classes are three quarters).
+    streams: bool,
 }
 
 /// Taps `r` of one dimension that reach input index `a (mod stride)`, with
@@ -152,6 +158,7 @@ impl BwdDataPlan {
             pack: AlignedBuf::zeroed(blocks * p.taps() * p.ocg() * nr),
             tb,
             kc,
+            streams: isa != Isa::Scalar && crate::stream::bypasses_cache(p.src_len()),
         }
     }
 
@@ -208,6 +215,7 @@ impl BwdDataPlan {
                         kc,
                         init,
                         pack,
+                        stream: self.streams && t0 + nt >= nt_all && k0 + kc >= ocg,
                     };
                     let mut tv = [0usize; TMAX];
                     let mut offs = [0isize; TMAX];
@@ -329,7 +337,7 @@ impl BwdDataPlan {
             kc: t.kc,
             ldb: nr,
             rows,
-            stream: false,
+            stream: t.stream,
         };
         run.run(
             self.isa,
@@ -351,6 +359,8 @@ struct Pass {
     kc: usize,
     init: Init,
     pack: *const f32,
+    /// The pass writes diff_src's final values non-temporally.
+    stream: bool,
 }
 
 impl ConvPlan for BwdDataPlan {
@@ -415,11 +425,16 @@ impl ConvPlan for BwdDataPlan {
             };
         });
         let this = &*self;
-        // SAFETY: sizes checked above; the phase classes
-        // partition the input pixels and items split each class's pixels and
-        // channel blocks disjointly.
-        this.items
-            .par_iter()
-            .for_each(|it| unsafe { this.run(it, diff_dst, out, packp.get()) });
+        this.items.par_iter().for_each(|it| {
+            // SAFETY: sizes checked above; the phase classes partition the
+            // input pixels and items split each class's pixels and channel
+            // blocks disjointly.
+            unsafe { this.run(it, diff_dst, out, packp.get()) };
+            if this.streams {
+                // Before rayon hands the item's completion to another
+                // thread.
+                crate::stream::fence();
+            }
+        });
     }
 }
