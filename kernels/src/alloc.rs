@@ -23,6 +23,12 @@ pub const ALIGN: usize = 64;
 /// [`ALIGN`] bytes.
 pub struct Aligned64;
 
+#[cfg(unix)]
+extern "C" {
+    fn realloc(ptr: *mut std::ffi::c_void, size: usize) -> *mut std::ffi::c_void;
+    fn free(ptr: *mut std::ffi::c_void);
+}
+
 /// The layout a block of `layout` is allocated (and freed) with: the same
 /// function of the size on both sides, as `GlobalAlloc` requires.
 fn widened(layout: Layout) -> Layout {
@@ -65,6 +71,33 @@ unsafe impl GlobalAlloc for Aligned64 {
                 unsafe { System.realloc(ptr, layout, new_size) }
             }
             Ok(new) => {
+                #[cfg(unix)]
+                if widened(layout) != layout && widened(new) != new {
+                    // Large to large: the C library's realloc, which moves
+                    // a mapped block with mremap (no copy, no second block
+                    // at once: under a tight RLIMIT_DATA a copying realloc
+                    // of a Vec's growth ran out of memory where glibc's had
+                    // not) and keeps its offset in the page, so usually the
+                    // alignment. `System` takes its blocks from the same
+                    // malloc on Unix, which lets realloc and free take
+                    // memalign's blocks.
+                    // SAFETY: ptr is a live malloc-family block (above);
+                    // on failure it stays valid and untouched.
+                    let to = unsafe { realloc(ptr.cast(), new_size) }.cast::<u8>();
+                    if to.is_null() || (to as usize).is_multiple_of(ALIGN) {
+                        return to;
+                    }
+                    // Moved off the line: once more into an aligned block.
+                    // SAFETY: `to` holds new_size bytes of the contents.
+                    unsafe {
+                        let aligned = self.alloc(new);
+                        if !aligned.is_null() {
+                            std::ptr::copy_nonoverlapping(to, aligned, new_size);
+                        }
+                        free(to.cast());
+                        return aligned;
+                    }
+                }
                 // SAFETY: a fresh block of the new layout, the old one's
                 // overlap copied, the old one freed as it was allocated.
                 unsafe {
