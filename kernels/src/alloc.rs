@@ -1,12 +1,13 @@
 //! A global allocator that starts every large block on a cache line.
 //!
-//! glibc's `malloc` returns large blocks 16 bytes past a page boundary, so
-//! a tensor held in a `Vec<f32>` starts 16 bytes into a cache line: every
+//! glibc's `malloc` aligns blocks to 16 bytes only (a mapped block starts
+//! 16 bytes past a page), so a tensor held in a `Vec<f32>` may start 16
+//! bytes into a cache line: every
 //! 64-byte vector load or store of a row then touches two lines, and a
 //! non-temporal store of one vector cannot write a whole line (the kernels
 //! fall back to four 16-byte ones, whose lines the write-combining buffers
 //! must assemble). PyTorch's CPU allocator aligns every tensor to 64 bytes,
-//! and oneDNN assumes it; the `cnnbench` binary registers [`Aligned64`]
+//! as oneDNN recommends; the `cnnbench` binary registers [`Aligned64`]
 //! (`#[global_allocator]`) so that its tensors start the same way.
 //!
 //! Blocks of [`FROM_BYTES`] or more get 64-byte alignment; smaller ones
@@ -64,15 +65,15 @@ unsafe impl GlobalAlloc for Aligned64 {
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         let new = Layout::from_size_align(new_size, layout.align());
         match new {
-            // Small before and after: the system's realloc keeps the
-            // alignment asked for.
+            // Not widened before or after (small, or aligned to 64 or more
+            // already): the system's realloc keeps the alignment asked for.
             Ok(new) if widened(layout) == layout && widened(new) == new => {
                 // SAFETY: as for `dealloc`; new_size is valid (caller).
                 unsafe { System.realloc(ptr, layout, new_size) }
             }
             Ok(new) => {
                 #[cfg(unix)]
-                if widened(layout) != layout && widened(new) != new {
+                if widened(layout) != layout && widened(new) != new && layout.align() <= 16 {
                     // Large to large: the C library's realloc, which moves
                     // a mapped block with mremap (no copy, no second block
                     // at once: under a tight RLIMIT_DATA a copying realloc
@@ -80,20 +81,28 @@ unsafe impl GlobalAlloc for Aligned64 {
                     // not) and keeps its offset in the page, so usually the
                     // alignment. `System` takes its blocks from the same
                     // malloc on Unix, which lets realloc and free take
-                    // memalign's blocks.
+                    // memalign's blocks, and frees what realloc returns (std
+                    // documents `System` as malloc-based on Unix). Only for
+                    // alignments malloc itself gives (16), so that a moved
+                    // block is valid for its layout even unaligned.
                     // SAFETY: ptr is a live malloc-family block (above);
                     // on failure it stays valid and untouched.
                     let to = unsafe { realloc(ptr.cast(), new_size) }.cast::<u8>();
                     if to.is_null() || (to as usize).is_multiple_of(ALIGN) {
                         return to;
                     }
-                    // Moved off the line: once more into an aligned block.
+                    // Moved off the line: once more into an aligned block
+                    // where there is room, else keep the moved one (valid
+                    // for the layout's own alignment; `dealloc` frees
+                    // either with free). `ptr` is gone by now, so a null
+                    // here would lose the contents.
                     // SAFETY: `to` holds new_size bytes of the contents.
                     unsafe {
                         let aligned = self.alloc(new);
-                        if !aligned.is_null() {
-                            std::ptr::copy_nonoverlapping(to, aligned, new_size);
+                        if aligned.is_null() {
+                            return to;
                         }
+                        std::ptr::copy_nonoverlapping(to, aligned, new_size);
                         free(to.cast());
                         return aligned;
                     }
@@ -145,8 +154,20 @@ mod tests {
             let l = Layout::from_size_align(24, 8).unwrap();
             let p = a.alloc(l);
             assert_eq!(p as usize % 8, 0);
+            p.write_bytes(3, 24);
             let p = a.realloc(p, l, 40);
-            a.dealloc(p, Layout::from_size_align(40, 8).unwrap());
+            // Small to large: aligned, contents kept.
+            let l40 = Layout::from_size_align(40, 8).unwrap();
+            let p = a.realloc(p, l40, 3 * FROM_BYTES);
+            assert!((p as usize).is_multiple_of(ALIGN) && (0..24).all(|i| *p.add(i) == 3));
+            a.dealloc(p, Layout::from_size_align(3 * FROM_BYTES, 8).unwrap());
+            // A layout asking for more than a line keeps its own.
+            let l = Layout::from_size_align(2 * FROM_BYTES, 256).unwrap();
+            let p = a.alloc(l);
+            assert_eq!(p as usize % 256, 0);
+            let p = a.realloc(p, l, 8 * FROM_BYTES);
+            assert_eq!(p as usize % 256, 0);
+            a.dealloc(p, Layout::from_size_align(8 * FROM_BYTES, 256).unwrap());
         }
     }
 }

@@ -17,6 +17,10 @@
 //! passes use it: in ResNet-50's step at batch 16 their time went from
 //! 233-252 to 216-217 ms (`--per-layer`, two runs each, ABBA).
 //!
+//! The direct convolution's micro-kernel (forward, backward-data) streams
+//! its last pass straight from its registers instead (`Simd::stream` in
+//! `conv::direct`), fenced once per work item.
+//!
 //! Where the output is under half the largest cache its reader may find
 //! it there, so [`bypasses_cache`] keeps plain stores for it.
 

@@ -215,7 +215,10 @@ impl BwdDataPlan {
                         kc,
                         init,
                         pack,
-                        stream: self.streams && t0 + nt >= nt_all && k0 + kc >= ocg,
+                        // The last pass; a class without taps writes its
+                        // zeros in the first (later ones are skipped).
+                        stream: self.streams
+                            && (nt_all == 0 || (t0 + nt >= nt_all && k0 + kc >= ocg)),
                     };
                     let mut tv = [0usize; TMAX];
                     let mut offs = [0isize; TMAX];

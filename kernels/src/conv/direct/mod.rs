@@ -90,14 +90,17 @@ mod tests {
     /// Outputs over this crate's test threshold (64 KiB) go out with
     /// non-temporal stores: whole vectors at a 64-byte, 16-byte or 4-byte
     /// aligned start, a masked tail (40 channels), merged kernel rows (the
-    /// stem), flat taps, and backward-data's stride classes with and
-    /// without taps, on every ISA, against the reference.
+    /// stem), flat taps, several passes (only the last streams), and
+    /// backward-data's stride classes with and without taps, on every ISA,
+    /// against the reference.
     #[test]
     fn streamed_outputs_match_reference_at_every_alignment() {
         let cases = [
             (Direction::Fwd, shape(3, 64, 64, 7, 2, 3)),
             (Direction::Fwd, shape(3, 64, 40, 7, 2, 3)),
             (Direction::Fwd, shape(16, 40, 40, 3, 1, 1)),
+            // 9 taps of 600 channels: passes before the streamed last one.
+            (Direction::Fwd, shape(600, 17, 64, 3, 1, 1)),
             (Direction::BwdData, shape(48, 40, 16, 3, 2, 1)),
             (Direction::BwdData, shape(40, 48, 24, 1, 2, 0)),
         ];

@@ -91,8 +91,13 @@ impl BwdFilterPlan {
         // owning all of K costs no im2col; with many pixels per K row, one
         // GEMM over all of diff_wei per pixel chunk (B packed once, not once
         // per K tile) outruns the tiles even after the reduction: ResNet-50's
-        // 512->256 at 28x28 went from 19.5 to 17.4 ms on 2 Zen 4 threads.
-        let pixels_in_place = gather.reads_identity() && px >= 2 * k;
+        // 512->256 at 28x28 went from 19.5 to 17.4 ms on 2 Zen 4 threads
+        // (one run; 1.12x in 4 ABBA rounds). The reduction reads a partial
+        // per thread, so the pixels must grow with the threads, and the
+        // partials stay within 64 MiB.
+        let partials = threads * p.g * k * ocg;
+        let pixels_in_place =
+            gather.reads_identity() && px >= k * threads.max(2) && partials <= 16 << 20;
         let (split, kb_max) = if p.g * k * ocg >= TILES_FROM * threads && !pixels_in_place {
             // Whole output-channel blocks of at most 256, then enough K
             // blocks for two tiles per thread, with a tile count that

@@ -243,12 +243,23 @@ mod tests {
             // Wide on both sides: reduction passes with a tail, three
             // panels, the last partial.
             shape(2, 1, 136, 64, 130, 1, 1, 0),
-            // Backward-filter of a 1x1 stride-1 layer with large weights:
-            // split by pixels (many per K row), then by tiles (few).
-            shape(2, 1, 256, 16, 544, 1, 1, 0),
-            shape(1, 1, 600, 4, 256, 1, 1, 0),
         ] {
             check(&p);
         }
+        // Backward-filter of a 1x1 stride-1 layer with large weights, on 2
+        // threads (the split depends on them): split by pixels (many per K
+        // row), then by tiles (few).
+        let two = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .unwrap();
+        two.install(|| {
+            for p in [
+                shape(2, 1, 256, 16, 544, 1, 1, 0),
+                shape(1, 1, 600, 4, 256, 1, 1, 0),
+            ] {
+                check(&p);
+            }
+        });
     }
 }
