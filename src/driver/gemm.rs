@@ -78,10 +78,11 @@ impl Case for GemmCase<'_, '_> {
 
     fn record(&mut self, samples: &Samples, check: Option<Check>) -> Result<Record> {
         let on_gpu = self.gpu.is_some();
+        let path = cnnbench_kernels::gemm::Path::for_shape(self.shape);
         let kernel = if on_gpu {
             format!("cublasGemmEx ({})", self.dtype.math())
         } else {
-            format!("tiled gemm_f32({})", cnnbench_kernels::gemm::gemm_isa())
+            format!("{} {}", path.name(), path.kernel())
         };
         Ok(Record::new(
             Subject {
@@ -94,7 +95,7 @@ impl Case for GemmCase<'_, '_> {
                 },
                 dtype: self.dtype,
                 layout: "row-major".into(),
-                algo: if on_gpu { "cublas" } else { "tiled" }.into(),
+                algo: if on_gpu { "cublas" } else { path.name() }.into(),
             },
             Timing {
                 ms: Stats::of(&samples.ms).context("no timed runs")?,

@@ -1,11 +1,16 @@
-//! Dense f32 GEMM for `cnnbench gemm` and the fully connected layers:
-//! row-major `C[m×n] = op(A)·op(B)`, tiled over rayon's global pool, each
-//! tile one single-threaded call of the `gemm` crate's micro-kernels.
+//! Dense f32 GEMM for `cnnbench gemm`, the fully connected layers and the
+//! recurrent layers' sequence-long products: row-major
+//! `C[m×n] = op(A)·op(B)` over rayon's global pool, on AVX-512 through the
+//! packed micro-kernel of the 1x1 convolutions where the shape suits it,
+//! else in tiles, each one single-threaded call of the `gemm` crate's
+//! micro-kernels (see [`Path`]).
 
 /// The instruction set the tiles run with (the `gemm` crate picks it).
 pub use crate::conv::im2col_gemm::blas::gemm_isa;
 use crate::conv::im2col_gemm::blas::{gemm_f32, MatRef};
+use crate::conv::im2col_gemm::packed::{self, NR};
 use rayon::prelude::*;
+use std::cell::RefCell;
 
 /// `C[m×n] = op(A)[m×k] · op(B)[k×n]`. A is stored `m×k` row-major, or
 /// `k×m` when `trans_a`; B is stored `k×n`, or `n×k` when `trans_b`.
@@ -87,6 +92,16 @@ pub fn sgemm_acc(s: &GemmShape, a: &[f32], b: &[f32], c: &mut [f32], accumulate:
     if s.m == 0 || s.n == 0 {
         return;
     }
+    if Path::for_shape(s) == Path::Packed {
+        return sgemm_packed(
+            s,
+            a,
+            b,
+            c,
+            accumulate,
+            PACK_FLOATS / (s.n.div_ceil(NR) * NR),
+        );
+    }
     let threads = rayon::current_num_threads();
     let rows = tile_rows(s, threads);
     let cols = tile_cols(s, threads, rows);
@@ -123,6 +138,167 @@ pub fn sgemm_acc(s: &GemmShape, a: &[f32], b: &[f32], c: &mut [f32], accumulate:
                 gemm_f32(mrows, ncols, s.k, base.add(c0), s.n, accumulate, lhs, rhs);
             }
         });
+}
+
+/// Which code runs a shape: [`Path::Packed`] on AVX-512 where both sides
+/// are at least a panel wide, else the `gemm` crate's tiles.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Path {
+    /// The `gemm` crate's micro-kernels in rayon tiles (each tile packs
+    /// its own A and B).
+    Tiled,
+    /// B packed once per chunk of the reduction into 64-column panels,
+    /// shared by every task, and `avx512_gemm_f32_6x64` reading A in place
+    /// (the 1x1 convolutions' GEMM).
+    Packed,
+}
+
+impl Path {
+    /// The path [`sgemm_acc`] takes for `s` on this CPU. Packed needs
+    /// - at least 64 rows: with fewer, packing all of B (a read and a
+    ///   write of it) costs more than it saves; 48x1000x2048 ran at 0.88x
+    ///   the tiles, 64x4096x4096 at 1.13x;
+    /// - at least 64 columns, at most a quarter of the last panel padding:
+    ///   the micro-tile is 64 wide, and 1024x32x1024 ran at 0.50x;
+    /// - at most 2048 columns: 4096x4096x4096 ran at 0.91x (2048x2048x2048
+    ///   at 1.05x, 1024x4096x1024 at 1.08x, 6 rounds);
+    /// - a C of at least 2^17 values: below it each task's block is too
+    ///   small to repay reading all of B (256x64x3200 ran at 0.71x,
+    ///   1024x64x1000 at 0.93x, 800x128x512 at 0.96x; 2048x64x3200 at
+    ///   1.06x, 1024x256x400 at 1.09x).
+    ///
+    /// (2 threads, Zen 4, ABBA; 1.12x to 1.16x on the LSTM backward-weights
+    /// of hidden 256 and 512, whose products reduce over the whole
+    /// sequence.)
+    pub fn for_shape(s: &GemmShape) -> Path {
+        let padded = s.n.div_ceil(NR) * NR;
+        let wide = s.n >= NR && s.n <= 2048 && 4 * padded <= 5 * s.n;
+        if packed::available() && s.m >= 64 && wide && s.m * s.n >= 1 << 17 {
+            Path::Packed
+        } else {
+            Path::Tiled
+        }
+    }
+
+    /// `packed` or `tiled`, the records' `algo`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Path::Tiled => "tiled",
+            Path::Packed => "packed",
+        }
+    }
+
+    /// The kernel, for records: `avx512_gemm_f32_6x64` or
+    /// `gemm_f32(avx512)` (the crate's ISA).
+    pub fn kernel(self) -> String {
+        match self {
+            Path::Tiled => format!("gemm_f32({})", gemm_isa()),
+            Path::Packed => "avx512_gemm_f32_6x64".into(),
+        }
+    }
+}
+
+/// The most floats of B packed at once: a longer reduction is packed and
+/// run in chunks of rows, so that the pack stays within 16 MiB whatever
+/// B's size (a VGG fully connected layer's weights are 400 MiB).
+const PACK_FLOATS: usize = 4 << 20;
+
+thread_local! {
+    /// B's panels, kept between calls: a fresh 16 MiB buffer per call
+    /// would fault its pages in every time.
+    static PACK: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+}
+
+/// [`sgemm_acc`] on [`Path::Packed`]: B packed into panels of [`NR`]
+/// columns, `chunk` rows of the reduction at a time, shared by every
+/// task; A read in place; tasks own blocks of rows of C, and groups of
+/// panels where there are too few rows for the threads.
+fn sgemm_packed(s: &GemmShape, a: &[f32], b: &[f32], c: &mut [f32], acc: bool, chunk: usize) {
+    let (m, n, k) = (s.m, s.n, s.k);
+    if k == 0 {
+        if !acc {
+            c.fill(0.0);
+        }
+        return;
+    }
+    let threads = rayon::current_num_threads().max(1);
+    let panels = n.div_ceil(NR);
+    let kb = chunk.clamp(1, k);
+    // Rows per task: about four tasks per thread, whole micro-tiles of 6,
+    // and at most 384 (a 128-deep slice of them, 192 KiB, stays in L2
+    // while the panels pass over it).
+    let rows = (m.div_ceil(4 * threads).div_ceil(6) * 6).clamp(6, 384);
+    let row_blocks = m.div_ceil(rows);
+    // Panels per task: at most 8 (512 columns), so that the task's block
+    // of C (384 x 512, 768 KiB) stays in L2 over the chunk's reduction;
+    // fewer where the row blocks alone are too few for the threads.
+    let groups = if row_blocks >= 2 * threads {
+        1
+    } else {
+        (4 * threads).div_ceil(row_blocks).min(panels)
+    };
+    let groups = groups.max(panels.div_ceil(8));
+    let per_group = panels.div_ceil(groups);
+    let groups = panels.div_ceil(per_group);
+    let (a_rs, ta) = if s.trans_a { (m, true) } else { (k, false) };
+    let mut run = |buf: &mut Vec<f32>| {
+        if buf.len() < panels * kb * NR {
+            buf.resize(panels * kb * NR, 0.0);
+        }
+        let out = SendPtr(c.as_mut_ptr());
+        let (a_ptr, b_ptr) = (ConstPtr(a.as_ptr()), ConstPtr(buf.as_ptr()));
+        for k0 in (0..k).step_by(kb) {
+            let kc = kb.min(k - k0);
+            packed::pack_panels(b, k, n, s.trans_b, k0, kc, buf);
+            (0..row_blocks * groups).into_par_iter().for_each(|item| {
+                let (rb, g) = (item / groups, item % groups);
+                let i0 = rb * rows;
+                let n0 = g * per_group * NR;
+                let n1 = ((g + 1) * per_group * NR).min(n);
+                let a0 = if ta { k0 * a_rs + i0 } else { i0 * a_rs + k0 };
+                // SAFETY: rows i0.. of C, columns n0..n1, belong to this
+                // task alone; A's elements (i, k0..k0+kc) and the panels
+                // of columns n0..n1 (kc rows each) are in bounds.
+                unsafe {
+                    packed::gemm_panels(
+                        rows.min(m - i0),
+                        kc,
+                        a_ptr.get().add(a0),
+                        a_rs,
+                        ta,
+                        b_ptr.get().add(n0 / NR * kc * NR),
+                        kc,
+                        n0,
+                        n1,
+                        out.get().add(i0 * n + n0),
+                        n,
+                        acc || k0 > 0,
+                    );
+                }
+            });
+        }
+    };
+    // A task of this pool that calls a GEMM while the thread waits in
+    // another's (work stealing) finds the buffer borrowed: it packs into
+    // its own.
+    PACK.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut buf) => run(&mut buf),
+        Err(_) => run(&mut Vec::new()),
+    });
+}
+
+/// A read-only pointer shared by parallel tasks (see [`SendPtr`]).
+#[derive(Clone, Copy)]
+struct ConstPtr(*const f32);
+// SAFETY: only read, while the call that made it borrows the data.
+unsafe impl Send for ConstPtr {}
+unsafe impl Sync for ConstPtr {}
+
+impl ConstPtr {
+    /// By value, so closures capture the whole `ConstPtr`.
+    fn get(self) -> *const f32 {
+        self.0
+    }
 }
 
 /// A pointer into a buffer whose disjoint parts parallel tasks write
@@ -195,6 +371,78 @@ mod tests {
         let t = GemmShape { trans_b: true, ..s };
         reference(&t, &[1., 2., 3., 4.], &[5., 7., 6., 8.], &mut c);
         assert_eq!(c, [19., 22., 43., 50.]);
+    }
+
+    #[test]
+    fn packed_gemm_matches_the_reference_in_chunks_and_panel_groups() {
+        if !packed::available() {
+            return;
+        }
+        // (m, n, k, chunk): several chunks of the reduction (the last one
+        // short), one row block split over panel groups, a ragged last
+        // panel, a reduction of one.
+        for &(m, n, k, chunk) in &[
+            (97, 130, 61, 16),
+            (300, 64, 256, 100),
+            (6, 200, 9, 1000),
+            (64, 70, 1, 128),
+            (64, 64, 0, 128),
+        ] {
+            for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
+                let s = GemmShape {
+                    m,
+                    n,
+                    k,
+                    trans_a: ta,
+                    trans_b: tb,
+                };
+                let mut a = vec![0.0; m * k];
+                let mut b = vec![0.0; k * n];
+                fill_uniform(&mut a, 1, 1.0);
+                fill_uniform(&mut b, 2, 1.0);
+                let mut want = vec![0.0; m * n];
+                reference(&s, &a, &b, &mut want);
+                for threads in [1, 2, 3] {
+                    let pool = rayon::ThreadPoolBuilder::new()
+                        .num_threads(threads)
+                        .build()
+                        .unwrap();
+                    let mut got = vec![f32::NAN; m * n];
+                    pool.install(|| sgemm_packed(&s, &a, &b, &mut got, false, chunk));
+                    let e = rel_l2_error(&got, &want);
+                    assert!(e < 1e-5, "{s:?} chunk {chunk} threads {threads}: {e}");
+                    pool.install(|| sgemm_packed(&s, &a, &b, &mut got, true, chunk));
+                    let twice: Vec<f32> = want.iter().map(|v| 2.0 * v).collect();
+                    let e = rel_l2_error(&got, &twice);
+                    assert!(e < 1e-5, "{s:?} chunk {chunk} accumulated: {e}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_packed_path_is_for_wide_shapes_on_avx512() {
+        let s = |m, n| GemmShape {
+            m,
+            n,
+            k: 512,
+            trans_a: false,
+            trans_b: false,
+        };
+        let wide = if packed::available() {
+            Path::Packed
+        } else {
+            Path::Tiled
+        };
+        assert_eq!(Path::for_shape(&s(2048, 512)), wide);
+        assert_eq!(Path::for_shape(&s(2048, 64)), wide);
+        assert_eq!(Path::for_shape(&s(64, 2048)), wide);
+        assert_eq!(Path::for_shape(&s(1024, 64)), Path::Tiled);
+        assert_eq!(Path::for_shape(&s(48, 4096)), Path::Tiled);
+        assert_eq!(Path::for_shape(&s(1024, 32)), Path::Tiled);
+        // 100 columns pad to 128: over a quarter wasted.
+        assert_eq!(Path::for_shape(&s(1024, 100)), Path::Tiled);
+        assert_eq!(Path::for_shape(&s(4096, 4096)), Path::Tiled);
     }
 
     #[test]

@@ -227,7 +227,8 @@ pub fn backward_weights(
                 false,
             );
             row_sums(isa, &ws.dg_cols, tb, &mut g.b_ih);
-            if shape.cell == Cell::Gru {
+            let gru = shape.cell == Cell::Gru;
+            if gru {
                 to_columns(&set.dgh, t, gh, mb, &mut ws.dg_cols);
             }
             gemm(
@@ -241,7 +242,15 @@ pub fn backward_weights(
                 &mut g.w_hh,
                 false,
             );
-            row_sums(isa, &ws.dg_cols, tb, &mut g.b_hh);
+            // Both biases add to the same pre-activations, except the
+            // GRU's candidate gate: elsewhere their gradients are equal,
+            // and a second pass over every step's gradients would only
+            // repeat the first.
+            if gru {
+                row_sums(isa, &ws.dg_cols, tb, &mut g.b_hh);
+            } else {
+                g.b_hh.copy_from_slice(&g.b_ih);
+            }
         }
     }
 }

@@ -155,6 +155,80 @@ pub unsafe fn gemm_transposed_a(
     unsafe { run_tiles::<true>(rows, k, a, a_rs, b, k_stride, n0, n1, c, c_rs, None, acc) }
 }
 
+/// [`gemm_transposed_a`] with A stored either way: `A(i, p)` at
+/// `a[i·a_rs + p]`, or where `ta` at `a[p·a_rs + i]` (the general GEMM's
+/// two layouts of A; see `crate::gemm`).
+///
+/// # Safety
+/// As [`gemm_transposed_a`], with A's `rows x k` elements addressed as
+/// `ta` says.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn gemm_panels(
+    rows: usize,
+    k: usize,
+    a: *const f32,
+    a_rs: usize,
+    ta: bool,
+    b: *const f32,
+    k_stride: usize,
+    n0: usize,
+    n1: usize,
+    c: *mut f32,
+    c_rs: usize,
+    acc: bool,
+) {
+    assert!(n0.is_multiple_of(NR) && n0 <= n1 && k <= k_stride);
+    // SAFETY: forwarded from this function's contract.
+    unsafe {
+        if ta {
+            run_tiles::<true>(rows, k, a, a_rs, b, k_stride, n0, n1, c, c_rs, None, acc)
+        } else {
+            run_tiles::<false>(rows, k, a, a_rs, b, k_stride, n0, n1, c, c_rs, None, acc)
+        }
+    }
+}
+
+/// Packs rows `k0..k0 + kc` of `B[k x n]` (row-major, or stored `n x k`
+/// where `tb`) into `dst` as `[panel][kc][NR]`, zeros past column `n`: the
+/// panels [`gemm_panels`] reads, `k_stride = kc`.
+pub fn pack_panels(b: &[f32], k: usize, n: usize, tb: bool, k0: usize, kc: usize, dst: &mut [f32]) {
+    assert!(k0 + kc <= k && b.len() >= k * n);
+    let dst = &mut dst[..n.div_ceil(NR) * kc * NR];
+    let fill = |pi: usize, panel: &mut [f32]| {
+        let j0 = pi * NR;
+        let w = NR.min(n - j0);
+        if tb {
+            // B(i, j) at b[j·k + i]: a panel's column runs along a row of
+            // the storage, so read by columns and scatter into the panel.
+            for j in 0..w {
+                let col = &b[(j0 + j) * k + k0..][..kc];
+                for (i, &v) in col.iter().enumerate() {
+                    panel[i * NR + j] = v;
+                }
+            }
+            if w < NR {
+                for row in panel.chunks_exact_mut(NR) {
+                    row[w..].fill(0.0);
+                }
+            }
+        } else {
+            for (i, row) in panel.chunks_exact_mut(NR).enumerate() {
+                row[..w].copy_from_slice(&b[(k0 + i) * n + j0..][..w]);
+                row[w..].fill(0.0);
+            }
+        }
+    };
+    if kc * n < 1 << 16 {
+        dst.chunks_mut(kc * NR)
+            .enumerate()
+            .for_each(|(pi, p)| fill(pi, p));
+    } else {
+        dst.par_chunks_mut(kc * NR)
+            .enumerate()
+            .for_each(|(pi, p)| fill(pi, p));
+    }
+}
+
 /// The loops of both GEMMs: blocks of the reduction (`KC`), panels of `NR`
 /// columns, micro-tiles of `MR` rows. `b` is the panel of columns `n0..`,
 /// panels `k_stride·NR` floats apart; A is read as `TA` says (see
