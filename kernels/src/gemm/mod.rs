@@ -93,14 +93,8 @@ pub fn sgemm_acc(s: &GemmShape, a: &[f32], b: &[f32], c: &mut [f32], accumulate:
         return;
     }
     if Path::for_shape(s) == Path::Packed {
-        return sgemm_packed(
-            s,
-            a,
-            b,
-            c,
-            accumulate,
-            PACK_FLOATS / (s.n.div_ceil(NR) * NR),
-        );
+        let chunk = PACK_FLOATS / (s.n.div_ceil(NR) * NR);
+        return sgemm_packed(s, 1, a, 0, b, c, accumulate, chunk);
     }
     let threads = rayon::current_num_threads();
     let rows = tile_rows(s, threads);
@@ -209,11 +203,60 @@ thread_local! {
     static PACK: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
-/// [`sgemm_acc`] on [`Path::Packed`]: B packed into panels of [`NR`]
-/// columns, `chunk` rows of the reduction at a time, shared by every
-/// task; A read in place; tasks own blocks of rows of C, and groups of
-/// panels where there are too few rows for the threads.
-fn sgemm_packed(s: &GemmShape, a: &[f32], b: &[f32], c: &mut [f32], acc: bool, chunk: usize) {
+/// `C_t (+)= op(A_t)·op(B)` for `t < batches`, on the packed path where
+/// [`Path::for_shape`] picks it for the batch as one GEMM (`m·batches`
+/// rows), else each product on [`sgemm_acc`]: `s` is one product's shape,
+/// `A_t` starts at `a[t·a_stride]` (stored as `s.trans_a` says), and the
+/// `C_t` are stacked (`c` is `[batches·m][n]`). The recurrent layers'
+/// input gradient reads each step's gate gradients where they lie this
+/// way, without first gathering every step's into one matrix.
+pub fn sgemm_batched_acc(
+    s: &GemmShape,
+    batches: usize,
+    a: &[f32],
+    a_stride: usize,
+    b: &[f32],
+    c: &mut [f32],
+    accumulate: bool,
+) {
+    assert!(
+        batches == 0 || a.len() >= (batches - 1) * a_stride + s.m * s.k,
+        "A size"
+    );
+    assert_eq!(b.len(), s.k * s.n, "B size");
+    assert_eq!(c.len(), batches * s.m * s.n, "C size");
+    if s.m == 0 || s.n == 0 || batches == 0 {
+        return;
+    }
+    let whole = GemmShape {
+        m: s.m * batches,
+        ..*s
+    };
+    if Path::for_shape(&whole) == Path::Packed {
+        let chunk = PACK_FLOATS / (s.n.div_ceil(NR) * NR);
+        return sgemm_packed(s, batches, a, a_stride, b, c, accumulate, chunk);
+    }
+    for (t, ct) in c.chunks_mut(s.m * s.n).enumerate() {
+        sgemm_acc(s, &a[t * a_stride..][..s.m * s.k], b, ct, accumulate);
+    }
+}
+
+/// [`sgemm_batched_acc`] on [`Path::Packed`] (a single GEMM is a batch
+/// of one): B packed into panels of [`NR`] columns, `chunk` rows of the
+/// reduction at a time, shared by every task; A read in place; tasks own
+/// blocks of rows of one `C_t`, and groups of panels where there are too
+/// few rows for the threads.
+#[allow(clippy::too_many_arguments)]
+fn sgemm_packed(
+    s: &GemmShape,
+    batches: usize,
+    a: &[f32],
+    a_stride: usize,
+    b: &[f32],
+    c: &mut [f32],
+    acc: bool,
+    chunk: usize,
+) {
     let (m, n, k) = (s.m, s.n, s.k);
     if k == 0 {
         if !acc {
@@ -225,10 +268,13 @@ fn sgemm_packed(s: &GemmShape, a: &[f32], b: &[f32], c: &mut [f32], acc: bool, c
     let panels = n.div_ceil(NR);
     let kb = chunk.clamp(1, k);
     // Rows per task: about four tasks per thread, whole micro-tiles of 6,
-    // and at most 384 (a 128-deep slice of them, 192 KiB, stays in L2
-    // while the panels pass over it).
-    let rows = (m.div_ceil(4 * threads).div_ceil(6) * 6).clamp(6, 384);
-    let row_blocks = m.div_ceil(rows);
+    // at most 384 (a 128-deep slice of them, 192 KiB, stays in L2 while
+    // the panels pass over it), and within one product.
+    let rows = ((m * batches).div_ceil(4 * threads).div_ceil(6) * 6)
+        .clamp(6, 384)
+        .min(m.div_ceil(6) * 6);
+    let blocks_per_product = m.div_ceil(rows);
+    let row_blocks = blocks_per_product * batches;
     // Panels per task: at most 8 (512 columns), so that the task's block
     // of C (384 x 512, 768 KiB) stays in L2 over the chunk's reduction;
     // fewer where the row blocks alone are too few for the threads.
@@ -252,12 +298,12 @@ fn sgemm_packed(s: &GemmShape, a: &[f32], b: &[f32], c: &mut [f32], acc: bool, c
             packed::pack_panels(b, k, n, s.trans_b, k0, kc, buf);
             (0..row_blocks * groups).into_par_iter().for_each(|item| {
                 let (rb, g) = (item / groups, item % groups);
-                let i0 = rb * rows;
+                let (t, i0) = (rb / blocks_per_product, (rb % blocks_per_product) * rows);
                 let n0 = g * per_group * NR;
                 let n1 = ((g + 1) * per_group * NR).min(n);
-                let a0 = if ta { k0 * a_rs + i0 } else { i0 * a_rs + k0 };
-                // SAFETY: rows i0.. of C, columns n0..n1, belong to this
-                // task alone; A's elements (i, k0..k0+kc) and the panels
+                let a0 = t * a_stride + if ta { k0 * a_rs + i0 } else { i0 * a_rs + k0 };
+                // SAFETY: rows i0.. of C_t, columns n0..n1, belong to this
+                // task alone; A_t's elements (i, k0..k0+kc) and the panels
                 // of columns n0..n1 (kc rows each) are in bounds.
                 unsafe {
                     packed::gemm_panels(
@@ -270,7 +316,7 @@ fn sgemm_packed(s: &GemmShape, a: &[f32], b: &[f32], c: &mut [f32], acc: bool, c
                         kc,
                         n0,
                         n1,
-                        out.get().add(i0 * n + n0),
+                        out.get().add((t * m + i0) * n + n0),
                         n,
                         acc || k0 > 0,
                     );
@@ -408,13 +454,54 @@ mod tests {
                         .build()
                         .unwrap();
                     let mut got = vec![f32::NAN; m * n];
-                    pool.install(|| sgemm_packed(&s, &a, &b, &mut got, false, chunk));
+                    pool.install(|| sgemm_packed(&s, 1, &a, 0, &b, &mut got, false, chunk));
                     let e = rel_l2_error(&got, &want);
                     assert!(e < 1e-5, "{s:?} chunk {chunk} threads {threads}: {e}");
-                    pool.install(|| sgemm_packed(&s, &a, &b, &mut got, true, chunk));
+                    pool.install(|| sgemm_packed(&s, 1, &a, 0, &b, &mut got, true, chunk));
                     let twice: Vec<f32> = want.iter().map(|v| 2.0 * v).collect();
                     let e = rel_l2_error(&got, &twice);
                     assert!(e < 1e-5, "{s:?} chunk {chunk} accumulated: {e}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn batched_products_match_one_at_a_time() {
+        // (m, n, k, batches, gap between the A's): packed where AVX-512
+        // is, and through the public entry (packed or one by one).
+        for &(m, n, k, batches, gap) in &[
+            (32, 128, 200, 7, 5),
+            (13, 70, 33, 4, 0),
+            (64, 512, 96, 5, 64),
+        ] {
+            for ta in [false, true] {
+                let s = GemmShape {
+                    m,
+                    n,
+                    k,
+                    trans_a: ta,
+                    trans_b: false,
+                };
+                let stride = m * k + gap;
+                let mut a = vec![0.0; batches * stride];
+                let mut b = vec![0.0; k * n];
+                fill_uniform(&mut a, 3, 1.0);
+                fill_uniform(&mut b, 4, 1.0);
+                let mut want = vec![0.0; batches * m * n];
+                for (t, w) in want.chunks_mut(m * n).enumerate() {
+                    reference(&s, &a[t * stride..][..m * k], &b, w);
+                }
+                let mut got = vec![f32::NAN; want.len()];
+                sgemm_batched_acc(&s, batches, &a, stride, &b, &mut got, false);
+                let e = rel_l2_error(&got, &want);
+                assert!(e < 1e-5, "{s:?} x{batches}: {e}");
+                if packed::available() {
+                    let mut got = vec![1.0; want.len()];
+                    sgemm_packed(&s, batches, &a, stride, &b, &mut got, true, 40);
+                    let plus_one: Vec<f32> = want.iter().map(|v| v + 1.0).collect();
+                    let e = rel_l2_error(&got, &plus_one);
+                    assert!(e < 1e-5, "{s:?} x{batches} packed, accumulated: {e}");
                 }
             }
         }

@@ -7,6 +7,7 @@ use super::matrix::{
 use super::shape::{Cell, Direction, RnnShape, Weights};
 use super::team_steps;
 use super::workspace::{check, Inputs, Workspace};
+use crate::gemm::{sgemm_batched_acc, GemmShape, Path};
 use crate::Isa;
 
 /// Gradients reaching a pass's outputs.
@@ -51,9 +52,15 @@ pub fn backward_data(
     let gh = shape.cell.gates() * h;
     let row = mb * gh;
     let out = shape.output();
-    ws.dlayer[..tb * out].copy_from_slice(grads.dy);
     for l in (0..shape.layers).rev() {
         let in_f = shape.layer_input(l);
+        // The gradient reaching this layer's output: the top layer reads
+        // `dy` itself; each layer below, what the one above wrote.
+        let dlayer: &[f32] = if l + 1 == shape.layers {
+            grads.dy
+        } else {
+            &ws.dlayer
+        };
         for d in 0..dirs {
             let s = l * dirs + d;
             let w = &inp.weights[s];
@@ -86,7 +93,7 @@ pub fn backward_data(
                     reversed,
                     size,
                     p,
-                    &ws.dlayer,
+                    dlayer,
                     offset,
                     [&set.gates, &set.h, &set.aux],
                     [&mut set.dgx, &mut set.dgh],
@@ -109,7 +116,7 @@ pub fn backward_data(
                     let k = at(i);
                     let prev = i.checked_sub(1).map(at);
                     transpose_add(
-                        &ws.dlayer[k * mb * out..][..mb * out],
+                        &dlayer[k * mb * out..][..mb * out],
                         mb,
                         h,
                         out,
@@ -155,13 +162,29 @@ pub fn backward_data(
             // The input's gradient for every step at once,
             // `[t·mb][in] = dG^T·W_ih`, summed over the directions.
             if l > 0 || !dx.is_empty() {
-                to_columns(&set.dgx, t, gh, mb, &mut ws.dg_cols);
                 let dst: &mut [f32] = if l == 0 {
                     &mut *dx
                 } else {
                     &mut ws.dlayer_next[..tb * in_f]
                 };
-                gemm(tb, in_f, gh, &ws.dg_cols, true, &w.w_ih, false, dst, d > 0);
+                // Step k's rows are `dG_kᵀ·W_ih`, `dG_k` `[gh][mb]`: on
+                // the packed path read where each step's lie; else
+                // gathered into `[gh][t·mb]` for one GEMM (per-step
+                // products would be as many calls of a small one).
+                let step = GemmShape {
+                    m: mb,
+                    n: in_f,
+                    k: gh,
+                    trans_a: true,
+                    trans_b: false,
+                };
+                let whole = GemmShape { m: tb, ..step };
+                if Path::for_shape(&whole) == Path::Packed {
+                    sgemm_batched_acc(&step, t, &set.dgx, row, &w.w_ih, dst, d > 0);
+                } else {
+                    to_columns(&set.dgx, t, gh, mb, &mut ws.dg_cols);
+                    gemm(tb, in_f, gh, &ws.dg_cols, true, &w.w_ih, false, dst, d > 0);
+                }
             }
             transpose(&ws.dh, h, mb, &mut dhx[s * state..][..state]);
             if lstm {

@@ -362,6 +362,39 @@ fn both_input_product_paths_match_the_reference() {
 }
 
 #[test]
+fn the_input_gradient_reads_every_steps_gate_gradients_in_place() {
+    // Layer 0's input gradient, 144 x 1024 (t·mb x input), takes the
+    // packed GEMM where AVX-512 is, reading step by step; layer 1's,
+    // 144 x 64, gathers the steps first. Both directions add into it.
+    let shape = RnnShape {
+        cell: Cell::Lstm,
+        direction: Direction::Concat,
+        layers: 2,
+        t: 12,
+        mb: 12,
+        input: 1024,
+        hidden: 32,
+    };
+    let dx = |input| crate::gemm::GemmShape {
+        m: shape.t * shape.mb,
+        n: input,
+        k: 4 * shape.hidden,
+        trans_a: true,
+        trans_b: false,
+    };
+    let packed = crate::conv::im2col_gemm::packed::available();
+    assert_eq!(
+        crate::gemm::Path::for_shape(&dx(1024)) == crate::gemm::Path::Packed,
+        packed
+    );
+    assert_eq!(
+        crate::gemm::Path::for_shape(&dx(64)),
+        crate::gemm::Path::Tiled
+    );
+    check_against_reference(&shape, Isa::detect());
+}
+
+#[test]
 fn team_steps_match_the_reference_on_two_and_three_threads() {
     // Shapes whose steps run on a team (asserted): wide and narrow panel
     // tiles, a batch that is not whole vectors, the input's product per
