@@ -134,8 +134,8 @@ pub fn sgemm_acc(s: &GemmShape, a: &[f32], b: &[f32], c: &mut [f32], accumulate:
         });
 }
 
-/// Which code runs a shape: [`Path::Packed`] on AVX-512 where both sides
-/// are at least a panel wide, else the `gemm` crate's tiles.
+/// Which code runs a shape: [`Path::Packed`] on AVX-512 where its bounds
+/// (see [`Path::for_shape`]) hold, else the `gemm` crate's tiles.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Path {
     /// The `gemm` crate's micro-kernels in rayon tiles (each tile packs
@@ -154,8 +154,9 @@ impl Path {
     ///   the tiles, 64x4096x4096 at 1.13x;
     /// - at least 64 columns, at most a quarter of the last panel padding:
     ///   the micro-tile is 64 wide, and 1024x32x1024 ran at 0.50x;
-    /// - at most 2048 columns: 4096x4096x4096 ran at 0.91x (2048x2048x2048
-    ///   at 1.05x, 1024x4096x1024 at 1.08x, 6 rounds);
+    /// - at most 1024 columns: wider ones were no faster (4096x4096x4096
+    ///   0.91x; 2048x2048x2048 1.05x in one run, 0.96x in another;
+    ///   512x1600x2048 1.07x and 1.00x);
     /// - a C of at least 2^17 values: below it each task's block is too
     ///   small to repay reading all of B (256x64x3200 ran at 0.71x,
     ///   1024x64x1000 at 0.93x, 800x128x512 at 0.96x; 2048x64x3200 at
@@ -166,7 +167,7 @@ impl Path {
     /// sequence.)
     pub fn for_shape(s: &GemmShape) -> Path {
         let padded = s.n.div_ceil(NR) * NR;
-        let wide = s.n >= NR && s.n <= 2048 && 4 * padded <= 5 * s.n;
+        let wide = s.n >= NR && s.n <= 1024 && 4 * padded <= 5 * s.n;
         if packed::available() && s.m >= 64 && wide && s.m * s.n >= 1 << 17 {
             Path::Packed
         } else {
@@ -523,7 +524,8 @@ mod tests {
         };
         assert_eq!(Path::for_shape(&s(2048, 512)), wide);
         assert_eq!(Path::for_shape(&s(2048, 64)), wide);
-        assert_eq!(Path::for_shape(&s(64, 2048)), wide);
+        assert_eq!(Path::for_shape(&s(128, 1024)), wide);
+        assert_eq!(Path::for_shape(&s(2048, 2048)), Path::Tiled);
         assert_eq!(Path::for_shape(&s(1024, 64)), Path::Tiled);
         assert_eq!(Path::for_shape(&s(48, 4096)), Path::Tiled);
         assert_eq!(Path::for_shape(&s(1024, 32)), Path::Tiled);
