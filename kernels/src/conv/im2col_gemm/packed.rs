@@ -2,7 +2,7 @@
 //! (1x1) convolutions with many pixels, forward and (where the reduction is
 //! 128 or more) backward-data, and for Winograd's 36 GEMMs (whose
 //! transforms fill the panels themselves; its backward-filter reads A
-//! transposed, [`gemm_transposed_a`]). It reads the pixel rows in place and
+//! transposed, [`gemm_panels`]). It reads the pixel rows in place and
 //! prefetches the next micro-tile's, where the `gemm` crate packs them per
 //! call; it also fuses the bias, which the crate adds in a pass of its own.
 //!
@@ -124,44 +124,20 @@ impl PackedB {
     }
 }
 
-/// `C[rows x (n1-n0)] (+)= Aᵀ · B[:, n0..n1]` over a reduction of `k`,
-/// with A stored transposed (`A(i, p)` at `a[p·a_rs + i]`, `p < k`) and B
-/// in panels of [`NR`] columns, `k_stride` rows apart (`[panel][k_stride]
-/// [NR]`, of which the first `k` rows are used). `n0` must be a multiple of
-/// `NR`. Adds to C where `acc`, else overwrites it.
+/// `C[rows x (n1-n0)] (+)= A · B[:, n0..n1]` over a reduction of `k`,
+/// with A stored either way (`A(i, p)` at `a[i·a_rs + p]`, or where `ta`
+/// transposed, at `a[p·a_rs + i]`, `p < k`: Winograd's backward-filter and
+/// the general GEMM's two layouts, see `crate::gemm`) and B in panels of
+/// [`NR`] columns, `k_stride` rows apart (`[panel][k_stride][NR]`, of
+/// which the first `k` rows are used). `n0` must be a multiple of `NR`.
+/// Adds to C where `acc`, else overwrites it.
 ///
 /// # Safety
-/// `a` must address `k` rows of `rows` readable floats, `a_rs` apart; `b`
-/// the panels of columns `n0..n1` (each `k_stride·NR` floats, zeros past
-/// the last column); `c` `rows` rows of `n1 - n0` writable floats, `c_rs`
+/// `a` must address A's `rows x k` readable floats as `ta` says; `b` the
+/// panels of columns `n0..n1` (each `k_stride·NR` floats, zeros past the
+/// last column); `c` `rows` rows of `n1 - n0` writable floats, `c_rs`
 /// apart, touched by no other thread meanwhile. Only call when
 /// [`available`].
-#[allow(clippy::too_many_arguments)]
-pub unsafe fn gemm_transposed_a(
-    rows: usize,
-    k: usize,
-    a: *const f32,
-    a_rs: usize,
-    b: *const f32,
-    k_stride: usize,
-    n0: usize,
-    n1: usize,
-    c: *mut f32,
-    c_rs: usize,
-    acc: bool,
-) {
-    assert!(n0.is_multiple_of(NR) && n0 <= n1 && k <= k_stride);
-    // SAFETY: forwarded from this function's contract.
-    unsafe { run_tiles::<true>(rows, k, a, a_rs, b, k_stride, n0, n1, c, c_rs, None, acc) }
-}
-
-/// [`gemm_transposed_a`] with A stored either way: `A(i, p)` at
-/// `a[i·a_rs + p]`, or where `ta` at `a[p·a_rs + i]` (the general GEMM's
-/// two layouts of A; see `crate::gemm`).
-///
-/// # Safety
-/// As [`gemm_transposed_a`], with A's `rows x k` elements addressed as
-/// `ta` says.
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn gemm_panels(
     rows: usize,
@@ -237,7 +213,7 @@ pub fn pack_panels(b: &[f32], k: usize, n: usize, tb: bool, k0: usize, kc: usize
 /// (`k == 0`) C becomes the bias or zeros, or stays as it is where `acc`.
 ///
 /// # Safety
-/// The callers' contracts ([`PackedB::gemm`], [`gemm_transposed_a`]).
+/// The callers' contracts ([`PackedB::gemm`], [`gemm_panels`]).
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 unsafe fn run_tiles<const TA: bool>(
@@ -340,7 +316,7 @@ unsafe fn avx512_gemm_f32_6x64<const M: usize, const TA: bool>(t: &Tile) {
     for p in 0..t.k {
         // SAFETY: row p of the packed panel (NR floats) and step p of the
         // M rows of A (a column, or with `TA` a row) are in bounds (see
-        // `PackedB::gemm`, `gemm_transposed_a`).
+        // `PackedB::gemm`, `gemm_panels`).
         unsafe {
             let bp = b.add(p * NR);
             let bv = [

@@ -108,11 +108,12 @@ impl WinogradPlan {
                     // this item alone writes the sums' columns n0..n1 of
                     // point xi.
                     unsafe {
-                        packed::gemm_transposed_a(
+                        packed::gemm_panels(
                             k,
                             t1 - t0,
                             v.ptr().add(xi * chunk * k),
                             k,
+                            true,
                             h.ptr().add(xi * chunk * n_pad + j * chunk * NR),
                             chunk,
                             n0,
