@@ -1,5 +1,6 @@
 //! `cnnbench gemm`'s pipeline: dense GEMMs (the fully connected layers'
-//! kernel; DeepBench's GEMM suite) timed on the CPU (our tiled kernel) or
+//! kernel; DeepBench's GEMM suite) timed on the CPU (the kernels crate's
+//! GEMM, packed or tiled: `gemm::Path`) or
 //! through cuBLAS, each through the one driver loop.
 
 use super::context::Context;
@@ -39,7 +40,7 @@ pub fn check_host_memory(
     Ok(())
 }
 
-/// One GEMM on the CPU (our tiled kernel) or on the GPU (cuBLAS).
+/// One GEMM on the CPU (the kernels crate's GEMM) or on the GPU (cuBLAS).
 struct GemmCase<'a, 'g> {
     t: GemmTensors,
     gpu: Option<GpuGemm<'g>>,

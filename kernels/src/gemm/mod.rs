@@ -86,9 +86,10 @@ pub fn sgemm(s: &GemmShape, a: &[f32], b: &[f32], c: &mut [f32]) {
 /// [`sgemm`], or `c += op(a)·op(b)` when `accumulate` (the recurrent
 /// layers add the hidden state's product to the input's).
 pub fn sgemm_acc(s: &GemmShape, a: &[f32], b: &[f32], c: &mut [f32], accumulate: bool) {
-    assert_eq!(a.len(), s.m * s.k, "A size");
-    assert_eq!(b.len(), s.k * s.n, "B size");
-    assert_eq!(c.len(), s.m * s.n, "C size");
+    // Checked: the packed path's pointer arithmetic relies on these.
+    assert_eq!(Some(a.len()), s.m.checked_mul(s.k), "A size");
+    assert_eq!(Some(b.len()), s.k.checked_mul(s.n), "B size");
+    assert_eq!(Some(c.len()), s.m.checked_mul(s.n), "C size");
     if s.m == 0 || s.n == 0 {
         return;
     }
@@ -149,26 +150,24 @@ pub enum Path {
 
 impl Path {
     /// The path [`sgemm_acc`] takes for `s` on this CPU. Packed needs
-    /// - at least 64 rows: with fewer, packing all of B (a read and a
-    ///   write of it) costs more than it saves; 48x1000x2048 ran at 0.88x
-    ///   the tiles, 64x4096x4096 at 1.13x;
-    /// - at least 64 columns, at most a quarter of the last panel padding:
-    ///   the micro-tile is 64 wide, and 1024x32x1024 ran at 0.50x;
-    /// - at most 1024 columns: wider ones were no faster (4096x4096x4096
-    ///   0.91x; 2048x2048x2048 1.05x in one run, 0.96x in another;
-    ///   512x1600x2048 1.07x and 1.00x);
-    /// - a C of at least 2^17 values: below it each task's block is too
-    ///   small to repay reading all of B (256x64x3200 ran at 0.71x,
-    ///   1024x64x1000 at 0.93x, 800x128x512 at 0.96x; 2048x64x3200 at
-    ///   1.06x, 1024x256x400 at 1.09x).
+    /// - 64 to 1024 columns, the last panel's padding at most a quarter of
+    ///   them: the micro-tile is 64 wide;
+    /// - a C of at least 2^17 values (so at least 128 rows): below it each
+    ///   task's block is too small to repay packing and reading all of B.
     ///
-    /// (2 threads, Zen 4, ABBA; 1.12x to 1.16x on the LSTM backward-weights
-    /// of hidden 256 and 512, whose products reduce over the whole
-    /// sequence.)
+    /// Where the bounds come from: development runs with the packed path
+    /// on every shape (2 threads, Zen 4, ABBA, not kept) lost on narrow
+    /// or small outputs (1024x32x1024 0.50x, 256x64x3200 0.71x,
+    /// 48x1000x2048 0.88x) and on the widest (4096x4096x4096 0.91x;
+    /// 2048x2048x2048 1.05x in one run and 0.96x in another). Inside them,
+    /// the kept runs (results/reference/cpu-gemm-zen4-avx512/) gave 0.97x
+    /// to 1.10x per GEMM, within this VM's noise on some, and the LSTM
+    /// backward-weights of hidden 256 and 512, whose products reduce over
+    /// the whole sequence, 1.10x to 1.17x.
     pub fn for_shape(s: &GemmShape) -> Path {
         let padded = s.n.div_ceil(NR) * NR;
         let wide = s.n >= NR && s.n <= 1024 && 4 * padded <= 5 * s.n;
-        if packed::available() && s.m >= 64 && wide && s.m * s.n >= 1 << 17 {
+        if packed::available() && wide && s.m * s.n >= 1 << 17 {
             Path::Packed
         } else {
             Path::Tiled
@@ -220,12 +219,16 @@ pub fn sgemm_batched_acc(
     c: &mut [f32],
     accumulate: bool,
 ) {
+    let a_len = (batches.saturating_sub(1))
+        .checked_mul(a_stride)
+        .and_then(|v| v.checked_add(s.m.checked_mul(s.k)?));
     assert!(
-        batches == 0 || a.len() >= (batches - 1) * a_stride + s.m * s.k,
+        batches == 0 || a_len.is_some_and(|l| a.len() >= l),
         "A size"
     );
-    assert_eq!(b.len(), s.k * s.n, "B size");
-    assert_eq!(c.len(), batches * s.m * s.n, "C size");
+    assert_eq!(Some(b.len()), s.k.checked_mul(s.n), "B size");
+    let c_len = batches.checked_mul(s.m).and_then(|v| v.checked_mul(s.n));
+    assert_eq!(Some(c.len()), c_len, "C size");
     if s.m == 0 || s.n == 0 || batches == 0 {
         return;
     }
@@ -259,6 +262,7 @@ fn sgemm_packed(
     chunk: usize,
 ) {
     let (m, n, k) = (s.m, s.n, s.k);
+    debug_assert!(a.len() >= (batches - 1) * a_stride + m * k && c.len() == batches * m * n);
     if k == 0 {
         if !acc {
             c.fill(0.0);
@@ -293,10 +297,11 @@ fn sgemm_packed(
             buf.resize(panels * kb * NR, 0.0);
         }
         let out = SendPtr(c.as_mut_ptr());
-        let (a_ptr, b_ptr) = (ConstPtr(a.as_ptr()), ConstPtr(buf.as_ptr()));
+        let a_ptr = ConstPtr(a.as_ptr());
         for k0 in (0..k).step_by(kb) {
             let kc = kb.min(k - k0);
             packed::pack_panels(b, k, n, s.trans_b, k0, kc, buf);
+            let b_ptr = ConstPtr(buf.as_ptr());
             (0..row_blocks * groups).into_par_iter().for_each(|item| {
                 let (rb, g) = (item / groups, item % groups);
                 let (t, i0) = (rb / blocks_per_product, (rb % blocks_per_product) * rows);
@@ -327,7 +332,9 @@ fn sgemm_packed(
     };
     // A task of this pool that calls a GEMM while the thread waits in
     // another's (work stealing) finds the buffer borrowed: it packs into
-    // its own.
+    // its own, allocated for the call. (The kept buffer, up to 16 MiB per
+    // calling thread, lives as long as the thread and is not counted in
+    // any workspace figure.)
     PACK.with(|cell| match cell.try_borrow_mut() {
         Ok(mut buf) => run(&mut buf),
         Err(_) => run(&mut Vec::new()),
@@ -476,13 +483,13 @@ mod tests {
             (13, 70, 33, 4, 0),
             (64, 512, 96, 5, 64),
         ] {
-            for ta in [false, true] {
+            for (ta, tb) in [(false, false), (true, false), (true, true)] {
                 let s = GemmShape {
                     m,
                     n,
                     k,
                     trans_a: ta,
-                    trans_b: false,
+                    trans_b: tb,
                 };
                 let stride = m * k + gap;
                 let mut a = vec![0.0; batches * stride];
@@ -497,14 +504,64 @@ mod tests {
                 sgemm_batched_acc(&s, batches, &a, stride, &b, &mut got, false);
                 let e = rel_l2_error(&got, &want);
                 assert!(e < 1e-5, "{s:?} x{batches}: {e}");
-                if packed::available() {
+                if !packed::available() {
+                    continue;
+                }
+                // Several row blocks per product need several threads.
+                for threads in [1, 2, 3] {
+                    let pool = rayon::ThreadPoolBuilder::new()
+                        .num_threads(threads)
+                        .build()
+                        .unwrap();
                     let mut got = vec![1.0; want.len()];
-                    sgemm_packed(&s, batches, &a, stride, &b, &mut got, true, 40);
+                    pool.install(|| sgemm_packed(&s, batches, &a, stride, &b, &mut got, true, 40));
                     let plus_one: Vec<f32> = want.iter().map(|v| v + 1.0).collect();
                     let e = rel_l2_error(&got, &plus_one);
-                    assert!(e < 1e-5, "{s:?} x{batches} packed, accumulated: {e}");
+                    assert!(e < 1e-5, "{s:?} x{batches} on {threads}: {e}");
                 }
             }
+        }
+    }
+
+    #[test]
+    fn packed_shapes_through_the_public_entry_and_from_inside_a_task() {
+        // 2100 rows on one thread: blocks of the 384-row cap; 160 x 1000:
+        // a ragged last panel. Then the same GEMM from inside tasks of a
+        // small pool, which may find the calling thread's buffer borrowed.
+        for (m, n, k, threads) in [(2100, 64, 20, 1), (160, 1000, 37, 2)] {
+            let s = GemmShape {
+                m,
+                n,
+                k,
+                trans_a: false,
+                trans_b: true,
+            };
+            assert_eq!(Path::for_shape(&s) == Path::Packed, packed::available());
+            let mut a = vec![0.0; m * k];
+            let mut b = vec![0.0; k * n];
+            fill_uniform(&mut a, 5, 1.0);
+            fill_uniform(&mut b, 6, 1.0);
+            let mut want = vec![0.0; m * n];
+            reference(&s, &a, &b, &mut want);
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap();
+            let mut got = vec![f32::NAN; m * n];
+            pool.install(|| sgemm(&s, &a, &b, &mut got));
+            let e = rel_l2_error(&got, &want);
+            assert!(e < 1e-5, "{s:?}: {e}");
+            let nested: Vec<f64> = pool.install(|| {
+                (0..4)
+                    .into_par_iter()
+                    .map(|_| {
+                        let mut c = vec![f32::NAN; m * n];
+                        sgemm(&s, &a, &b, &mut c);
+                        rel_l2_error(&c, &want)
+                    })
+                    .collect()
+            });
+            assert!(nested.iter().all(|&e| e < 1e-5), "{s:?} nested: {nested:?}");
         }
     }
 
@@ -527,10 +584,13 @@ mod tests {
         assert_eq!(Path::for_shape(&s(128, 1024)), wide);
         assert_eq!(Path::for_shape(&s(2048, 2048)), Path::Tiled);
         assert_eq!(Path::for_shape(&s(1024, 64)), Path::Tiled);
-        assert_eq!(Path::for_shape(&s(48, 4096)), Path::Tiled);
         assert_eq!(Path::for_shape(&s(1024, 32)), Path::Tiled);
         // 100 columns pad to 128: over a quarter wasted.
         assert_eq!(Path::for_shape(&s(1024, 100)), Path::Tiled);
+        // 1000 columns pad to 1024: 24 of the last panel's 64 empty, under
+        // a quarter of 1000.
+        assert_eq!(Path::for_shape(&s(2048, 1000)), wide);
+        assert_eq!(Path::for_shape(&s(120, 1024)), Path::Tiled);
         assert_eq!(Path::for_shape(&s(4096, 4096)), Path::Tiled);
     }
 

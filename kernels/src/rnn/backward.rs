@@ -168,7 +168,9 @@ pub fn backward_data(
                     &mut ws.dlayer_next[..tb * in_f]
                 };
                 // Step k's rows are `dG_kᵀ·W_ih`, `dG_k` `[gh][mb]`: on
-                // the packed path read where each step's lie; else
+                // the packed path read where each step's lie, from a
+                // batch of two micro-tiles of rows (a narrower one would
+                // read the packed `W_ih` again for every few rows); else
                 // gathered into `[gh][t·mb]` for one GEMM (per-step
                 // products would be as many calls of a small one).
                 let step = GemmShape {
@@ -179,7 +181,7 @@ pub fn backward_data(
                     trans_b: false,
                 };
                 let whole = GemmShape { m: tb, ..step };
-                if Path::for_shape(&whole) == Path::Packed {
+                if mb >= 12 && Path::for_shape(&whole) == Path::Packed {
                     sgemm_batched_acc(&step, t, &set.dgx, row, &w.w_ih, dst, d > 0);
                 } else {
                     to_columns(&set.dgx, t, gh, mb, &mut ws.dg_cols);

@@ -363,22 +363,23 @@ fn both_input_product_paths_match_the_reference() {
 
 #[test]
 fn the_input_gradient_reads_every_steps_gate_gradients_in_place() {
-    // Layer 0's input gradient, 144 x 1024 (t·mb x input), takes the
-    // packed GEMM where AVX-512 is, reading step by step; layer 1's,
-    // 144 x 64, gathers the steps first. Both directions add into it.
-    let shape = RnnShape {
-        cell: Cell::Lstm,
-        direction: Direction::Concat,
+    // Layer 0's input gradient, 156 x 1024 (t·mb x input), takes the
+    // packed GEMM where AVX-512 is, reading step by step (13 rows each:
+    // two micro-tiles and one row); layer 1's, 156 x 64, gathers the
+    // steps first. Both directions add into it.
+    let shape = |cell, direction| RnnShape {
+        cell,
+        direction,
         layers: 2,
         t: 12,
-        mb: 12,
+        mb: 13,
         input: 1024,
         hidden: 32,
     };
     let dx = |input| crate::gemm::GemmShape {
-        m: shape.t * shape.mb,
+        m: 12 * 13,
         n: input,
-        k: 4 * shape.hidden,
+        k: 3 * 32,
         trans_a: true,
         trans_b: false,
     };
@@ -391,7 +392,13 @@ fn the_input_gradient_reads_every_steps_gate_gradients_in_place() {
         crate::gemm::Path::for_shape(&dx(64)),
         crate::gemm::Path::Tiled
     );
-    check_against_reference(&shape, Isa::detect());
+    for (cell, direction) in [
+        (Cell::Lstm, Direction::Concat),
+        (Cell::Gru, Direction::Sum),
+        (Cell::RnnTanh, Direction::Left2Right),
+    ] {
+        check_against_reference(&shape(cell, direction), Isa::detect());
+    }
 }
 
 #[test]

@@ -162,8 +162,9 @@ impl Case for PassCase<'_, '_> {
         let (device, kernel, workspace_bytes) = match &self.engine {
             Engine::Cpu(isa, ws) => {
                 // The packed and row products and the gates run on `isa`;
-                // the `gemm` crate's products pick their own ISA, named
-                // apart where `--isa` made the two differ.
+                // the sequence-long products (`gemm::sgemm`: the `gemm`
+                // crate's tiles, or on AVX-512 its packed path) pick their
+                // own ISA, named apart where `--isa` made the two differ.
                 let gemm_isa = cnnbench_kernels::gemm::gemm_isa();
                 let gemm = if gemm_isa == *isa {
                     format!("gemm_f32({isa})")

@@ -2,7 +2,8 @@
 //! (1x1) convolutions with many pixels, forward and (where the reduction is
 //! 128 or more) backward-data, and for Winograd's 36 GEMMs (whose
 //! transforms fill the panels themselves; its backward-filter reads A
-//! transposed, [`gemm_panels`]). It reads the pixel rows in place and
+//! transposed, [`gemm_panels`]), and for `crate::gemm`'s packed path. It
+//! reads the pixel rows in place and
 //! prefetches the next micro-tile's, where the `gemm` crate packs them per
 //! call; it also fuses the bias, which the crate adds in a pass of its own.
 //!

@@ -1,5 +1,5 @@
 //! The GEMM op (fully connected layers, `cnnbench gemm`): its tensors,
-//! CPU side (the kernels crate's tiled GEMM) and CUDA side ([`cuda`],
+//! CPU side (the kernels crate's GEMM, packed or tiled) and CUDA side ([`cuda`],
 //! cuBLAS GemmEx). Its problem syntax is the binary's (`problem::gemm`).
 
 pub mod cuda;

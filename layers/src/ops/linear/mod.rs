@@ -1,4 +1,4 @@
-//! Fully connected: `y[N×out] = x[N×in]·W[in×out] + b`, on the tiled GEMM.
+//! Fully connected: `y[N×out] = x[N×in]·W[in×out] + b`, on the kernels crate's GEMM.
 
 pub mod cpu;
 pub mod cuda;
