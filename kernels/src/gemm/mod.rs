@@ -203,9 +203,22 @@ thread_local! {
     static PACK: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
+/// Whether [`sgemm_batched_acc`] runs `batches` products of shape `s` on
+/// the packed path: where [`Path::for_shape`] picks it for the batch as
+/// one GEMM (`m·batches` rows), and each product has at least two
+/// micro-tiles of rows (a narrower one would read the packed B again for
+/// every few rows).
+pub fn batch_packs(s: &GemmShape, batches: usize) -> bool {
+    let whole = GemmShape {
+        m: s.m.saturating_mul(batches),
+        ..*s
+    };
+    s.m >= 12 && Path::for_shape(&whole) == Path::Packed
+}
+
 /// `C_t (+)= op(A_t)·op(B)` for `t < batches`, on the packed path where
-/// [`Path::for_shape`] picks it for the batch as one GEMM (`m·batches`
-/// rows), else each product on [`sgemm_acc`]: `s` is one product's shape,
+/// [`batch_packs`], else each product on [`sgemm_acc`]: `s` is one
+/// product's shape,
 /// `A_t` starts at `a[t·a_stride]` (stored as `s.trans_a` says), and the
 /// `C_t` are stacked (`c` is `[batches·m][n]`). The recurrent layers'
 /// input gradient reads each step's gate gradients where they lie this
@@ -232,11 +245,7 @@ pub fn sgemm_batched_acc(
     if s.m == 0 || s.n == 0 || batches == 0 {
         return;
     }
-    let whole = GemmShape {
-        m: s.m * batches,
-        ..*s
-    };
-    if Path::for_shape(&whole) == Path::Packed {
+    if batch_packs(s, batches) {
         let chunk = PACK_FLOATS / (s.n.div_ceil(NR) * NR);
         return sgemm_packed(s, batches, a, a_stride, b, c, accumulate, chunk);
     }
@@ -408,6 +417,31 @@ mod tests {
     use crate::conv::reference::rel_l2_error;
     use crate::rng::fill_uniform;
 
+    /// Random A and B for `s` (seeds `seed`, `seed + 1`) and the
+    /// reference C.
+    fn case(s: &GemmShape, seed: u64) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+        let mut a = vec![0.0; s.m * s.k];
+        let mut b = vec![0.0; s.k * s.n];
+        fill_uniform(&mut a, seed, 1.0);
+        fill_uniform(&mut b, seed + 1, 1.0);
+        let mut want = vec![0.0; s.m * s.n];
+        reference(s, &a, &b, &mut want);
+        (a, b, want)
+    }
+
+    /// Every storage of A and B for `m x n x k`.
+    fn transposes(m: usize, n: usize, k: usize) -> impl Iterator<Item = GemmShape> {
+        [(false, false), (true, false), (false, true), (true, true)]
+            .into_iter()
+            .map(move |(ta, tb)| GemmShape {
+                m,
+                n,
+                k,
+                trans_a: ta,
+                trans_b: tb,
+            })
+    }
+
     #[test]
     fn reference_by_hand() {
         // [1 2; 3 4] · [5 6; 7 8] = [19 22; 43 50]; with B transposed,
@@ -442,20 +476,8 @@ mod tests {
             (64, 70, 1, 128),
             (64, 64, 0, 128),
         ] {
-            for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
-                let s = GemmShape {
-                    m,
-                    n,
-                    k,
-                    trans_a: ta,
-                    trans_b: tb,
-                };
-                let mut a = vec![0.0; m * k];
-                let mut b = vec![0.0; k * n];
-                fill_uniform(&mut a, 1, 1.0);
-                fill_uniform(&mut b, 2, 1.0);
-                let mut want = vec![0.0; m * n];
-                reference(&s, &a, &b, &mut want);
+            for s in transposes(m, n, k) {
+                let (a, b, want) = case(&s, 1);
                 for threads in [1, 2, 3] {
                     let pool = rayon::ThreadPoolBuilder::new()
                         .num_threads(threads)
@@ -537,12 +559,7 @@ mod tests {
                 trans_b: true,
             };
             assert_eq!(Path::for_shape(&s) == Path::Packed, packed::available());
-            let mut a = vec![0.0; m * k];
-            let mut b = vec![0.0; k * n];
-            fill_uniform(&mut a, 5, 1.0);
-            fill_uniform(&mut b, 6, 1.0);
-            let mut want = vec![0.0; m * n];
-            reference(&s, &a, &b, &mut want);
+            let (a, b, want) = case(&s, 5);
             let pool = rayon::ThreadPoolBuilder::new()
                 .num_threads(threads)
                 .build()
@@ -587,6 +604,10 @@ mod tests {
         assert_eq!(Path::for_shape(&s(1024, 32)), Path::Tiled);
         // 100 columns pad to 128: over a quarter wasted.
         assert_eq!(Path::for_shape(&s(1024, 100)), Path::Tiled);
+        // Batches: 200 products of 11 rows are wide enough as one GEMM,
+        // but each too narrow.
+        assert_eq!(batch_packs(&s(12, 512), 200), wide == Path::Packed);
+        assert!(!batch_packs(&s(11, 512), 200));
         // 1000 columns pad to 1024: 24 of the last panel's 64 empty, under
         // a quarter of 1000.
         assert_eq!(Path::for_shape(&s(2048, 1000)), wide);
@@ -603,22 +624,10 @@ mod tests {
             (300, 17, 256),
             (5, 1000, 9),
         ] {
-            for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
-                let s = GemmShape {
-                    m,
-                    n,
-                    k,
-                    trans_a: ta,
-                    trans_b: tb,
-                };
-                let mut a = vec![0.0; m * k];
-                let mut b = vec![0.0; k * n];
-                fill_uniform(&mut a, 1, 1.0);
-                fill_uniform(&mut b, 2, 1.0);
+            for s in transposes(m, n, k) {
+                let (a, b, want) = case(&s, 1);
                 let mut got = vec![f32::NAN; m * n];
-                let mut want = vec![0.0; m * n];
                 sgemm(&s, &a, &b, &mut got);
-                reference(&s, &a, &b, &mut want);
                 let e = rel_l2_error(&got, &want);
                 assert!(e < 1e-5, "{s:?}: {e}");
                 // Accumulating adds the product again.

@@ -7,7 +7,7 @@ use super::matrix::{
 use super::shape::{Cell, Direction, RnnShape, Weights};
 use super::team_steps;
 use super::workspace::{check, Inputs, Workspace};
-use crate::gemm::{sgemm_batched_acc, GemmShape, Path};
+use crate::gemm::{batch_packs, sgemm_batched_acc, GemmShape};
 use crate::Isa;
 
 /// Gradients reaching a pass's outputs.
@@ -168,9 +168,7 @@ pub fn backward_data(
                     &mut ws.dlayer_next[..tb * in_f]
                 };
                 // Step k's rows are `dG_kᵀ·W_ih`, `dG_k` `[gh][mb]`: on
-                // the packed path read where each step's lie, from a
-                // batch of two micro-tiles of rows (a narrower one would
-                // read the packed `W_ih` again for every few rows); else
+                // the packed path read where each step's lie; else
                 // gathered into `[gh][t·mb]` for one GEMM (per-step
                 // products would be as many calls of a small one).
                 let step = GemmShape {
@@ -180,8 +178,7 @@ pub fn backward_data(
                     trans_a: true,
                     trans_b: false,
                 };
-                let whole = GemmShape { m: tb, ..step };
-                if mb >= 12 && Path::for_shape(&whole) == Path::Packed {
+                if batch_packs(&step, t) {
                     sgemm_batched_acc(&step, t, &set.dgx, row, &w.w_ih, dst, d > 0);
                 } else {
                     to_columns(&set.dgx, t, gh, mb, &mut ws.dg_cols);
