@@ -94,8 +94,7 @@ pub fn sgemm_acc(s: &GemmShape, a: &[f32], b: &[f32], c: &mut [f32], accumulate:
         return;
     }
     if Path::for_shape(s) == Path::Packed {
-        let chunk = PACK_FLOATS / (s.n.div_ceil(NR) * NR);
-        return sgemm_packed(s, 1, a, 0, b, c, accumulate, chunk);
+        return sgemm_packed(s, 1, a, 0, b, c, accumulate, pack_rows(s.n));
     }
     let threads = rayon::current_num_threads();
     let rows = tile_rows(s, threads);
@@ -197,6 +196,11 @@ impl Path {
 /// B's size (a VGG fully connected layer's weights are 400 MiB).
 const PACK_FLOATS: usize = 4 << 20;
 
+/// Rows of a B `n` wide packed at once: [`PACK_FLOATS`] of its panels.
+fn pack_rows(n: usize) -> usize {
+    PACK_FLOATS / (n.div_ceil(NR) * NR)
+}
+
 thread_local! {
     /// B's panels, kept between calls: a fresh 16 MiB buffer per call
     /// would fault its pages in every time.
@@ -246,8 +250,7 @@ pub fn sgemm_batched_acc(
         return;
     }
     if batch_packs(s, batches) {
-        let chunk = PACK_FLOATS / (s.n.div_ceil(NR) * NR);
-        return sgemm_packed(s, batches, a, a_stride, b, c, accumulate, chunk);
+        return sgemm_packed(s, batches, a, a_stride, b, c, accumulate, pack_rows(s.n));
     }
     for (t, ct) in c.chunks_mut(s.m * s.n).enumerate() {
         sgemm_acc(s, &a[t * a_stride..][..s.m * s.k], b, ct, accumulate);
@@ -306,11 +309,12 @@ fn sgemm_packed(
             buf.resize(panels * kb * NR, 0.0);
         }
         let out = SendPtr(c.as_mut_ptr());
-        let a_ptr = ConstPtr(a.as_ptr());
+        // Only read through (`SendPtr` is for tasks' disjoint writes).
+        let a_ptr = SendPtr(a.as_ptr().cast_mut());
         for k0 in (0..k).step_by(kb) {
             let kc = kb.min(k - k0);
             packed::pack_panels(b, k, n, s.trans_b, k0, kc, buf);
-            let b_ptr = ConstPtr(buf.as_ptr());
+            let b_ptr = SendPtr(buf.as_ptr().cast_mut());
             (0..row_blocks * groups).into_par_iter().for_each(|item| {
                 let (rb, g) = (item / groups, item % groups);
                 let (t, i0) = (rb / blocks_per_product, (rb % blocks_per_product) * rows);
@@ -350,22 +354,9 @@ fn sgemm_packed(
     });
 }
 
-/// A read-only pointer shared by parallel tasks (see [`SendPtr`]).
-#[derive(Clone, Copy)]
-struct ConstPtr(*const f32);
-// SAFETY: only read, while the call that made it borrows the data.
-unsafe impl Send for ConstPtr {}
-unsafe impl Sync for ConstPtr {}
-
-impl ConstPtr {
-    /// By value, so closures capture the whole `ConstPtr`.
-    fn get(self) -> *const f32 {
-        self.0
-    }
-}
-
 /// A pointer into a buffer whose disjoint parts parallel tasks write
-/// (tiles of C here, bands of a transpose in `rnn`).
+/// (tiles of C here, bands of a transpose in `rnn`), or that they only
+/// read (A and B's panels in `sgemm_packed`).
 #[derive(Clone, Copy)]
 pub(crate) struct SendPtr(pub(crate) *mut f32);
 // SAFETY: every user has its tasks write disjoint elements (see `sgemm`).
