@@ -359,7 +359,8 @@ fn sgemm_packed(
 /// read (A and B's panels in `sgemm_packed`).
 #[derive(Clone, Copy)]
 pub(crate) struct SendPtr(pub(crate) *mut f32);
-// SAFETY: every user has its tasks write disjoint elements (see `sgemm`).
+// SAFETY: every user has its tasks write disjoint elements, or only read
+// (see `sgemm`, `sgemm_packed`).
 unsafe impl Send for SendPtr {}
 unsafe impl Sync for SendPtr {}
 
