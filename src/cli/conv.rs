@@ -143,6 +143,7 @@ fn request(args: &ConvArgs) -> Result<conv::Request> {
         dump: args.dump.clone(),
         policy,
         avail: crate::results::memory::available(super::thread_count(args.threads).unwrap_or(1)),
+        threads: super::thread_count(args.threads)?,
     })
 }
 

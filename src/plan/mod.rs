@@ -244,16 +244,58 @@ pub fn bytes_needed(p: &ConvShape, check: bool) -> Option<u128> {
     Some(tensors + if check { biggest * 12 } else { 0 })
 }
 
-/// Refuses problems that cannot fit in `available` bytes, before allocating.
-pub fn check_fits(p: &ConvShape, check: bool, available: Option<Available>) -> Result<()> {
+/// Bytes the CPU plans of `p` may take over the problem's run, on the
+/// current rayon pool: every plan it makes, added up. `--algo auto` plans
+/// every candidate of a direction to time them, then the winner again;
+/// other choices plan each of theirs once. Added, not the largest: glibc
+/// keeps much of what a plan frees for its own reuse (below its mmap
+/// threshold, which rises to 32 MiB as big blocks are freed), so under
+/// `ulimit -d` a freed plan need not leave room for a bigger one (a 512x7x7
+/// layer's Winograd backward-filter aborted after its forward was freed).
+/// A direction no algorithm can run counts 0 (it is refused by
+/// [`candidates`]).
+pub fn cpu_workspace(choice: AlgoChoice, p: &ConvShape, dirs: &[DirSpec], isa: Isa) -> u128 {
+    dirs.iter()
+        .map(|d| {
+            let Ok(algos) = candidates(choice, p, d.dir, isa) else {
+                return 0;
+            };
+            let each: Vec<u128> = algos
+                .iter()
+                .map(|a| a.workspace_bound(p, d.dir, isa))
+                .collect();
+            let replanned = match choice {
+                AlgoChoice::Auto if each.len() > 1 => each.iter().copied().max().unwrap_or(0),
+                _ => 0,
+            };
+            each.iter().sum::<u128>() + replanned
+        })
+        .sum()
+}
+
+/// Refuses problems that cannot fit in `available` bytes, before
+/// allocating: the tensors (see [`bytes_needed`]), and `workspace` bytes
+/// of plans beside them.
+pub fn check_fits(
+    p: &ConvShape,
+    check: bool,
+    workspace: u128,
+    available: Option<Available>,
+) -> Result<()> {
     let Some(need) = bytes_needed(p, check) else {
         bail!("tensor sizes overflow");
     };
     if let Some(avail) = available {
-        if need > avail.bytes {
+        if need + workspace > avail.bytes {
+            let size = crate::results::memory::size;
+            let plans = if workspace > 0 {
+                format!(" and up to {} for its plans", size(workspace))
+            } else {
+                String::new()
+            };
             bail!(
-                "needs {} of memory for its tensors, but only {}",
-                crate::results::memory::size(need),
+                "needs {} of memory for its tensors{plans}, but only {}",
+                size(need),
                 avail.describe()
             );
         }
@@ -402,7 +444,7 @@ mod tests {
             bytes: 24 << 30,
             source: "cgroup limit",
         });
-        let e = check_fits(&huge, false, avail).unwrap_err().to_string();
+        let e = check_fits(&huge, false, 0, avail).unwrap_err().to_string();
         assert!(e.contains("GiB of memory"), "{e}");
         assert!(e.ends_with("24.0 GiB available (cgroup limit)"), "{e}");
         let small = ConvShape {
@@ -415,6 +457,53 @@ mod tests {
             ow: 8,
             ..huge
         };
-        assert!(check_fits(&small, true, avail).is_ok());
+        assert!(check_fits(&small, true, 0, avail).is_ok());
+    }
+
+    /// A batch whose tensors fit but whose direct backward-data plan (its
+    /// tap tiles) would not: refused before either is allocated. The
+    /// shape aborted in the plan under a 512 MiB `RLIMIT_DATA`.
+    #[test]
+    fn the_plans_count_against_the_memory_left() {
+        let p = ConvShape {
+            mb: 1900,
+            g: 1,
+            ic: 16,
+            ih: 32,
+            iw: 32,
+            oc: 16,
+            oh: 32,
+            ow: 32,
+            kh: 3,
+            kw: 3,
+            sh: 1,
+            sw: 1,
+            ph: 1,
+            pw: 1,
+            dh: 0,
+            dw: 0,
+        };
+        let direct = find_algorithm("direct").unwrap();
+        let dirs = parse_dirs("all").unwrap();
+        let ws = cpu_workspace(AlgoChoice::Named(direct), &p, &dirs, Isa::detect());
+        let each = |dir| direct.workspace_bound(&p, dir, Isa::detect());
+        let (fwd, bwd_data) = (each(Direction::Fwd), each(Direction::BwdData));
+        assert!(fwd > 4 << 20 && bwd_data > 4 << 20, "{fwd} {bwd_data}");
+        assert_eq!(ws, fwd + bwd_data + each(Direction::BwdFilter));
+        let tensors = bytes_needed(&p, false).unwrap();
+        let avail = |bytes| {
+            Some(Available {
+                bytes,
+                source: "RLIMIT_DATA",
+            })
+        };
+        let e = check_fits(&p, false, ws, avail(tensors + ws / 2))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("MiB for its plans, but only"), "{e}");
+        assert!(check_fits(&p, false, ws, avail(tensors + ws)).is_ok());
+        // Auto plans every candidate, then the winner again.
+        let auto = cpu_workspace(AlgoChoice::Auto, &p, &dirs, Isa::detect());
+        assert!(auto > ws + fwd, "{auto} {ws}");
     }
 }

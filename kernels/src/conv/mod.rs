@@ -93,11 +93,21 @@ pub trait ConvAlgo: Sync {
     fn supports(&self, p: &ConvShape, dir: Direction, isa: Isa) -> Result<(), String>;
     /// Everything the timed call needs (scratch, tables), made once.
     fn plan(&self, p: &ConvShape, dir: Direction, isa: Isa) -> Box<dyn ConvPlan>;
+    /// Most bytes [`ConvAlgo::plan`] allocates for `dir` of `p` on the
+    /// current rayon pool, at its peak, plus what its calls allocate: known
+    /// before planning, so that a problem whose tensors fit but whose plan
+    /// would not is refused in one line instead of aborting on a failed
+    /// allocation. Tests hold every plan to it under a counting allocator.
+    fn workspace_bound(&self, p: &ConvShape, dir: Direction, isa: Isa) -> u128;
     /// Largest relative L2 error against the reference that still passes.
     fn tolerance(&self, p: &ConvShape, dir: Direction) -> f64 {
         f32_tolerance(p, dir)
     }
 }
+
+/// What a plan's call may allocate besides its workspace: rayon's job
+/// bookkeeping (1.5 KB measured), with room to spare.
+pub(crate) const CALL_BYTES: u128 = 64 << 10;
 
 /// One direction of one problem, ready to run repeatedly.
 pub trait ConvPlan: Send {
@@ -163,6 +173,9 @@ impl ConvAlgo for Reference {
     }
     fn plan(&self, p: &ConvShape, _: Direction, _: Isa) -> Box<dyn ConvPlan> {
         Box::new(ReferencePlan(*p))
+    }
+    fn workspace_bound(&self, _: &ConvShape, _: Direction, _: Isa) -> u128 {
+        0
     }
 }
 

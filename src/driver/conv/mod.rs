@@ -55,6 +55,9 @@ pub struct Request {
     /// Host memory: the f32 tensors (and the reference when checking) live
     /// on the host for either device.
     pub avail: Option<Available>,
+    /// The threads the run will start: the CPU plans' workspace depends on
+    /// them.
+    pub threads: usize,
 }
 
 impl Request {
@@ -64,7 +67,7 @@ impl Request {
     pub fn check_host_memory(&self) -> Result<()> {
         if self.batch != Some(plan::BatchChoice::Max) {
             for p in &self.problems {
-                plan::check_fits(&p.shape, self.check, self.avail)
+                plan::check_fits(&p.shape, self.check, 0, self.avail)
                     .with_context(|| format!("problem {p}"))?;
             }
         }
@@ -125,6 +128,7 @@ pub fn plan(req: Request, gpu: Option<Gpu>, no_gpu: Option<String>) -> Result<(S
         dump,
         policy,
         avail,
+        threads,
     } = req;
     let target = match gpu {
         Some(g) => {
@@ -189,14 +193,31 @@ pub fn plan(req: Request, gpu: Option<Gpu>, no_gpu: Option<String>) -> Result<(S
                 .map_err(|e| anyhow::anyhow!("problem {p} at batch 1: {e}"))?;
         }
     }
+    // The CPU plans' workspace, on a pool of the run's size (the global
+    // pool starts later): what they hold beside the tensors.
+    let cpu = match &target {
+        Target::Cpu { algo, isa, .. } => {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .with_context(|| format!("cannot start {threads} threads"))?;
+            Some((pool, *algo, *isa))
+        }
+        Target::Gpu(_) => None,
+    };
+    let workspace = |shape: &ConvShape| match &cpu {
+        Some((pool, algo, isa)) => pool.install(|| plan::cpu_workspace(*algo, shape, &dirs, *isa)),
+        None => 0,
+    };
     if batch == Some(plan::BatchChoice::Max) {
         // The largest batch whose tensors fit: in host memory (which holds
-        // the f32 tensors and, with --check, the reference) and, on a GPU,
-        // in device memory beside the workspace limit.
+        // the f32 tensors and, with --check, the reference, and on the CPU
+        // the plans) and, on a GPU, in device memory beside the workspace
+        // limit.
         for p in &mut problems {
             let host_fits = |mb: usize| {
                 let shape = ConvShape { mb, ..p.shape };
-                plan::check_fits(&shape, check, avail).is_ok()
+                plan::check_fits(&shape, check, workspace(&shape), avail).is_ok()
             };
             let found = match &target {
                 Target::Gpu(g) => plan::max_batch(
@@ -235,6 +256,14 @@ pub fn plan(req: Request, gpu: Option<Gpu>, no_gpu: Option<String>) -> Result<(S
                 .collect::<Result<Vec<_>>>()
                 .with_context(|| format!("problem {p}"))?;
             candidates.push(per_dir);
+        }
+    }
+    if let Target::Cpu { .. } = &target {
+        // Tensors that fit but plans that would not: refused here, not
+        // by an aborted allocation in the middle of the run.
+        for p in &problems {
+            plan::check_fits(&p.shape, check, workspace(&p.shape), avail)
+                .with_context(|| format!("problem {p}"))?;
         }
     }
     Ok((

@@ -16,8 +16,8 @@
 
 use super::ukernel::{self, BlockRun, Init, Reach, MRMAX, TMAX};
 use super::util::{
-    fill_tile, grid, pixel_of, split, target_items, AlignedBuf, Origin, PixelWalk, SyncPtr,
-    TapTiles,
+    aligned_bytes, fill_tile, grid, pixel_of, pushed_bytes, split, target_items, AlignedBuf,
+    Origin, PixelWalk, SyncPtr, TapTiles,
 };
 use crate::conv::{ConvArgs, ConvPlan, ConvShape};
 use crate::Isa;
@@ -85,6 +85,35 @@ fn phase_taps(a: usize, k: usize, stride: usize, pad: usize, dil: usize) -> Vec<
 }
 
 impl BwdDataPlan {
+    /// Most bytes [`BwdDataPlan::new`] allocates (see
+    /// [`ConvAlgo::workspace_bound`](crate::conv::ConvAlgo::workspace_bound)),
+    /// its calls allocating none: the classes (every input pixel in one,
+    /// each with tap tiles when they pay, assumed), the transposed weights
+    /// and the items (each class's share of the pixel chunks rounded up).
+    pub(super) fn bytes_bound(p: &ConvShape, isa: Isa) -> u128 {
+        let (mr, nr) = ukernel::tile(isa);
+        let u = |v: usize| v as u128;
+        let classes = u(p.sh.min(p.ih)) * u(p.sw.min(p.iw));
+        let per_class = std::mem::size_of::<Class>() as u128 + 3 * 24 * u(p.taps());
+        let tiles = TapTiles::bytes_bound(p.mb, p.ih * p.iw, mr);
+        let pixels = p.mb * p.ih * p.iw;
+        let blocks = p.g * p.icg().div_ceil(nr);
+        let (pc, bc) = grid(
+            pixels.div_ceil(mr),
+            blocks,
+            (p.dst_len() * 4) as f64,
+            (p.wei_len() * 4) as f64,
+            target_items(),
+        );
+        let items = (u(pc) + classes) * u(bc);
+        pushed_bytes::<Class>(classes)
+            + classes * per_class
+            + tiles
+            + pushed_bytes::<Item>(items)
+            + aligned_bytes(u(p.ocg()))
+            + aligned_bytes(u(blocks) * u(p.taps()) * u(p.ocg()) * u(nr))
+    }
+
     pub(super) fn new(p: &ConvShape, isa: Isa) -> Self {
         let (mr, nr) = ukernel::tile(isa);
         let mut classes = Vec::new();

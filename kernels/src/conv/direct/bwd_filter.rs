@@ -17,7 +17,9 @@
 //! diff_dst between them.
 
 use super::ukernel::{self, Bwdw, ColSum};
-use super::util::{split, target_items, Ahead, Slots, SyncPtr};
+use super::util::{
+    aligned_bytes, pushed_bytes, split, target_items, Ahead, AlignedBuf, Slots, SyncPtr,
+};
 use crate::conv::{ConvArgs, ConvPlan, ConvShape};
 use crate::Isa;
 use rayon::prelude::*;
@@ -37,6 +39,14 @@ const AHEAD_MAX_BYTES: usize = 192 << 10;
 /// loading and storing each tile, few enough that the block's src and
 /// diff_dst stay in L1/L2 while every tile consumes it.
 const BLOCK_PIXELS: usize = 128;
+
+/// The ranges [`BwdFilterPlan::chunks`] splits the work into.
+struct Chunks {
+    kbs: Vec<(usize, usize)>,
+    taps: Vec<(usize, usize)>,
+    cts: Vec<(usize, usize)>,
+    rows: Vec<(usize, usize)>,
+}
 
 struct Item {
     /// Output rows `(n, oh)` flattened.
@@ -86,7 +96,47 @@ pub(super) struct BwdFilterPlan {
 }
 
 impl BwdFilterPlan {
-    pub(super) fn new(p: &ConvShape, isa: Isa) -> Self {
+    /// The bytes [`BwdFilterPlan::new`] allocates (see
+    /// [`ConvAlgo::workspace_bound`](crate::conv::ConvAlgo::workspace_bound)),
+    /// its calls allocating none: the items, a partial diff_wei per thread
+    /// when the rows are split, and a pack buffer per thread.
+    pub(super) fn bytes_bound(p: &ConvShape, isa: Isa) -> u128 {
+        let (_, nr) = ukernel::tile(isa);
+        let u = |v: usize| v as u128;
+        let threads = rayon::current_num_threads().max(1);
+        let c = Self::chunks(p, isa);
+        let items = u(c.rows.len() * p.g * c.kbs.len() * c.taps.len() * c.cts.len());
+        let max_kbs = c.kbs.iter().map(|&(a, b)| b - a).max().unwrap_or(1);
+        let slot =
+            |n: usize, len: u128| pushed_bytes::<AlignedBuf>(u(n)) + u(n) * aligned_bytes(len);
+        let partials = match c.rows.len() {
+            1 => 0,
+            parts => slot(threads.min(parts), u(p.wei_len() + p.oc)),
+        };
+        let pack = u(Self::rows_per_block(p) * p.ow) * u(nr * max_kbs + Self::lda(p));
+        let splits = 16 * u(c.rows.len() + c.kbs.len() + c.taps.len() + c.cts.len());
+        u(std::mem::size_of::<Item>()) * items + partials + slot(threads, pack) + splits
+    }
+
+    /// Output rows per pack of diff_dst.
+    fn rows_per_block(p: &ConvShape) -> usize {
+        (BLOCK_PIXELS / p.ow).clamp(1, RMAX)
+    }
+
+    /// The row stride of a packed src block, where rows one 4 KiB page apart
+    /// would alias in L1 (0: not packed).
+    fn lda(p: &ConvShape) -> usize {
+        if (p.sw * p.ic).is_multiple_of(1024) {
+            p.icg().next_multiple_of(16) + 16
+        } else {
+            0
+        }
+    }
+
+    /// How the work splits: chunks of output-channel blocks, of taps and
+    /// of input-channel tiles, and parts of the output rows (each part
+    /// past the first adds into its own partial diff_wei).
+    fn chunks(p: &ConvShape, isa: Isa) -> Chunks {
         let (mr, nr) = ukernel::tile(isa);
         let (icg, ocg, taps) = (p.icg(), p.ocg(), p.taps());
         let rows = p.mb * p.oh;
@@ -134,14 +184,34 @@ impl BwdFilterPlan {
                 }
             }
         }
-        let kbs = split(nkb, kchunks, 1);
+        Chunks {
+            kbs: split(nkb, kchunks, 1),
+            taps: split(taps, tchunks, 1),
+            cts: split(nct, cchunks, 1),
+            rows: split(rows, parts, 1),
+        }
+    }
+
+    pub(super) fn new(p: &ConvShape, isa: Isa) -> Self {
+        let (mr, nr) = ukernel::tile(isa);
+        let taps = p.taps();
+        let threads = rayon::current_num_threads().max(1);
+        let act_bytes = (p.src_len() + p.dst_len()) * 4;
+        let Chunks {
+            kbs,
+            taps: tsplit,
+            cts,
+            rows: rsplit,
+        } = Self::chunks(p, isa);
+        let parts = rsplit.len();
         let max_kbs = kbs.iter().map(|&(a, b)| b - a).max().unwrap_or(1);
-        let mut items = Vec::new();
-        for rr in split(rows, parts, 1) {
+        let mut items =
+            Vec::with_capacity(rsplit.len() * p.g * kbs.len() * tsplit.len() * cts.len());
+        for &rr in &rsplit {
             for g in 0..p.g {
                 for &kb in &kbs {
-                    for tr in split(taps, tchunks, 1) {
-                        for ct in split(nct, cchunks, 1) {
+                    for &tr in &tsplit {
+                        for &ct in &cts {
                             let bias = tr.0 == 0 && ct.0 == 0;
                             items.push(Item {
                                 rows: rr,
@@ -157,12 +227,7 @@ impl BwdFilterPlan {
             }
         }
         let slots = (parts > 1).then(|| Slots::new(threads.min(parts), p.wei_len() + p.oc));
-        let rows_per_block = (BLOCK_PIXELS / p.ow).clamp(1, RMAX);
-        let lda = if (p.sw * p.ic).is_multiple_of(1024) {
-            icg.next_multiple_of(16) + 16
-        } else {
-            0
-        };
+        let (rows_per_block, lda) = (Self::rows_per_block(p), Self::lda(p));
         let pack = Slots::new(threads, rows_per_block * p.ow * (nr * max_kbs + lda));
         let prefetch = act_bytes as u64 > crate::bandwidth::largest_cache_bytes_or_32m();
         let prefetch_src = prefetch && taps == 1 && p.sw == 1;

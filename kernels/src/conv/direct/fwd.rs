@@ -15,8 +15,8 @@
 
 use super::ukernel::{self, BlockRun, Init, Reach, MRMAX, TMAX};
 use super::util::{
-    fill_tile, grid, pixel_of, split, target_items, AlignedBuf, Origin, PixelWalk, SyncPtr,
-    TapTiles,
+    aligned_bytes, fill_tile, grid, grid_items_bound, pixel_of, pushed_bytes, split, target_items,
+    AlignedBuf, Origin, PixelWalk, SyncPtr, TapTiles,
 };
 use crate::conv::{ConvArgs, ConvPlan, ConvShape};
 use crate::Isa;
@@ -117,6 +117,38 @@ pub(super) struct FwdPlan {
 }
 
 impl FwdPlan {
+    /// Most bytes [`FwdPlan::new`] allocates (see
+    /// [`ConvAlgo::workspace_bound`](crate::conv::ConvAlgo::workspace_bound)),
+    /// its calls allocating none: the wide input or the tap tiles, the
+    /// packed weights and the items.
+    pub(super) fn bytes_bound(p: &ConvShape, isa: Isa) -> u128 {
+        let (mr, nr) = ukernel::tile(isa);
+        let u = |v: usize| v as u128;
+        let pixels = u(p.mb) * u(p.oh) * u(p.ow);
+        let blocks = u(p.g) * u(p.ocg().div_ceil(nr));
+        let (ahead, units) = if merge_rows(p) {
+            let wide = u(p.mb) * u(p.ih) * (u(p.iw) + 2 * u(p.pw)) * u(p.ic);
+            (aligned_bytes(wide), pixels.div_ceil(u(mr)))
+        } else {
+            // The tap tiles, when they pay (assumed), and the rows and
+            // columns of taps they are made from.
+            let plane = p.oh * p.ow;
+            let tiles = TapTiles::bytes_bound(p.mb, plane, mr) + 16 * u(p.oh + p.ow);
+            (tiles, pixels.div_ceil(u(mr)) + u(plane))
+        };
+        let items = grid_items_bound(
+            units.min(usize::MAX as u128) as usize,
+            (p.src_len() * 4) as f64,
+            (p.wei_len() * 4) as f64,
+            target_items(),
+        );
+        let row_len = (p.kw * p.icg()).max(p.icg());
+        ahead
+            + pushed_bytes::<Item>(items)
+            + aligned_bytes(blocks * u(p.taps()) * u(p.icg()) * u(nr))
+            + aligned_bytes(u(row_len))
+    }
+
     pub(super) fn new(p: &ConvShape, isa: Isa) -> Self {
         let (mr, nr) = ukernel::tile(isa);
         let pixels = p.mb * p.oh * p.ow;

@@ -23,7 +23,7 @@ mod simd;
 mod ukernel;
 mod util;
 
-use super::{ConvAlgo, ConvPlan, ConvShape, Direction};
+use super::{ConvAlgo, ConvPlan, ConvShape, Direction, CALL_BYTES};
 use crate::Isa;
 pub use packed_rows::{transpose_avx512, PackedRows};
 pub use rows_gemm::rows_gemm;
@@ -55,6 +55,15 @@ impl ConvAlgo for Direct {
             Direction::BwdData => Box::new(bwd_data::BwdDataPlan::new(p, isa)),
             Direction::BwdFilter => Box::new(bwd_filter::BwdFilterPlan::new(p, isa)),
         }
+    }
+
+    fn workspace_bound(&self, p: &ConvShape, dir: Direction, isa: Isa) -> u128 {
+        CALL_BYTES
+            + match dir {
+                Direction::Fwd => fwd::FwdPlan::bytes_bound(p, isa),
+                Direction::BwdData => bwd_data::BwdDataPlan::bytes_bound(p, isa),
+                Direction::BwdFilter => bwd_filter::BwdFilterPlan::bytes_bound(p, isa),
+            }
     }
 }
 

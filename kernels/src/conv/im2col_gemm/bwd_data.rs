@@ -73,61 +73,35 @@ pub struct BwdDataPlan {
     blocks: Vec<Transpose>,
 }
 
-impl BwdDataPlan {
-    pub fn new(p: &ConvShape) -> Self {
-        let (icg, ocg) = (p.icg(), p.ocg());
-        // With wide taps (k = ocg per GEMM) one GEMM per tap straight from
-        // gHWIO is as fast as one long GEMM and saves the per-call transpose,
-        // which is costly for deep layers (big weights, few pixels).
-        let per_tap = ocg >= PER_TAP_FROM;
-        let mut convs = Vec::new();
-        let mut blocks = Vec::new();
-        let mut off = 0;
-        for qy in 0..p.sh.min(p.ih) {
-            let (y, rs) = phase_axis(qy, p.ih, p.oh, p.kh, p.sh, p.ph, p.dil_h());
-            for qx in 0..p.sw.min(p.iw) {
-                let (x, ss) = phase_axis(qx, p.iw, p.ow, p.kw, p.sw, p.pw, p.dil_w());
-                let gather = Gather {
-                    mb: p.mb,
-                    y: y.clone(),
-                    x,
-                    src_c: p.oc,
-                    cg: ocg,
-                };
-                let k = gather.k();
-                if per_tap {
-                    let offs = rs
-                        .iter()
-                        .flat_map(|&r| ss.iter().map(move |&s| (r, s)))
-                        .map(|(r, s)| p.wei_idx(0, r, s, 0, 0))
-                        .collect();
-                    convs.push(ConvGemm {
-                        gather,
-                        groups: p.g,
-                        dg: icg,
-                        dst_c: p.ic,
-                        dst_h: p.ih,
-                        dst_w: p.iw,
-                        // Measured: the packed path does not pay off here.
-                        packed: false,
-                        wei: Weights::TapsT {
-                            offs,
-                            group: p.taps() * icg * ocg,
-                            cs: ocg,
-                        },
-                    });
-                    continue;
-                }
-                for g in 0..p.g {
-                    for (a, &r) in rs.iter().enumerate() {
-                        for (b, &s) in ss.iter().enumerate() {
-                            blocks.push(Transpose {
-                                src: p.wei_idx(g, r, s, 0, 0),
-                                dst: off + g * k * icg + (a * ss.len() + b) * ocg * icg,
-                            });
-                        }
-                    }
-                }
+/// One stride-1 conv per stride phase, the weight blocks to transpose
+/// into the per-call buffer, and that buffer's length.
+fn phases(p: &ConvShape) -> (Vec<ConvGemm>, Vec<Transpose>, usize) {
+    let (icg, ocg) = (p.icg(), p.ocg());
+    // With wide taps (k = ocg per GEMM) one GEMM per tap straight from
+    // gHWIO is as fast as one long GEMM and saves the per-call transpose,
+    // which is costly for deep layers (big weights, few pixels).
+    let per_tap = ocg >= PER_TAP_FROM;
+    let mut convs = Vec::new();
+    let mut blocks = Vec::new();
+    let mut off = 0;
+    for qy in 0..p.sh.min(p.ih) {
+        let (y, rs) = phase_axis(qy, p.ih, p.oh, p.kh, p.sh, p.ph, p.dil_h());
+        for qx in 0..p.sw.min(p.iw) {
+            let (x, ss) = phase_axis(qx, p.iw, p.ow, p.kw, p.sw, p.pw, p.dil_w());
+            let gather = Gather {
+                mb: p.mb,
+                y: y.clone(),
+                x,
+                src_c: p.oc,
+                cg: ocg,
+            };
+            let k = gather.k();
+            if per_tap {
+                let offs = rs
+                    .iter()
+                    .flat_map(|&r| ss.iter().map(move |&s| (r, s)))
+                    .map(|(r, s)| p.wei_idx(0, r, s, 0, 0))
+                    .collect();
                 convs.push(ConvGemm {
                     gather,
                     groups: p.g,
@@ -135,12 +109,53 @@ impl BwdDataPlan {
                     dst_c: p.ic,
                     dst_h: p.ih,
                     dst_w: p.iw,
-                    wei: Weights::Dense { off },
-                    packed: ocg >= PACKED_FROM_OC,
+                    // Measured: the packed path does not pay off here.
+                    packed: false,
+                    wei: Weights::TapsT {
+                        offs,
+                        group: p.taps() * icg * ocg,
+                        cs: ocg,
+                    },
                 });
-                off += p.g * k * icg;
+                continue;
             }
+            for g in 0..p.g {
+                for (a, &r) in rs.iter().enumerate() {
+                    for (b, &s) in ss.iter().enumerate() {
+                        blocks.push(Transpose {
+                            src: p.wei_idx(g, r, s, 0, 0),
+                            dst: off + g * k * icg + (a * ss.len() + b) * ocg * icg,
+                        });
+                    }
+                }
+            }
+            convs.push(ConvGemm {
+                gather,
+                groups: p.g,
+                dg: icg,
+                dst_c: p.ic,
+                dst_h: p.ih,
+                dst_w: p.iw,
+                wei: Weights::Dense { off },
+                packed: ocg >= PACKED_FROM_OC,
+            });
+            off += p.g * k * icg;
         }
+    }
+    (convs, blocks, off)
+}
+
+impl BwdDataPlan {
+    /// The bytes [`BwdDataPlan::new`] and its calls allocate.
+    pub fn bytes_bound(p: &ConvShape) -> u128 {
+        let (convs, blocks, off) = phases(p);
+        Engine::bytes_bound(&convs)
+            + 4 * off as u128
+            + 2 * (blocks.len() * std::mem::size_of::<Transpose>()) as u128
+    }
+
+    pub fn new(p: &ConvShape) -> Self {
+        let (convs, blocks, off) = phases(p);
         BwdDataPlan {
             p: *p,
             engine: Engine::new(convs),

@@ -12,6 +12,7 @@
 //!   for 1x1 stride-1 layers over many pixels (no im2col to share out).
 
 use super::blas::{gemm_f32, MatRef};
+use super::engine::GEMM_CALL_BYTES;
 use super::fwd::fwd_gather;
 use super::gather::Gather;
 use super::par::{SendPtr, Slots};
@@ -81,8 +82,56 @@ fn ranges(len: usize, parts: usize, align: usize) -> Vec<(usize, usize)> {
     out
 }
 
+/// How [`BwdFilterPlan::new`] splits the work: the gather, the split, the
+/// pixels per GEMM, and each slot's im2col and partial-sum lengths.
+struct Layout {
+    gather: Gather,
+    split: Split,
+    rows: usize,
+    col_len: usize,
+    partial_len: usize,
+}
+
 impl BwdFilterPlan {
+    /// The bytes [`BwdFilterPlan::new`] and its calls allocate.
+    pub fn bytes_bound(p: &ConvShape) -> u128 {
+        let l = Self::layout(p);
+        let u = |v: usize| v as u128;
+        let threads = u(rayon::current_num_threads().max(1));
+        let split = match &l.split {
+            Split::Tiles(t) => 2 * t.len() * std::mem::size_of::<Tile>(),
+            Split::Pixels(r) => r.len() * 16,
+        };
+        threads * (4 * u(l.col_len + l.partial_len) + 8 * u(p.oc) + GEMM_CALL_BYTES) + u(split)
+    }
+
     pub fn new(p: &ConvShape) -> Self {
+        let Layout {
+            gather,
+            split,
+            rows,
+            col_len,
+            partial_len,
+        } = Self::layout(p);
+        let slots = Slots::new(|| Scratch {
+            col: vec![0.0; col_len],
+            partial: vec![0.0; partial_len],
+            bias: vec![0.0; p.oc],
+            bias32: vec![0.0; p.oc],
+            touched: false,
+        });
+        let workspace = slots.len() * (4 * (col_len + partial_len) + 8 * p.oc);
+        BwdFilterPlan {
+            p: *p,
+            gather,
+            split,
+            rows,
+            slots,
+            workspace,
+        }
+    }
+
+    fn layout(p: &ConvShape) -> Layout {
         let threads = rayon::current_num_threads().max(1);
         let gather = fwd_gather(p);
         let (k, ocg) = (gather.k(), p.ocg());
@@ -141,21 +190,12 @@ impl BwdFilterPlan {
         } else {
             0
         };
-        let slots = Slots::new(|| Scratch {
-            col: vec![0.0; col_len],
-            partial: vec![0.0; partial_len],
-            bias: vec![0.0; p.oc],
-            bias32: vec![0.0; p.oc],
-            touched: false,
-        });
-        let workspace = slots.len() * (4 * (col_len + partial_len) + 8 * p.oc);
-        BwdFilterPlan {
-            p: *p,
+        Layout {
             gather,
             split,
             rows,
-            slots,
-            workspace,
+            col_len,
+            partial_len,
         }
     }
 

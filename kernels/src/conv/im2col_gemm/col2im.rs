@@ -5,6 +5,7 @@
 //! slice of diff_src and the scatter needs no synchronisation.
 
 use super::blas::{gemm_f32, MatRef};
+use super::engine::GEMM_CALL_BYTES;
 use super::par::{SendPtr, Slots};
 use crate::conv::ConvShape;
 use rayon::prelude::*;
@@ -24,6 +25,12 @@ impl Col2imPlan {
     /// least as many images as threads.
     pub fn fits(p: &ConvShape) -> bool {
         p.icg() < 16 && p.mb >= rayon::current_num_threads()
+    }
+
+    /// The bytes [`Col2imPlan::new`] and its calls allocate.
+    pub fn bytes_bound(p: &ConvShape) -> u128 {
+        let per_slot = 4 * (ROWS.min(p.oh * p.ow) * p.taps() * p.icg()) as u128;
+        rayon::current_num_threads().max(1) as u128 * (per_slot + GEMM_CALL_BYTES)
     }
 
     pub fn new(p: &ConvShape) -> Self {

@@ -31,6 +31,10 @@ const PACKED_MIN_PIXELS: usize = 8192;
 /// Widest block of output channels per GEMM: beyond it the gemm crate's
 /// blocking falls off (e.g. 53% of peak at n=512, k=4608 vs 100% at 256).
 const MAX_COLS: usize = 256;
+/// What the `gemm` crate allocates per thread in a call, with room to
+/// spare: its packing buffers (at most 2 MiB over both threads of
+/// ResNet-50's layers, measured).
+pub(crate) const GEMM_CALL_BYTES: u128 = 4 << 20;
 
 /// One convolution, as a gather into an output tensor `[mb][dst_h][dst_w][dst_c]`.
 pub struct ConvGemm {
@@ -123,29 +127,80 @@ pub struct Engine {
     workspace: usize,
 }
 
-impl Engine {
-    pub fn new(convs: Vec<ConvGemm>) -> Self {
+/// How [`Engine::new`] splits its convs, computed before anything big is
+/// allocated: per conv its chunk rows and output-channel block, and the
+/// lengths of each thread's scratch.
+struct Layout {
+    /// Per conv: (rows per pixel chunk, columns per block).
+    splits: Vec<(usize, usize)>,
+    items: usize,
+    col_len: usize,
+    out_len: usize,
+}
+
+impl Layout {
+    fn new(convs: &[ConvGemm], packable: impl Fn(usize) -> bool) -> Self {
         let threads = rayon::current_num_threads().max(1);
         let total: usize = convs
             .iter()
             .map(|c| c.gather.pixels())
             .sum::<usize>()
             .max(1);
-        let mut items = Vec::new();
-        let mut col_len = 0;
-        let mut out_len = 0;
-        let packed: Vec<Option<PackedB>> = convs
-            .iter()
-            .map(|c| c.packable().then(|| PackedB::new(c.gather.k(), c.dg)))
-            .collect();
+        let (mut splits, mut items, mut col_len, mut out_len) = (Vec::new(), 0, 0, 0);
         for (ci, c) in convs.iter().enumerate() {
             let px = c.gather.pixels();
             let (nchunks, nblocks) = split_work(px, c.gather.k(), c.dg, c.groups, threads, total);
             // Even chunk sizes, so the last chunk is not a runt.
             let r = px.div_ceil(nchunks);
             // Packed GEMM blocks start on panel boundaries.
-            let align = if packed[ci].is_some() { NR } else { 16 };
+            let align = if packable(ci) { NR } else { 16 };
             let nb = c.dg.div_ceil(nblocks).next_multiple_of(align).min(c.dg);
+            items += px.div_ceil(r.max(1)) * c.groups * c.dg.div_ceil(nb.max(1));
+            splits.push((r, nb));
+            if !c.gather.reads_identity() {
+                col_len = col_len.max(r * c.gather.k());
+            }
+            if !c.direct() {
+                out_len = out_len.max(r * nb);
+            }
+        }
+        Layout {
+            splits,
+            items,
+            col_len,
+            out_len,
+        }
+    }
+}
+
+impl Engine {
+    /// The bytes [`Engine::new`] allocates for `convs` on the current pool,
+    /// and the `gemm` crate's buffers in its calls (see
+    /// [`ConvAlgo::workspace_bound`](crate::conv::ConvAlgo::workspace_bound)).
+    pub fn bytes_bound(convs: &[ConvGemm]) -> u128 {
+        let l = Layout::new(convs, |ci| convs[ci].packable());
+        let u = |v: usize| v as u128;
+        let threads = u(rayon::current_num_threads().max(1));
+        let packed: u128 = convs
+            .iter()
+            .filter(|c| c.packable())
+            .map(|c| 4 * u(c.gather.k()) * u(c.dg.div_ceil(NR) * NR))
+            .sum();
+        threads * (4 * u(l.col_len + l.out_len) + GEMM_CALL_BYTES)
+            + packed
+            + u(l.items) * std::mem::size_of::<Item>() as u128
+            + u(convs.len()) * 64
+    }
+
+    pub fn new(convs: Vec<ConvGemm>) -> Self {
+        let packed: Vec<Option<PackedB>> = convs
+            .iter()
+            .map(|c| c.packable().then(|| PackedB::new(c.gather.k(), c.dg)))
+            .collect();
+        let l = Layout::new(&convs, |ci| packed[ci].is_some());
+        let mut items = Vec::with_capacity(l.items);
+        for (ci, (c, &(r, nb))) in convs.iter().zip(&l.splits).enumerate() {
+            let px = c.gather.pixels();
             let mut p0 = 0;
             while p0 < px {
                 let rows = r.min(px - p0);
@@ -166,13 +221,8 @@ impl Engine {
                 }
                 p0 += rows;
             }
-            if !c.gather.reads_identity() {
-                col_len = col_len.max(r * c.gather.k());
-            }
-            if !c.direct() {
-                out_len = out_len.max(r * nb);
-            }
         }
+        let (col_len, out_len) = (l.col_len, l.out_len);
         let slots = Slots::new(|| Scratch {
             col: vec![0.0; col_len],
             out: vec![0.0; out_len],

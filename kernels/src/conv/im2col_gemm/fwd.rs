@@ -20,21 +20,30 @@ pub struct FwdPlan {
     engine: Engine,
 }
 
+/// The forward as one conv of the engine.
+fn conv(p: &ConvShape) -> ConvGemm {
+    // gHWIO weights are already the [kh·kw·icg x ocg] matrix per group.
+    ConvGemm {
+        gather: fwd_gather(p),
+        groups: p.g,
+        dg: p.ocg(),
+        dst_c: p.oc,
+        dst_h: p.oh,
+        dst_w: p.ow,
+        wei: Weights::Dense { off: 0 },
+        packed: true,
+    }
+}
+
 impl FwdPlan {
+    /// The bytes [`FwdPlan::new`] and its calls allocate.
+    pub fn bytes_bound(p: &ConvShape) -> u128 {
+        Engine::bytes_bound(&[conv(p)])
+    }
+
     pub fn new(p: &ConvShape) -> Self {
-        // gHWIO weights are already the [kh·kw·icg x ocg] matrix per group.
-        let conv = ConvGemm {
-            gather: fwd_gather(p),
-            groups: p.g,
-            dg: p.ocg(),
-            dst_c: p.oc,
-            dst_h: p.oh,
-            dst_w: p.ow,
-            wei: Weights::Dense { off: 0 },
-            packed: true,
-        };
         FwdPlan {
-            engine: Engine::new(vec![conv]),
+            engine: Engine::new(vec![conv(p)]),
         }
     }
 

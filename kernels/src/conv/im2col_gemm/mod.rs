@@ -24,7 +24,7 @@ mod gather;
 pub(crate) mod packed;
 pub(crate) mod par;
 
-use super::{ConvAlgo, ConvArgs, ConvPlan, ConvShape, Direction};
+use super::{ConvAlgo, ConvArgs, ConvPlan, ConvShape, Direction, CALL_BYTES};
 use crate::Isa;
 
 pub struct Im2colGemm;
@@ -56,6 +56,18 @@ impl ConvAlgo for Im2colGemm {
             Direction::BwdFilter => Kind::BwdFilter(bwd_filter::BwdFilterPlan::new(p)),
         };
         Box::new(Plan { p: *p, kind })
+    }
+
+    fn workspace_bound(&self, p: &ConvShape, dir: Direction, _: Isa) -> u128 {
+        CALL_BYTES
+            + match dir {
+                Direction::Fwd => fwd::FwdPlan::bytes_bound(p),
+                Direction::BwdData if col2im::Col2imPlan::fits(p) => {
+                    col2im::Col2imPlan::bytes_bound(p)
+                }
+                Direction::BwdData => bwd_data::BwdDataPlan::bytes_bound(p),
+                Direction::BwdFilter => bwd_filter::BwdFilterPlan::bytes_bound(p),
+            }
     }
 }
 

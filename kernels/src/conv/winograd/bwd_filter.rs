@@ -42,11 +42,37 @@ pub(super) struct FilterGrad {
 }
 
 impl FilterGrad {
-    pub(super) fn new(k: usize, n: usize, tiles: usize, isa: Isa, chunk_bytes: usize) -> Self {
+    /// Whether the GEMMs run on the packed kernel, their panels' width,
+    /// `n` padded to whole panels, and the tiles per chunk.
+    fn layout(
+        k: usize,
+        n: usize,
+        tiles: usize,
+        isa: Isa,
+        chunk_bytes: usize,
+    ) -> (bool, usize, usize, usize) {
         let packed = isa == Isa::Avx512 && packed::available();
         let panel_w = if packed { NR } else { n.max(1) };
         let n_pad = n.div_ceil(panel_w) * panel_w;
         let chunk = (chunk_bytes / (XI * (k + n_pad) * 4).max(1)).clamp(1, tiles.max(1));
+        (packed, panel_w, n_pad, chunk)
+    }
+
+    /// The bytes [`FilterGrad::new`] allocates.
+    pub(super) fn bytes_bound(
+        k: usize,
+        n: usize,
+        tiles: usize,
+        isa: Isa,
+        chunk_bytes: usize,
+    ) -> u128 {
+        let (_, _, n_pad, chunk) = Self::layout(k, n, tiles, isa, chunk_bytes);
+        let u = |v: usize| v as u128;
+        4 * u(XI) * (u(chunk) * (u(k) + u(n_pad)) + u(k) * u(n))
+    }
+
+    pub(super) fn new(k: usize, n: usize, tiles: usize, isa: Isa, chunk_bytes: usize) -> Self {
+        let (packed, panel_w, n_pad, chunk) = Self::layout(k, n, tiles, isa, chunk_bytes);
         FilterGrad {
             chunk,
             v: vec![0.0; XI * chunk * k],

@@ -30,7 +30,7 @@ mod transform;
 use super::im2col_gemm::blas::{self, MatRef};
 use super::im2col_gemm::packed::{self, PackedB, NR};
 use super::im2col_gemm::par::{SendPtr, Slots};
-use super::{f32_tolerance, ConvAlgo, ConvArgs, ConvPlan, ConvShape, Direction};
+use super::{f32_tolerance, ConvAlgo, ConvArgs, ConvPlan, ConvShape, Direction, CALL_BYTES};
 use crate::{on_isa, Isa};
 use rayon::prelude::*;
 use transform::{Lanes, ALPHA, CB, M, XI};
@@ -77,6 +77,10 @@ impl ConvAlgo for Winograd {
 
     fn plan(&self, p: &ConvShape, dir: Direction, isa: Isa) -> Box<dyn ConvPlan> {
         Box::new(WinogradPlan::new(p, dir, isa))
+    }
+
+    fn workspace_bound(&self, p: &ConvShape, dir: Direction, isa: Isa) -> u128 {
+        WinogradPlan::bytes_bound(p, dir, isa) + CALL_BYTES
     }
 
     fn tolerance(&self, p: &ConvShape, dir: Direction) -> f64 {
@@ -132,7 +136,55 @@ fn transposed(p: &ConvShape) -> ConvShape {
     }
 }
 
+/// Tiles per chunk of the forward and backward-data GEMMs: whole
+/// micro-tiles (6 rows), at least one, whose `V` and `M` take about
+/// `scratch_bytes`.
+fn chunk_tiles(k: usize, tiles: usize, scratch_bytes: usize) -> usize {
+    let per_tile = XI * (k + NR) * 4;
+    (scratch_bytes / per_tile)
+        .clamp(1, tiles.max(1))
+        .div_ceil(6)
+        * 6
+}
+
+/// The forward problem that runs `dir` of `p` (see [`WinogradPlan::q`]).
+fn runs(p: &ConvShape, dir: Direction) -> ConvShape {
+    match dir {
+        Direction::Fwd => *p,
+        Direction::BwdData => transposed(p),
+        Direction::BwdFilter => *p,
+    }
+}
+
 impl WinogradPlan {
+    /// Most bytes [`WinogradPlan::new`] allocates, and its calls with it
+    /// (see [`ConvAlgo::workspace_bound`]): the transformed weights and
+    /// each thread's `V` and `M`, or the backward-filter's buffers.
+    fn bytes_bound(p: &ConvShape, dir: Direction, isa: Isa) -> u128 {
+        let q = runs(p, dir);
+        let u = |v: usize| v as u128;
+        let (k, n) = (u(q.ic), u(q.oc));
+        let tiles = q.mb * q.oh.div_ceil(M) * q.ow.div_ceil(M);
+        let xi = u(XI);
+        if dir == Direction::BwdFilter {
+            return bwd_filter::FilterGrad::bytes_bound(
+                q.ic,
+                q.oc,
+                tiles,
+                isa,
+                bwd_filter::CHUNK_BYTES,
+            );
+        }
+        let weights = if isa == Isa::Avx512 && packed::available() {
+            4 * xi * k * u(q.oc.div_ceil(NR) * NR)
+        } else {
+            4 * xi * k * n
+        };
+        let chunk = u(chunk_tiles(q.ic, tiles, SCRATCH_BYTES));
+        let threads = u(rayon::current_num_threads().max(1));
+        weights + threads * 4 * xi * chunk * (k + u(NR))
+    }
+
     fn new(p: &ConvShape, dir: Direction, isa: Isa) -> Self {
         let bytes = match dir {
             Direction::BwdFilter => bwd_filter::CHUNK_BYTES,
@@ -149,20 +201,11 @@ impl WinogradPlan {
             isa.is_supported(),
             "winograd planned for {isa}, which this CPU lacks"
         );
-        let q = match dir {
-            Direction::Fwd => *p,
-            Direction::BwdData => transposed(p),
-            Direction::BwdFilter => *p,
-        };
+        let q = runs(p, dir);
         let (k, n) = (q.ic, q.oc);
         let (tiles_h, tiles_w) = (q.oh.div_ceil(M), q.ow.div_ceil(M));
         let tiles = q.mb * tiles_h * tiles_w;
-        // Whole micro-tiles of the GEMM (6 rows), at least one.
-        let per_tile = XI * (k + NR) * 4;
-        let chunk = (scratch_bytes / per_tile)
-            .clamp(1, tiles.max(1))
-            .div_ceil(6)
-            * 6;
+        let chunk = chunk_tiles(k, tiles, scratch_bytes);
         let filter = (dir == Direction::BwdFilter)
             .then(|| bwd_filter::FilterGrad::new(k, n, tiles, isa, scratch_bytes));
         let weights = if filter.is_some() {
