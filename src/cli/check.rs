@@ -63,8 +63,9 @@ pub fn run(args: CheckArgs) -> Result<ExitCode> {
     let dtype = DType::parse(&args.dtype)?;
     let layout = Layout::parse(&args.layout)?;
     crate::driver::model::sequences_in_nhwc(&mut graphs, &args.models, layout)?;
-    let avail = crate::results::memory::available(super::thread_count(args.threads).unwrap_or(1));
-    pipeline::check_host_memory(&graphs, args.batch, avail)?;
+    let planned = super::thread_count(args.threads).unwrap_or(1);
+    let avail = crate::results::memory::available(planned);
+    pipeline::check_host_memory(&graphs, args.batch, planned, avail)?;
     let (gpu, cpu_why) = match session::choose_device(args.device, Needs::CudnnAndNvrtc)? {
         Target::Gpu(g) => (Some(*g), None),
         Target::Cpu(why) => (None, why),

@@ -41,9 +41,14 @@ pub fn gpu_tolerance(d: DType) -> f64 {
 /// The CPU side holds two networks (fast and reference, or the CPU's
 /// beside the device's copies of what it compares): refuse in one line
 /// what cannot fit, before anything is allocated.
-pub fn check_host_memory(graphs: &[Graph], batch: usize, avail: Option<Available>) -> Result<()> {
+pub fn check_host_memory(
+    graphs: &[Graph],
+    batch: usize,
+    threads: usize,
+    avail: Option<Available>,
+) -> Result<()> {
     for g in graphs {
-        let need = cnnbench_layers::net::cpu::estimate(g, batch).saturating_mul(2);
+        let need = cnnbench_layers::net::cpu::estimate(g, batch, threads).saturating_mul(2);
         if let Some(a) = avail.filter(|a| need > a.bytes / 10 * 9) {
             bail!(
                 "{} at batch {}: the check needs about {} of host memory, but only {}",

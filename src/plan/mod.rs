@@ -3,7 +3,7 @@
 
 use crate::results::memory::Available;
 use anyhow::{bail, Result};
-use cnnbench_kernels::conv::{algorithms, find_algorithm, ConvAlgo, ConvShape, Direction};
+use cnnbench_kernels::conv::{self, algorithms, find_algorithm, ConvAlgo, ConvShape, Direction};
 use cnnbench_kernels::Isa;
 use cnnbench_layers::conv::{cudnn_algos, ConvTensors};
 
@@ -253,7 +253,8 @@ pub fn bytes_needed(p: &ConvShape, check: bool) -> Option<u128> {
 /// `ulimit -d` a freed plan need not leave room for a bigger one (a 512x7x7
 /// layer's Winograd backward-filter aborted after its forward was freed).
 /// A direction no algorithm can run counts 0 (it is refused by
-/// [`candidates`]).
+/// [`candidates`]). Beside them, once: what the calls allocate per thread
+/// ([`conv::CALL_BYTES_PER_THREAD`]).
 pub fn cpu_workspace(choice: AlgoChoice, p: &ConvShape, dirs: &[DirSpec], isa: Isa) -> u128 {
     dirs.iter()
         .map(|d| {
@@ -270,7 +271,8 @@ pub fn cpu_workspace(choice: AlgoChoice, p: &ConvShape, dirs: &[DirSpec], isa: I
             };
             each.iter().sum::<u128>() + replanned
         })
-        .sum()
+        .sum::<u128>()
+        + rayon::current_num_threads() as u128 * conv::CALL_BYTES_PER_THREAD
 }
 
 /// Refuses problems that cannot fit in `available` bytes, before
@@ -489,7 +491,8 @@ mod tests {
         let each = |dir| direct.workspace_bound(&p, dir, Isa::detect());
         let (fwd, bwd_data) = (each(Direction::Fwd), each(Direction::BwdData));
         assert!(fwd > 4 << 20 && bwd_data > 4 << 20, "{fwd} {bwd_data}");
-        assert_eq!(ws, fwd + bwd_data + each(Direction::BwdFilter));
+        let calls = rayon::current_num_threads() as u128 * conv::CALL_BYTES_PER_THREAD;
+        assert_eq!(ws, fwd + bwd_data + each(Direction::BwdFilter) + calls);
         let tensors = bytes_needed(&p, false).unwrap();
         let avail = |bytes| {
             Some(Available {

@@ -94,10 +94,12 @@ pub trait ConvAlgo: Sync {
     /// Everything the timed call needs (scratch, tables), made once.
     fn plan(&self, p: &ConvShape, dir: Direction, isa: Isa) -> Box<dyn ConvPlan>;
     /// Most bytes [`ConvAlgo::plan`] allocates for `dir` of `p` on the
-    /// current rayon pool, at its peak, plus what its calls allocate: known
-    /// before planning, so that a problem whose tensors fit but whose plan
-    /// would not is refused in one line instead of aborting on a failed
-    /// allocation. Tests hold every plan to it under a counting allocator.
+    /// current rayon pool, at its peak: known before planning, so that a
+    /// problem whose tensors fit but whose plan would not is refused in one
+    /// line instead of aborting on a failed allocation. Its calls allocate
+    /// at most [`CALL_BYTES_PER_THREAD`] per thread, shared by all plans.
+    /// Tests hold every plan and two of its calls to both under a counting
+    /// allocator.
     fn workspace_bound(&self, p: &ConvShape, dir: Direction, isa: Isa) -> u128;
     /// Largest relative L2 error against the reference that still passes.
     fn tolerance(&self, p: &ConvShape, dir: Direction) -> f64 {
@@ -105,9 +107,16 @@ pub trait ConvAlgo: Sync {
     }
 }
 
-/// What a plan's call may allocate besides its workspace: rayon's job
-/// bookkeeping (1.5 KB measured), with room to spare.
-pub(crate) const CALL_BYTES: u128 = 64 << 10;
+/// What the calls of all plans allocate on each thread, beside their
+/// plans: the `gemm` crate's packing buffers (thread-local and kept, so
+/// shared by every plan; at most 2 MiB over 2 threads on ResNet-50's
+/// layers, measured) and rayon's job bookkeeping (1.5 KB), with room to
+/// spare.
+pub const CALL_BYTES_PER_THREAD: u128 = 4 << 20;
+
+/// A plan's small fixed parts, in every bound: its own struct, its slots'
+/// locks, lists of a few entries (under 1 KB measured).
+pub(crate) const PLAN_SMALL_BYTES: u128 = 64 << 10;
 
 /// One direction of one problem, ready to run repeatedly.
 pub trait ConvPlan: Send {

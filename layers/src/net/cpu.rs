@@ -153,9 +153,12 @@ fn rel_l2(got: &[f32], want: &[f32]) -> f64 {
     cnnbench_kernels::conv::reference::rel_l2_error(got, want)
 }
 
-/// Bytes [`CpuNet::new`] will allocate before any convolution plan: the
-/// memory check made before allocating.
-pub fn estimate(graph: &Graph, batch: usize) -> u128 {
+/// Bytes [`CpuNet::new`] and the layers' first runs will allocate on
+/// `threads` threads (the convolutions' plans among them, at their
+/// bounds): the memory check made before allocating. The plans' bounds
+/// are taken on a pool of that size, so that the check neither waits for
+/// the run's pool nor starts rayon's global one before it.
+pub fn estimate(graph: &Graph, batch: usize, threads: usize) -> u128 {
     let consumers = graph.consumers();
     let mut elems: u128 = graph.params() as u128 * 3;
     for (i, node) in graph.nodes.iter().enumerate() {
@@ -166,13 +169,24 @@ pub fn estimate(graph: &Graph, batch: usize) -> u128 {
         }
     }
     // What layers keep beyond them (recurrent layers: every step's gates
-    // for the backward pass).
-    let mut bytes = elems * 4;
-    for (i, node) in graph.nodes.iter().enumerate() {
-        bytes += node
-            .op
-            .spec()
-            .cpu_scratch_bytes(&graph.input_dims(i), batch);
-    }
-    bytes
+    // for the backward pass; convolutions: their plans).
+    let scratch = || -> u128 {
+        graph
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, node)| {
+                node.op
+                    .spec()
+                    .cpu_scratch_bytes(&graph.input_dims(i), batch)
+            })
+            .sum()
+    };
+    // A pool that cannot start leaves the plans out: the run cannot start
+    // its threads either, and says so.
+    let scratch = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads.max(1))
+        .build()
+        .map_or(0, |pool| pool.install(scratch));
+    elems * 4 + scratch
 }

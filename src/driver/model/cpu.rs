@@ -19,8 +19,9 @@ use cnnbench_layers::net::Graph;
 /// estimate, without fusion, is more than 90% of it), or `None`. The run
 /// asks it of every model before the first one runs.
 pub fn does_not_fit(g: &Graph, batch: usize) -> Option<String> {
-    let need = estimate(g, batch);
-    let avail = available(rayon::current_num_threads())?;
+    let threads = rayon::current_num_threads();
+    let need = estimate(g, batch, threads);
+    let avail = available(threads)?;
     (need > avail.bytes / 10 * 9).then(|| {
         format!(
             "needs about {}, more than the 90% a run may take of {}",

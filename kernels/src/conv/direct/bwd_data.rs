@@ -84,18 +84,64 @@ fn phase_taps(a: usize, k: usize, stride: usize, pad: usize, dil: usize) -> Vec<
         .collect()
 }
 
+/// The stride phase classes of `p`'s input pixels, with their taps and
+/// without tiles.
+fn classes(p: &ConvShape) -> impl Iterator<Item = Class> + '_ {
+    (0..p.sh.min(p.ih)).flat_map(move |a| {
+        (0..p.sw.min(p.iw)).map(move |b| {
+            let rows = phase_taps(a, p.kh, p.sh, p.ph, p.dil_h());
+            let cols = phase_taps(b, p.kw, p.sw, p.pw, p.dil_w());
+            let mut taps: Vec<(usize, isize, isize)> = rows
+                .iter()
+                .flat_map(|&(r, dr)| cols.iter().map(move |&(s, ds)| (r * p.kw + s, dr, ds)))
+                .collect();
+            // In the order of the diff_dst pixels they read: kernel order
+            // would walk memory backwards (tap (0, 0) reads the pixel below
+            // and right).
+            taps.sort_by_key(|&(_, dr, ds)| (dr, ds));
+            Class {
+                a,
+                b,
+                ny: (p.ih - a).div_ceil(p.sh),
+                nx: (p.iw - b).div_ceil(p.sw),
+                taps,
+                tiles: None,
+            }
+        })
+    })
+}
+
+impl Class {
+    /// Pixel `(y, x)` of the class: bit `j` set when `taps[j]` finds a
+    /// diff_dst pixel.
+    fn mask<'a>(&'a self, p: &'a ConvShape) -> impl Fn(usize, usize) -> u64 + 'a {
+        move |y, x| {
+            let inside = |v: isize, n: usize| (0..n as isize).contains(&v);
+            self.taps
+                .iter()
+                .enumerate()
+                .filter(|(_, &(_, dr, ds))| {
+                    inside(y as isize + dr, p.oh) && inside(x as isize + ds, p.ow)
+                })
+                .fold(0u64, |m, (j, _)| m | 1 << j)
+        }
+    }
+}
+
 impl BwdDataPlan {
     /// Most bytes [`BwdDataPlan::new`] allocates (see
     /// [`ConvAlgo::workspace_bound`](crate::conv::ConvAlgo::workspace_bound)),
     /// its calls allocating none: the classes (every input pixel in one,
-    /// each with tap tiles when they pay, assumed), the transposed weights
+    /// each with tap tiles where they pay), the transposed weights
     /// and the items (each class's share of the pixel chunks rounded up).
     pub(super) fn bytes_bound(p: &ConvShape, isa: Isa) -> u128 {
         let (mr, nr) = ukernel::tile(isa);
         let u = |v: usize| v as u128;
         let classes = u(p.sh.min(p.ih)) * u(p.sw.min(p.iw));
         let per_class = std::mem::size_of::<Class>() as u128 + 3 * 24 * u(p.taps());
-        let tiles = TapTiles::bytes_bound(p.mb, p.ih * p.iw, mr);
+        let tiles: u128 = self::classes(p)
+            .map(|c| TapTiles::bytes_bound_for((p.mb, c.ny, c.nx), c.taps.len(), mr, c.mask(p)))
+            .sum();
         let pixels = p.mb * p.ih * p.iw;
         let blocks = p.g * p.icg().div_ceil(nr);
         let (pc, bc) = grid(
@@ -116,39 +162,12 @@ impl BwdDataPlan {
 
     pub(super) fn new(p: &ConvShape, isa: Isa) -> Self {
         let (mr, nr) = ukernel::tile(isa);
-        let mut classes = Vec::new();
-        for a in 0..p.sh.min(p.ih) {
-            for b in 0..p.sw.min(p.iw) {
-                let rows = phase_taps(a, p.kh, p.sh, p.ph, p.dil_h());
-                let cols = phase_taps(b, p.kw, p.sw, p.pw, p.dil_w());
-                let mut taps: Vec<(usize, isize, isize)> = rows
-                    .iter()
-                    .flat_map(|&(r, dr)| cols.iter().map(move |&(s, ds)| (r * p.kw + s, dr, ds)))
-                    .collect();
-                // In the order of the diff_dst pixels they read: kernel
-                // order would walk memory backwards (tap (0, 0) reads the
-                // pixel below and right).
-                taps.sort_by_key(|&(_, dr, ds)| (dr, ds));
-                let (ny, nx) = ((p.ih - a).div_ceil(p.sh), (p.iw - b).div_ceil(p.sw));
-                let tiles = TapTiles::new((p.mb, ny, nx), taps.len(), mr, |y, x| {
-                    let inside = |v: isize, n: usize| (0..n as isize).contains(&v);
-                    taps.iter()
-                        .enumerate()
-                        .filter(|(_, &(_, dr, ds))| {
-                            inside(y as isize + dr, p.oh) && inside(x as isize + ds, p.ow)
-                        })
-                        .fold(0u64, |m, (j, _)| m | 1 << j)
-                });
-                classes.push(Class {
-                    a,
-                    b,
-                    ny,
-                    nx,
-                    taps,
-                    tiles,
-                });
-            }
-        }
+        let classes: Vec<Class> = classes(p)
+            .map(|mut c| {
+                c.tiles = TapTiles::new((p.mb, c.ny, c.nx), c.taps.len(), mr, c.mask(p));
+                c
+            })
+            .collect();
         let pixels = p.mb * p.ih * p.iw;
         let blocks = p.g * p.icg().div_ceil(nr);
         let target = target_items();

@@ -46,21 +46,26 @@ fn valid_taps(
     (lo, hi)
 }
 
-/// The forward's [`TapTiles`]: a tap `t = r·kw + s` is inside for output
+/// The forward's tap masks: a tap `t = r·kw + s` is inside for output
 /// `(oh, ow)` when both its row and its column land in the input.
-fn tap_tiles(p: &ConvShape, mr: usize) -> Option<TapTiles> {
+fn tap_mask(p: &ConvShape) -> impl Fn(usize, usize) -> u64 + '_ {
     let rows: Vec<_> = (0..p.oh)
         .map(|o| valid_taps(o, p.sh, p.ph, p.dil_h(), p.kh, p.ih))
         .collect();
     let cols: Vec<_> = (0..p.ow)
         .map(|o| valid_taps(o, p.sw, p.pw, p.dil_w(), p.kw, p.iw))
         .collect();
-    TapTiles::new((p.mb, p.oh, p.ow), p.taps(), mr, |y, x| {
+    move |y, x| {
         let ((r0, r1), (s0, s1)) = (rows[y], cols[x]);
         (r0..r1)
             .flat_map(|r| (s0..s1).map(move |s| r * p.kw + s))
             .fold(0u64, |m, t| m | 1 << t)
-    })
+    }
+}
+
+/// The forward's [`TapTiles`].
+fn tap_tiles(p: &ConvShape, mr: usize) -> Option<TapTiles> {
+    TapTiles::new((p.mb, p.oh, p.ow), p.taps(), mr, tap_mask(p))
 }
 
 /// Most input channels for which a kernel row's taps are merged into one
@@ -130,11 +135,14 @@ impl FwdPlan {
             let wide = u(p.mb) * u(p.ih) * (u(p.iw) + 2 * u(p.pw)) * u(p.ic);
             (aligned_bytes(wide), pixels.div_ceil(u(mr)))
         } else {
-            // The tap tiles, when they pay (assumed), and the rows and
-            // columns of taps they are made from.
+            // The tap tiles, and the rows and columns of taps they are
+            // made from.
             let plane = p.oh * p.ow;
-            let tiles = TapTiles::bytes_bound(p.mb, plane, mr) + 16 * u(p.oh + p.ow);
-            (tiles, pixels.div_ceil(u(mr)) + u(plane))
+            let tiles = TapTiles::bytes_bound_for((p.mb, p.oh, p.ow), p.taps(), mr, tap_mask(p));
+            (
+                tiles + 16 * u(p.oh + p.ow),
+                pixels.div_ceil(u(mr)) + u(plane),
+            )
         };
         let items = grid_items_bound(
             units.min(usize::MAX as u128) as usize,

@@ -23,7 +23,7 @@ mod simd;
 mod ukernel;
 mod util;
 
-use super::{ConvAlgo, ConvPlan, ConvShape, Direction, CALL_BYTES};
+use super::{ConvAlgo, ConvPlan, ConvShape, Direction, PLAN_SMALL_BYTES};
 use crate::Isa;
 pub use packed_rows::{transpose_avx512, PackedRows};
 pub use rows_gemm::rows_gemm;
@@ -58,7 +58,7 @@ impl ConvAlgo for Direct {
     }
 
     fn workspace_bound(&self, p: &ConvShape, dir: Direction, isa: Isa) -> u128 {
-        CALL_BYTES
+        PLAN_SMALL_BYTES
             + match dir {
                 Direction::Fwd => fwd::FwdPlan::bytes_bound(p, isa),
                 Direction::BwdData => bwd_data::BwdDataPlan::bytes_bound(p, isa),

@@ -215,16 +215,11 @@ impl TapTiles {
         mr: usize,
         mask: impl Fn(usize, usize) -> u64,
     ) -> Option<TapTiles> {
-        if taps > 64 || mb * ny * nx > u32::MAX as usize || taps == 0 {
+        if !Self::pays((mb, ny, nx), taps, &mask) {
             return None;
         }
         let plane = ny * nx;
         let masks: Vec<u64> = (0..plane).map(|i| mask(i / nx, i % nx)).collect();
-        let inside: usize = masks.iter().map(|m| m.count_ones() as usize).sum();
-        let saved = 1.0 - inside as f64 / (plane * taps) as f64;
-        if saved < Self::MIN_SAVED {
-            return None;
-        }
         // Groups in order of first appearance (every image has the same
         // masks, so the first image decides); a group's pixels in memory
         // order (images, then rows, then columns). Sized exactly, so that
@@ -288,6 +283,38 @@ impl TapTiles {
     /// Bytes it holds.
     pub fn bytes(&self) -> usize {
         self.order.len() * 4 + self.tiles.len() * std::mem::size_of::<(u32, u8, u64)>()
+    }
+
+    /// Whether [`TapTiles::new`] makes tiles for these pixels: at most 64
+    /// taps, pixels numbered in a u32, and at least
+    /// [`TapTiles::MIN_SAVED`] of the pixel-taps in the padding.
+    fn pays(
+        (mb, ny, nx): (usize, usize, usize),
+        taps: usize,
+        mask: impl Fn(usize, usize) -> u64,
+    ) -> bool {
+        if taps > 64 || mb * ny * nx > u32::MAX as usize || taps == 0 {
+            return false;
+        }
+        let inside: usize = (0..ny * nx)
+            .map(|i| mask(i / nx, i % nx).count_ones() as usize)
+            .sum();
+        1.0 - inside as f64 / (ny * nx * taps) as f64 >= Self::MIN_SAVED
+    }
+
+    /// Most bytes [`TapTiles::new`] allocates for these arguments: 0 when
+    /// it makes no tiles, else [`TapTiles::bytes_bound`].
+    pub fn bytes_bound_for(
+        (mb, ny, nx): (usize, usize, usize),
+        taps: usize,
+        mr: usize,
+        mask: impl Fn(usize, usize) -> u64,
+    ) -> u128 {
+        if Self::pays((mb, ny, nx), taps, mask) {
+            Self::bytes_bound(mb, ny * nx, mr)
+        } else {
+            0
+        }
     }
 
     /// Most bytes [`TapTiles::new`] allocates for `mb` images of `plane`

@@ -146,7 +146,7 @@ fn phases(p: &ConvShape) -> (Vec<ConvGemm>, Vec<Transpose>, usize) {
 }
 
 impl BwdDataPlan {
-    /// The bytes [`BwdDataPlan::new`] and its calls allocate.
+    /// The bytes [`BwdDataPlan::new`] allocates.
     pub fn bytes_bound(p: &ConvShape) -> u128 {
         let (convs, blocks, off) = phases(p);
         Engine::bytes_bound(&convs)

@@ -12,7 +12,6 @@
 //!   for 1x1 stride-1 layers over many pixels (no im2col to share out).
 
 use super::blas::{gemm_f32, MatRef};
-use super::engine::GEMM_CALL_BYTES;
 use super::fwd::fwd_gather;
 use super::gather::Gather;
 use super::par::{SendPtr, Slots};
@@ -93,7 +92,7 @@ struct Layout {
 }
 
 impl BwdFilterPlan {
-    /// The bytes [`BwdFilterPlan::new`] and its calls allocate.
+    /// The bytes [`BwdFilterPlan::new`] allocates.
     pub fn bytes_bound(p: &ConvShape) -> u128 {
         let l = Self::layout(p);
         let u = |v: usize| v as u128;
@@ -102,7 +101,7 @@ impl BwdFilterPlan {
             Split::Tiles(t) => 2 * t.len() * std::mem::size_of::<Tile>(),
             Split::Pixels(r) => r.len() * 16,
         };
-        threads * (4 * u(l.col_len + l.partial_len) + 8 * u(p.oc) + GEMM_CALL_BYTES) + u(split)
+        threads * (4 * u(l.col_len + l.partial_len) + 8 * u(p.oc)) + u(split)
     }
 
     pub fn new(p: &ConvShape) -> Self {

@@ -5,7 +5,6 @@
 //! slice of diff_src and the scatter needs no synchronisation.
 
 use super::blas::{gemm_f32, MatRef};
-use super::engine::GEMM_CALL_BYTES;
 use super::par::{SendPtr, Slots};
 use crate::conv::ConvShape;
 use rayon::prelude::*;
@@ -27,10 +26,10 @@ impl Col2imPlan {
         p.icg() < 16 && p.mb >= rayon::current_num_threads()
     }
 
-    /// The bytes [`Col2imPlan::new`] and its calls allocate.
+    /// The bytes [`Col2imPlan::new`] allocates.
     pub fn bytes_bound(p: &ConvShape) -> u128 {
         let per_slot = 4 * (ROWS.min(p.oh * p.ow) * p.taps() * p.icg()) as u128;
-        rayon::current_num_threads().max(1) as u128 * (per_slot + GEMM_CALL_BYTES)
+        rayon::current_num_threads().max(1) as u128 * per_slot
     }
 
     pub fn new(p: &ConvShape) -> Self {

@@ -31,10 +31,6 @@ const PACKED_MIN_PIXELS: usize = 8192;
 /// Widest block of output channels per GEMM: beyond it the gemm crate's
 /// blocking falls off (e.g. 53% of peak at n=512, k=4608 vs 100% at 256).
 const MAX_COLS: usize = 256;
-/// What the `gemm` crate allocates per thread in a call, with room to
-/// spare: its packing buffers (at most 2 MiB over both threads of
-/// ResNet-50's layers, measured).
-pub(crate) const GEMM_CALL_BYTES: u128 = 4 << 20;
 
 /// One convolution, as a gather into an output tensor `[mb][dst_h][dst_w][dst_c]`.
 pub struct ConvGemm {
@@ -174,8 +170,8 @@ impl Layout {
 }
 
 impl Engine {
-    /// The bytes [`Engine::new`] allocates for `convs` on the current pool,
-    /// and the `gemm` crate's buffers in its calls (see
+    /// The bytes [`Engine::new`] allocates for `convs` on the current pool
+    /// (see
     /// [`ConvAlgo::workspace_bound`](crate::conv::ConvAlgo::workspace_bound)).
     pub fn bytes_bound(convs: &[ConvGemm]) -> u128 {
         let l = Layout::new(convs, |ci| convs[ci].packable());
@@ -186,7 +182,7 @@ impl Engine {
             .filter(|c| c.packable())
             .map(|c| 4 * u(c.gather.k()) * u(c.dg.div_ceil(NR) * NR))
             .sum();
-        threads * (4 * u(l.col_len + l.out_len) + GEMM_CALL_BYTES)
+        threads * 4 * u(l.col_len + l.out_len)
             + packed
             + u(l.items) * std::mem::size_of::<Item>() as u128
             + u(convs.len()) * 64

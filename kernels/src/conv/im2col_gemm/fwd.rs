@@ -36,7 +36,7 @@ fn conv(p: &ConvShape) -> ConvGemm {
 }
 
 impl FwdPlan {
-    /// The bytes [`FwdPlan::new`] and its calls allocate.
+    /// The bytes [`FwdPlan::new`] allocates.
     pub fn bytes_bound(p: &ConvShape) -> u128 {
         Engine::bytes_bound(&[conv(p)])
     }

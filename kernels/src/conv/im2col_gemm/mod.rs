@@ -24,7 +24,7 @@ mod gather;
 pub(crate) mod packed;
 pub(crate) mod par;
 
-use super::{ConvAlgo, ConvArgs, ConvPlan, ConvShape, Direction, CALL_BYTES};
+use super::{ConvAlgo, ConvArgs, ConvPlan, ConvShape, Direction, PLAN_SMALL_BYTES};
 use crate::Isa;
 
 pub struct Im2colGemm;
@@ -59,7 +59,7 @@ impl ConvAlgo for Im2colGemm {
     }
 
     fn workspace_bound(&self, p: &ConvShape, dir: Direction, _: Isa) -> u128 {
-        CALL_BYTES
+        PLAN_SMALL_BYTES
             + match dir {
                 Direction::Fwd => fwd::FwdPlan::bytes_bound(p),
                 Direction::BwdData if col2im::Col2imPlan::fits(p) => {

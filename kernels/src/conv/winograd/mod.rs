@@ -30,7 +30,7 @@ mod transform;
 use super::im2col_gemm::blas::{self, MatRef};
 use super::im2col_gemm::packed::{self, PackedB, NR};
 use super::im2col_gemm::par::{SendPtr, Slots};
-use super::{f32_tolerance, ConvAlgo, ConvArgs, ConvPlan, ConvShape, Direction, CALL_BYTES};
+use super::{f32_tolerance, ConvAlgo, ConvArgs, ConvPlan, ConvShape, Direction, PLAN_SMALL_BYTES};
 use crate::{on_isa, Isa};
 use rayon::prelude::*;
 use transform::{Lanes, ALPHA, CB, M, XI};
@@ -80,7 +80,7 @@ impl ConvAlgo for Winograd {
     }
 
     fn workspace_bound(&self, p: &ConvShape, dir: Direction, isa: Isa) -> u128 {
-        WinogradPlan::bytes_bound(p, dir, isa) + CALL_BYTES
+        WinogradPlan::bytes_bound(p, dir, isa) + PLAN_SMALL_BYTES
     }
 
     fn tolerance(&self, p: &ConvShape, dir: Direction) -> f64 {
@@ -157,8 +157,8 @@ fn runs(p: &ConvShape, dir: Direction) -> ConvShape {
 }
 
 impl WinogradPlan {
-    /// Most bytes [`WinogradPlan::new`] allocates, and its calls with it
-    /// (see [`ConvAlgo::workspace_bound`]): the transformed weights and
+    /// The bytes [`WinogradPlan::new`] allocates (see
+    /// [`ConvAlgo::workspace_bound`]): the transformed weights and
     /// each thread's `V` and `M`, or the backward-filter's buffers.
     fn bytes_bound(p: &ConvShape, dir: Direction, isa: Isa) -> u128 {
         let q = runs(p, dir);

@@ -144,6 +144,30 @@ impl OpSpec for ConvSpec {
         weighted(x[0], y, p[0], p.iter().sum(), input_grad)
     }
 
+    /// The plans the layer keeps, one per direction: its algorithms are
+    /// autotuned on the first run, so here the largest bound of any that
+    /// could win, on any ISA this CPU has.
+    fn cpu_scratch_bytes(&self, x: &[Dims], batch: usize) -> u128 {
+        let Ok(y) = self.out(x) else {
+            return 0;
+        };
+        let shape = self.shape(x[0], y, batch);
+        [Direction::Fwd, Direction::BwdData, Direction::BwdFilter]
+            .into_iter()
+            .map(|dir| {
+                let mut most = 0;
+                for isa in cnnbench_kernels::Isa::supported() {
+                    for a in cnnbench_kernels::conv::algorithms() {
+                        if a.supports(&shape, dir, isa).is_ok() {
+                            most = most.max(a.workspace_bound(&shape, dir, isa));
+                        }
+                    }
+                }
+                most
+            })
+            .sum()
+    }
+
     fn cpu(&self, cx: &NodeCx) -> Result<Box<dyn Layer<Cpu>>> {
         let shape = self.shape(cx.x[0], cx.y, cx.batch);
         let mut p = self.init(cx).into_iter();
