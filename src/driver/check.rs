@@ -48,7 +48,12 @@ pub fn check_host_memory(
     avail: Option<Available>,
 ) -> Result<()> {
     for g in graphs {
-        let need = cnnbench_layers::net::cpu::estimate(g, batch, threads).saturating_mul(2);
+        // Both networks hold their tensors; only the fast one plans; the
+        // reference's parameter gradients are copied to compare
+        // (`compare_cpu`: AlexNet's are 244 MB, and aborted a check that
+        // passed without them).
+        let e = cnnbench_layers::net::cpu::estimate(g, batch, threads);
+        let need = e.held.saturating_mul(2) + e.plans + g.params() as u128 * 4;
         if let Some(a) = avail.filter(|a| need > a.bytes / 10 * 9) {
             bail!(
                 "{} at batch {}: the check needs about {} of host memory, but only {}",

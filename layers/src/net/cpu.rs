@@ -8,6 +8,8 @@ use super::graph::Graph;
 use super::plan::passes_gradient;
 use crate::backend::cpu::{Cpu, Ctx, Param};
 use crate::core::error::Result;
+use crate::core::shape::Dims;
+use crate::ops::spec::OpSpec;
 use cnnbench_kernels::Isa;
 use std::collections::HashMap;
 
@@ -153,12 +155,28 @@ fn rel_l2(got: &[f32], want: &[f32]) -> f64 {
     cnnbench_kernels::conv::reference::rel_l2_error(got, want)
 }
 
+/// What a CPU network will allocate, for the memory check made before
+/// allocating.
+pub struct Estimate {
+    /// Parameters, activations, gradients and what layers keep beyond them
+    /// (recurrent layers: every step's gates): what a reference network
+    /// holds too.
+    pub held: u128,
+    /// The fast layers' plans (convolutions), at their bounds.
+    pub plans: u128,
+}
+
+impl Estimate {
+    pub fn total(&self) -> u128 {
+        self.held + self.plans
+    }
+}
+
 /// Bytes [`CpuNet::new`] and the layers' first runs will allocate on
-/// `threads` threads (the convolutions' plans among them, at their
-/// bounds): the memory check made before allocating. The plans' bounds
-/// are taken on a pool of that size, so that the check neither waits for
-/// the run's pool nor starts rayon's global one before it.
-pub fn estimate(graph: &Graph, batch: usize, threads: usize) -> u128 {
+/// `threads` threads. The plans' bounds are taken on a pool of that size,
+/// so that the check neither waits for the run's pool nor starts rayon's
+/// global one before it.
+pub fn estimate(graph: &Graph, batch: usize, threads: usize) -> Estimate {
     let consumers = graph.consumers();
     let mut elems: u128 = graph.params() as u128 * 3;
     for (i, node) in graph.nodes.iter().enumerate() {
@@ -168,25 +186,25 @@ pub fn estimate(graph: &Graph, batch: usize, threads: usize) -> u128 {
             elems += len * consumers[i].len() as u128; // its gradients
         }
     }
-    // What layers keep beyond them (recurrent layers: every step's gates
-    // for the backward pass; convolutions: their plans).
-    let scratch = || -> u128 {
+    let per_layer = |bytes: &dyn Fn(&dyn OpSpec, &[Dims]) -> u128| -> u128 {
         graph
             .nodes
             .iter()
             .enumerate()
-            .map(|(i, node)| {
-                node.op
-                    .spec()
-                    .cpu_scratch_bytes(&graph.input_dims(i), batch)
-            })
+            .map(|(i, node)| bytes(node.op.spec(), &graph.input_dims(i)))
             .sum()
     };
+    let scratch = per_layer(&|op, x| op.cpu_scratch_bytes(x, batch));
     // A pool that cannot start leaves the plans out: the run cannot start
     // its threads either, and says so.
-    let scratch = rayon::ThreadPoolBuilder::new()
+    let plans = rayon::ThreadPoolBuilder::new()
         .num_threads(threads.max(1))
         .build()
-        .map_or(0, |pool| pool.install(scratch));
-    elems * 4 + scratch
+        .map_or(0, |pool| {
+            pool.install(|| per_layer(&|op, x| op.cpu_plan_bytes(x, batch)))
+        });
+    Estimate {
+        held: elems * 4 + scratch,
+        plans,
+    }
 }

@@ -141,6 +141,13 @@ pub trait OpSpec {
         0
     }
 
+    /// Bytes of the plans the fast CPU layer keeps at batch `batch` (the
+    /// reference layer keeps none), at their bounds on the current rayon
+    /// pool, for the same check.
+    fn cpu_plan_bytes(&self, _x: &[Dims], _batch: usize) -> u128 {
+        0
+    }
+
     /// The initial parameters in the CPU layers' order (weight, then
     /// bias): what every backend starts from, so that they can be
     /// compared.

@@ -20,7 +20,7 @@ use cnnbench_layers::net::Graph;
 /// asks it of every model before the first one runs.
 pub fn does_not_fit(g: &Graph, batch: usize) -> Option<String> {
     let threads = rayon::current_num_threads();
-    let need = estimate(g, batch, threads);
+    let need = estimate(g, batch, threads).total();
     let avail = available(threads)?;
     (need > avail.bytes / 10 * 9).then(|| {
         format!(

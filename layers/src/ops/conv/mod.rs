@@ -147,7 +147,7 @@ impl OpSpec for ConvSpec {
     /// The plans the layer keeps, one per direction: its algorithms are
     /// autotuned on the first run, so here the largest bound of any that
     /// could win, on any ISA this CPU has.
-    fn cpu_scratch_bytes(&self, x: &[Dims], batch: usize) -> u128 {
+    fn cpu_plan_bytes(&self, x: &[Dims], batch: usize) -> u128 {
         let Ok(y) = self.out(x) else {
             return 0;
         };
