@@ -69,13 +69,13 @@ pub fn backward_data(
             // `W_hh` where it packs, else transposed.
             let p_hh_t = pack_transposed_for_steps(isa, &w.w_hh, h, gh, mb, &mut ws.packed_hh);
             if p_hh_t.is_none() {
-                transpose(&w.w_hh, gh, h, &mut ws.w_t[..h * gh]);
+                transpose(isa, &w.w_hh, gh, h, &mut ws.w_t[..h * gh]);
             }
-            transpose(&grads.dhy[s * state..][..state], mb, h, &mut ws.dh);
-            transpose(&inp.hx[s * state..][..state], mb, h, &mut ws.h0);
+            transpose(isa, &grads.dhy[s * state..][..state], mb, h, &mut ws.dh);
+            transpose(isa, &inp.hx[s * state..][..state], mb, h, &mut ws.h0);
             if lstm {
-                transpose(&grads.dcy[s * state..][..state], mb, h, &mut ws.dc);
-                transpose(&inp.cx[s * state..][..state], mb, h, &mut ws.c0);
+                transpose(isa, &grads.dcy[s * state..][..state], mb, h, &mut ws.dc);
+                transpose(isa, &inp.cx[s * state..][..state], mb, h, &mut ws.c0);
             }
             // This direction's columns of the output gradient.
             let offset = if shape.direction == Direction::Concat {
@@ -185,9 +185,9 @@ pub fn backward_data(
                     gemm(tb, in_f, gh, &ws.dg_cols, true, &w.w_ih, false, dst, d > 0);
                 }
             }
-            transpose(&ws.dh, h, mb, &mut dhx[s * state..][..state]);
+            transpose(isa, &ws.dh, h, mb, &mut dhx[s * state..][..state]);
             if lstm {
-                transpose(&ws.dc, h, mb, &mut dcx[s * state..][..state]);
+                transpose(isa, &ws.dc, h, mb, &mut dcx[s * state..][..state]);
             }
         }
         std::mem::swap(&mut ws.dlayer, &mut ws.dlayer_next);
@@ -218,7 +218,7 @@ pub fn backward_weights(
             let set = &ws.sets[s];
             let g = &mut dw[s];
             let reversed = shape.direction.reversed(d);
-            transpose(&inp.hx[s * state..][..state], mb, h, &mut ws.h0);
+            transpose(isa, &inp.hx[s * state..][..state], mb, h, &mut ws.h0);
             if t == 0 {
                 for v in g.tensors_mut() {
                     v.fill(0.0);
@@ -233,7 +233,7 @@ pub fn backward_weights(
                 } else {
                     &ws.h0[..]
                 };
-                transpose(src, h, mb, &mut ws.hprev_rows[k * state..][..state]);
+                transpose(isa, src, h, mb, &mut ws.hprev_rows[k * state..][..state]);
             }
             // dW_ih = dG·X and dW_hh = dG_h·H_prev over the whole sequence.
             to_columns(&set.dgx, t, gh, mb, &mut ws.dg_cols);

@@ -44,9 +44,9 @@ pub fn forward(
         for d in 0..dirs {
             let s = l * dirs + d;
             let reversed = shape.direction.reversed(d);
-            transpose(&inp.hx[s * state..][..state], mb, h, &mut ws.h0);
+            transpose(isa, &inp.hx[s * state..][..state], mb, h, &mut ws.h0);
             if lstm {
-                transpose(&inp.cx[s * state..][..state], mb, h, &mut ws.c0);
+                transpose(isa, &inp.cx[s * state..][..state], mb, h, &mut ws.c0);
             }
             set_forward(
                 isa,
@@ -75,6 +75,7 @@ pub fn forward(
             let width = shape.output();
             for k in 0..t {
                 scatter_step(
+                    isa,
                     &set.h[k * state..][..state],
                     h,
                     mb,
@@ -89,14 +90,14 @@ pub fn forward(
             if t == 0 {
                 hs.copy_from_slice(&inp.hx[s * state..][..state]);
             } else {
-                transpose(&set.h[last * state..][..state], h, mb, hs);
+                transpose(isa, &set.h[last * state..][..state], h, mb, hs);
             }
             if lstm {
                 let cs = &mut cy[s * state..][..state];
                 if t == 0 {
                     cs.copy_from_slice(&inp.cx[s * state..][..state]);
                 } else {
-                    transpose(&set.aux[last * state..][..state], h, mb, cs);
+                    transpose(isa, &set.aux[last * state..][..state], h, mb, cs);
                 }
             }
         }
@@ -105,7 +106,9 @@ pub fn forward(
 
 /// One step's `[h][mb]` output into rows `[mb][width]` at column
 /// `offset` (added when `add`).
+#[allow(clippy::too_many_arguments)]
 fn scatter_step(
+    isa: Isa,
     src: &[f32],
     h: usize,
     mb: usize,
@@ -115,7 +118,7 @@ fn scatter_step(
     add: bool,
 ) {
     if !add {
-        transpose_strided(&src[..h * mb], h, mb, &mut dst[offset..], width);
+        transpose_strided(isa, &src[..h * mb], h, mb, &mut dst[offset..], width);
         return;
     }
     for (j, row) in src.chunks(mb).enumerate().take(h) {
@@ -183,7 +186,13 @@ fn set_forward(
     if per_step {
         for k in 0..t {
             let x_k = &input[k * mb * in_f..][..mb * in_f];
-            transpose(x_k, mb, in_f, &mut scratch[k * in_f * mb..][..in_f * mb]);
+            transpose(
+                isa,
+                x_k,
+                mb,
+                in_f,
+                &mut scratch[k * in_f * mb..][..in_f * mb],
+            );
         }
     } else if rows {
         // `[t][gh] = X·W_ihᵀ`. Given `W_ih` itself, the `gemm` crate
@@ -220,7 +229,7 @@ fn set_forward(
         // DeepBench's h1024 LSTM forwards 1.16-1.19x, ABBA). Not measured
         // with AVX2 kernels, whose tiles are a quarter the size.
         let xt = &mut scratch[..in_f * tb];
-        transpose(&input[..tb * in_f], tb, in_f, xt);
+        transpose(isa, &input[..tb * in_f], tb, in_f, xt);
         rows_gemm(isa, gh, tb, in_f, &w.w_ih, xt, &mut set.dgx, false);
     } else {
         gemm(

@@ -156,6 +156,29 @@ fn large_steps_take_the_parallel_gate_pass() {
 }
 
 #[test]
+fn states_and_outputs_wide_enough_for_register_transposes() {
+    // A batch and sizes of at least 16 (AVX-512 transposes them 16 x 16 in
+    // registers), not whole blocks of 16; two layers both ways, the
+    // outputs side by side (the steps' outputs land `2h` apart).
+    for cell in Cell::ALL {
+        for direction in [Direction::Left2Right, Direction::Concat] {
+            let shape = RnnShape {
+                cell,
+                direction,
+                layers: 2,
+                t: 3,
+                mb: 17,
+                input: 19,
+                hidden: 33,
+            };
+            for isa in Isa::supported() {
+                check_against_reference(&shape, isa);
+            }
+        }
+    }
+}
+
+#[test]
 fn one_step_one_layer_and_no_steps() {
     for cell in Cell::ALL {
         for t in [0, 1] {

@@ -398,11 +398,29 @@ impl PackedRows {
 /// Bands of 64 columns run on the pool's threads when large. Returns
 /// false (and writes nothing) on other ISAs.
 pub fn transpose_avx512(isa: Isa, src: &[f32], rows: usize, cols: usize, dst: &mut [f32]) -> bool {
+    assert_eq!(dst.len(), src.len(), "dst size");
+    transpose_avx512_strided(isa, src, rows, cols, dst, rows)
+}
+
+/// [`transpose_avx512`] into rows of `dst` `stride` apart:
+/// `dst[c·stride + r] = src[r][c]`, the floats between rows untouched.
+pub fn transpose_avx512_strided(
+    isa: Isa,
+    src: &[f32],
+    rows: usize,
+    cols: usize,
+    dst: &mut [f32],
+    stride: usize,
+) -> bool {
     if isa != Isa::Avx512 || !isa.is_supported() {
         return false;
     }
     assert_eq!(rows.checked_mul(cols), Some(src.len()), "src size");
-    assert_eq!(dst.len(), src.len(), "dst size");
+    assert!(stride >= rows, "stride");
+    if rows == 0 || cols == 0 {
+        return true;
+    }
+    assert!(dst.len() >= (cols - 1) * stride + rows, "dst size");
     let out = SendPtr(dst.as_mut_ptr());
     let (whole_rows, band) = (rows - rows % 16, 64);
     let columns_of = |b: usize| {
@@ -416,15 +434,15 @@ pub fn transpose_avx512(isa: Isa, src: &[f32], rows: usize, cols: usize, dst: &m
                     let from: [&[f32]; 16] =
                         std::array::from_fn(|i| &src[(r0 + i) * cols..][..cols]);
                     // SAFETY: an AVX-512 CPU (checked above); rows c0..c0+16
-                    // of dst hold `rows` floats each, so the 16 writes of 16
-                    // at r0 stay inside dst, and only this band writes
-                    // those rows.
+                    // of dst, `stride` apart, hold `rows` floats each (dst's
+                    // length checked above), so the 16 writes of 16 at r0
+                    // stay inside dst, and only this band writes those rows.
                     unsafe {
                         super::simd::store_transposed_16x16(
                             &from,
                             c0,
-                            out.get().add(c0 * rows + r0),
-                            rows,
+                            out.get().add(c0 * stride + r0),
+                            stride,
                         )
                     };
                 }
@@ -437,7 +455,7 @@ pub fn transpose_avx512(isa: Isa, src: &[f32], rows: usize, cols: usize, dst: &m
             for c in c0..c0 + n {
                 for r in first..rows {
                     // SAFETY: inside dst (c < cols, r < rows), this band's.
-                    unsafe { *out.get().add(c * rows + r) = src[r * cols + c] };
+                    unsafe { *out.get().add(c * stride + r) = src[r * cols + c] };
                 }
             }
             c0 += n;
@@ -473,18 +491,26 @@ mod tests {
         ];
         for (rows, cols) in shapes {
             let src: Vec<f32> = (0..rows * cols).map(|i| i as f32).collect();
-            let mut dst = vec![f32::NAN; rows * cols];
-            if !transpose_avx512(isa, &src, rows, cols, &mut dst) {
-                assert!(!isa.is_supported());
-                return;
-            }
-            for r in 0..rows {
+            // Packed rows, and rows 3 floats apart that keep the gap.
+            for stride in [rows, rows + 3] {
+                let mut dst = vec![f32::NAN; cols * stride];
+                let done = if stride == rows {
+                    transpose_avx512(isa, &src, rows, cols, &mut dst)
+                } else {
+                    transpose_avx512_strided(isa, &src, rows, cols, &mut dst, stride)
+                };
+                if !done {
+                    assert!(!isa.is_supported());
+                    return;
+                }
                 for c in 0..cols {
-                    assert_eq!(
-                        dst[c * rows + r],
-                        src[r * cols + c],
-                        "{rows}x{cols} at {r},{c}"
-                    );
+                    for r in 0..stride {
+                        let got = dst[c * stride + r];
+                        match r < rows {
+                            true => assert_eq!(got, src[r * cols + c], "{rows}x{cols} at {r},{c}"),
+                            false => assert!(got.is_nan(), "{rows}x{cols} gap at {r},{c}"),
+                        }
+                    }
                 }
             }
         }
