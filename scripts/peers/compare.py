@@ -27,6 +27,37 @@ def kernel_size(problem):
     return int(problem[i:j])
 
 
+def rows(ours, peer, peak_gflops=None):
+    """One dict per (problem, dir) in both: times, ratio, % peak, 3x3 or not."""
+    out = []
+    for k in (k for k in ours if k in peer):
+        o, p = ours[k], peer[k]
+        om, pm = float(o["ms_median"]), float(p["ms_median"])
+        if o["peak_fraction"]:
+            peak = peak_gflops or float(o["gflops"]) / float(o["peak_fraction"])
+        else:
+            peak = peak_gflops
+        name = k[0].split('n"')[-1].rstrip('"') if 'n"' in k[0] else k[0]
+        out.append({"problem": k[0], "name": name, "dir": k[1], "algo": o["algo"], "ms": om, "peer_ms": pm,
+                    "ratio": pm / om, "pct": float(o["gflops"]) / peak * 100 if peak else float("nan"),
+                    "peer_pct": float(p["gflops"]) / peak * 100 if peak else float("nan"),
+                    "is_3x3": kernel_size(k[0]) == 3})
+    return out
+
+
+def summary(rs):
+    """Per direction: layers, median/min/max ratio, min/median % peak of the 3x3 layers."""
+    out = {}
+    for d in ["fwd", "bwd-data", "bwd-filter"]:
+        r = [x["ratio"] for x in rs if x["dir"] == d]
+        if not r:
+            continue
+        p3 = [x["pct"] for x in rs if x["dir"] == d and x["is_3x3"]] or [float("nan")]
+        out[d] = {"layers": len(r), "median": statistics.median(r), "min": min(r), "max": max(r),
+                  "min_3x3_pct": min(p3), "median_3x3_pct": statistics.median(p3)}
+    return out
+
+
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("ours")
@@ -34,38 +65,21 @@ def main(argv):
     ap.add_argument("--peak-gflops", type=float, help="machine peak for % of peak (default: from cnnbench's rows)")
     a = ap.parse_args(argv)
     ours, peer = load(a.ours), load(a.peer)
-    keys = [k for k in ours if k in peer]
-    if not keys:
+    rs = rows(ours, peer, a.peak_gflops)
+    if not rs:
         sys.exit("compare.py: error: no (problem, dir) rows in common")
-    peer_name = peer[keys[0]]["algo"]
+    peer_name = peer[(rs[0]["problem"], rs[0]["dir"])]["algo"]
     print(f"| problem | dir | cnnbench algo | cnnbench ms | {peer_name} ms | ratio (peer/cnnbench) | cnnbench % peak | {peer_name} % peak |")
     print("|---|---|---|---:|---:|---:|---:|---:|")
-    ratios, peaks3x3 = {}, {}
-    for k in keys:
-        o, p = ours[k], peer[k]
-        om, pm = float(o["ms_median"]), float(p["ms_median"])
-        ratio = pm / om
-        ratios.setdefault(k[1], []).append(ratio)
-        if o["peak_fraction"]:
-            peak = a.peak_gflops or float(o["gflops"]) / float(o["peak_fraction"])
-        else:
-            peak = a.peak_gflops
-        op = float(o["gflops"]) / peak * 100 if peak else float("nan")
-        pp = float(p["gflops"]) / peak * 100 if peak else float("nan")
-        if kernel_size(k[0]) == 3:
-            peaks3x3.setdefault(k[1], []).append(op)
-        name = k[0].split('n"')[-1].rstrip('"') if 'n"' in k[0] else k[0]
-        print(f"| {name} | {k[1]} | {o['algo']} | {om:.3f} | {pm:.3f} | {ratio:.2f} | {op:.1f} | {pp:.1f} |")
+    for x in rs:
+        print(f"| {x['name']} | {x['dir']} | {x['algo']} | {x['ms']:.3f} | {x['peer_ms']:.3f} | {x['ratio']:.2f} "
+              f"| {x['pct']:.1f} | {x['peer_pct']:.1f} |")
     print()
     print("| dir | layers | median ratio (peer/cnnbench) | min ratio | max ratio | 3x3 layers: min % peak | 3x3 median % peak |")
     print("|---|---:|---:|---:|---:|---:|---:|")
-    for d in ["fwd", "bwd-data", "bwd-filter"]:
-        if d not in ratios:
-            continue
-        r = ratios[d]
-        p3 = peaks3x3.get(d, [float("nan")])
-        print(f"| {d} | {len(r)} | {statistics.median(r):.2f} | {min(r):.2f} | {max(r):.2f} | {min(p3):.1f} | {statistics.median(p3):.1f} |")
-
+    for d, v in summary(rs).items():
+        print(f"| {d} | {v['layers']} | {v['median']:.2f} | {v['min']:.2f} | {v['max']:.2f} "
+              f"| {v['min_3x3_pct']:.1f} | {v['median_3x3_pct']:.1f} |")
 
 if __name__ == "__main__":
     main(sys.argv[1:])

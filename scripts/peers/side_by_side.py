@@ -2,8 +2,8 @@
 """Time cnnbench and PyTorch on the same problems, interleaved, and compare.
 
 Usage: python3 scripts/peers/side_by_side.py --out DIR [--from builtin:resnet50|FILE]
-           [--rounds 2] [--cnnbench target/release/cnnbench] [--python .venv/bin/python]
-           [-- extra cnnbench conv options]
+           [--rounds 2] [--threads N] [--cnnbench target/release/cnnbench]
+           [--python .venv/bin/python] [-- extra cnnbench conv options]
        python3 scripts/peers/side_by_side.py --out DIR --models NAME[:BATCH]...|keras
            [--batch 16] [--device cpu|gpu] [--dtype f32] [--layout nhwc]
            [--threads N] [--warmup N] [--iters N] [--min-time SECS] [--update sgd]
@@ -14,7 +14,8 @@ timing one tool over a whole list and then the other confounds the tools
 with the drift. This driver alternates them problem by problem, in ABBA
 order across rounds (round 1: cnnbench then PyTorch, round 2: PyTorch then
 cnnbench, ...), and keeps for each tool its best median per problem and
-direction over the rounds. Both tools are treated alike.
+direction over the rounds. Both tools are treated alike: --threads, when
+given, goes to both (else each uses its default, every core).
 
 Writes DIR/cnnbench.csv and DIR/pytorch.csv (best rows, cnnbench's CSV
 contract), DIR/*_all.csv (every round) and DIR/compare.md (from compare.py,
@@ -177,7 +178,7 @@ def main(argv):
     a = ap.parse_args(argv)
     if not a.models:
         given = [o for o, v in (("--batch", a.batch), ("--device", a.device), ("--dtype", a.dtype),
-                                ("--layout", a.layout), ("--threads", a.threads), ("--warmup", a.warmup),
+                                ("--layout", a.layout), ("--warmup", a.warmup),
                                 ("--iters", a.iters), ("--min-time", a.min_time), ("--update", a.update))
                  if v is not None]
         if given:
@@ -187,8 +188,9 @@ def main(argv):
         a.batch = 16 if a.batch is None else a.batch
         a.device, a.dtype, a.layout = a.device or "cpu", a.dtype or "f32", a.layout or "nhwc"
         return run_models(a, extra)
-    ours_cmd = lambda d: [a.cnnbench, "conv", d, "--format", "csv", "--quiet"] + extra
-    peer_cmd = lambda d: [a.python, os.path.join(HERE, "pytorch_conv.py"), d]
+    threads = [] if a.threads is None else ["--threads", str(a.threads)]
+    ours_cmd = lambda d: [a.cnnbench, "conv", d, "--format", "csv", "--quiet"] + threads + extra
+    peer_cmd = lambda d: [a.python, os.path.join(HERE, "pytorch_conv.py"), d] + threads
     rows = {"cnnbench": [], "pytorch": []}
     descs = problems(a.source)
     for rnd in range(a.rounds):

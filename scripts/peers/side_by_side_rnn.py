@@ -70,18 +70,25 @@ def main(argv):
     ap.add_argument("--python", default=os.path.join(ROOT, ".venv", "bin", "python"))
     ap.add_argument("--out")
     a = ap.parse_args(argv)
-    lines = lines_of(a.source)
-    if a.only:
-        lines = [l for l in lines if re.search(a.only, l)]
+    lines = select(a.source, a.only)
     if not lines:
         sys.exit("side_by_side_rnn.py: error: no problem selected")
-    out = [f"RNN kernels on `{a.source}`{' matching ' + repr(a.only) if a.only else ''}: "
-           f"{a.threads} thread(s), {a.warmup} warm-up and {a.iters} timed runs per pass, "
-           f"{a.rounds} rounds in ABBA order; ms are medians over the rounds of each round's median.",
-           "",
-           "| problem | cnnbench fwd | PyTorch fwd | fwd ratio | cnnbench bwd | PyTorch bwd | bwd ratio |",
-           "|---|---:|---:|---:|---:|---:|---:|"]
-    ratios = {"fwd": [], "bwd": []}
+    text = render(a, run(a, lines))
+    print(text)
+    if a.out:
+        with open(a.out, "w") as f:
+            f.write(text)
+
+
+def select(source, only=None):
+    """The problem lines of `source`, those matching `only` where given."""
+    return [l for l in lines_of(source) if not only or re.search(only, l)]
+
+
+def run(a, lines):
+    """Per problem line, each tool's median ms of fwd and bwd over the rounds
+    (ABBA) and PyTorch ms / cnnbench ms: {"problem", "cnnbench", "pytorch", "ratio"}."""
+    out = []
     for line in lines:
         got = {"cnnbench": [], "pytorch": []}
         for r in range(a.rounds):
@@ -91,22 +98,30 @@ def main(argv):
             for name, f in order:
                 got[name].append(f(a, line))
         med = {k: {p: statistics.median(x[p] for x in v) for p in ("fwd", "bwd")} for k, v in got.items()}
-        row = [line]
-        for p in ("fwd", "bwd"):
-            ratio = med["pytorch"][p] / med["cnnbench"][p]
-            ratios[p].append(ratio)
-            row += [f"{med['cnnbench'][p]:.2f}", f"{med['pytorch'][p]:.2f}", f"{ratio:.2f}x"]
-        out.append("| " + " | ".join(row) + " |")
-        print(out[-1], file=sys.stderr)
-    out += ["",
-            f"Median PyTorch / cnnbench over {len(lines)} problems: forward **{statistics.median(ratios['fwd']):.2f}x**, "
-            f"backward **{statistics.median(ratios['bwd']):.2f}x**."]
-    text = "\n".join(out) + "\n"
-    print(text)
-    if a.out:
-        with open(a.out, "w") as f:
-            f.write(text)
+        row = {"problem": line, **med, "ratio": {p: med["pytorch"][p] / med["cnnbench"][p] for p in ("fwd", "bwd")}}
+        out.append(row)
+        print(f"{line}: fwd {row['ratio']['fwd']:.2f}x, bwd {row['ratio']['bwd']:.2f}x", file=sys.stderr)
+    return out
 
+
+def render(a, rows):
+    """The markdown table of `run`'s rows, with the medians over problems."""
+    out = [f"RNN kernels on `{a.source}`{' matching ' + repr(a.only) if a.only else ''}: "
+           f"{a.threads} thread(s), {a.warmup} warm-up and {a.iters} timed runs per pass, "
+           f"{a.rounds} rounds in ABBA order; ms are medians over the rounds of each round's median.",
+           "",
+           "| problem | cnnbench fwd | PyTorch fwd | fwd ratio | cnnbench bwd | PyTorch bwd | bwd ratio |",
+           "|---|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        cells = [r["problem"]]
+        for p in ("fwd", "bwd"):
+            cells += [f"{r['cnnbench'][p]:.2f}", f"{r['pytorch'][p]:.2f}", f"{r['ratio'][p]:.2f}x"]
+        out.append("| " + " | ".join(cells) + " |")
+    med = {p: statistics.median(r["ratio"][p] for r in rows) for p in ("fwd", "bwd")}
+    out += ["",
+            f"Median PyTorch / cnnbench over {len(rows)} problems: forward **{med['fwd']:.2f}x**, "
+            f"backward **{med['bwd']:.2f}x**."]
+    return "\n".join(out) + "\n"
 
 if __name__ == "__main__":
     main(sys.argv[1:])

@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""Tests of goal_table.py's arithmetic on made-up results; no PyTorch and no
+cnnbench run: python3 scripts/peers/test_goal_table.py"""
+
+import csv
+import os
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import goal_table as gt  # noqa: E402
+
+CONV_FIELDS = ["problem", "dir", "algo", "ms_median", "gflops", "peak_fraction"]
+STEP_FIELDS = ["model", "batch", "fwd_ms_median", "bwd_ms_median", "total_ms_median", "status"]
+
+
+def write(path, fields, rows):
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields, lineterminator="\n")
+        w.writeheader()
+        w.writerows(rows)
+
+
+def conv_row(problem, d, ms, gflops, peak_fraction=""):
+    return {"problem": problem, "dir": d, "algo": "direct", "ms_median": ms, "gflops": gflops,
+            "peak_fraction": peak_fraction}
+
+
+class GoalTable(unittest.TestCase):
+    def conv_dir(self, tmp):
+        """Two layers, forward only: a 3x3 at 70% of a 200 GFLOP/s peak and
+        0.85x, a 1x1 at 1.5x; the peak is the best of cnnbench's rounds."""
+        a, b = 'mb1ic8ih8oc8oh8kh3ph1n"x:3x3"', 'mb1ic8ih8oc8oh8kh1n"x:1x1"'
+        write(os.path.join(tmp, "cnnbench_all.csv"), CONV_FIELDS,
+              [conv_row(a, "fwd", "1.0", "140", "0.75"), conv_row(a, "fwd", "1.0", "140", "0.70")])
+        write(os.path.join(tmp, "cnnbench.csv"), CONV_FIELDS,
+              [conv_row(a, "fwd", "1.0", "140", "0.7"), conv_row(b, "fwd", "2.0", "100", "0.5")])
+        write(os.path.join(tmp, "pytorch.csv"), CONV_FIELDS,
+              [conv_row(a, "fwd", "0.85", "165"), conv_row(b, "fwd", "3.0", "67")])
+        return gt.conv_results(tmp)
+
+    def test_conv_goals_name_each_miss(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            conv = self.conv_dir(tmp)
+        self.assertAlmostEqual(conv["peak_gflops"], 200.0)
+        table = {g["goal"].split(",")[0].split(" at ")[0]: g for g in gt.goals(conv=conv)}
+        median = table["convolutions"]
+        self.assertTrue(median["met"])  # the median of 0.85 and 1.5, 1.175, is over 1.10
+        self.assertTrue(table["convolutions"]["measured"].startswith("fwd 1.18"))
+        floor = table["no layer under 0.9x"]
+        self.assertFalse(floor["met"])
+        self.assertEqual(floor["misses"], ["x:3x3 fwd: 0.85x (direct)"])
+        pct = table["3x3 layers"]
+        self.assertFalse(pct["met"])
+        self.assertEqual(pct["misses"], ["x:3x3 fwd: 70.0% (direct)"])
+
+    def test_steps_and_rnn(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            row = {"model": "resnet50", "batch": "16", "fwd_ms_median": "600", "bwd_ms_median": "1200",
+                   "total_ms_median": "1800", "status": "ok"}
+            write(os.path.join(tmp, "cnnbench.csv"), STEP_FIELDS, [row])
+            write(os.path.join(tmp, "pytorch.csv"), STEP_FIELDS,
+                  [{**row, "fwd_ms_median": "750", "bwd_ms_median": "1500", "total_ms_median": "2250"}])
+            steps = gt.step_results(tmp)
+        rnn = {"small": [{"problem": "a", "ratio": {"fwd": 1.2, "bwd": 0.97}},
+                         {"problem": "b", "ratio": {"fwd": 1.5, "bwd": 1.1}}],
+               "deep": [{"problem": "c", "ratio": {"fwd": 1.0, "bwd": 1.0}}]}
+        step, small, deep = gt.goals(steps=steps, rnn=rnn)
+        self.assertTrue(step["met"])  # 2250 / 1800 = 1.25
+        self.assertIn("1.25x: cnnbench 1800 ms (forward 600, backward 1200)", step["measured"])
+        self.assertFalse(small["met"])
+        self.assertEqual(small["misses"], ["a bwd: 0.97x"])
+        self.assertIn("1 of 4 passes behind", small["measured"])
+        self.assertTrue(deep["met"])  # 1.0 is at the bar
+        self.assertIn("(1 problem)", deep["goal"])
+
+    def test_render_marks_misses(self):
+        m = {"cpu": "CPU", "family": "25", "model": "17", "isa": "avx512", "threads": 2,
+             "peak": [{"isa": "avx512", "gflops_all_threads": 230.0}], "bandwidth_gbs": 25.0,
+             "cnnbench": "cnnbench 0.1.0"}
+        table = [{"goal": "g1", "measured": "m1", "met": True, "misses": []},
+                 {"goal": "g2", "measured": "m2", "met": False, "misses": ["x: 0.5x"]}]
+        md = gt.render(m, "python3 scripts/peers/goal_table.py --out D", table)
+        self.assertIn("| g1 | m1 | yes |", md)
+        self.assertIn("| g2 | m2 | **no** |", md)
+        self.assertIn("- g2: x: 0.5x", md)
+        self.assertIn("FMA peak 230 GFLOP/s", md)
+
+
+if __name__ == "__main__":
+    unittest.main()
