@@ -27,6 +27,13 @@ def kernel_size(problem):
     return int(problem[i:j])
 
 
+def best_peak(rows):
+    """The best FMA peak (GFLOP/s) behind any of cnnbench's rows (gflops over
+    peak_fraction), or None where no row has one."""
+    peaks = [float(r["gflops"]) / float(r["peak_fraction"]) for r in rows if r.get("peak_fraction")]
+    return max(peaks, default=None)
+
+
 def rows(ours, peer, peak_gflops=None):
     """One dict per (problem, dir) in both: times, ratio, % peak, 3x3 or not."""
     out = []
@@ -80,6 +87,7 @@ def main(argv):
     for d, v in summary(rs).items():
         print(f"| {d} | {v['layers']} | {v['median']:.2f} | {v['min']:.2f} | {v['max']:.2f} "
               f"| {v['min_3x3_pct']:.1f} | {v['median_3x3_pct']:.1f} |")
+
 
 if __name__ == "__main__":
     main(sys.argv[1:])

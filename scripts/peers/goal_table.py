@@ -9,7 +9,7 @@ Usage: python3 scripts/peers/goal_table.py --out DIR [--threads N]
            [--deepbench-only REGEX]
 
 Runs, one after another, each in ABBA order against PyTorch on the same
-number of threads (default: every core):
+number of threads (default: the CPUs this process may run on):
 - conv: side_by_side.py over the 23 ResNet-50 layers (--conv-from), every
   direction, into DIR/conv/ (compare.md, the CSVs);
 - step: side_by_side.py --models resnet50:16 (--model), whole training steps,
@@ -35,6 +35,8 @@ import csv
 import json
 import os
 import platform
+import re
+import shlex
 import subprocess
 import sys
 from types import SimpleNamespace
@@ -46,12 +48,15 @@ import compare  # noqa: E402
 import side_by_side_rnn  # noqa: E402
 
 PARTS = ("conv", "step", "rnn")
+DIRS = ("fwd", "bwd-data", "bwd-filter")
+RNN_CELLS = r"--cell=(lstm|gru)\b"
 CONV_MEDIAN, CONV_FLOOR, CONV_3X3_PCT, RNN_FLOOR, STEP_RATIO = 1.10, 0.90, 80.0, 1.0, 1.25
 
 
-def machine(cnnbench):
-    """What ran: cnnbench's info (CPU, ISA, peak, bandwidth) and the CPU's family and model."""
-    res = subprocess.run([cnnbench, "info", "--format", "json"], capture_output=True, text=True, check=True)
+def machine(cnnbench, threads):
+    """What ran: cnnbench's info on `threads` threads (CPU, ISA, peak, bandwidth) and the CPU's family and model."""
+    res = subprocess.run([cnnbench, "info", "--format", "json", "--threads", str(threads)],
+                         capture_output=True, text=True, check=True)
     info = json.loads(res.stdout)
     cpuinfo = {}
     try:
@@ -75,24 +80,28 @@ def read_csv(path):
 
 def conv_results(out):
     """side_by_side.py's convolution rows in `out`: compare.rows at its peak (the best of any round)."""
-    peak = max(float(r["gflops"]) / float(r["peak_fraction"])
-               for r in read_csv(os.path.join(out, "cnnbench_all.csv")) if r["peak_fraction"])
+    peak = compare.best_peak(read_csv(os.path.join(out, "cnnbench_all.csv")))
     rows = compare.rows(compare.load(os.path.join(out, "cnnbench.csv")),
                         compare.load(os.path.join(out, "pytorch.csv")), peak)
     return {"peak_gflops": peak, "rows": rows}
 
 
 def step_results(out):
-    """side_by_side.py --models' best totals in `out`, per (model, batch)."""
+    """side_by_side.py --models' best totals in `out`, per (model, batch); a
+    step either tool did not run ("status" other than ok) has no times and
+    says why in "missing"."""
     ours = {(r["model"], r["batch"]): r for r in read_csv(os.path.join(out, "cnnbench.csv"))}
     peer = {(r["model"], r["batch"]): r for r in read_csv(os.path.join(out, "pytorch.csv"))}
     steps = []
-    for k, o in ours.items():
-        p = peer.get(k)
-        if not p or o.get("status", "ok") != "ok":
+    for k in dict.fromkeys(list(ours) + list(peer)):
+        o, p = ours.get(k, {}), peer.get(k, {})
+        status = {t: r.get("status", "ok") if r else "no row" for t, r in (("cnnbench", o), ("PyTorch", p))}
+        step = {"model": k[0], "batch": int(k[1])}
+        if any(v != "ok" for v in status.values()):
+            steps.append({**step, "missing": ", ".join(f"{t}: {v}" for t, v in status.items())})
             continue
         om, pm = float(o["total_ms_median"]), float(p["total_ms_median"])
-        steps.append({"model": k[0], "batch": int(k[1]), "ms": om, "peer_ms": pm, "ratio": pm / om,
+        steps.append({**step, "ms": om, "peer_ms": pm, "ratio": pm / om,
                       "fwd_ms": float(o["fwd_ms_median"]), "bwd_ms": float(o["bwd_ms_median"]),
                       "peer_fwd_ms": float(p["fwd_ms_median"]), "peer_bwd_ms": float(p["bwd_ms_median"])})
     return steps
@@ -103,32 +112,41 @@ def goals(conv=None, steps=None, rnn=None):
     out = []
     if steps is not None:
         for s in steps:
-            out.append({"goal": f"{s['model']} step at batch {s['batch']}, at least {STEP_RATIO:.2f}x PyTorch",
+            goal = f"{s['model']} step at batch {s['batch']}, at least {STEP_RATIO:.2f}x PyTorch"
+            if "missing" in s:
+                out.append({"goal": goal, "measured": f"not measured ({s['missing']})", "met": False,
+                            "misses": [f"not measured ({s['missing']})"]})
+                continue
+            met = s["ratio"] >= STEP_RATIO
+            out.append({"goal": goal,
                         "measured": f"{s['ratio']:.2f}x: cnnbench {s['ms']:.0f} ms (forward {s['fwd_ms']:.0f}, "
                                     f"backward {s['bwd_ms']:.0f}), PyTorch {s['peer_ms']:.0f} ms "
                                     f"({s['peer_fwd_ms']:.0f}, {s['peer_bwd_ms']:.0f})",
-                        "met": s["ratio"] >= STEP_RATIO, "misses": []})
+                        "met": met, "misses": [] if met else [f"{s['ratio']:.2f}x"]})
     if conv is not None:
         rows = conv["rows"]
         summ = compare.summary(rows)
-        dirs = list(summ)
+        dirs = [d for d in DIRS if d in summ]
+        # A direction with no row in common (a tool failed it) is a miss, not a pass.
+        absent = [f"{d}: no layer measured by both" for d in DIRS if d not in summ]
+        layers = max((v["layers"] for v in summ.values()), default=0)
         out.append({"goal": f"convolutions, median at least {CONV_MEDIAN:.2f}x oneDNN per direction "
-                            f"({max(v['layers'] for v in summ.values())} layers)",
-                    "measured": ", ".join(f"{d} {summ[d]['median']:.2f}" for d in dirs),
-                    "met": all(summ[d]["median"] >= CONV_MEDIAN for d in dirs),
+                            f"({layers} layers)",
+                    "measured": ", ".join(f"{d} {summ[d]['median']:.2f}" for d in dirs) or "nothing",
+                    "met": not absent and all(summ[d]["median"] >= CONV_MEDIAN for d in dirs),
                     "misses": [f"{d}: median {summ[d]['median']:.2f}" for d in dirs
-                               if summ[d]["median"] < CONV_MEDIAN]})
+                               if summ[d]["median"] < CONV_MEDIAN] + absent})
         low = [r for r in rows if r["ratio"] < CONV_FLOOR]
         out.append({"goal": f"no layer under {CONV_FLOOR:.1f}x",
                     "measured": "minima " + ", ".join(f"{d} {summ[d]['min']:.2f}" for d in dirs),
-                    "met": not low,
-                    "misses": [f"{r['name']} {r['dir']}: {r['ratio']:.2f}x ({r['algo']})" for r in low]})
-        slow = [r for r in rows if r["is_3x3"] and r["pct"] < CONV_3X3_PCT]
+                    "met": not absent and not low,
+                    "misses": [f"{r['name']} {r['dir']}: {r['ratio']:.2f}x ({r['algo']})" for r in low] + absent})
+        slow = [r for r in rows if r["is_3x3"] and not r["pct"] >= CONV_3X3_PCT]
         out.append({"goal": f"3x3 layers at {CONV_3X3_PCT:.0f}% of the FMA peak or more, every direction "
                             f"(peak {conv['peak_gflops']:.1f} GFLOP/s)",
                     "measured": "minima " + ", ".join(f"{d} {summ[d]['min_3x3_pct']:.1f}%" for d in dirs),
-                    "met": not slow,
-                    "misses": [f"{r['name']} {r['dir']}: {r['pct']:.1f}% ({r['algo']})" for r in slow]})
+                    "met": not absent and not slow,
+                    "misses": [f"{r['name']} {r['dir']}: {r['pct']:.1f}% ({r['algo']})" for r in slow] + absent})
     if rnn is not None:
         for name, rows in rnn.items():
             behind = [(r["problem"], p, r["ratio"][p]) for r in rows for p in ("fwd", "bwd")
@@ -169,7 +187,8 @@ def run_step(cmd):
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
-    ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                    else os.cpu_count(), help="for both tools (default: the CPUs this process may run on)")
     ap.add_argument("--cnnbench", default=os.path.join(ROOT, "target", "release", "cnnbench"))
     ap.add_argument("--python", default=os.path.join(ROOT, ".venv", "bin", "python"))
     ap.add_argument("--parts", default=",".join(PARTS), help="comma list of conv, step, rnn")
@@ -191,8 +210,8 @@ def main(argv):
             sys.exit(f"goal_table.py: error: {what} {path} does not exist "
                      "(cargo build --release -p cnnbench; scripts/peers/setup.sh)")
     os.makedirs(a.out, exist_ok=True)
-    command = "python3 scripts/peers/goal_table.py " + " ".join(argv)
-    m = machine(a.cnnbench)
+    command = shlex.join(["python3", "scripts/peers/goal_table.py", *argv])
+    m = machine(a.cnnbench, a.threads)
     with open(os.path.join(a.out, "info.json"), "w") as f:
         json.dump(m, f, indent=1)
     common = ["--cnnbench", a.cnnbench, "--python", a.python, "--threads", str(a.threads)]
@@ -213,9 +232,10 @@ def main(argv):
                                           "rnn-deepbench.md")):
             args = SimpleNamespace(source=source, only=only, threads=a.threads, rounds=a.rnn_rounds, warmup=1,
                                    iters=a.rnn_iters, cnnbench=a.cnnbench, python=a.python)
-            lines = side_by_side_rnn.select(source, only)
+            # The goal is the LSTM's and GRU's: plain RNN lines are left out.
+            lines = [l for l in side_by_side_rnn.select(source, only) if re.search(RNN_CELLS, l)]
             if not lines:
-                sys.exit(f"goal_table.py: error: no RNN problem of {source} matches {only!r}")
+                sys.exit(f"goal_table.py: error: no LSTM or GRU problem of {source} matches {only!r}")
             sys.stderr.write(f"goal_table.py: {len(lines)} RNN problems of {source}\n")
             rows = side_by_side_rnn.run(args, lines)
             with open(os.path.join(a.out, file), "w") as f:

@@ -46,6 +46,9 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, HERE)
+import compare  # noqa: E402
+
 PEER_ENV = {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": "1099511627776"}
 
 
@@ -219,7 +222,9 @@ def main(argv):
                                extrasaction="ignore")
             w.writeheader()
             w.writerows(best.values())
-    peak = max(float(r["gflops"]) / float(r["peak_fraction"]) for r in rows["cnnbench"] if r["peak_fraction"])
+    peak = compare.best_peak(rows["cnnbench"])
+    if peak is None:
+        sys.exit("side_by_side.py: error: no cnnbench row has a % of peak")
     md = subprocess.run([sys.executable, os.path.join(HERE, "compare.py"), os.path.join(a.out, "cnnbench.csv"),
                          os.path.join(a.out, "pytorch.csv"), "--peak-gflops", repr(peak)],
                         capture_output=True, text=True, check=True).stdout

@@ -123,5 +123,6 @@ def render(a, rows):
             f"backward **{med['bwd']:.2f}x**."]
     return "\n".join(out) + "\n"
 
+
 if __name__ == "__main__":
     main(sys.argv[1:])

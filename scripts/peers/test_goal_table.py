@@ -28,32 +28,43 @@ def conv_row(problem, d, ms, gflops, peak_fraction=""):
 
 
 class GoalTable(unittest.TestCase):
-    def conv_dir(self, tmp):
-        """Two layers, forward only: a 3x3 at 70% of a 200 GFLOP/s peak and
-        0.85x, a 1x1 at 1.5x; the peak is the best of cnnbench's rounds."""
+    def conv_dir(self, tmp, dirs=gt.DIRS):
+        """Two layers in each of `dirs`: a 3x3 at 70% of a 200 GFLOP/s peak
+        and 0.85x, a 1x1 at 1.5x; the peak is the best of cnnbench's rounds."""
         a, b = 'mb1ic8ih8oc8oh8kh3ph1n"x:3x3"', 'mb1ic8ih8oc8oh8kh1n"x:1x1"'
+        ours, peer = [], []
+        for d in dirs:
+            ours += [conv_row(a, d, "1.0", "140", "0.7"), conv_row(b, d, "2.0", "100", "0.5")]
+            peer += [conv_row(a, d, "0.85", "165"), conv_row(b, d, "3.0", "67")]
         write(os.path.join(tmp, "cnnbench_all.csv"), CONV_FIELDS,
-              [conv_row(a, "fwd", "1.0", "140", "0.75"), conv_row(a, "fwd", "1.0", "140", "0.70")])
-        write(os.path.join(tmp, "cnnbench.csv"), CONV_FIELDS,
-              [conv_row(a, "fwd", "1.0", "140", "0.7"), conv_row(b, "fwd", "2.0", "100", "0.5")])
-        write(os.path.join(tmp, "pytorch.csv"), CONV_FIELDS,
-              [conv_row(a, "fwd", "0.85", "165"), conv_row(b, "fwd", "3.0", "67")])
+              ours + [conv_row(a, dirs[0], "1.0", "140", "0.75")])
+        write(os.path.join(tmp, "cnnbench.csv"), CONV_FIELDS, ours)
+        write(os.path.join(tmp, "pytorch.csv"), CONV_FIELDS, peer)
         return gt.conv_results(tmp)
 
-    def test_conv_goals_name_each_miss(self):
+    def conv_goals(self, dirs=gt.DIRS):
         with tempfile.TemporaryDirectory() as tmp:
-            conv = self.conv_dir(tmp)
+            conv = self.conv_dir(tmp, dirs)
         self.assertAlmostEqual(conv["peak_gflops"], 200.0)
-        table = {g["goal"].split(",")[0].split(" at ")[0]: g for g in gt.goals(conv=conv)}
+        return {g["goal"].split(",")[0].split(" at ")[0]: g for g in gt.goals(conv=conv)}
+
+    def test_conv_goals_name_each_miss(self):
+        table = self.conv_goals()
         median = table["convolutions"]
         self.assertTrue(median["met"])  # the median of 0.85 and 1.5, 1.175, is over 1.10
-        self.assertTrue(table["convolutions"]["measured"].startswith("fwd 1.18"))
+        self.assertEqual(median["measured"], "fwd 1.18, bwd-data 1.18, bwd-filter 1.18")
         floor = table["no layer under 0.9x"]
         self.assertFalse(floor["met"])
-        self.assertEqual(floor["misses"], ["x:3x3 fwd: 0.85x (direct)"])
+        self.assertEqual(floor["misses"], [f"x:3x3 {d}: 0.85x (direct)" for d in gt.DIRS])
         pct = table["3x3 layers"]
         self.assertFalse(pct["met"])
-        self.assertEqual(pct["misses"], ["x:3x3 fwd: 70.0% (direct)"])
+        self.assertEqual(pct["misses"][0], "x:3x3 fwd: 70.0% (direct)")
+
+    def test_a_direction_neither_tool_measured_is_a_miss(self):
+        table = self.conv_goals(dirs=("fwd",))
+        for g in table.values():
+            self.assertFalse(g["met"])
+            self.assertIn("bwd-filter: no layer measured by both", g["misses"])
 
     def test_steps_and_rnn(self):
         with tempfile.TemporaryDirectory() as tmp:
@@ -74,6 +85,21 @@ class GoalTable(unittest.TestCase):
         self.assertIn("1 of 4 passes behind", small["measured"])
         self.assertTrue(deep["met"])  # 1.0 is at the bar
         self.assertIn("(1 problem)", deep["goal"])
+
+    def test_a_step_either_tool_did_not_run_is_a_miss(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            row = {"model": "resnet50", "batch": "16", "fwd_ms_median": "600", "bwd_ms_median": "1200",
+                   "total_ms_median": "1800", "status": "ok"}
+            write(os.path.join(tmp, "cnnbench.csv"), STEP_FIELDS, [row])
+            write(os.path.join(tmp, "pytorch.csv"), STEP_FIELDS,
+                  [{**row, "fwd_ms_median": "", "bwd_ms_median": "", "total_ms_median": "", "status": "OOM"}])
+            steps = gt.step_results(tmp)
+        (step,) = gt.goals(steps=steps)
+        self.assertFalse(step["met"])
+        self.assertEqual(step["measured"], "not measured (cnnbench: ok, PyTorch: OOM)")
+        slow = gt.goals(steps=[{"model": "m", "batch": 2, "ms": 2.0, "peer_ms": 2.2, "ratio": 1.1,
+                                "fwd_ms": 1, "bwd_ms": 1, "peer_fwd_ms": 1, "peer_bwd_ms": 1.2}])
+        self.assertEqual(slow[0]["misses"], ["1.10x"])
 
     def test_render_marks_misses(self):
         m = {"cpu": "CPU", "family": "25", "model": "17", "isa": "avx512", "threads": 2,

@@ -128,6 +128,24 @@ fn scatter_step(
     }
 }
 
+/// Steps from which a forward pass packs its weights for batches of at
+/// least a vector. Packing reads and writes the weights once more per
+/// pass (and gathers a panel's rows float by float), which a few steps do
+/// not pay back where the unpacked GEMM has whole vectors of batch to run
+/// on. ABBA, forward, 2 threads, Zen 4, unpacked against packed: LSTM
+/// h512 batch 32 at 1, 4, 8, 10 and 16 steps 3.21x, 1.37x, 1.06x, 1.02x and
+/// 0.93x; h256 batch 16 at 8 and 10 steps 1.12x and 0.95x, batch 32 at 10
+/// 0.84x; h128 batch 16 at 4 and 10 steps 1.37x and 0.83x; GRU h512 batch
+/// 32 at 1, 2 and 4 steps 2.76x, 1.82x and 1.33x. Narrower batches always
+/// pack: unpacked they run on a tile that wastes most of its lanes.
+const FWD_PACK_MIN_STEPS: usize = 10;
+
+/// Whether a forward pass of `t` steps at batch `mb` packs its weights
+/// (see [`FWD_PACK_MIN_STEPS`]).
+fn packs_forward(isa: Isa, t: usize, mb: usize) -> bool {
+    t >= FWD_PACK_MIN_STEPS || mb < isa.f32_lanes()
+}
+
 /// One layer and direction forward: per step the input's product, the
 /// biases, the hidden state's product and the gate pass, all `[feature][mb]`.
 #[allow(clippy::too_many_arguments)]
@@ -161,7 +179,11 @@ fn set_forward(
     // then gathers its columns. (`[t·mb][gh]`, transposed per step, was
     // slower there: 660 against 350 ms for DeepBench's h4096 mb16 LSTM.)
     let gates = shape.cell.gates();
-    let p_hh = pack_for_steps(isa, &w.w_hh, gates, h, h, mb, packed_hh);
+    let pack = packs_forward(isa, t, mb);
+    let p_hh = match pack {
+        true => pack_for_steps(isa, &w.w_hh, gates, h, h, mb, packed_hh),
+        false => None,
+    };
     // Where the recurrent weights pack, so do the input's wherever they
     // can, and the input's product runs per step on them too: the columns
     // of one product over every step would be gathered row by row at every
@@ -175,7 +197,7 @@ fn set_forward(
     // (`[t][gh]`: its rows are the columns, no gather), so a `W_ih` too
     // large for the cache beside `W_hh` is read once, not at every step.
     let rows = rows_input_product(shape, l);
-    let p_ih = if per_step || (p_hh.is_some() && mb <= 32 && !rows) {
+    let p_ih = if pack && (per_step || (p_hh.is_some() && mb <= 32 && !rows)) {
         pack_input_for_steps(isa, &w.w_ih, gates, h, in_f, mb, p_hh, packed_ih)
     } else {
         None

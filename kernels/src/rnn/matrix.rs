@@ -4,7 +4,7 @@
 
 use super::shape::RnnShape;
 use crate::bandwidth::largest_cache_bytes_or_32m;
-use crate::conv::direct::{rows_gemm, transpose_avx512_strided, PackedRows};
+use crate::conv::direct::{rows_gemm, strided_fits, transpose_avx512_strided, PackedRows};
 use crate::gemm::{sgemm_acc, GemmShape, SendPtr};
 use crate::Isa;
 use rayon::prelude::*;
@@ -270,7 +270,7 @@ pub(super) fn transpose_strided(
     if rows >= 16 && cols >= 16 && transpose_avx512_strided(isa, src, rows, cols, dst, stride) {
         return;
     }
-    assert!(dst.len() >= (cols - 1) * stride + rows);
+    assert!(strided_fits(dst.len(), rows, cols, stride), "dst size");
     let out = SendPtr(dst.as_mut_ptr());
     let band = |r0: usize| {
         let rn = T.min(rows - r0);
@@ -390,12 +390,14 @@ pub(super) fn row_sums(isa: Isa, m: &[f32], width: usize, out: &mut [f32]) {
 #[inline]
 fn copy_short(dst: &mut [f32], src: &[f32]) {
     assert_eq!(dst.len(), src.len());
-    let (d8, d_rest) = dst.as_chunks_mut::<8>();
-    let (s8, s_rest) = src.as_chunks::<8>();
-    for (d, s) in d8.iter_mut().zip(s8) {
-        *d = *s;
+    let mut d8 = dst.chunks_exact_mut(8);
+    let mut s8 = src.chunks_exact(8);
+    for (d, s) in (&mut d8).zip(&mut s8) {
+        // As arrays: a copy of a constant size.
+        let d: &mut [f32; 8] = d.try_into().expect("a chunk of 8");
+        *d = s.try_into().expect("a chunk of 8");
     }
-    for (d, s) in d_rest.iter_mut().zip(s_rest) {
+    for (d, s) in d8.into_remainder().iter_mut().zip(s8.remainder()) {
         *d = *s;
     }
 }

@@ -159,20 +159,25 @@ fn large_steps_take_the_parallel_gate_pass() {
 fn states_and_outputs_wide_enough_for_register_transposes() {
     // A batch and sizes of at least 16 (AVX-512 transposes them 16 x 16 in
     // registers), not whole blocks of 16; two layers both ways, the
-    // outputs side by side (the steps' outputs land `2h` apart).
+    // outputs side by side (the steps' outputs land `2h` apart); a batch
+    // of a vector or more, whose forward packs its weights only from
+    // `FWD_PACK_MIN_STEPS` steps.
     for cell in Cell::ALL {
         for direction in [Direction::Left2Right, Direction::Concat] {
-            let shape = RnnShape {
-                cell,
-                direction,
-                layers: 2,
-                t: 3,
-                mb: 17,
-                input: 19,
-                hidden: 33,
-            };
-            for isa in Isa::supported() {
-                check_against_reference(&shape, isa);
+            // 3 steps forward on unpacked weights, 10 on packed ones.
+            for t in [3, 10] {
+                let shape = RnnShape {
+                    cell,
+                    direction,
+                    layers: 2,
+                    t,
+                    mb: 17,
+                    input: 19,
+                    hidden: 33,
+                };
+                for isa in Isa::supported() {
+                    check_against_reference(&shape, isa);
+                }
             }
         }
     }

@@ -25,7 +25,7 @@ mod util;
 
 use super::{ConvAlgo, ConvPlan, ConvShape, Direction, PLAN_SMALL_BYTES};
 use crate::Isa;
-pub use packed_rows::{transpose_avx512, transpose_avx512_strided, PackedRows};
+pub use packed_rows::{strided_fits, transpose_avx512, transpose_avx512_strided, PackedRows};
 pub use rows_gemm::rows_gemm;
 
 pub struct Direct;

@@ -396,10 +396,21 @@ impl PackedRows {
 /// 1,024 rows) stay in the TLB: row blocks outside took 14% of a batch-1
 /// h256 LSTM's forward, against 3-4% for packing the same weights.
 /// Bands of 64 columns run on the pool's threads when large. Returns
-/// false (and writes nothing) on other ISAs.
+/// false (and writes nothing) on other ISAs; panics where `dst` is not
+/// `src`'s size, whatever the ISA.
 pub fn transpose_avx512(isa: Isa, src: &[f32], rows: usize, cols: usize, dst: &mut [f32]) -> bool {
     assert_eq!(dst.len(), src.len(), "dst size");
     transpose_avx512_strided(isa, src, rows, cols, dst, rows)
+}
+
+/// Whether `len` floats hold `cols` rows of `rows` floats, `stride` apart
+/// (the last row need not be followed by a whole stride); false where that
+/// size would overflow. At least one row and column.
+pub fn strided_fits(len: usize, rows: usize, cols: usize, stride: usize) -> bool {
+    (cols - 1)
+        .checked_mul(stride)
+        .and_then(|n| n.checked_add(rows))
+        .is_some_and(|n| len >= n)
 }
 
 /// [`transpose_avx512`] into rows of `dst` `stride` apart:
@@ -420,7 +431,7 @@ pub fn transpose_avx512_strided(
     if rows == 0 || cols == 0 {
         return true;
     }
-    assert!(dst.len() >= (cols - 1) * stride + rows, "dst size");
+    assert!(strided_fits(dst.len(), rows, cols, stride), "dst size");
     let out = SendPtr(dst.as_mut_ptr());
     let (whole_rows, band) = (rows - rows % 16, 64);
     let columns_of = |b: usize| {
@@ -479,6 +490,16 @@ mod tests {
     #[test]
     fn avx512_transposes_match_the_plain_one() {
         let isa = Isa::Avx512;
+        // A size past usize never fits; an empty shape moves nothing.
+        assert!(!strided_fits(usize::MAX, 2, 3, usize::MAX / 2));
+        assert!(strided_fits(7, 3, 2, 4) && !strided_fits(6, 3, 2, 4));
+        if isa.is_supported() {
+            for (rows, cols) in [(0, 5), (5, 0)] {
+                let mut dst = [f32::NAN; 3];
+                assert!(transpose_avx512_strided(isa, &[], rows, cols, &mut dst, 6));
+                assert!(dst.iter().all(|v| v.is_nan()));
+            }
+        }
         let shapes = [
             (1, 1),
             (5, 40),
@@ -491,9 +512,10 @@ mod tests {
         ];
         for (rows, cols) in shapes {
             let src: Vec<f32> = (0..rows * cols).map(|i| i as f32).collect();
-            // Packed rows, and rows 3 floats apart that keep the gap.
+            // Packed rows, and rows 3 floats apart that keep the gap, in
+            // the least room they need (no gap after the last row).
             for stride in [rows, rows + 3] {
-                let mut dst = vec![f32::NAN; cols * stride];
+                let mut dst = vec![f32::NAN; (cols - 1) * stride + rows];
                 let done = if stride == rows {
                     transpose_avx512(isa, &src, rows, cols, &mut dst)
                 } else {
@@ -504,7 +526,7 @@ mod tests {
                     return;
                 }
                 for c in 0..cols {
-                    for r in 0..stride {
+                    for r in 0..stride.min(dst.len() - c * stride) {
                         let got = dst[c * stride + r];
                         match r < rows {
                             true => assert_eq!(got, src[r * cols + c], "{rows}x{cols} at {r},{c}"),
