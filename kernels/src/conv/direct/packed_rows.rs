@@ -175,10 +175,24 @@ impl PackedRows {
                     for (i, f) in from[..rows].iter_mut().enumerate() {
                         *f = &a[(blk * bm + r0 + i) * k..][..k];
                     }
-                    // Whole panels on AVX-512: 16 x 16 blocks transposed in
-                    // registers; the last `k % 16` columns as below.
+                    // Whole panels on AVX-512, 16 columns at a time through
+                    // registers (panels of 6 rows, or 16 x 16 blocks); the
+                    // last `k % 16` columns as below.
                     #[allow(unused_mut)]
                     let mut done = 0;
+                    #[cfg(target_arch = "x86_64")]
+                    if isa == Isa::Avx512 && rows == mr && mr == super::simd::PANEL6_ROWS {
+                        done = k - k % 16;
+                        let six: &[&[f32]; 6] = from[..6].try_into().expect("6 rows");
+                        for c0 in (0..done).step_by(16) {
+                            // SAFETY: an AVX-512 CPU (`isa` is supported,
+                            // checked above); the panel holds `k·6` floats,
+                            // so the 96 of columns `c0..c0 + 16` are in it.
+                            unsafe {
+                                super::simd::panel6_16(six, c0, panel[c0 * 6..].as_mut_ptr())
+                            };
+                        }
+                    }
                     #[cfg(target_arch = "x86_64")]
                     if isa == Isa::Avx512 && rows == mr && mr.is_multiple_of(16) {
                         done = k - k % 16;
