@@ -66,14 +66,19 @@ class GoalTable(unittest.TestCase):
             self.assertFalse(g["met"])
             self.assertIn("bwd-filter: no layer measured by both", g["misses"])
 
-    def test_steps_and_rnn(self):
+    @staticmethod
+    def steps(**peer):
+        """step_results of cnnbench's 600 + 1200 ms ResNet-50 step beside
+        PyTorch's row with `peer`'s changes."""
         with tempfile.TemporaryDirectory() as tmp:
             row = {"model": "resnet50", "batch": "16", "fwd_ms_median": "600", "bwd_ms_median": "1200",
                    "total_ms_median": "1800", "status": "ok"}
             write(os.path.join(tmp, "cnnbench.csv"), STEP_FIELDS, [row])
-            write(os.path.join(tmp, "pytorch.csv"), STEP_FIELDS,
-                  [{**row, "fwd_ms_median": "750", "bwd_ms_median": "1500", "total_ms_median": "2250"}])
-            steps = gt.step_results(tmp)
+            write(os.path.join(tmp, "pytorch.csv"), STEP_FIELDS, [{**row, **peer}])
+            return gt.step_results(tmp)
+
+    def test_steps_and_rnn(self):
+        steps = self.steps(fwd_ms_median="750", bwd_ms_median="1500", total_ms_median="2250")
         rnn = {"small": [{"problem": "a", "ratio": {"fwd": 1.2, "bwd": 0.97}},
                          {"problem": "b", "ratio": {"fwd": 1.5, "bwd": 1.1}}],
                "deep": [{"problem": "c", "ratio": {"fwd": 1.0, "bwd": 1.0}}]}
@@ -87,13 +92,7 @@ class GoalTable(unittest.TestCase):
         self.assertIn("(1 problem)", deep["goal"])
 
     def test_a_step_either_tool_did_not_run_is_a_miss(self):
-        with tempfile.TemporaryDirectory() as tmp:
-            row = {"model": "resnet50", "batch": "16", "fwd_ms_median": "600", "bwd_ms_median": "1200",
-                   "total_ms_median": "1800", "status": "ok"}
-            write(os.path.join(tmp, "cnnbench.csv"), STEP_FIELDS, [row])
-            write(os.path.join(tmp, "pytorch.csv"), STEP_FIELDS,
-                  [{**row, "fwd_ms_median": "", "bwd_ms_median": "", "total_ms_median": "", "status": "OOM"}])
-            steps = gt.step_results(tmp)
+        steps = self.steps(fwd_ms_median="", bwd_ms_median="", total_ms_median="", status="OOM")
         (step,) = gt.goals(steps=steps)
         self.assertFalse(step["met"])
         self.assertEqual(step["measured"], "not measured (cnnbench: ok, PyTorch: OOM)")
