@@ -138,11 +138,11 @@ fn scatter_step(
 /// 0.84x; h128 batch 16 at 4 and 10 steps 1.37x and 0.83x; GRU h512 batch
 /// 32 at 1, 2 and 4 steps 2.76x, 1.82x and 1.33x. Narrower batches always
 /// pack: unpacked they run on a tile that wastes most of its lanes.
-const FWD_PACK_MIN_STEPS: usize = 10;
+pub(super) const FWD_PACK_MIN_STEPS: usize = 10;
 
 /// Whether a forward pass of `t` steps at batch `mb` packs its weights
 /// (see [`FWD_PACK_MIN_STEPS`]).
-fn packs_forward(isa: Isa, t: usize, mb: usize) -> bool {
+pub(super) fn packs_forward(isa: Isa, t: usize, mb: usize) -> bool {
     t >= FWD_PACK_MIN_STEPS || mb < isa.f32_lanes()
 }
 

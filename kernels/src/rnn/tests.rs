@@ -435,18 +435,21 @@ fn team_steps_match_the_reference_on_two_and_three_threads() {
     // over every step at once; so does a batch of one's of 600, whose rows
     // are the steps.)
     // (batch, hidden, input, steps): one case of 24 steps, an even
-    // number, long enough for a whole team to run work ahead.
+    // number, long enough for a whole team to run work ahead; the others
+    // at the fewest steps whose forward packs at any batch
+    // (`FWD_PACK_MIN_STEPS`).
+    let steps = super::forward::FWD_PACK_MIN_STEPS;
     let cases = [
-        (13, 72, 5, 5),
-        (5, 120, 6, 5),
-        (13, 72, 500, 5),
-        (13, 72, 3700, 5),
-        (1, 256, 600, 5),
+        (13, 72, 5, steps),
+        (5, 120, 6, steps),
+        (13, 72, 500, steps),
+        (13, 72, 3700, steps),
+        (1, 256, 600, steps),
         (16, 64, 24, 24),
         // W_ih of exactly 4 MiB (4·256 x 1024) beside a 1 MiB W_hh: on
         // AVX-512 each alone would pack in other panels (halves against
         // the narrow tile); W_ih packs in W_hh's.
-        (16, 256, 1024, 3),
+        (16, 256, 1024, steps),
     ];
     let three = rayon::ThreadPoolBuilder::new()
         .num_threads(3)
@@ -508,7 +511,7 @@ fn large_recurrent_weights_pack_for_a_narrow_batch() {
                         cell,
                         direction: Direction::Left2Right,
                         layers: 1,
-                        t: 3,
+                        t: super::forward::FWD_PACK_MIN_STEPS,
                         mb,
                         input,
                         hidden,
@@ -530,8 +533,14 @@ fn large_recurrent_weights_pack_for_a_narrow_batch() {
 }
 
 /// Whether `shape`'s `W_hh` packs for its per-step products on `isa`, and
-/// whether its steps then run on a team (of the current pool).
+/// whether its steps then run on a team (of the current pool), in both
+/// passes: a case whose forward would not pack (too few steps, see
+/// `FWD_PACK_MIN_STEPS`) is a mistake in the test.
 fn packed_and_team(shape: &RnnShape, isa: Isa) -> (bool, bool) {
+    assert!(
+        super::forward::packs_forward(isa, shape.t, shape.mb),
+        "{shape:?} {isa}: too few steps for the forward to pack"
+    );
     let (gates, h) = (shape.cell.gates(), shape.hidden);
     let mut packed = crate::conv::direct::PackedRows::default();
     let w = vec![0.0; gates * h * h];
