@@ -183,13 +183,13 @@ impl PackedRows {
                     #[cfg(target_arch = "x86_64")]
                     if isa == Isa::Avx512 && rows == mr && mr == super::simd::PANEL6_ROWS {
                         done = k - k % 16;
-                        let six: &[&[f32]; 6] = from[..6].try_into().expect("6 rows");
+                        let six = from[..mr].try_into().expect("a panel's rows");
                         for c0 in (0..done).step_by(16) {
                             // SAFETY: an AVX-512 CPU (`isa` is supported,
-                            // checked above); the panel holds `k·6` floats,
-                            // so the 96 of columns `c0..c0 + 16` are in it.
+                            // checked above); the panel holds `k·mr` floats,
+                            // so the 16·mr of columns `c0..c0 + 16` are in it.
                             unsafe {
-                                super::simd::panel6_16(six, c0, panel[c0 * 6..].as_mut_ptr())
+                                super::simd::panel6_16(six, c0, panel[c0 * mr..].as_mut_ptr())
                             };
                         }
                     }
