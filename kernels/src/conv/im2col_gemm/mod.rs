@@ -274,4 +274,67 @@ mod tests {
             }
         });
     }
+
+    /// The packed 1x1 GEMM streams outputs over this crate's test
+    /// threshold (64 KiB) from its registers where a whole vector starts on
+    /// a cache line, where the reduction takes one pass: outputs at a
+    /// 64-byte, 16-byte and 4-byte aligned start, full and partial panels,
+    /// and reductions of two passes (which do not stream),
+    /// forward (with bias) and backward-data (from a 64-channel reduction),
+    /// against the reference. (A stride-2 layer's backward-data scatters
+    /// its phases from a buffer, and does not stream.)
+    #[test]
+    fn streamed_packed_outputs_match_reference_at_every_alignment() {
+        let cases = [
+            // At least `engine::PACKED_MIN_PIXELS` (8192) pixels each.
+            (Direction::Fwd, shape(4, 1, 64, 48, 128, 1, 1, 0)),
+            (Direction::Fwd, shape(4, 1, 72, 48, 100, 1, 1, 0)),
+            (Direction::Fwd, shape(4, 1, 136, 48, 64, 1, 1, 0)),
+            (Direction::BwdData, shape(4, 1, 128, 48, 64, 1, 1, 0)),
+            (Direction::BwdData, shape(4, 1, 100, 48, 128, 1, 1, 0)),
+        ];
+        for (dir, p) in cases {
+            let out_len = match dir {
+                Direction::Fwd => p.dst_len(),
+                _ => p.src_len(),
+            };
+            assert!(crate::stream::bypasses_cache(out_len), "{p:?}");
+            let mut src = vec![0.0; p.src_len()];
+            let mut wei = vec![0.0; p.wei_len()];
+            let mut bias = vec![0.0; p.oc];
+            let mut dd = vec![0.0; p.dst_len()];
+            fill_uniform(&mut src, 1, 1.0);
+            fill_uniform(&mut wei, 2, 1.0);
+            fill_uniform(&mut bias, 3, 1.0);
+            fill_uniform(&mut dd, 4, 1.0);
+            let mut want = vec![0.0; out_len];
+            match dir {
+                Direction::Fwd => reference::fwd(&p, &src, &wei, Some(&bias), &mut want),
+                _ => reference::bwd_data(&p, &dd, &wei, &mut want),
+            }
+            let mut plan = Im2colGemm.plan(&p, dir, Isa::detect());
+            let mut buf = vec![0.0f32; out_len + 32];
+            // The first float of `buf` on a cache line.
+            let line = (64 - buf.as_ptr() as usize % 64) % 64 / 4;
+            for off in [line, line + 4, line + 1] {
+                let out = &mut buf[off..off + out_len];
+                out.fill(f32::NAN);
+                plan.execute(match dir {
+                    Direction::Fwd => ConvArgs::Fwd {
+                        src: &src,
+                        wei: &wei,
+                        bias: Some(&bias),
+                        dst: out,
+                    },
+                    _ => ConvArgs::BwdData {
+                        diff_dst: &dd,
+                        wei: &wei,
+                        diff_src: out,
+                    },
+                });
+                let e = reference::rel_l2_error(out, &want);
+                assert!(e <= 1e-5, "{dir} offset {off}: {e:e} on {p:?}");
+            }
+        }
+    }
 }

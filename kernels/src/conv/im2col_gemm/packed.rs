@@ -83,7 +83,10 @@ impl PackedB {
     }
 
     /// `dst[rows x (n1-n0)] = A[rows x k] · B[:, n0..n1] (+ bias[n0..n1])`.
-    /// `n0` must be a multiple of `NR`.
+    /// `n0` must be a multiple of `NR`. With `stream`, a reduction of one
+    /// pass (`k` at most `KC`) writes each whole vector that starts on a
+    /// cache line with a non-temporal store (see `crate::stream`: the caller fences before
+    /// another thread reads `dst`).
     ///
     /// # Safety
     /// `a` must address `rows` rows of `k` readable floats with row stride
@@ -101,6 +104,7 @@ impl PackedB {
         dst: *mut f32,
         dst_rs: usize,
         bias: Option<*const f32>,
+        stream: bool,
     ) {
         assert!(n0.is_multiple_of(NR) && n1 <= self.n && n0 <= n1);
         let k = self.k;
@@ -120,6 +124,7 @@ impl PackedB {
                 dst_rs,
                 bias,
                 false,
+                stream,
             )
         }
     }
@@ -158,9 +163,13 @@ pub unsafe fn gemm_panels(
     // SAFETY: forwarded from this function's contract.
     unsafe {
         if ta {
-            run_tiles::<true>(rows, k, a, a_rs, b, k_stride, n0, n1, c, c_rs, None, acc)
+            run_tiles::<true>(
+                rows, k, a, a_rs, b, k_stride, n0, n1, c, c_rs, None, acc, false,
+            )
         } else {
-            run_tiles::<false>(rows, k, a, a_rs, b, k_stride, n0, n1, c, c_rs, None, acc)
+            run_tiles::<false>(
+                rows, k, a, a_rs, b, k_stride, n0, n1, c, c_rs, None, acc, false,
+            )
         }
     }
 }
@@ -210,7 +219,8 @@ pub fn pack_panels(b: &[f32], k: usize, n: usize, tb: bool, k0: usize, kc: usize
 /// columns, micro-tiles of `MR` rows. `b` is the panel of columns `n0..`,
 /// panels `k_stride·NR` floats apart; A is read as `TA` says (see
 /// [`avx512_gemm_f32_6x64`]); the bias is added by the first block, and C
-/// is added to where `acc` or after the first block. With no reduction
+/// is added to where `acc` or after the first block; a single block
+/// streams its stores where `stream` (and not `acc`). With no reduction
 /// (`k == 0`) C becomes the bias or zeros, or stays as it is where `acc`.
 ///
 /// # Safety
@@ -230,6 +240,7 @@ unsafe fn run_tiles<const TA: bool>(
     c_rs: usize,
     bias: Option<*const f32>,
     acc: bool,
+    stream: bool,
 ) {
     if k == 0 {
         if !acc {
@@ -272,17 +283,17 @@ unsafe fn run_tiles<const TA: bool>(
                         None
                     },
                     acc: acc || !first,
+                    // Only a single pass streams: after a first pass has
+                    // stored C, its lines are already read and cached.
+                    stream: stream && !acc && kc == k,
                 };
                 // SAFETY: avx512f is available (callers' contract) and the
                 // tile addresses memory as checked above.
                 unsafe {
-                    match mr {
-                        6 => avx512_gemm_f32_6x64::<6, TA>(&tile),
-                        5 => avx512_gemm_f32_6x64::<5, TA>(&tile),
-                        4 => avx512_gemm_f32_6x64::<4, TA>(&tile),
-                        3 => avx512_gemm_f32_6x64::<3, TA>(&tile),
-                        2 => avx512_gemm_f32_6x64::<2, TA>(&tile),
-                        _ => avx512_gemm_f32_6x64::<1, TA>(&tile),
+                    if tile.stream {
+                        tile_rows::<TA, true>(mr, &tile)
+                    } else {
+                        tile_rows::<TA, false>(mr, &tile)
                     }
                 }
                 i0 += mr;
@@ -290,6 +301,27 @@ unsafe fn run_tiles<const TA: bool>(
             j0 += NR;
         }
         k0 += kc;
+    }
+}
+
+/// The micro-kernel instantiated for `mr` rows, streaming or not: a
+/// run-time `stream` flag in its store loop made LLVM keep the
+/// accumulators on the stack inside the reduction loop (2.4x slower).
+///
+/// # Safety
+/// As [`avx512_gemm_f32_6x64`].
+#[inline(always)]
+unsafe fn tile_rows<const TA: bool, const ST: bool>(mr: usize, tile: &Tile) {
+    // SAFETY: forwarded.
+    unsafe {
+        match mr {
+            6 => avx512_gemm_f32_6x64::<6, TA, ST>(tile),
+            5 => avx512_gemm_f32_6x64::<5, TA, ST>(tile),
+            4 => avx512_gemm_f32_6x64::<4, TA, ST>(tile),
+            3 => avx512_gemm_f32_6x64::<3, TA, ST>(tile),
+            2 => avx512_gemm_f32_6x64::<2, TA, ST>(tile),
+            _ => avx512_gemm_f32_6x64::<1, TA, ST>(tile),
+        }
     }
 }
 
@@ -306,11 +338,13 @@ struct Tile {
     w: usize,
     bias: Option<*const f32>,
     acc: bool,
+    /// Store whole, line-aligned vectors non-temporally.
+    stream: bool,
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn avx512_gemm_f32_6x64<const M: usize, const TA: bool>(t: &Tile) {
+unsafe fn avx512_gemm_f32_6x64<const M: usize, const TA: bool, const ST: bool>(t: &Tile) {
     use std::arch::x86_64::*;
     let mut r = [[_mm512_setzero_ps(); 4]; M];
     let (a, b) = (t.a, t.b);
@@ -367,13 +401,18 @@ unsafe fn avx512_gemm_f32_6x64<const M: usize, const TA: bool>(t: &Tile) {
                 if let Some(bias) = t.bias {
                     x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(masks[v], bias.add(16 * v)));
                 }
-                _mm512_mask_storeu_ps(c.add(16 * v), masks[v], x);
+                let at = c.add(16 * v);
+                if ST && masks[v] == u16::MAX && (at as usize).is_multiple_of(64) {
+                    _mm512_stream_ps(at, x);
+                } else {
+                    _mm512_mask_storeu_ps(at, masks[v], x);
+                }
             }
         }
     }
 }
 
 #[cfg(not(target_arch = "x86_64"))]
-unsafe fn avx512_gemm_f32_6x64<const M: usize, const TA: bool>(_: &Tile) {
+unsafe fn avx512_gemm_f32_6x64<const M: usize, const TA: bool, const ST: bool>(_: &Tile) {
     unreachable!("packed GEMM without AVX-512")
 }

@@ -434,7 +434,7 @@ impl WinogradPlan {
         match &self.weights {
             // SAFETY: AVX-512 is available (checked when planned); as above.
             Weights::Packed(packs) => unsafe {
-                packs[xi].gemm(rows, a, k, n0, n1, to, to_rs, None)
+                packs[xi].gemm(rows, a, k, n0, n1, to, to_rs, None, false)
             },
             // SAFETY: as above; U's matrix of point xi is K x N.
             Weights::Plain(u) => unsafe {
