@@ -460,9 +460,11 @@ mod tests {
         }
         // (m, n, k, chunk): several chunks of the reduction (the last one
         // short), one row block split over panel groups, a ragged last
-        // panel, a reduction of one.
+        // panel, a reduction of one; a chunk of several micro-kernel
+        // passes (`packed::KC`, 256).
         for &(m, n, k, chunk) in &[
             (97, 130, 61, 16),
+            (50, 100, 600, 600),
             (300, 64, 256, 100),
             (6, 200, 9, 1000),
             (64, 70, 1, 128),

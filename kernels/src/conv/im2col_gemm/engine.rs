@@ -43,7 +43,7 @@ pub struct ConvGemm {
     pub dst_w: usize,
     pub wei: Weights,
     /// Whether [`PackedB::gemm`] may run this conv (see `packable`):
-    /// forward, and backward-data where the reduction is 128 or more
+    /// forward, and backward-data where the reduction is 64 or more
     /// (below it measured slower than the `gemm` crate).
     pub packed: bool,
 }

@@ -7,7 +7,7 @@
 //!   a micro-tile ahead (see [`packed`]);
 //! - backward-data: one stride-1 "forward" conv of diff_dst per stride
 //!   phase, with the weights transposed per call (see [`bwd_data`]); 1x1
-//!   layers of 128 output channels or more on the packed GEMM too;
+//!   layers of 64 output channels or more on the packed GEMM too;
 //! - backward-filter: `colᵀ · diff_dst`, split over weight tiles or over
 //!   pixels with a final reduction (see [`bwd_filter`]).
 //!
@@ -249,12 +249,13 @@ mod tests {
             shape(1, 1, 300, 4, 40, 3, 1, 1),
             shape(1, 1, 3, 20, 64, 7, 2, 3),
             // Enough pixels for the packed 1x1 path: several reduction
-            // passes, partial panels, stride-2 gather and scatter.
-            shape(2, 1, 200, 64, 40, 1, 1, 0),
+            // passes (`packed::KC` is 256), partial panels, stride-2
+            // gather and scatter.
+            shape(2, 1, 520, 64, 40, 1, 1, 0),
             shape(2, 1, 40, 128, 136, 1, 2, 0),
             // Wide on both sides: reduction passes with a tail, three
             // panels, the last partial.
-            shape(2, 1, 136, 64, 130, 1, 1, 0),
+            shape(2, 1, 300, 64, 130, 1, 1, 0),
         ] {
             check(&p);
         }
@@ -289,7 +290,7 @@ mod tests {
             // At least `engine::PACKED_MIN_PIXELS` (8192) pixels each.
             (Direction::Fwd, shape(4, 1, 64, 48, 128, 1, 1, 0)),
             (Direction::Fwd, shape(4, 1, 72, 48, 100, 1, 1, 0)),
-            (Direction::Fwd, shape(4, 1, 136, 48, 64, 1, 1, 0)),
+            (Direction::Fwd, shape(4, 1, 264, 48, 64, 1, 1, 0)),
             (Direction::BwdData, shape(4, 1, 128, 48, 64, 1, 1, 0)),
             (Direction::BwdData, shape(4, 1, 100, 48, 128, 1, 1, 0)),
         ];
