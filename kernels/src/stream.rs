@@ -19,7 +19,9 @@
 //!
 //! The direct convolution's micro-kernel (forward, backward-data) streams
 //! its last pass straight from its registers instead (`Simd::stream` in
-//! `conv::direct`), fenced once per work item.
+//! `conv::direct`), fenced once per work item, and so does the packed 1x1
+//! GEMM (`conv::im2col_gemm::packed`, forward and backward-data) where its
+//! reduction takes one pass.
 //!
 //! Where the output is under half the largest cache its reader may find
 //! it there, so [`bypasses_cache`] keeps plain stores for it.

@@ -285,8 +285,9 @@ fn sgemm_packed(
     let panels = n.div_ceil(NR);
     let kb = chunk.clamp(1, k);
     // Rows per task: about four tasks per thread, whole micro-tiles of 6,
-    // at most 384 (a 128-deep slice of them, 192 KiB, stays in L2 while
-    // the panels pass over it), and within one product.
+    // at most 384 (a slice of them one micro-kernel pass deep, 256 floats,
+    // 384 KiB, is read from L2 while the panels pass over it), and within
+    // one product.
     let rows = ((m * batches).div_ceil(4 * threads).div_ceil(6) * 6)
         .clamp(6, 384)
         .min(m.div_ceil(6) * 6);

@@ -57,9 +57,10 @@ const PER_TAP_FROM: usize = 512;
 /// GEMM (see `engine::ConvGemm::packable`) rather than the `gemm` crate:
 /// ResNet-50's 1x1 layers at batch 16, 8 ABBA rounds on a Zen 5 VM, 2
 /// threads: 1.06x at 28x28 and 1.08x at 56x56 with 128, 0.97x with 64.
-/// Since the packed GEMM streams outputs larger than the caches, 64 wins
-/// too (Zen 4 VM, 2 threads, 3 ABBA rounds: 1.12x on 256 channels in and
-/// 64 out at 56x56, whose 51 MB diff_src streams; 1.07x on 64 and 64).
+/// On the Zen 4 VM (2 threads, 3 ABBA rounds), once the packed GEMM
+/// streamed outputs larger than the caches, 64 won too: 1.12x on 256
+/// channels in and 64 out at 56x56, whose 51 MB diff_src streams, and
+/// 1.07x on 64 and 64 at 56x56, whose 12.8 MB does not.
 const PACKED_FROM_OC: usize = 64;
 
 /// One `icg x ocg` block of W to transpose into the phase weight buffer.

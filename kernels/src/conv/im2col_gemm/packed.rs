@@ -11,7 +11,9 @@
 //! output channels (`[panel][K][NR]`, zero-padded), shared by all work
 //! items. The pixel rows `A` are read in place (unit column stride) and
 //! broadcast; each micro-tile is `MR` pixels x `NR` channels, kept in 24
-//! zmm accumulators, with the bias added (or dst accumulated) at store.
+//! zmm accumulators, with the bias added (or dst accumulated) at store;
+//! where the caller asks and the reduction takes one pass, whole vectors
+//! starting on a cache line go out with non-temporal stores.
 
 use rayon::prelude::*;
 
@@ -89,14 +91,15 @@ impl PackedB {
     /// `dst[rows x (n1-n0)] = A[rows x k] · B[:, n0..n1] (+ bias[n0..n1])`.
     /// `n0` must be a multiple of `NR`. With `stream`, a reduction of one
     /// pass (`k` at most `KC`) writes each whole vector that starts on a
-    /// cache line with a non-temporal store (see `crate::stream`: the caller fences before
-    /// another thread reads `dst`).
+    /// cache line with a non-temporal store (see `crate::stream`).
     ///
     /// # Safety
     /// `a` must address `rows` rows of `k` readable floats with row stride
     /// `a_rs`; `dst` `rows` rows of `n1 - n0` writable floats with row stride
     /// `dst_rs`, touched by no other thread meanwhile; `bias` (when given)
-    /// `n1 - n0` readable floats. Only call when [`available`].
+    /// `n1 - n0` readable floats. Only call when [`available`]. With
+    /// `stream`, the calling thread must call `crate::stream::fence` before
+    /// another thread reads `dst` (the stores are weakly ordered).
     #[allow(clippy::too_many_arguments)]
     pub unsafe fn gemm(
         &self,
@@ -391,7 +394,9 @@ unsafe fn avx512_gemm_f32_6x64<const M: usize, const TA: bool, const ST: bool>(t
     let masks = [mask(0), mask(1), mask(2), mask(3)];
     for (i, ri) in r.iter_mut().enumerate() {
         // SAFETY: row i of C holds w valid columns; masked lanes beyond w
-        // are neither read nor written.
+        // are neither read nor written. A streamed store writes a whole
+        // vector (its mask full: 16 valid columns) at a 64-byte aligned
+        // address, as `_mm512_stream_ps` requires (checked just before).
         unsafe {
             let c = t.c.add(i * t.c_rs);
             for v in 0..4 {

@@ -102,7 +102,7 @@ fn every_direction_matches_the_reference_on_every_isa() {
         shape(1, 5, 6, 7, 9, 2, 2),     // padding 2
         shape(3, 9, 5, 6, 12, 2, 0),    // mixed padding
         shape(1, 4, 3, 3, 4, 1, 1),     // one tile, mostly padding
-        shape(2, 8, 48, 48, 8, 1, 1), // 288 tiles: backward-filter's reduction past one KC block (256)
+        shape(2, 8, 48, 48, 8, 1, 1),   // 288 tiles: backward-filter past one KC (256)
     ];
     let mut failures = Vec::new();
     for isa in Isa::supported() {
