@@ -220,6 +220,69 @@ impl ConvPlan for ReferencePlan {
     }
 }
 
+/// Seeded inputs of one shape for the tests, and a plan's forward (with
+/// bias) or backward-data on them against the reference: the streamed
+/// store tests of `direct` and `im2col_gemm` share it.
+#[cfg(test)]
+pub(crate) struct TestInputs {
+    pub src: Vec<f32>,
+    pub wei: Vec<f32>,
+    pub bias: Vec<f32>,
+    pub diff_dst: Vec<f32>,
+}
+
+#[cfg(test)]
+impl TestInputs {
+    pub fn new(p: &ConvShape) -> Self {
+        let filled = |len: usize, seed: u64| {
+            let mut v = vec![0.0; len];
+            crate::rng::fill_uniform(&mut v, seed, 1.0);
+            v
+        };
+        TestInputs {
+            src: filled(p.src_len(), 1),
+            wei: filled(p.wei_len(), 2),
+            bias: filled(p.oc, 3),
+            diff_dst: filled(p.dst_len(), 4),
+        }
+    }
+
+    /// The output length of `dir` (forward or backward-data).
+    pub fn out_len(p: &ConvShape, dir: Direction) -> usize {
+        match dir {
+            Direction::Fwd => p.dst_len(),
+            _ => p.src_len(),
+        }
+    }
+
+    /// The reference's forward (with bias) or backward-data.
+    pub fn want(&self, p: &ConvShape, dir: Direction) -> Vec<f32> {
+        let mut want = vec![0.0; Self::out_len(p, dir)];
+        match dir {
+            Direction::Fwd => reference::fwd(p, &self.src, &self.wei, Some(&self.bias), &mut want),
+            _ => reference::bwd_data(p, &self.diff_dst, &self.wei, &mut want),
+        }
+        want
+    }
+
+    /// Runs `plan`'s forward (with bias) or backward-data into `out`.
+    pub fn execute(&self, plan: &mut dyn ConvPlan, dir: Direction, out: &mut [f32]) {
+        plan.execute(match dir {
+            Direction::Fwd => ConvArgs::Fwd {
+                src: &self.src,
+                wei: &self.wei,
+                bias: Some(&self.bias),
+                dst: out,
+            },
+            _ => ConvArgs::BwdData {
+                diff_dst: &self.diff_dst,
+                wei: &self.wei,
+                diff_src: out,
+            },
+        });
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -70,8 +70,7 @@ impl ConvAlgo for Direct {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::conv::{reference, ConvArgs};
-    use crate::rng::fill_uniform;
+    use crate::conv::{reference, TestInputs};
     use util::AlignedBuf;
 
     fn shape(ic: usize, ih: usize, oc: usize, k: usize, s: usize, p: usize) -> ConvShape {
@@ -114,43 +113,17 @@ mod tests {
             (Direction::BwdData, shape(40, 48, 24, 1, 2, 0)),
         ];
         for (dir, p) in cases {
-            let out_len = match dir {
-                Direction::Fwd => p.dst_len(),
-                _ => p.src_len(),
-            };
+            let out_len = TestInputs::out_len(&p, dir);
             assert!(crate::stream::bypasses_cache(out_len), "{p:?}");
-            let mut src = vec![0.0; p.src_len()];
-            let mut wei = vec![0.0; p.wei_len()];
-            let mut bias = vec![0.0; p.oc];
-            let mut dd = vec![0.0; p.dst_len()];
-            fill_uniform(&mut src, 1, 1.0);
-            fill_uniform(&mut wei, 2, 1.0);
-            fill_uniform(&mut bias, 3, 1.0);
-            fill_uniform(&mut dd, 4, 1.0);
-            let mut want = vec![0.0; out_len];
-            match dir {
-                Direction::Fwd => reference::fwd(&p, &src, &wei, Some(&bias), &mut want),
-                _ => reference::bwd_data(&p, &dd, &wei, &mut want),
-            }
+            let inputs = TestInputs::new(&p);
+            let want = inputs.want(&p, dir);
             for isa in Isa::supported() {
                 let mut plan = Direct.plan(&p, dir, isa);
                 let mut buf = AlignedBuf::zeroed(out_len + 16);
                 for off in [0, 4, 1] {
                     let out = &mut buf.as_mut_slice()[off..off + out_len];
                     out.fill(f32::NAN);
-                    plan.execute(match dir {
-                        Direction::Fwd => ConvArgs::Fwd {
-                            src: &src,
-                            wei: &wei,
-                            bias: Some(&bias),
-                            dst: out,
-                        },
-                        _ => ConvArgs::BwdData {
-                            diff_dst: &dd,
-                            wei: &wei,
-                            diff_src: out,
-                        },
-                    });
+                    inputs.execute(plan.as_mut(), dir, out);
                     let e = reference::rel_l2_error(out, &want);
                     assert!(e <= 1e-5, "{dir} {isa} offset {off}: {e:e} on {p:?}");
                 }

@@ -148,8 +148,7 @@ impl ConvPlan for Plan {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::conv::reference;
-    use crate::rng::fill_uniform;
+    use crate::conv::{reference, TestInputs};
 
     #[allow(clippy::too_many_arguments)]
     fn shape(
@@ -184,14 +183,12 @@ mod tests {
     }
 
     fn check(p: &ConvShape) {
-        let mut src = vec![0.0; p.src_len()];
-        let mut wei = vec![0.0; p.wei_len()];
-        let mut bias = vec![0.0; p.oc];
-        let mut dd = vec![0.0; p.dst_len()];
-        fill_uniform(&mut src, 1, 1.0);
-        fill_uniform(&mut wei, 2, 1.0);
-        fill_uniform(&mut bias, 3, 1.0);
-        fill_uniform(&mut dd, 4, 1.0);
+        let TestInputs {
+            src,
+            wei,
+            bias,
+            diff_dst: dd,
+        } = TestInputs::new(p);
         let isa = Isa::detect();
         let err = |got: &[f32], want: &[f32], what: &str| {
             let e = reference::rel_l2_error(got, want);
@@ -304,24 +301,10 @@ mod tests {
             eprintln!("no AVX-512: the packed GEMM's streamed stores are not tested here");
         }
         for (dir, p) in cases {
-            let out_len = match dir {
-                Direction::Fwd => p.dst_len(),
-                _ => p.src_len(),
-            };
+            let out_len = TestInputs::out_len(&p, dir);
             assert!(crate::stream::bypasses_cache(out_len), "{p:?}");
-            let mut src = vec![0.0; p.src_len()];
-            let mut wei = vec![0.0; p.wei_len()];
-            let mut bias = vec![0.0; p.oc];
-            let mut dd = vec![0.0; p.dst_len()];
-            fill_uniform(&mut src, 1, 1.0);
-            fill_uniform(&mut wei, 2, 1.0);
-            fill_uniform(&mut bias, 3, 1.0);
-            fill_uniform(&mut dd, 4, 1.0);
-            let mut want = vec![0.0; out_len];
-            match dir {
-                Direction::Fwd => reference::fwd(&p, &src, &wei, Some(&bias), &mut want),
-                _ => reference::bwd_data(&p, &dd, &wei, &mut want),
-            }
+            let inputs = TestInputs::new(&p);
+            let want = inputs.want(&p, dir);
             let mut plan = Im2colGemm.plan(&p, dir, Isa::detect());
             let mut buf = vec![0.0f32; out_len + 32];
             // The first float of `buf` on a cache line.
@@ -329,19 +312,7 @@ mod tests {
             for off in [line, line + 4, line + 1] {
                 buf.fill(f32::NAN);
                 let out = &mut buf[off..off + out_len];
-                plan.execute(match dir {
-                    Direction::Fwd => ConvArgs::Fwd {
-                        src: &src,
-                        wei: &wei,
-                        bias: Some(&bias),
-                        dst: out,
-                    },
-                    _ => ConvArgs::BwdData {
-                        diff_dst: &dd,
-                        wei: &wei,
-                        diff_src: out,
-                    },
-                });
+                inputs.execute(plan.as_mut(), dir, out);
                 let e = reference::rel_l2_error(out, &want);
                 assert!(e <= 1e-5, "{dir} offset {off}: {e:e} on {p:?}");
                 let mut outside = buf[..off].iter().chain(&buf[off + out_len..]);
