@@ -273,8 +273,9 @@ impl Engine {
         // A dst larger than the caches goes out with non-temporal stores
         // from the packed GEMM's registers (see `crate::stream`): a plain
         // store would first read each line from memory. ResNet-50's
-        // 64-to-256-channel 1x1 at 56x56, batch 16 (51 MB): 1.21x forward
-        // (Zen 4 VM, 2 threads, 4 ABBA rounds); 128 to 512 at 28x28, 1.05x.
+        // 64-to-256-channel 1x1 at 56x56, batch 16 (51 MB): 1.08-1.21x
+        // forward (Zen 4 VM, 2 threads, four ABBA runs); 128 to 512 at
+        // 28x28, 1.03-1.05x.
         let stream = crate::stream::bypasses_cache(dst.len());
         let dst = SendPtr(dst.as_mut_ptr());
         let (convs, slots, packed) = (&self.convs, &self.slots, &self.packed);

@@ -25,8 +25,9 @@ const MR: usize = 6;
 /// (from L2) over one `KC x NR` panel slice (64 KiB, from L2 too). 256
 /// against 128, which kept the slice in L1 (Zen 4 VM, 2 threads, ABBA, 3
 /// rounds): ResNet-50's 1x1 layers with a 256- or 512-channel reduction
-/// 1.05-1.07x, forward and backward-data; fewer passes re-read C less, and
-/// more outputs take a single pass, which streams.
+/// 1.00-1.075x per pass, median 1.04x, forward and backward-data; fewer
+/// passes re-read C less, and more outputs take a single pass, which
+/// streams.
 const KC: usize = 256;
 
 /// Whether this CPU runs the packed path.
