@@ -48,7 +48,8 @@ const PACKED_K_BYTES: usize = 256 << 10;
 /// the small shapes of `packed_rows_beside_rows_gemm`), and packing once
 /// per pass costs one read of the weights; their steps then run on a team
 /// (see `team_steps`). (The forward calls this only from
-/// `FWD_PACK_MIN_STEPS` steps where the batch is a vector or wider.) A batch of at most half a vector runs on a tile
+/// `FWD_PACK_MIN_STEPS` steps where the batch is a vector or wider.) A
+/// batch of at most half a vector runs on a tile
 /// whose vectors run along the weights' rows, broadcasting each column
 /// (512x1x128 in 5 µs against the `gemm` crate's 18 µs, 512x4x128 in 11
 /// against 46). Weights over [`PACKED_WEIGHT_BYTES`], or a reduction over

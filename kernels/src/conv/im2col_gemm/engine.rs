@@ -121,6 +121,8 @@ pub struct Engine {
     items: Vec<Item>,
     slots: Slots<Scratch>,
     workspace: usize,
+    /// Whether the packed convs store dst non-temporally (see `new`).
+    streams: bool,
 }
 
 /// How [`Engine::new`] splits its convs, computed before anything big is
@@ -226,12 +228,23 @@ impl Engine {
         });
         let workspace = slots.len() * 4 * (col_len + out_len)
             + packed.iter().flatten().map(PackedB::bytes).sum::<usize>();
+        // A dst larger than the caches goes out with non-temporal stores
+        // from the packed GEMM's registers (see `crate::stream`): a plain
+        // store would first read each line from memory. ResNet-50's
+        // 64-to-256-channel 1x1 at 56x56, batch 16 (51 MB): 1.08-1.21x
+        // forward (Zen 4 VM, 2 threads, four ABBA runs); 128 to 512 at
+        // 28x28, 1.03-1.05x. Only a packed conv writing dst in place does.
+        let streams = convs.iter().zip(&packed).any(|(c, pb)| {
+            let dst_len = c.gather.mb * c.dst_h * c.dst_w * c.dst_c;
+            pb.is_some() && c.direct() && crate::stream::bypasses_cache(dst_len)
+        });
         Engine {
             convs,
             packed,
             items,
             slots,
             workspace,
+            streams,
         }
     }
 
@@ -270,13 +283,7 @@ impl Engine {
                 pb.pack(&wei[*off..], c.dg);
             }
         }
-        // A dst larger than the caches goes out with non-temporal stores
-        // from the packed GEMM's registers (see `crate::stream`): a plain
-        // store would first read each line from memory. ResNet-50's
-        // 64-to-256-channel 1x1 at 56x56, batch 16 (51 MB): 1.08-1.21x
-        // forward (Zen 4 VM, 2 threads, four ABBA runs); 128 to 512 at
-        // 28x28, 1.03-1.05x.
-        let stream = crate::stream::bypasses_cache(dst.len());
+        let stream = self.streams;
         let dst = SendPtr(dst.as_mut_ptr());
         let (convs, slots, packed) = (&self.convs, &self.slots, &self.packed);
         self.items.par_iter().for_each(|it| {
