@@ -6,7 +6,7 @@ Usage: python3 scripts/peers/goal_table.py --out DIR [--threads N]
            [--parts conv,step,rnn] [--conv-from builtin:resnet50] [--conv-rounds 2]
            [--model resnet50:16] [--step-rounds 3]
            [--rnn-rounds 3] [--rnn-iters 10] [--small-rnn builtin:small-rnn]
-           [--deepbench-only REGEX]
+           [--deepbench-only REGEX] [--isa avx2]
 
 Runs, one after another, each in ABBA order against PyTorch on the same
 number of threads (default: the CPUs this process may run on):
@@ -18,6 +18,12 @@ number of threads (default: the CPUs this process may run on):
   (--small-rnn) and DeepBench's training problems of hidden 256 and 512
   (--deepbench-only; its larger ones take minutes a pass on a few cores),
   into DIR/rnn-small.md and DIR/rnn-deepbench.md.
+
+--isa avx2 caps both tools at AVX2 on an AVX-512 CPU, so that the AVX2 goals
+can be measured on it: cnnbench through CNNBENCH_ISA, PyTorch through
+ONEDNN_MAX_CPU_ISA=AVX2 (oneDNN), MKL_ENABLE_INSTRUCTIONS=AVX2 (MKL's GEMMs)
+and ATEN_CPU_CAPABILITY=avx2 (ATen's own vectorised kernels), all inherited
+by every child run.
 
 Then writes DIR/goal_table.md (the machine, this command, each goal with
 what was measured and whether it is met, and the misses: the layers and
@@ -48,6 +54,9 @@ import compare  # noqa: E402
 import side_by_side_rnn  # noqa: E402
 
 PARTS = ("conv", "step", "rnn")
+# What caps each tool at an ISA below the CPU's best (see --isa).
+ISA_ENV = {"avx2": {"CNNBENCH_ISA": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2",
+                    "ATEN_CPU_CAPABILITY": "avx2"}}
 DIRS = ("fwd", "bwd-data", "bwd-filter")
 RNN_CELLS = r"--cell=(lstm|gru)\b"
 CONV_MEDIAN, CONV_FLOOR, CONV_3X3_PCT, RNN_FLOOR, STEP_RATIO = 1.10, 0.90, 80.0, 1.0, 1.25
@@ -167,7 +176,9 @@ def render(m, command, table):
              f"{m['threads']} thread(s)"
              + (f", FMA peak {peak['gflops_all_threads']:.0f} GFLOP/s" if peak else "")
              + (f", {m['bandwidth_gbs']:.1f} GB/s copy" if m["bandwidth_gbs"] else "")
-             + f"; {m['cnnbench']}.", "", f"`{command}`", "",
+             + f"; {m['cnnbench']}."
+             + (" Both tools capped at it: " + ", ".join(f"{k}={v}" for k, v in m["isa_env"].items()) + "."
+                if m.get("isa_env") else ""), "", f"`{command}`", "",
              "| goal (issue 29) | measured | met |", "|---|---|---|"]
     for g in table:
         lines.append(f"| {g['goal']} | {g['measured']} | {'yes' if g['met'] else '**no**'} |")
@@ -201,6 +212,8 @@ def main(argv):
     ap.add_argument("--small-rnn", default="builtin:small-rnn")
     ap.add_argument("--deepbench-only", default=r"-h(256|512)-",
                     help="DeepBench's training problems whose line matches this regex")
+    ap.add_argument("--isa", choices=sorted(ISA_ENV),
+                    help="cap both tools at this ISA (default: each tool's best here)")
     a = ap.parse_args(argv)
     parts = [p for p in a.parts.split(",") if p]
     if not parts or any(p not in PARTS for p in parts):
@@ -212,6 +225,10 @@ def main(argv):
     os.makedirs(a.out, exist_ok=True)
     command = shlex.join(["python3", "scripts/peers/goal_table.py", *argv])
     m = machine(a.cnnbench, a.threads)
+    if a.isa:
+        os.environ.update(ISA_ENV[a.isa])
+        m["isa"] = a.isa
+        m["isa_env"] = ISA_ENV[a.isa]
     with open(os.path.join(a.out, "info.json"), "w") as f:
         json.dump(m, f, indent=1)
     common = ["--cnnbench", a.cnnbench, "--python", a.python, "--threads", str(a.threads)]

@@ -35,6 +35,9 @@ pub struct GemmArgs {
     /// Worker threads on the CPU [default: all logical CPUs]; a comma list sweeps
     #[arg(long, value_name = "N", env = "CNNBENCH_THREADS")]
     threads: Option<usize>,
+    /// Instruction set on the CPU: auto, avx512, avx2, scalar (scalar runs the `gemm` crate's own pick: it has no scalar GEMM here)
+    #[arg(long, default_value = "auto", value_name = "ISA", env = "CNNBENCH_ISA")]
+    isa: String,
     #[command(flatten)]
     timing: TimingArgs,
     /// Compare C with a naive f64 reference; exit 1 on a mismatch
@@ -68,6 +71,12 @@ pub fn run(args: GemmArgs) -> Result<ExitCode> {
     if gpu.is_none() && dtype != DType::F32 {
         bail!("--dtype {dtype}: the CPU GEMM is f32 only");
     }
+    // As conv: resolved (and refused where this CPU lacks it) on the CPU
+    // path only.
+    let isa = match gpu {
+        None => crate::plan::resolve_isa(&args.isa)?,
+        Some(_) => cnnbench_kernels::Isa::detect(),
+    };
     let session = Session::start(args.threads, shapes.len() as u64, args.quiet)?;
     let ctx = Context {
         threads: session.threads,
@@ -78,6 +87,7 @@ pub fn run(args: GemmArgs) -> Result<ExitCode> {
         dtype,
         check: args.check,
         seed: args.timing.seed,
+        isa,
     };
     let out = pipeline::run(&shapes, gpu, &req, &ctx, |env, dtype| {
         args.output.open(env, "gemm", dtype)

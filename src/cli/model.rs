@@ -77,8 +77,8 @@ pub struct ModelArgs {
     /// Worker threads [default: all logical CPUs]
     #[arg(long, value_name = "N", env = "CNNBENCH_THREADS")]
     pub threads: Option<usize>,
-    /// Instruction set for the CPU path's kernels: auto, avx512, avx2, scalar (the `gemm`
-    /// crate's GEMMs pick their own); a GPU run records the CPU's best
+    /// Instruction set for the CPU path's kernels: auto, avx512, avx2, scalar (with scalar,
+    /// the GEMMs run on the `gemm` crate's own pick); a GPU run records the CPU's best
     #[arg(long, default_value = "auto", value_name = "ISA", env = "CNNBENCH_ISA")]
     pub isa: String,
     #[command(flatten)]

@@ -48,6 +48,7 @@ struct GemmCase<'a, 'g> {
     shape: &'a GemmShape,
     dtype: DType,
     peak_gflops: f64,
+    isa: Isa,
 }
 
 impl Case for GemmCase<'_, '_> {
@@ -57,7 +58,7 @@ impl Case for GemmCase<'_, '_> {
         match &mut self.gpu {
             Some(op) => op.run().map_err(Into::into),
             None => {
-                self.t.run_cpu();
+                self.t.run_cpu(self.isa);
                 Ok(())
             }
         }
@@ -79,11 +80,11 @@ impl Case for GemmCase<'_, '_> {
 
     fn record(&mut self, samples: &Samples, check: Option<Check>) -> Result<Record> {
         let on_gpu = self.gpu.is_some();
-        let path = cnnbench_kernels::gemm::Path::for_shape(self.shape);
+        let path = cnnbench_kernels::gemm::Path::for_shape(self.isa, self.shape);
         let kernel = if on_gpu {
             format!("cublasGemmEx ({})", self.dtype.math())
         } else {
-            format!("{} {}", path.name(), path.kernel())
+            format!("{} {}", path.name(), path.kernel(self.isa))
         };
         Ok(Record::new(
             Subject {
@@ -123,6 +124,8 @@ pub struct Request {
     pub check: bool,
     /// Seed of the random A and B.
     pub seed: u64,
+    /// The CPU path's ISA (see [`cnnbench_kernels::gemm`]).
+    pub isa: Isa,
 }
 
 /// Times every shape on `gpu` (cuBLAS) or, without one, on the CPU; the
@@ -145,7 +148,11 @@ pub fn run(
             )
         }
         None => (
-            crate::bench::timer::cpu_peak_gflops(Isa::detect(), threads, peak::DEFAULT_REPS)?,
+            crate::bench::timer::cpu_peak_gflops(
+                cnnbench_kernels::gemm::nearest(req.isa),
+                threads,
+                peak::DEFAULT_REPS,
+            )?,
             WallClock.describe(),
             None,
         ),
@@ -154,7 +161,7 @@ pub fn run(
         gpu: gpu_info,
         ..Environment::here(
             threads,
-            cnnbench_kernels::gemm::gemm_isa().name().into(),
+            cnnbench_kernels::gemm::nearest(req.isa).name().into(),
             Some(peak_gflops),
             timer_text,
         )
@@ -181,6 +188,7 @@ pub fn run(
             shape,
             dtype,
             peak_gflops,
+            isa: req.isa,
         };
         let Some(rec) = driver::drive(&mut case, runner, timer.as_mut())? else {
             break;

@@ -3,12 +3,16 @@
 //! `C[m×n] = op(A)·op(B)` over rayon's global pool, on AVX-512 through the
 //! packed micro-kernel of the 1x1 convolutions where the shape suits it,
 //! else in tiles, each one single-threaded call of the `gemm` crate's
-//! micro-kernels (see [`Path`]).
+//! micro-kernels (see [`Path`]). Every entry takes the ISA to run on; the
+//! tiles run on [`nearest`] to it.
 
-/// The instruction set the tiles run with (the `gemm` crate picks it).
-pub use crate::conv::im2col_gemm::blas::gemm_isa;
 use crate::conv::im2col_gemm::blas::{gemm_f32, MatRef};
+/// The instruction set the `gemm` crate picks itself, and the one the
+/// tiles run on for a requested ISA (that ISA, or the crate's own below
+/// AVX2).
+pub use crate::conv::im2col_gemm::blas::{gemm_isa, nearest};
 use crate::conv::im2col_gemm::packed::{self, NR};
+use crate::Isa;
 use rayon::prelude::*;
 use std::cell::RefCell;
 
@@ -78,14 +82,15 @@ fn tile_cols(s: &GemmShape, threads: usize, rows: usize) -> usize {
     s.n.div_ceil(want).div_ceil(64).max(1) * 64
 }
 
-/// Computes `c = op(a)·op(b)` in parallel on the current rayon pool.
-pub fn sgemm(s: &GemmShape, a: &[f32], b: &[f32], c: &mut [f32]) {
-    sgemm_acc(s, a, b, c, false)
+/// Computes `c = op(a)·op(b)` in parallel on the current rayon pool, on
+/// `isa` (see the module's note).
+pub fn sgemm(isa: Isa, s: &GemmShape, a: &[f32], b: &[f32], c: &mut [f32]) {
+    sgemm_acc(isa, s, a, b, c, false)
 }
 
 /// [`sgemm`], or `c += op(a)·op(b)` when `accumulate` (the recurrent
 /// layers add the hidden state's product to the input's).
-pub fn sgemm_acc(s: &GemmShape, a: &[f32], b: &[f32], c: &mut [f32], accumulate: bool) {
+pub fn sgemm_acc(isa: Isa, s: &GemmShape, a: &[f32], b: &[f32], c: &mut [f32], accumulate: bool) {
     // Checked: the packed path's pointer arithmetic relies on these.
     assert_eq!(Some(a.len()), s.m.checked_mul(s.k), "A size");
     assert_eq!(Some(b.len()), s.k.checked_mul(s.n), "B size");
@@ -93,9 +98,10 @@ pub fn sgemm_acc(s: &GemmShape, a: &[f32], b: &[f32], c: &mut [f32], accumulate:
     if s.m == 0 || s.n == 0 {
         return;
     }
-    if Path::for_shape(s) == Path::Packed {
+    if Path::for_shape(isa, s) == Path::Packed {
         return sgemm_packed(s, 1, a, 0, b, c, accumulate, pack_rows(s.n));
     }
+    let isa = nearest(isa);
     let threads = rayon::current_num_threads();
     let rows = tile_rows(s, threads);
     let cols = tile_cols(s, threads, rows);
@@ -129,7 +135,17 @@ pub fn sgemm_acc(s: &GemmShape, a: &[f32], b: &[f32], c: &mut [f32], accumulate:
             // elements.
             unsafe {
                 let base = ptr.get();
-                gemm_f32(mrows, ncols, s.k, base.add(c0), s.n, accumulate, lhs, rhs);
+                gemm_f32(
+                    isa,
+                    mrows,
+                    ncols,
+                    s.k,
+                    base.add(c0),
+                    s.n,
+                    accumulate,
+                    lhs,
+                    rhs,
+                );
             }
         });
 }
@@ -148,7 +164,7 @@ pub enum Path {
 }
 
 impl Path {
-    /// The path [`sgemm_acc`] takes for `s` on this CPU. Packed needs
+    /// The path [`sgemm_acc`] takes for `s` on `isa`. Packed needs AVX-512,
     /// - 64 to 1024 columns, the last panel's padding at most a quarter of
     ///   them: the micro-tile is 64 wide;
     /// - a C of at least 2^17 values (so at least 128 rows): below it each
@@ -163,10 +179,10 @@ impl Path {
     /// to 1.10x per GEMM, within this VM's noise on some, and the LSTM
     /// backward-weights of hidden 256 and 512, whose products reduce over
     /// the whole sequence, 1.10x to 1.17x.
-    pub fn for_shape(s: &GemmShape) -> Path {
+    pub fn for_shape(isa: Isa, s: &GemmShape) -> Path {
         let padded = s.n.div_ceil(NR) * NR;
         let wide = s.n >= NR && s.n <= 1024 && 4 * padded <= 5 * s.n;
-        if packed::available() && wide && s.m * s.n >= 1 << 17 {
+        if packed::available(isa) && wide && s.m * s.n >= 1 << 17 {
             Path::Packed
         } else {
             Path::Tiled
@@ -181,11 +197,11 @@ impl Path {
         }
     }
 
-    /// The kernel, for records: `avx512_gemm_f32_6x64` or
-    /// `gemm_f32(avx512)` (the crate's ISA).
-    pub fn kernel(self) -> String {
+    /// The kernel on `isa`, for records: `avx512_gemm_f32_6x64` or
+    /// `gemm_f32(avx2)` (the tiles' ISA, [`nearest`] to `isa`).
+    pub fn kernel(self, isa: Isa) -> String {
         match self {
-            Path::Tiled => format!("gemm_f32({})", gemm_isa()),
+            Path::Tiled => format!("gemm_f32({})", nearest(isa)),
             Path::Packed => "avx512_gemm_f32_6x64".into(),
         }
     }
@@ -212,12 +228,12 @@ thread_local! {
 /// one GEMM (`m·batches` rows), and each product has at least two
 /// micro-tiles of rows (a narrower one would read the packed B again for
 /// every few rows).
-pub fn batch_packs(s: &GemmShape, batches: usize) -> bool {
+pub fn batch_packs(isa: Isa, s: &GemmShape, batches: usize) -> bool {
     let whole = GemmShape {
         m: s.m.saturating_mul(batches),
         ..*s
     };
-    s.m >= 12 && Path::for_shape(&whole) == Path::Packed
+    s.m >= 12 && Path::for_shape(isa, &whole) == Path::Packed
 }
 
 /// `C_t (+)= op(A_t)·op(B)` for `t < batches`, on the packed path where
@@ -227,7 +243,9 @@ pub fn batch_packs(s: &GemmShape, batches: usize) -> bool {
 /// `C_t` are stacked (`c` is `[batches·m][n]`). The recurrent layers'
 /// input gradient reads each step's gate gradients where they lie this
 /// way, without first gathering every step's into one matrix.
+#[allow(clippy::too_many_arguments)]
 pub fn sgemm_batched_acc(
+    isa: Isa,
     s: &GemmShape,
     batches: usize,
     a: &[f32],
@@ -249,11 +267,11 @@ pub fn sgemm_batched_acc(
     if s.m == 0 || s.n == 0 || batches == 0 {
         return;
     }
-    if batch_packs(s, batches) {
+    if batch_packs(isa, s, batches) {
         return sgemm_packed(s, batches, a, a_stride, b, c, accumulate, pack_rows(s.n));
     }
     for (t, ct) in c.chunks_mut(s.m * s.n).enumerate() {
-        sgemm_acc(s, &a[t * a_stride..][..s.m * s.k], b, ct, accumulate);
+        sgemm_acc(isa, s, &a[t * a_stride..][..s.m * s.k], b, ct, accumulate);
     }
 }
 
@@ -454,9 +472,14 @@ mod tests {
         assert_eq!(c, [19., 22., 43., 50.]);
     }
 
+    /// The ISAs this CPU runs.
+    fn isas() -> impl Iterator<Item = Isa> {
+        Isa::ALL.into_iter().filter(|i| i.is_supported())
+    }
+
     #[test]
     fn packed_gemm_matches_the_reference_in_chunks_and_panel_groups() {
-        if !packed::available() {
+        if !packed::available(Isa::Avx512) {
             return;
         }
         // (m, n, k, chunk): several chunks of the reduction (the last one
@@ -517,11 +540,13 @@ mod tests {
                 for (t, w) in want.chunks_mut(m * n).enumerate() {
                     reference(&s, &a[t * stride..][..m * k], &b, w);
                 }
-                let mut got = vec![f32::NAN; want.len()];
-                sgemm_batched_acc(&s, batches, &a, stride, &b, &mut got, false);
-                let e = rel_l2_error(&got, &want);
-                assert!(e < 1e-5, "{s:?} x{batches}: {e}");
-                if !packed::available() {
+                for isa in isas() {
+                    let mut got = vec![f32::NAN; want.len()];
+                    sgemm_batched_acc(isa, &s, batches, &a, stride, &b, &mut got, false);
+                    let e = rel_l2_error(&got, &want);
+                    assert!(e < 1e-5, "{s:?} x{batches} on {isa}: {e}");
+                }
+                if !packed::available(Isa::Avx512) {
                     continue;
                 }
                 // Several row blocks per product need several threads.
@@ -553,14 +578,18 @@ mod tests {
                 trans_a: false,
                 trans_b: true,
             };
-            assert_eq!(Path::for_shape(&s) == Path::Packed, packed::available());
+            let isa = Isa::detect();
+            assert_eq!(
+                Path::for_shape(isa, &s) == Path::Packed,
+                packed::available(isa)
+            );
             let (a, b, want) = case(&s, 5);
             let pool = rayon::ThreadPoolBuilder::new()
                 .num_threads(threads)
                 .build()
                 .unwrap();
             let mut got = vec![f32::NAN; m * n];
-            pool.install(|| sgemm(&s, &a, &b, &mut got));
+            pool.install(|| sgemm(isa, &s, &a, &b, &mut got));
             let e = rel_l2_error(&got, &want);
             assert!(e < 1e-5, "{s:?}: {e}");
             let nested: Vec<f64> = pool.install(|| {
@@ -568,7 +597,7 @@ mod tests {
                     .into_par_iter()
                     .map(|_| {
                         let mut c = vec![f32::NAN; m * n];
-                        sgemm(&s, &a, &b, &mut c);
+                        sgemm(isa, &s, &a, &b, &mut c);
                         rel_l2_error(&c, &want)
                     })
                     .collect()
@@ -586,28 +615,31 @@ mod tests {
             trans_a: false,
             trans_b: false,
         };
-        let wide = if packed::available() {
+        let wide = if packed::available(Isa::Avx512) {
             Path::Packed
         } else {
             Path::Tiled
         };
-        assert_eq!(Path::for_shape(&s(2048, 512)), wide);
-        assert_eq!(Path::for_shape(&s(2048, 64)), wide);
-        assert_eq!(Path::for_shape(&s(128, 1024)), wide);
-        assert_eq!(Path::for_shape(&s(2048, 2048)), Path::Tiled);
-        assert_eq!(Path::for_shape(&s(1024, 64)), Path::Tiled);
-        assert_eq!(Path::for_shape(&s(1024, 32)), Path::Tiled);
+        // Packed is AVX-512 code: an AVX2 run tiles everything.
+        assert_eq!(Path::for_shape(Isa::Avx2, &s(2048, 512)), Path::Tiled);
+        let isa = Isa::Avx512;
+        assert_eq!(Path::for_shape(isa, &s(2048, 512)), wide);
+        assert_eq!(Path::for_shape(isa, &s(2048, 64)), wide);
+        assert_eq!(Path::for_shape(isa, &s(128, 1024)), wide);
+        assert_eq!(Path::for_shape(isa, &s(2048, 2048)), Path::Tiled);
+        assert_eq!(Path::for_shape(isa, &s(1024, 64)), Path::Tiled);
+        assert_eq!(Path::for_shape(isa, &s(1024, 32)), Path::Tiled);
         // 100 columns pad to 128: over a quarter wasted.
-        assert_eq!(Path::for_shape(&s(1024, 100)), Path::Tiled);
+        assert_eq!(Path::for_shape(isa, &s(1024, 100)), Path::Tiled);
         // Batches: 200 products of 11 rows are wide enough as one GEMM,
         // but each too narrow.
-        assert_eq!(batch_packs(&s(12, 512), 200), wide == Path::Packed);
-        assert!(!batch_packs(&s(11, 512), 200));
+        assert_eq!(batch_packs(isa, &s(12, 512), 200), wide == Path::Packed);
+        assert!(!batch_packs(isa, &s(11, 512), 200));
         // 1000 columns pad to 1024: 24 of the last panel's 64 empty, under
         // a quarter of 1000.
-        assert_eq!(Path::for_shape(&s(2048, 1000)), wide);
-        assert_eq!(Path::for_shape(&s(120, 1024)), Path::Tiled);
-        assert_eq!(Path::for_shape(&s(4096, 4096)), Path::Tiled);
+        assert_eq!(Path::for_shape(isa, &s(2048, 1000)), wide);
+        assert_eq!(Path::for_shape(isa, &s(120, 1024)), Path::Tiled);
+        assert_eq!(Path::for_shape(isa, &s(4096, 4096)), Path::Tiled);
     }
 
     #[test]
@@ -621,15 +653,17 @@ mod tests {
         ] {
             for s in transposes(m, n, k) {
                 let (a, b, want) = case(&s, 1);
-                let mut got = vec![f32::NAN; m * n];
-                sgemm(&s, &a, &b, &mut got);
-                let e = rel_l2_error(&got, &want);
-                assert!(e < 1e-5, "{s:?}: {e}");
-                // Accumulating adds the product again.
-                sgemm_acc(&s, &a, &b, &mut got, true);
-                let twice: Vec<f32> = want.iter().map(|v| 2.0 * v).collect();
-                let e = rel_l2_error(&got, &twice);
-                assert!(e < 1e-5, "{s:?} accumulated: {e}");
+                for isa in isas() {
+                    let mut got = vec![f32::NAN; m * n];
+                    sgemm(isa, &s, &a, &b, &mut got);
+                    let e = rel_l2_error(&got, &want);
+                    assert!(e < 1e-5, "{s:?} on {isa}: {e}");
+                    // Accumulating adds the product again.
+                    sgemm_acc(isa, &s, &a, &b, &mut got, true);
+                    let twice: Vec<f32> = want.iter().map(|v| 2.0 * v).collect();
+                    let e = rel_l2_error(&got, &twice);
+                    assert!(e < 1e-5, "{s:?} on {isa} accumulated: {e}");
+                }
             }
         }
     }

@@ -178,11 +178,22 @@ pub fn backward_data(
                     trans_a: true,
                     trans_b: false,
                 };
-                if batch_packs(&step, t) {
-                    sgemm_batched_acc(&step, t, &set.dgx, row, &w.w_ih, dst, d > 0);
+                if batch_packs(isa, &step, t) {
+                    sgemm_batched_acc(isa, &step, t, &set.dgx, row, &w.w_ih, dst, d > 0);
                 } else {
                     to_columns(&set.dgx, t, gh, mb, &mut ws.dg_cols);
-                    gemm(tb, in_f, gh, &ws.dg_cols, true, &w.w_ih, false, dst, d > 0);
+                    gemm(
+                        isa,
+                        tb,
+                        in_f,
+                        gh,
+                        &ws.dg_cols,
+                        true,
+                        &w.w_ih,
+                        false,
+                        dst,
+                        d > 0,
+                    );
                 }
             }
             transpose(isa, &ws.dh, h, mb, &mut dhx[s * state..][..state]);
@@ -238,6 +249,7 @@ pub fn backward_weights(
             // dW_ih = dG·X and dW_hh = dG_h·H_prev over the whole sequence.
             to_columns(&set.dgx, t, gh, mb, &mut ws.dg_cols);
             gemm(
+                isa,
                 gh,
                 in_f,
                 tb,
@@ -254,6 +266,7 @@ pub fn backward_weights(
                 to_columns(&set.dgh, t, gh, mb, &mut ws.dg_cols);
             }
             gemm(
+                isa,
                 gh,
                 h,
                 tb,

@@ -232,6 +232,7 @@ fn set_forward(
             false => (&w.w_ih[..], true),
         };
         gemm(
+            isa,
             tb,
             gh,
             in_f,
@@ -255,6 +256,7 @@ fn set_forward(
         rows_gemm(isa, gh, tb, in_f, &w.w_ih, xt, &mut set.dgx, false);
     } else {
         gemm(
+            isa,
             gh,
             tb,
             in_f,

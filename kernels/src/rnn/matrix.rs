@@ -198,13 +198,15 @@ pub(super) fn step_gemm(
     } else if n >= isa.f32_lanes() {
         rows_gemm(isa, m, n, k, a, b, c, acc);
     } else {
-        gemm(m, n, k, a, false, b, false, c, acc);
+        gemm(isa, m, n, k, a, false, b, false, c, acc);
     }
 }
 
-/// `C = op(A)·op(B)` (or `+=`) on contiguous row-major operands.
+/// `C = op(A)·op(B)` (or `+=`) on contiguous row-major operands, on
+/// `isa` (see [`crate::gemm`]).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn gemm(
+    isa: Isa,
     m: usize,
     n: usize,
     k: usize,
@@ -222,7 +224,7 @@ pub(super) fn gemm(
         trans_a: ta,
         trans_b: tb,
     };
-    sgemm_acc(&s, a, b, c, acc);
+    sgemm_acc(isa, &s, a, b, c, acc);
 }
 
 /// `row[r][..] += v[r]` over a `[rows][width]` matrix.

@@ -412,15 +412,16 @@ fn the_input_gradient_reads_every_steps_gate_gradients_in_place() {
         trans_a: true,
         trans_b: false,
     };
-    let packed = crate::conv::im2col_gemm::packed::available();
-    assert_eq!(crate::gemm::batch_packs(&dx(1024), 12), packed);
-    assert!(!crate::gemm::batch_packs(&dx(64), 12));
+    let isa = Isa::detect();
+    let packed = crate::conv::im2col_gemm::packed::available(isa);
+    assert_eq!(crate::gemm::batch_packs(isa, &dx(1024), 12), packed);
+    assert!(!crate::gemm::batch_packs(isa, &dx(64), 12));
     for (cell, direction) in [
         (Cell::Lstm, Direction::Concat),
         (Cell::Gru, Direction::Sum),
         (Cell::RnnTanh, Direction::Left2Right),
     ] {
-        check_against_reference(&shape(cell, direction), Isa::detect());
+        check_against_reference(&shape(cell, direction), isa);
     }
 }
 

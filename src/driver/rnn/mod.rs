@@ -161,11 +161,10 @@ impl Case for PassCase<'_, '_> {
     fn record(&mut self, samples: &Samples, check: Option<Check>) -> Result<Record> {
         let (device, kernel, workspace_bytes) = match &self.engine {
             Engine::Cpu(isa, ws) => {
-                // The packed and row products and the gates run on `isa`;
+                // Everything runs on `isa`, except that with `--isa scalar`
                 // the sequence-long products (`gemm::sgemm`: the `gemm`
-                // crate's tiles, or on AVX-512 its packed path) pick their
-                // own ISA, named apart where `--isa` made the two differ.
-                let gemm_isa = cnnbench_kernels::gemm::gemm_isa();
+                // crate's tiles) run on the crate's own pick, named apart.
+                let gemm_isa = cnnbench_kernels::gemm::nearest(*isa);
                 let gemm = if gemm_isa == *isa {
                     format!("gemm_f32({isa})")
                 } else {

@@ -703,7 +703,7 @@ fn packed_rows_beside_rows_gemm() {
                     match v {
                         0 => p.gemm(&b, &mut c, true),
                         1 => one.install(|| rows_gemm(isa, m, n, k, &a, &b, &mut c, true)),
-                        _ => one.install(|| crate::gemm::sgemm_acc(&s, &a, &b, &mut c, true)),
+                        _ => one.install(|| crate::gemm::sgemm_acc(isa, &s, &a, &b, &mut c, true)),
                     }
                 }
                 us[v].push(t0.elapsed_s() * 1e6 / reps as f64);

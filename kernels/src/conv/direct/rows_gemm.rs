@@ -326,7 +326,7 @@ fn rows_gemm_beside_sgemm() {
                     if first {
                         rows_gemm(isa, m, n, k, &a, &b, &mut c, true);
                     } else {
-                        sgemm_acc(&s, &a, &b, &mut c, true);
+                        sgemm_acc(isa, &s, &a, &b, &mut c, true);
                     }
                 }
                 let us = t0.elapsed_s() * 1e6 / reps as f64;

@@ -12,6 +12,7 @@ use super::engine::{ConvGemm, Engine, Weights};
 use super::gather::{AxisMap, Gather};
 use super::par::SendPtr;
 use crate::conv::ConvShape;
+use crate::Isa;
 use rayon::prelude::*;
 
 /// Phase `q` (input positions `q, q+s, ...`) along one axis of length
@@ -151,18 +152,18 @@ fn phases(p: &ConvShape) -> (Vec<ConvGemm>, Vec<Transpose>, usize) {
 
 impl BwdDataPlan {
     /// The bytes [`BwdDataPlan::new`] allocates.
-    pub fn bytes_bound(p: &ConvShape) -> u128 {
+    pub fn bytes_bound(p: &ConvShape, isa: Isa) -> u128 {
         let (convs, blocks, off) = phases(p);
-        Engine::bytes_bound(&convs)
+        Engine::bytes_bound(&convs, isa)
             + 4 * off as u128
             + 2 * (blocks.len() * std::mem::size_of::<Transpose>()) as u128
     }
 
-    pub fn new(p: &ConvShape) -> Self {
+    pub fn new(p: &ConvShape, isa: Isa) -> Self {
         let (convs, blocks, off) = phases(p);
         BwdDataPlan {
             p: *p,
-            engine: Engine::new(convs),
+            engine: Engine::new(convs, isa),
             wt: vec![0.0; off],
             blocks,
         }

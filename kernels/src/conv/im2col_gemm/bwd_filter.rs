@@ -16,6 +16,7 @@ use super::fwd::fwd_gather;
 use super::gather::Gather;
 use super::par::{SendPtr, Slots};
 use crate::conv::ConvShape;
+use crate::Isa;
 use rayon::prelude::*;
 
 /// Bytes of im2col chunk per thread (see `engine::COL_BUDGET`).
@@ -58,6 +59,7 @@ pub struct BwdFilterPlan {
     rows: usize,
     slots: Slots<Scratch>,
     workspace: usize,
+    isa: Isa,
 }
 
 /// `len` cut into `parts` near-equal ranges, boundaries on multiples of
@@ -104,7 +106,7 @@ impl BwdFilterPlan {
         threads * (4 * u(l.col_len + l.partial_len) + 8 * u(p.oc)) + u(split)
     }
 
-    pub fn new(p: &ConvShape) -> Self {
+    pub fn new(p: &ConvShape, isa: Isa) -> Self {
         let Layout {
             gather,
             split,
@@ -127,6 +129,7 @@ impl BwdFilterPlan {
             rows,
             slots,
             workspace,
+            isa,
         }
     }
 
@@ -303,7 +306,7 @@ impl BwdFilterPlan {
             // lhs/rhs cover kb x rows and rows x nb elements of live buffers.
             unsafe {
                 let d = wei.ptr().add(t.g * k * ocg + t.k0 * ocg + t.n0);
-                gemm_f32(kb, nb, rows, d, ocg, p0 > 0, lhs, rhs);
+                gemm_f32(self.isa, kb, nb, rows, d, ocg, p0 > 0, lhs, rhs);
             }
             if do_bias {
                 let rows_dd = &diff_dst[p0 * p.oc..(p0 + rows) * p.oc];
@@ -344,7 +347,7 @@ impl BwdFilterPlan {
                 let d = &mut s.partial[g * k * ocg..(g + 1) * k * ocg];
                 // SAFETY: d is this thread's own K x ocg partial; lhs/rhs
                 // cover k x rows and rows x ocg elements of live buffers.
-                unsafe { gemm_f32(k, ocg, rows, d.as_mut_ptr(), ocg, true, lhs, rhs) };
+                unsafe { gemm_f32(self.isa, k, ocg, rows, d.as_mut_ptr(), ocg, true, lhs, rhs) };
             }
             if want_bias {
                 let rows_dd = &diff_dst[p0 * p.oc..(p0 + rows) * p.oc];

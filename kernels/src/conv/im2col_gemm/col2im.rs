@@ -7,6 +7,7 @@
 use super::blas::{gemm_f32, MatRef};
 use super::par::{SendPtr, Slots};
 use crate::conv::ConvShape;
+use crate::Isa;
 use rayon::prelude::*;
 
 /// Output pixels per GEMM: their `col` rows (`taps·icg` floats each) stay
@@ -17,6 +18,7 @@ pub struct Col2imPlan {
     p: ConvShape,
     rows: usize,
     slots: Slots<Vec<f32>>,
+    isa: Isa,
 }
 
 impl Col2imPlan {
@@ -32,13 +34,14 @@ impl Col2imPlan {
         rayon::current_num_threads().max(1) as u128 * per_slot
     }
 
-    pub fn new(p: &ConvShape) -> Self {
+    pub fn new(p: &ConvShape, isa: Isa) -> Self {
         let rows = ROWS.min(p.oh * p.ow);
         let len = rows * p.taps() * p.icg();
         Col2imPlan {
             p: *p,
             rows,
             slots: Slots::new(|| vec![0.0; len]),
+            isa,
         }
     }
 
@@ -91,7 +94,19 @@ impl Col2imPlan {
                 // SAFETY: col holds rows x width floats of this thread's own
                 // scratch; lhs reads rows x ocg of diff_dst, rhs ocg x width
                 // of group g's weights (lengths asserted in `run`).
-                unsafe { gemm_f32(rows, width, ocg, col.as_mut_ptr(), width, false, lhs, rhs) };
+                unsafe {
+                    gemm_f32(
+                        self.isa,
+                        rows,
+                        width,
+                        ocg,
+                        col.as_mut_ptr(),
+                        width,
+                        false,
+                        lhs,
+                        rhs,
+                    )
+                };
                 for (i, row) in col[..rows * width].chunks_exact(width).enumerate() {
                     let (oh, ow) = ((p0 + i) / p.ow, (p0 + i) % p.ow);
                     for r in 0..p.kh {

@@ -11,6 +11,7 @@ use super::blas::{gemm_f32, MatRef};
 use super::gather::Gather;
 use super::packed::{self, PackedB, NR};
 use super::par::{SendPtr, Slots};
+use crate::Isa;
 use rayon::prelude::*;
 
 /// Bytes of im2col chunk one thread aims to keep: half of a 1.25 MiB L2, so
@@ -69,16 +70,16 @@ impl ConvGemm {
     fn direct(&self) -> bool {
         self.gather.y.writes_identity(self.dst_h) && self.gather.x.writes_identity(self.dst_w)
     }
-    /// Whether [`PackedB::gemm`] runs this conv: one group and one tap
-    /// (the 1x1 layers), dense weights, on AVX-512.
-    fn packable(&self) -> bool {
+    /// Whether [`PackedB::gemm`] runs this conv on `isa`: one group and
+    /// one tap (the 1x1 layers), dense weights, on AVX-512.
+    fn packable(&self, isa: Isa) -> bool {
         self.packed
             && matches!(self.wei, Weights::Dense { .. })
             && self.groups == 1
             && self.gather.k() == self.gather.cg
             && self.gather.k() > 0
             && self.gather.pixels() >= PACKED_MIN_PIXELS
-            && packed::available()
+            && packed::available(isa)
     }
     /// Weight buffer length this conv needs.
     fn wei_len(&self) -> usize {
@@ -123,6 +124,8 @@ pub struct Engine {
     workspace: usize,
     /// Whether the packed convs store dst non-temporally (see `new`).
     streams: bool,
+    /// What the `gemm` crate's calls run on.
+    isa: Isa,
 }
 
 /// How [`Engine::new`] splits its convs, computed before anything big is
@@ -175,13 +178,13 @@ impl Engine {
     /// The bytes [`Engine::new`] allocates for `convs` on the current pool
     /// (see
     /// [`ConvAlgo::workspace_bound`](crate::conv::ConvAlgo::workspace_bound)).
-    pub fn bytes_bound(convs: &[ConvGemm]) -> u128 {
-        let l = Layout::new(convs, |ci| convs[ci].packable());
+    pub fn bytes_bound(convs: &[ConvGemm], isa: Isa) -> u128 {
+        let l = Layout::new(convs, |ci| convs[ci].packable(isa));
         let u = |v: usize| v as u128;
         let threads = u(rayon::current_num_threads().max(1));
         let packed: u128 = convs
             .iter()
-            .filter(|c| c.packable())
+            .filter(|c| c.packable(isa))
             .map(|c| 4 * u(c.gather.k()) * u(c.dg.div_ceil(NR) * NR))
             .sum();
         threads * 4 * u(l.col_len + l.out_len)
@@ -190,10 +193,12 @@ impl Engine {
             + u(convs.len()) * 64
     }
 
-    pub fn new(convs: Vec<ConvGemm>) -> Self {
+    /// The engine for `convs` on `isa`, which
+    /// [`blas::runs_on`](super::blas::runs_on) must accept.
+    pub fn new(convs: Vec<ConvGemm>, isa: Isa) -> Self {
         let packed: Vec<Option<PackedB>> = convs
             .iter()
-            .map(|c| c.packable().then(|| PackedB::new(c.gather.k(), c.dg)))
+            .map(|c| c.packable(isa).then(|| PackedB::new(c.gather.k(), c.dg)))
             .collect();
         let l = Layout::new(&convs, |ci| packed[ci].is_some());
         let mut items = Vec::with_capacity(l.items);
@@ -245,6 +250,7 @@ impl Engine {
             slots,
             workspace,
             streams,
+            isa,
         }
     }
 
@@ -283,13 +289,24 @@ impl Engine {
                 pb.pack(&wei[*off..], c.dg);
             }
         }
-        let stream = self.streams;
+        let (stream, isa) = (self.streams, self.isa);
         let dst = SendPtr(dst.as_mut_ptr());
         let (convs, slots, packed) = (&self.convs, &self.slots, &self.packed);
         self.items.par_iter().for_each(|it| {
             let mut s = slots.lock();
             let pb = packed[it.conv].as_ref();
-            run_item(&convs[it.conv], pb, it, src, wei, bias, dst, &mut s, stream);
+            run_item(
+                &convs[it.conv],
+                pb,
+                it,
+                src,
+                wei,
+                bias,
+                dst,
+                &mut s,
+                stream,
+                isa,
+            );
             if stream {
                 crate::stream::fence();
             }
@@ -352,6 +369,7 @@ fn run_item(
     dst: SendPtr,
     s: &mut Scratch,
     stream: bool,
+    isa: Isa,
 ) {
     let gt = &c.gather;
     let (k, nbw) = (gt.k(), it.n1 - it.n0);
@@ -406,7 +424,7 @@ fn run_item(
                     rs: c.dg as isize,
                     cs: 1,
                 };
-                gemm_f32(it.rows, nbw, k, d, d_rs, acc, lhs, rhs);
+                gemm_f32(isa, it.rows, nbw, k, d, d_rs, acc, lhs, rhs);
             }
             Weights::TapsT { offs, group, cs } if !offs.is_empty() => {
                 let cg = gt.cg;
@@ -421,10 +439,10 @@ fn run_item(
                         rs: 1,
                         cs: *cs as isize,
                     };
-                    gemm_f32(it.rows, nbw, cg, d, d_rs, acc || t > 0, lhs_t, rhs);
+                    gemm_f32(isa, it.rows, nbw, cg, d, d_rs, acc || t > 0, lhs_t, rhs);
                 }
             }
-            Weights::TapsT { .. } => gemm_f32(it.rows, nbw, 0, d, d_rs, acc, lhs, lhs),
+            Weights::TapsT { .. } => gemm_f32(isa, it.rows, nbw, 0, d, d_rs, acc, lhs, lhs),
         }
     };
     let ch0 = it.g * c.dg + it.n0;

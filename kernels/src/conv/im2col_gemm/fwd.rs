@@ -3,6 +3,7 @@
 use super::engine::{ConvGemm, Engine, Weights};
 use super::gather::{AxisMap, Gather};
 use crate::conv::ConvShape;
+use crate::Isa;
 
 /// The forward gather of `p`: output pixels read `src` through the kernel
 /// taps. Also the im2col matrix of backward-filter.
@@ -37,13 +38,13 @@ fn conv(p: &ConvShape) -> ConvGemm {
 
 impl FwdPlan {
     /// The bytes [`FwdPlan::new`] allocates.
-    pub fn bytes_bound(p: &ConvShape) -> u128 {
-        Engine::bytes_bound(&[conv(p)])
+    pub fn bytes_bound(p: &ConvShape, isa: Isa) -> u128 {
+        Engine::bytes_bound(&[conv(p)], isa)
     }
 
-    pub fn new(p: &ConvShape) -> Self {
+    pub fn new(p: &ConvShape, isa: Isa) -> Self {
         FwdPlan {
-            engine: Engine::new(vec![conv(p)]),
+            engine: Engine::new(vec![conv(p)], isa),
         }
     }
 

@@ -35,37 +35,29 @@ impl ConvAlgo for Im2colGemm {
     }
 
     fn supports(&self, _: &ConvShape, _: Direction, isa: Isa) -> Result<(), String> {
-        let best = Isa::detect();
-        if isa == best {
-            Ok(())
-        } else {
-            Err(format!(
-                "the gemm crate picks its own ISA ({}); use --isa auto",
-                blas::gemm_isa()
-            ))
-        }
+        blas::refusal(isa)
     }
 
-    fn plan(&self, p: &ConvShape, dir: Direction, _: Isa) -> Box<dyn ConvPlan> {
+    fn plan(&self, p: &ConvShape, dir: Direction, isa: Isa) -> Box<dyn ConvPlan> {
         let kind = match dir {
-            Direction::Fwd => Kind::Fwd(fwd::FwdPlan::new(p)),
+            Direction::Fwd => Kind::Fwd(fwd::FwdPlan::new(p, isa)),
             Direction::BwdData if col2im::Col2imPlan::fits(p) => {
-                Kind::Col2im(col2im::Col2imPlan::new(p))
+                Kind::Col2im(col2im::Col2imPlan::new(p, isa))
             }
-            Direction::BwdData => Kind::BwdData(bwd_data::BwdDataPlan::new(p)),
-            Direction::BwdFilter => Kind::BwdFilter(bwd_filter::BwdFilterPlan::new(p)),
+            Direction::BwdData => Kind::BwdData(bwd_data::BwdDataPlan::new(p, isa)),
+            Direction::BwdFilter => Kind::BwdFilter(bwd_filter::BwdFilterPlan::new(p, isa)),
         };
-        Box::new(Plan { p: *p, kind })
+        Box::new(Plan { p: *p, kind, isa })
     }
 
-    fn workspace_bound(&self, p: &ConvShape, dir: Direction, _: Isa) -> u128 {
+    fn workspace_bound(&self, p: &ConvShape, dir: Direction, isa: Isa) -> u128 {
         PLAN_SMALL_BYTES
             + match dir {
-                Direction::Fwd => fwd::FwdPlan::bytes_bound(p),
+                Direction::Fwd => fwd::FwdPlan::bytes_bound(p, isa),
                 Direction::BwdData if col2im::Col2imPlan::fits(p) => {
                     col2im::Col2imPlan::bytes_bound(p)
                 }
-                Direction::BwdData => bwd_data::BwdDataPlan::bytes_bound(p),
+                Direction::BwdData => bwd_data::BwdDataPlan::bytes_bound(p, isa),
                 Direction::BwdFilter => bwd_filter::BwdFilterPlan::bytes_bound(p),
             }
     }
@@ -81,6 +73,7 @@ enum Kind {
 struct Plan {
     p: ConvShape,
     kind: Kind,
+    isa: Isa,
 }
 
 impl ConvPlan for Plan {
@@ -94,7 +87,7 @@ impl ConvPlan for Plan {
     }
 
     fn kernel_name(&self) -> String {
-        format!("im2col+gemm_f32({})", blas::gemm_isa())
+        format!("im2col+gemm_f32({})", blas::nearest(self.isa))
     }
 
     fn execute(&mut self, args: ConvArgs<'_>) {
@@ -182,17 +175,26 @@ mod tests {
         }
     }
 
+    /// Every direction of `p` against the reference on every ISA the
+    /// algorithm supports here (AVX-512 and AVX2 on an AVX-512 CPU).
     fn check(p: &ConvShape) {
+        for isa in Isa::supported() {
+            if Im2colGemm.supports(p, Direction::Fwd, isa).is_ok() {
+                check_on(p, isa);
+            }
+        }
+    }
+
+    fn check_on(p: &ConvShape, isa: Isa) {
         let TestInputs {
             src,
             wei,
             bias,
             diff_dst: dd,
         } = TestInputs::new(p);
-        let isa = Isa::detect();
         let err = |got: &[f32], want: &[f32], what: &str| {
             let e = reference::rel_l2_error(got, want);
-            assert!(e <= 1e-5, "{what}: {e:e} on {p:?}");
+            assert!(e <= 1e-5, "{what} on {isa}: {e:e} on {p:?}");
         };
         let (mut want, mut got) = (vec![0.0; p.dst_len()], vec![f32::NAN; p.dst_len()]);
         reference::fwd(p, &src, &wei, Some(&bias), &mut want);
@@ -295,7 +297,7 @@ mod tests {
             // An odd row length: rows start at every alignment.
             (Direction::Fwd, shape(4, 1, 64, 48, 129, 1, 1, 0)),
         ];
-        if !packed::available() {
+        if !packed::available(Isa::detect()) {
             // Without AVX-512 these layers run on the `gemm` crate; the
             // test still checks them, but nothing streams.
             eprintln!("no AVX-512: the packed GEMM's streamed stores are not tested here");

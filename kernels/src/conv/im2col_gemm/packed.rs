@@ -15,6 +15,7 @@
 //! where the caller asks and the reduction takes one pass, whole vectors
 //! starting on a cache line go out with non-temporal stores.
 
+use crate::Isa;
 use rayon::prelude::*;
 
 /// Output channels per panel (four zmm vectors).
@@ -30,16 +31,10 @@ const MR: usize = 6;
 /// streams.
 const KC: usize = 256;
 
-/// Whether this CPU runs the packed path.
-pub fn available() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        is_x86_feature_detected!("avx512f")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
+/// Whether the packed path runs on `isa` here: its micro-kernel is
+/// AVX-512 only.
+pub fn available(isa: Isa) -> bool {
+    isa == Isa::Avx512 && isa.is_supported()
 }
 
 /// `B[k x n]` packed into `NR`-wide panels.

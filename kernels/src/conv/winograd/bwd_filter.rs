@@ -51,7 +51,7 @@ impl FilterGrad {
         isa: Isa,
         chunk_bytes: usize,
     ) -> (bool, usize, usize, usize) {
-        let packed = isa == Isa::Avx512 && packed::available();
+        let packed = packed::available(isa);
         let panel_w = if packed { NR } else { n.max(1) };
         let n_pad = n.div_ceil(panel_w) * panel_w;
         let chunk = (chunk_bytes / (XI * (k + n_pad) * 4).max(1)).clamp(1, tiles.max(1));
@@ -103,7 +103,7 @@ impl WinogradPlan {
     ) {
         let mut fg = self.filter.take().expect("a backward-filter plan");
         let (k, n, tiles) = (self.q.ic, self.q.oc, self.tiles());
-        let (chunk, panel_w) = (fg.chunk, fg.panel_w);
+        let (chunk, panel_w, isa) = (fg.chunk, fg.panel_w, self.isa);
         let n_pad = n.div_ceil(panel_w) * panel_w;
         let (v, h, sums) = (
             SendPtr(fg.v.as_mut_ptr()),
@@ -155,6 +155,7 @@ impl WinogradPlan {
                     // SAFETY: as above, one point per item.
                     unsafe {
                         blas::gemm_f32(
+                            isa,
                             k,
                             n,
                             t1 - t0,

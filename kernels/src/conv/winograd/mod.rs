@@ -66,13 +66,7 @@ impl ConvAlgo for Winograd {
         if p.ph > 2 || p.pw > 2 {
             return Err("runs padding of at most 2 only".into());
         }
-        let best = Isa::detect();
-        if isa != best {
-            return Err(format!(
-                "its GEMMs run on the best ISA here ({best}); use --isa auto"
-            ));
-        }
-        Ok(())
+        blas::refusal(isa)
     }
 
     fn plan(&self, p: &ConvShape, dir: Direction, isa: Isa) -> Box<dyn ConvPlan> {
@@ -175,7 +169,7 @@ impl WinogradPlan {
                 bwd_filter::CHUNK_BYTES,
             );
         }
-        let weights = if isa == Isa::Avx512 && packed::available() {
+        let weights = if packed::available(isa) {
             4 * xi * k * u(q.oc.div_ceil(NR) * NR)
         } else {
             4 * xi * k * n
@@ -211,7 +205,7 @@ impl WinogradPlan {
         let weights = if filter.is_some() {
             // The backward-filter keeps its own buffers.
             Weights::Plain(Vec::new())
-        } else if isa == Isa::Avx512 && packed::available() {
+        } else if packed::available(isa) {
             Weights::Packed((0..XI).map(|_| PackedB::new(k, n)).collect())
         } else {
             Weights::Plain(vec![0.0; XI * k * n])
@@ -439,6 +433,7 @@ impl WinogradPlan {
             // SAFETY: as above; U's matrix of point xi is K x N.
             Weights::Plain(u) => unsafe {
                 blas::gemm_f32(
+                    self.isa,
                     rows,
                     n1 - n0,
                     k,
@@ -603,7 +598,7 @@ impl ConvPlan for WinogradPlan {
         if packed {
             base
         } else {
-            format!("{base}+gemm_f32({})", blas::gemm_isa())
+            format!("{base}+gemm_f32({})", blas::nearest(self.isa))
         }
     }
 

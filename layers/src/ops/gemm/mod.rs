@@ -33,9 +33,10 @@ impl GemmTensors {
         4 * (s.m as u128 * s.k as u128 + s.k as u128 * s.n as u128 + s.m as u128 * s.n as u128)
     }
 
-    /// Runs the CPU GEMM once into `c`.
-    pub fn run_cpu(&mut self) {
-        cnnbench_kernels::gemm::sgemm(&self.shape, &self.a, &self.b, &mut self.c);
+    /// Runs the CPU GEMM once into `c`, on `isa` (see
+    /// [`cnnbench_kernels::gemm`]).
+    pub fn run_cpu(&mut self, isa: cnnbench_kernels::Isa) {
+        cnnbench_kernels::gemm::sgemm(isa, &self.shape, &self.a, &self.b, &mut self.c);
     }
 
     pub fn reference(&self) -> Vec<f32> {
@@ -59,7 +60,7 @@ mod tests {
             trans_b: false,
         };
         let mut t = GemmTensors::random(&s, 3);
-        t.run_cpu();
+        t.run_cpu(cnnbench_kernels::Isa::detect());
         let e = cnnbench_kernels::conv::reference::rel_l2_error(&t.c, &t.reference());
         assert!(e < 1e-6, "{e}");
     }

@@ -30,7 +30,7 @@ impl LinearLayer {
         if ctx.reference {
             gemm::reference(&s, a, b, c);
         } else {
-            gemm::sgemm(&s, a, b, c);
+            gemm::sgemm(ctx.isa, &s, a, b, c);
         }
     }
 }
