@@ -311,6 +311,50 @@ fn gemm_checks_and_honours_the_json_contract() {
 }
 
 #[test]
+fn gemm_and_im2col_run_on_avx2_when_asked() {
+    let o = cnnbench(&["gemm", "64x48x32", "--device", "cpu", "--isa", "avx3"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert_eq!(stderr(&o).trim().lines().count(), 1, "{}", stderr(&o));
+    if !cnnbench_kernels::Isa::Avx2.is_supported() {
+        return;
+    }
+    let kernels = |args: &[&str]| -> Vec<String> {
+        let o = cnnbench(args);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let doc: Value = serde_json::from_str(&stdout(&o)).expect("stdout is JSON");
+        doc["records"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                assert_eq!(r["check"]["passed"], true, "{r}");
+                r["kernel"].as_str().unwrap().to_string()
+            })
+            .collect()
+    };
+    let quick = [
+        "--check", "--format", "json", "--iters", "1", "--warmup", "0",
+    ];
+    let mut gemm = vec!["gemm", "600x64x32", "--device", "cpu", "--isa", "avx2"];
+    gemm.extend(quick);
+    assert_eq!(kernels(&gemm), ["tiled gemm_f32(avx2)"]);
+    let mut conv = vec![
+        "conv",
+        "mb2ic8ih9oc16oh9kh3ph1",
+        "--device",
+        "cpu",
+        "--isa",
+        "avx2",
+        "--algo",
+        "im2col_gemm",
+        "--dir",
+        "fwd",
+    ];
+    conv.extend(quick);
+    assert_eq!(kernels(&conv), ["im2col+gemm_f32(avx2)"]);
+}
+
+#[test]
 fn dump_writes_logical_order_npy_that_recomputes() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("d");

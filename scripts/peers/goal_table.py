@@ -31,7 +31,8 @@ problems under their bars) and DIR/goals.json, and prints the markdown.
 The goals are issue 29's: convolutions at a median of at least 1.10x oneDNN
 per direction, none under 0.9x, 3x3 layers at 80% of the FMA peak in every
 direction (the best peak cnnbench measured in any round, as side_by_side.py
-takes it; Winograd's are effective rates); every LSTM and GRU problem at
+takes it, scaled to the capped ISA's with --isa; Winograd's are effective
+rates); every LSTM and GRU problem at
 least 1.0x forward and backward; the ResNet-50 step at least 1.25x. Ratios
 are PyTorch ms / cnnbench ms: above 1, cnnbench is faster. Standard library
 only; the goal arithmetic is tested by test_goal_table.py without PyTorch.
@@ -82,14 +83,26 @@ def machine(cnnbench, threads):
             "machine": platform.machine()}
 
 
+def isa_peak_scale(m, isa):
+    """The FMA peak of `isa` over the best ISA's, both from cnnbench info's table in `m`: cnnbench's
+    records divide by the best ISA's peak, and a run capped at `isa` is judged against its own (on a
+    Zen 4, AVX2's equals AVX-512's; on an Intel part with two FMA units it is about half)."""
+    peaks = {p["isa"]: p["gflops_all_threads"] for p in m.get("peak") or []}
+    if isa not in peaks or not peaks:
+        return 1.0
+    return peaks[isa] / max(peaks.values())
+
+
 def read_csv(path):
     with open(path, newline="") as f:
         return list(csv.DictReader(f))
 
 
-def conv_results(out):
-    """side_by_side.py's convolution rows in `out`: compare.rows at its peak (the best of any round)."""
+def conv_results(out, peak_scale=1.0):
+    """side_by_side.py's convolution rows in `out`: compare.rows at its peak (the best of any round,
+    which is the best ISA's), times `peak_scale` (see isa_peak_scale)."""
     peak = compare.best_peak(read_csv(os.path.join(out, "cnnbench_all.csv")))
+    peak = peak * peak_scale if peak is not None else None
     rows = compare.rows(compare.load(os.path.join(out, "cnnbench.csv")),
                         compare.load(os.path.join(out, "pytorch.csv")), peak)
     return {"peak_gflops": peak, "rows": rows}
@@ -237,7 +250,7 @@ def main(argv):
     if "conv" in parts:
         out = os.path.join(a.out, "conv")
         run_step(sbs + ["--out", out, "--from", a.conv_from, "--rounds", str(a.conv_rounds)] + common)
-        conv = conv_results(out)
+        conv = conv_results(out, isa_peak_scale(m, a.isa) if a.isa else 1.0)
     if "step" in parts:
         out = os.path.join(a.out, "step")
         run_step(sbs + ["--out", out, "--models", a.model, "--rounds", str(a.step_rounds)] + common)

@@ -48,6 +48,18 @@ class GoalTable(unittest.TestCase):
         self.assertAlmostEqual(conv["peak_gflops"], 200.0)
         return {g["goal"].split(",")[0].split(" at ")[0]: g for g in gt.goals(conv=conv)}
 
+    def test_a_capped_isa_is_judged_against_its_own_peak(self):
+        m = {"peak": [{"isa": "avx512", "gflops_all_threads": 400.0},
+                      {"isa": "avx2", "gflops_all_threads": 200.0}, {"isa": "scalar", "gflops_all_threads": 25.0}]}
+        self.assertAlmostEqual(gt.isa_peak_scale(m, "avx2"), 0.5)
+        self.assertAlmostEqual(gt.isa_peak_scale({"peak": None}, "avx2"), 1.0)
+        with tempfile.TemporaryDirectory() as tmp:
+            self.conv_dir(tmp)
+            conv = gt.conv_results(tmp, 0.5)
+        self.assertAlmostEqual(conv["peak_gflops"], 100.0)
+        # The 3x3's 140 GFLOP/s is 140% of half the 200 GFLOP/s peak.
+        self.assertTrue(all(r["pct"] > 100 for r in conv["rows"] if r["is_3x3"]))
+
     def test_conv_goals_name_each_miss(self):
         table = self.conv_goals()
         median = table["convolutions"]

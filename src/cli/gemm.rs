@@ -35,7 +35,7 @@ pub struct GemmArgs {
     /// Worker threads on the CPU [default: all logical CPUs]; a comma list sweeps
     #[arg(long, value_name = "N", env = "CNNBENCH_THREADS")]
     threads: Option<usize>,
-    /// Instruction set on the CPU: auto, avx512, avx2, scalar (scalar runs the `gemm` crate's own pick: it has no scalar GEMM here)
+    /// Instruction set on the CPU: auto, avx512, avx2, scalar (scalar tiles on the `gemm` crate's own pick, without the packed AVX-512 path)
     #[arg(long, default_value = "auto", value_name = "ISA", env = "CNNBENCH_ISA")]
     isa: String,
     #[command(flatten)]

@@ -78,7 +78,7 @@ pub struct ModelArgs {
     #[arg(long, value_name = "N", env = "CNNBENCH_THREADS")]
     pub threads: Option<usize>,
     /// Instruction set for the CPU path's kernels: auto, avx512, avx2, scalar (with scalar,
-    /// the GEMMs run on the `gemm` crate's own pick); a GPU run records the CPU's best
+    /// the GEMMs run tiled on the `gemm` crate's own pick); a GPU run records the CPU's best
     #[arg(long, default_value = "auto", value_name = "ISA", env = "CNNBENCH_ISA")]
     pub isa: String,
     #[command(flatten)]

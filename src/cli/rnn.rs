@@ -52,7 +52,7 @@ pub struct RnnArgs {
     /// Worker threads [default: all logical CPUs]
     #[arg(long, value_name = "N", env = "CNNBENCH_THREADS")]
     threads: Option<usize>,
-    /// Instruction set for the CPU kernels: auto, avx512, avx2, scalar (with scalar, the whole-sequence GEMMs, the gradients' and an input product over every step, run on the `gemm` crate's own pick)
+    /// Instruction set for the CPU kernels: auto, avx512, avx2, scalar (with scalar, the whole-sequence GEMMs, the gradients' and an input product over every step, run tiled on the `gemm` crate's own pick)
     #[arg(long, default_value = "auto", value_name = "ISA", env = "CNNBENCH_ISA")]
     isa: String,
     #[command(flatten)]

@@ -148,11 +148,8 @@ pub fn run(
             )
         }
         None => (
-            crate::bench::timer::cpu_peak_gflops(
-                cnnbench_kernels::gemm::nearest(req.isa),
-                threads,
-                peak::DEFAULT_REPS,
-            )?,
+            // The best ISA's peak, as conv's, whatever `--isa` runs.
+            crate::bench::timer::cpu_peak_gflops(Isa::detect(), threads, peak::DEFAULT_REPS)?,
             WallClock.describe(),
             None,
         ),
@@ -161,7 +158,7 @@ pub fn run(
         gpu: gpu_info,
         ..Environment::here(
             threads,
-            cnnbench_kernels::gemm::nearest(req.isa).name().into(),
+            req.isa.name().into(),
             Some(peak_gflops),
             timer_text,
         )

@@ -6,11 +6,10 @@
 //! micro-kernels (see [`Path`]). Every entry takes the ISA to run on; the
 //! tiles run on [`nearest`] to it.
 
+/// The ISA the tiles run on for a requested one: that ISA, or the `gemm`
+/// crate's own pick below AVX2 (where the packed path is off too).
+pub use crate::conv::im2col_gemm::blas::nearest;
 use crate::conv::im2col_gemm::blas::{gemm_f32, MatRef};
-/// The instruction set the `gemm` crate picks itself, and the one the
-/// tiles run on for a requested ISA (that ISA, or the crate's own below
-/// AVX2).
-pub use crate::conv::im2col_gemm::blas::{gemm_isa, nearest};
 use crate::conv::im2col_gemm::packed::{self, NR};
 use crate::Isa;
 use rayon::prelude::*;
@@ -472,11 +471,6 @@ mod tests {
         assert_eq!(c, [19., 22., 43., 50.]);
     }
 
-    /// The ISAs this CPU runs.
-    fn isas() -> impl Iterator<Item = Isa> {
-        Isa::ALL.into_iter().filter(|i| i.is_supported())
-    }
-
     #[test]
     fn packed_gemm_matches_the_reference_in_chunks_and_panel_groups() {
         if !packed::available(Isa::Avx512) {
@@ -540,7 +534,7 @@ mod tests {
                 for (t, w) in want.chunks_mut(m * n).enumerate() {
                     reference(&s, &a[t * stride..][..m * k], &b, w);
                 }
-                for isa in isas() {
+                for isa in Isa::supported() {
                     let mut got = vec![f32::NAN; want.len()];
                     sgemm_batched_acc(isa, &s, batches, &a, stride, &b, &mut got, false);
                     let e = rel_l2_error(&got, &want);
@@ -653,7 +647,7 @@ mod tests {
         ] {
             for s in transposes(m, n, k) {
                 let (a, b, want) = case(&s, 1);
-                for isa in isas() {
+                for isa in Isa::supported() {
                     let mut got = vec![f32::NAN; m * n];
                     sgemm(isa, &s, &a, &b, &mut got);
                     let e = rel_l2_error(&got, &want);

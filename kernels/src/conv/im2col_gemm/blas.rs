@@ -101,13 +101,17 @@ pub fn nearest(isa: Isa) -> Isa {
 /// Why [`runs_on`] refuses `isa`, for an algorithm's `supports`.
 pub fn refusal(isa: Isa) -> Result<(), String> {
     if runs_on(isa) {
-        Ok(())
-    } else {
-        Err(format!(
-            "its GEMMs run on {} or avx2 here, not {isa}; use --isa auto",
-            gemm_isa()
-        ))
+        return Ok(());
     }
+    let here: Vec<&str> = Isa::ALL
+        .into_iter()
+        .filter(|&i| runs_on(i))
+        .map(Isa::name)
+        .collect();
+    Err(format!(
+        "its GEMMs run on {} here, not {isa}; use --isa auto",
+        here.join(" or ")
+    ))
 }
 
 /// The `gemm` crate's AVX2 micro-kernels (`gemm_f32::microkernel::fma`),
@@ -132,6 +136,8 @@ mod avx2 {
     ///
     /// # Safety
     /// As [`gemm::gemm`]; and [`available`] must hold.
+    // Not inlined, as the crate's own `gemm_basic`: the driver is large.
+    #[inline(never)]
     #[allow(clippy::too_many_arguments)]
     pub unsafe fn gemm(
         m: usize,
@@ -293,7 +299,7 @@ mod tests {
     /// On every ISA it runs here (on an AVX-512 CPU: the crate's own
     /// AVX-512 and the AVX2 instantiation): A read as rows and as columns,
     /// a dst row stride past its width, overwrite then accumulate, and an
-    /// empty reduction.
+    /// empty reduction (which `gemm_f32` answers itself, on any ISA).
     #[test]
     fn every_isa_matches_the_reference() {
         let (m, n, k, dst_rs) = (37, 29, 45, 33);
@@ -359,6 +365,26 @@ mod tests {
                 unsafe { gemm_f32(isa, m, n, 0, dst.as_mut_ptr(), dst_rs, false, lhs, rhs) };
                 assert!(rows(&dst).iter().all(|&v| v == 0.0), "{isa} {what}: k = 0");
             }
+        }
+    }
+
+    #[test]
+    fn the_isas_it_runs_on() {
+        let best = gemm_isa();
+        assert!(runs_on(best) && nearest(best) == best);
+        // Scalar is never run: the crate's own pick stands in for it.
+        if best != Isa::Scalar {
+            assert!(!runs_on(Isa::Scalar));
+            assert_eq!(nearest(Isa::Scalar), best);
+            let why = refusal(Isa::Scalar).unwrap_err();
+            assert!(
+                why.contains("not scalar") && !why.contains("scalar or"),
+                "{why}"
+            );
+        }
+        if best == Isa::Avx512 {
+            assert!(runs_on(Isa::Avx2) && nearest(Isa::Avx2) == Isa::Avx2);
+            assert!(refusal(Isa::Scalar).unwrap_err().contains("avx512 or avx2"));
         }
     }
 }

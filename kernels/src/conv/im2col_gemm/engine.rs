@@ -196,6 +196,7 @@ impl Engine {
     /// The engine for `convs` on `isa`, which
     /// [`blas::runs_on`](super::blas::runs_on) must accept.
     pub fn new(convs: Vec<ConvGemm>, isa: Isa) -> Self {
+        debug_assert!(super::blas::runs_on(isa), "im2col engine on {isa}");
         let packed: Vec<Option<PackedB>> = convs
             .iter()
             .map(|c| c.packable(isa).then(|| PackedB::new(c.gather.k(), c.dg)))
