@@ -181,7 +181,7 @@ impl Path {
     pub fn for_shape(isa: Isa, s: &GemmShape) -> Path {
         let padded = s.n.div_ceil(NR) * NR;
         let wide = s.n >= NR && s.n <= 1024 && 4 * padded <= 5 * s.n;
-        if packed::available(isa) && wide && s.m * s.n >= 1 << 17 {
+        if packed::available_for_all(isa) && wide && s.m * s.n >= 1 << 17 {
             Path::Packed
         } else {
             Path::Tiled
@@ -343,7 +343,9 @@ fn sgemm_packed(
                 // task alone; A_t's elements (i, k0..k0+kc) and the panels
                 // of columns n0..n1 (kc rows each) are in bounds.
                 unsafe {
+                    // Path::Packed and `batch_packs` hold on AVX-512 only.
                     packed::gemm_panels(
+                        Isa::Avx512,
                         rows.min(m - i0),
                         kc,
                         a_ptr.get().add(a0),
@@ -575,7 +577,7 @@ mod tests {
             let isa = Isa::detect();
             assert_eq!(
                 Path::for_shape(isa, &s) == Path::Packed,
-                packed::available(isa)
+                packed::available_for_all(isa)
             );
             let (a, b, want) = case(&s, 5);
             let pool = rayon::ThreadPoolBuilder::new()

@@ -413,7 +413,7 @@ fn the_input_gradient_reads_every_steps_gate_gradients_in_place() {
         trans_b: false,
     };
     let isa = Isa::detect();
-    let packed = crate::conv::im2col_gemm::packed::available(isa);
+    let packed = crate::conv::im2col_gemm::packed::available_for_all(isa);
     assert_eq!(crate::gemm::batch_packs(isa, &dx(1024), 12), packed);
     assert!(!crate::gemm::batch_packs(isa, &dx(64), 12));
     for (cell, direction) in [

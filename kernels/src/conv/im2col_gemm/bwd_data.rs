@@ -169,6 +169,10 @@ impl BwdDataPlan {
         }
     }
 
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
     pub fn workspace_bytes(&self) -> usize {
         self.engine.workspace_bytes() + 4 * self.wt.len()
     }

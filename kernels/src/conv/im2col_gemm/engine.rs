@@ -71,7 +71,12 @@ impl ConvGemm {
         self.gather.y.writes_identity(self.dst_h) && self.gather.x.writes_identity(self.dst_w)
     }
     /// Whether [`PackedB::gemm`] runs this conv on `isa`: one group and
-    /// one tap (the 1x1 layers), dense weights, on AVX-512.
+    /// one tap (the 1x1 layers), dense weights, on AVX-512, or on AVX2
+    /// where the reduction takes one pass. AVX2 against the `gemm` crate's
+    /// AVX2 tiles (ResNet-50's 1x1 layers at batch 16, Zen 4 VM, 2 threads,
+    /// ABBA, two runs of 3 rounds, `--algo im2col_gemm`): reductions of
+    /// 64-256 at 56x56 and 28x28 1.04-1.37x, forward and backward-data;
+    /// of 512 (two passes) 0.93-1.10x, median 0.99x.
     fn packable(&self, isa: Isa) -> bool {
         self.packed
             && matches!(self.wei, Weights::Dense { .. })
@@ -80,6 +85,7 @@ impl ConvGemm {
             && self.gather.k() > 0
             && self.gather.pixels() >= PACKED_MIN_PIXELS
             && packed::available(isa)
+            && (isa == Isa::Avx512 || self.gather.k() <= packed::KC)
     }
     /// Weight buffer length this conv needs.
     fn wei_len(&self) -> usize {
@@ -199,7 +205,10 @@ impl Engine {
         debug_assert!(super::blas::runs_on(isa), "im2col engine on {isa}");
         let packed: Vec<Option<PackedB>> = convs
             .iter()
-            .map(|c| c.packable(isa).then(|| PackedB::new(c.gather.k(), c.dg)))
+            .map(|c| {
+                c.packable(isa)
+                    .then(|| PackedB::new(c.gather.k(), c.dg, isa))
+            })
             .collect();
         let l = Layout::new(&convs, |ci| packed[ci].is_some());
         let mut items = Vec::with_capacity(l.items);
@@ -257,6 +266,16 @@ impl Engine {
 
     pub fn workspace_bytes(&self) -> usize {
         self.workspace
+    }
+
+    /// The packed micro-kernel's name where a conv runs on it, for records
+    /// (`avx512_gemm_f32_6x64`, `avx2_gemm_f32_6x16`).
+    pub fn packed_kernel(&self) -> Option<&'static str> {
+        self.packed.iter().flatten().next()?;
+        Some(match self.isa {
+            Isa::Avx512 => "avx512_gemm_f32_6x64",
+            _ => "avx2_gemm_f32_6x16",
+        })
     }
 
     /// Runs every conv: reads `src` and the weight buffer `wei`, adds `bias`

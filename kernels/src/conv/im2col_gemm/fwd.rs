@@ -52,6 +52,10 @@ impl FwdPlan {
         self.engine.workspace_bytes()
     }
 
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
     pub fn run(&mut self, src: &[f32], wei: &[f32], bias: Option<&[f32]>, dst: &mut [f32]) {
         self.engine.run(src, wei, bias, dst);
     }

@@ -87,7 +87,15 @@ impl ConvPlan for Plan {
     }
 
     fn kernel_name(&self) -> String {
-        format!("im2col+gemm_f32({})", blas::nearest(self.isa))
+        let engine = match &self.kind {
+            Kind::Fwd(k) => Some(k.engine()),
+            Kind::BwdData(k) => Some(k.engine()),
+            Kind::Col2im(_) | Kind::BwdFilter(_) => None,
+        };
+        match engine.and_then(|e| e.packed_kernel()) {
+            Some(name) => format!("im2col+{name}"),
+            None => format!("im2col+gemm_f32({})", blas::nearest(self.isa)),
+        }
     }
 
     fn execute(&mut self, args: ConvArgs<'_>) {
@@ -297,17 +305,25 @@ mod tests {
             // An odd row length: rows start at every alignment.
             (Direction::Fwd, shape(4, 1, 64, 48, 129, 1, 1, 0)),
         ];
-        if !packed::available(Isa::detect()) {
-            // Without AVX-512 these layers run on the `gemm` crate; the
-            // test still checks them, but nothing streams.
-            eprintln!("no AVX-512: the packed GEMM's streamed stores are not tested here");
+        let mut isas: Vec<Isa> = Isa::supported()
+            .into_iter()
+            .filter(|&i| packed::available(i))
+            .collect();
+        if isas.is_empty() {
+            // Without AVX2 these layers run on the `gemm` crate; the test
+            // still checks them, but nothing streams.
+            eprintln!("no AVX2: the packed GEMM's streamed stores are not tested here");
+            isas.push(Isa::detect());
         }
-        for (dir, p) in cases {
+        for (isa, (dir, p)) in isas
+            .iter()
+            .flat_map(|&i| cases.iter().map(move |&c| (i, c)))
+        {
             let out_len = TestInputs::out_len(&p, dir);
             assert!(crate::stream::bypasses_cache(out_len), "{p:?}");
             let inputs = TestInputs::new(&p);
             let want = inputs.want(&p, dir);
-            let mut plan = Im2colGemm.plan(&p, dir, Isa::detect());
+            let mut plan = Im2colGemm.plan(&p, dir, isa);
             let mut buf = vec![0.0f32; out_len + 32];
             // The first float of `buf` on a cache line.
             let line = (64 - buf.as_ptr() as usize % 64) % 64 / 4;
@@ -316,11 +332,11 @@ mod tests {
                 let out = &mut buf[off..off + out_len];
                 inputs.execute(plan.as_mut(), dir, out);
                 let e = reference::rel_l2_error(out, &want);
-                assert!(e <= 1e-5, "{dir} offset {off}: {e:e} on {p:?}");
+                assert!(e <= 1e-5, "{isa} {dir} offset {off}: {e:e} on {p:?}");
                 let mut outside = buf[..off].iter().chain(&buf[off + out_len..]);
                 assert!(
                     outside.all(|v| v.is_nan()),
-                    "{dir} offset {off}: wrote outside its output on {p:?}"
+                    "{isa} {dir} offset {off}: wrote outside its output on {p:?}"
                 );
             }
         }

@@ -1,4 +1,5 @@
-//! A small packed GEMM with an AVX-512 micro-kernel, for the single-tap
+//! A small packed GEMM with an AVX-512 micro-kernel (and an AVX2 one over
+//! the same panels, a quarter of a panel at a time), for the single-tap
 //! (1x1) convolutions with many pixels, forward and (where the reduction is
 //! 64 or more) backward-data, and for Winograd's 36 GEMMs (whose
 //! transforms fill the panels themselves; its backward-filter reads A
@@ -11,7 +12,8 @@
 //! output channels (`[panel][K][NR]`, zero-padded), shared by all work
 //! items. The pixel rows `A` are read in place (unit column stride) and
 //! broadcast; each micro-tile is `MR` pixels x `NR` channels, kept in 24
-//! zmm accumulators, with the bias added (or dst accumulated) at store;
+//! zmm accumulators (on AVX2, four tiles of `MR` x 16 in 12 ymm each),
+//! with the bias added (or dst accumulated) at store;
 //! where the caller asks and the reduction takes one pass, whole vectors
 //! starting on a cache line go out with non-temporal stores.
 
@@ -29,27 +31,40 @@ const MR: usize = 6;
 /// 1.00-1.075x per pass, median 1.04x, forward and backward-data; fewer
 /// passes re-read C less, and more outputs take a single pass, which
 /// streams.
-const KC: usize = 256;
+pub(crate) const KC: usize = 256;
 
-/// Whether the packed path runs on `isa` here: its micro-kernel is
-/// AVX-512 only.
+/// Whether the packed path runs on `isa` here: its micro-kernels are
+/// AVX-512's and AVX2's. (Its users other than the 1x1 convolutions were
+/// measured on AVX-512 only, and take it there only.)
 pub fn available(isa: Isa) -> bool {
-    isa == Isa::Avx512 && isa.is_supported()
+    matches!(isa, Isa::Avx512 | Isa::Avx2) && isa.is_supported()
 }
 
-/// `B[k x n]` packed into `NR`-wide panels.
+/// Whether the packed path's users other than the 1x1 convolutions
+/// (Winograd, `crate::gemm` and through it the recurrent layers) take it on
+/// `isa`: on AVX-512, where they were measured against the `gemm` crate.
+pub fn available_for_all(isa: Isa) -> bool {
+    isa == Isa::Avx512 && available(isa)
+}
+
+/// `B[k x n]` packed into `NR`-wide panels, multiplied on `isa`.
 pub struct PackedB {
     buf: Vec<f32>,
     k: usize,
     n: usize,
+    isa: Isa,
 }
 
 impl PackedB {
-    pub fn new(k: usize, n: usize) -> Self {
+    /// Panels for `k x n`, for [`PackedB::gemm`] on `isa`, which
+    /// [`available`] must accept.
+    pub fn new(k: usize, n: usize, isa: Isa) -> Self {
+        assert!(available(isa), "packed GEMM on {isa}");
         PackedB {
             buf: vec![0.0; n.div_ceil(NR) * k * NR],
             k,
             n,
+            isa,
         }
     }
 
@@ -93,7 +108,7 @@ impl PackedB {
     /// `a` must address `rows` rows of `k` readable floats with row stride
     /// `a_rs`; `dst` `rows` rows of `n1 - n0` writable floats with row stride
     /// `dst_rs`, touched by no other thread meanwhile; `bias` (when given)
-    /// `n1 - n0` readable floats. Only call when [`available`]. With
+    /// `n1 - n0` readable floats. With
     /// `stream`, the calling thread must call `crate::stream::fence` before
     /// another thread reads `dst` (the stores are weakly ordered).
     #[allow(clippy::too_many_arguments)]
@@ -115,6 +130,7 @@ impl PackedB {
         // columns n0.. start at panel n0 / NR, k rows each.
         unsafe {
             run_tiles::<false>(
+                self.isa,
                 rows,
                 k,
                 a,
@@ -145,10 +161,11 @@ impl PackedB {
 /// `a` must address A's `rows x k` readable floats as `ta` says; `b` the
 /// panels of columns `n0..n1` (each `k_stride·NR` floats, zeros past the
 /// last column); `c` `rows` rows of `n1 - n0` writable floats, `c_rs`
-/// apart, touched by no other thread meanwhile. Only call when
-/// [`available`].
+/// apart, touched by no other thread meanwhile. Only call where
+/// [`available`] accepts `isa`.
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn gemm_panels(
+    isa: Isa,
     rows: usize,
     k: usize,
     a: *const f32,
@@ -167,11 +184,11 @@ pub unsafe fn gemm_panels(
     unsafe {
         if ta {
             run_tiles::<true>(
-                rows, k, a, a_rs, b, k_stride, n0, n1, c, c_rs, None, acc, false,
+                isa, rows, k, a, a_rs, b, k_stride, n0, n1, c, c_rs, None, acc, false,
             )
         } else {
             run_tiles::<false>(
-                rows, k, a, a_rs, b, k_stride, n0, n1, c, c_rs, None, acc, false,
+                isa, rows, k, a, a_rs, b, k_stride, n0, n1, c, c_rs, None, acc, false,
             )
         }
     }
@@ -231,6 +248,7 @@ pub fn pack_panels(b: &[f32], k: usize, n: usize, tb: bool, k0: usize, kc: usize
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 unsafe fn run_tiles<const TA: bool>(
+    isa: Isa,
     rows: usize,
     k: usize,
     a: *const f32,
@@ -245,6 +263,7 @@ unsafe fn run_tiles<const TA: bool>(
     acc: bool,
     stream: bool,
 ) {
+    assert!(available(isa), "packed GEMM on {isa}");
     if k == 0 {
         if !acc {
             let w = n1 - n0;
@@ -290,13 +309,14 @@ unsafe fn run_tiles<const TA: bool>(
                     // stored C, its lines are already read and cached.
                     stream: stream && !acc && kc == k,
                 };
-                // SAFETY: avx512f is available (callers' contract) and the
-                // tile addresses memory as checked above.
+                // SAFETY: `isa` runs here (asserted above) and the tile
+                // addresses memory as checked above.
                 unsafe {
-                    if tile.stream {
-                        tile_rows::<TA, true>(mr, &tile)
-                    } else {
-                        tile_rows::<TA, false>(mr, &tile)
+                    match (isa, tile.stream) {
+                        (Isa::Avx512, true) => tile_rows::<TA, true>(mr, &tile),
+                        (Isa::Avx512, false) => tile_rows::<TA, false>(mr, &tile),
+                        (_, true) => tile_rows_avx2::<TA, true>(mr, &tile),
+                        (_, false) => tile_rows_avx2::<TA, false>(mr, &tile),
                     }
                 }
                 i0 += mr;
@@ -328,7 +348,40 @@ unsafe fn tile_rows<const TA: bool, const ST: bool>(mr: usize, tile: &Tile) {
     }
 }
 
+/// [`tile_rows`] on AVX2: the panel's four 16-column quarters, one after
+/// another, each through [`avx2_gemm_f32_6x16`] (A's `mr` rows stay in L1
+/// between them).
+///
+/// # Safety
+/// As [`avx2_gemm_f32_6x16`].
+#[inline(always)]
+unsafe fn tile_rows_avx2<const TA: bool, const ST: bool>(mr: usize, tile: &Tile) {
+    for q in 0..tile.w.div_ceil(16) {
+        let quarter = Tile {
+            // SAFETY: column 16q of the panel and of C's tile, inside
+            // them (16q < w <= NR).
+            b: unsafe { tile.b.add(16 * q) },
+            c: unsafe { tile.c.add(16 * q) },
+            bias: tile.bias.map(|p| unsafe { p.add(16 * q) }),
+            w: (tile.w - 16 * q).min(16),
+            ..*tile
+        };
+        // SAFETY: forwarded.
+        unsafe {
+            match mr {
+                6 => avx2_gemm_f32_6x16::<6, TA, ST>(&quarter),
+                5 => avx2_gemm_f32_6x16::<5, TA, ST>(&quarter),
+                4 => avx2_gemm_f32_6x16::<4, TA, ST>(&quarter),
+                3 => avx2_gemm_f32_6x16::<3, TA, ST>(&quarter),
+                2 => avx2_gemm_f32_6x16::<2, TA, ST>(&quarter),
+                _ => avx2_gemm_f32_6x16::<1, TA, ST>(&quarter),
+            }
+        }
+    }
+}
+
 /// One micro-tile: `C[M x w] (+)= A[M x k] · Bpanel[k x NR][:, ..w]`.
+#[derive(Clone, Copy)]
 struct Tile {
     k: usize,
     a: *const f32,
@@ -420,4 +473,157 @@ unsafe fn avx512_gemm_f32_6x64<const M: usize, const TA: bool, const ST: bool>(t
 #[cfg(not(target_arch = "x86_64"))]
 unsafe fn avx512_gemm_f32_6x64<const M: usize, const TA: bool, const ST: bool>(_: &Tile) {
     unreachable!("packed GEMM without AVX-512")
+}
+
+/// [`avx512_gemm_f32_6x64`] on AVX2 over 16 of the panel's columns (their
+/// rows still `NR` floats apart): `M x 16` in 12 ymm accumulators, two
+/// for B and one broadcast, of the 16 registers. A streamed row writes its
+/// two vectors where they fill one whole cache line.
+///
+/// # Safety
+/// As [`avx512_gemm_f32_6x64`], with `t.w <= 16`; AVX2 and FMA available.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn avx2_gemm_f32_6x16<const M: usize, const TA: bool, const ST: bool>(t: &Tile) {
+    use std::arch::x86_64::*;
+    let mut r = [[_mm256_setzero_ps(); 2]; M];
+    let (a, b) = (t.a, t.b);
+    for p in 0..t.k {
+        // SAFETY: as in `avx512_gemm_f32_6x64`; the 16 columns are inside
+        // the panel's row.
+        unsafe {
+            let bp = b.add(p * NR);
+            let bv = [_mm256_loadu_ps(bp), _mm256_loadu_ps(bp.add(8))];
+            // As the AVX-512 kernel: the next micro-tile's rows.
+            if !TA {
+                _mm_prefetch::<_MM_HINT_T0>(a.wrapping_add((M + p % M) * t.a_rs + p).cast::<i8>());
+            }
+            for (i, ri) in r.iter_mut().enumerate() {
+                let at = if TA { p * t.a_rs + i } else { i * t.a_rs + p };
+                let av = _mm256_broadcast_ss(&*a.add(at));
+                for v in 0..2 {
+                    ri[v] = _mm256_fmadd_ps(av, bv[v], ri[v]);
+                }
+            }
+        }
+    }
+    // Lane j of vector v is valid where 8v + j < w.
+    let mask = |v: usize| -> __m256i {
+        let left = t.w.saturating_sub(8 * v).min(8) as i32;
+        _mm256_cmpgt_epi32(
+            _mm256_set1_epi32(left),
+            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+        )
+    };
+    let masks = [mask(0), mask(1)];
+    let full = [t.w >= 8, t.w >= 16];
+    for (i, ri) in r.iter_mut().enumerate() {
+        // SAFETY: row i of C holds w valid columns; masked lanes beyond w
+        // are neither read nor written. A streamed row writes 16 valid
+        // columns at a 64-byte aligned address, one whole line (its two
+        // vectors 32-byte aligned, as `_mm256_stream_ps` requires).
+        unsafe {
+            let c = t.c.add(i * t.c_rs);
+            let mut x = *ri;
+            // Masked moves only for a partial vector: AMD's Zen runs a
+            // masked store (`vmaskmovps`) as a slow microcoded sequence.
+            for v in 0..2 {
+                if t.acc {
+                    let y = if full[v] {
+                        _mm256_loadu_ps(c.add(8 * v))
+                    } else {
+                        _mm256_maskload_ps(c.add(8 * v), masks[v])
+                    };
+                    x[v] = _mm256_add_ps(x[v], y);
+                }
+                if let Some(bias) = t.bias {
+                    let y = if full[v] {
+                        _mm256_loadu_ps(bias.add(8 * v))
+                    } else {
+                        _mm256_maskload_ps(bias.add(8 * v), masks[v])
+                    };
+                    x[v] = _mm256_add_ps(x[v], y);
+                }
+            }
+            if ST && t.w == 16 && (c as usize).is_multiple_of(64) {
+                _mm256_stream_ps(c, x[0]);
+                _mm256_stream_ps(c.add(8), x[1]);
+            } else {
+                for v in 0..2 {
+                    if full[v] {
+                        _mm256_storeu_ps(c.add(8 * v), x[v]);
+                    } else if t.w > 8 * v {
+                        _mm256_maskstore_ps(c.add(8 * v), masks[v], x[v]);
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+unsafe fn avx2_gemm_f32_6x16<const M: usize, const TA: bool, const ST: bool>(_: &Tile) {
+    unreachable!("packed GEMM without AVX2")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conv::reference::rel_l2_error;
+    use crate::rng::fill_uniform;
+
+    /// [`PackedB::gemm`] on every ISA with a micro-kernel here, against a
+    /// naive sum: reductions of one and three passes, a partial last panel
+    /// and partial quarters (AVX2), row tiles of every height, a bias, a
+    /// column block past the first panel, and a dst row stride past its
+    /// width.
+    #[test]
+    fn every_micro_kernel_matches_a_naive_sum() {
+        for (rows, k, n) in [(17, 40, 64), (13, 2 * KC + 7, 150), (6, 1, 9)] {
+            let mut a = vec![0.0; rows * k];
+            let mut b = vec![0.0; k * n];
+            let mut bias = vec![0.0; n];
+            fill_uniform(&mut a, 1, 1.0);
+            fill_uniform(&mut b, 2, 1.0);
+            fill_uniform(&mut bias, 3, 1.0);
+            let dst_rs = n + 5;
+            for isa in Isa::supported().into_iter().filter(|&i| available(i)) {
+                let mut pb = PackedB::new(k, n, isa);
+                pb.pack(&b, n);
+                for n0 in (0..n).step_by(NR) {
+                    let mut dst = vec![f32::NAN; rows * dst_rs];
+                    // SAFETY: a holds rows x k, dst rows rows of dst_rs >=
+                    // n - n0, bias n floats.
+                    unsafe {
+                        pb.gemm(
+                            rows,
+                            a.as_ptr(),
+                            k,
+                            n0,
+                            n,
+                            dst.as_mut_ptr(),
+                            dst_rs,
+                            Some(bias.as_ptr().add(n0)),
+                            false,
+                        )
+                    };
+                    let (mut got, mut want) = (Vec::new(), Vec::new());
+                    for i in 0..rows {
+                        for j in n0..n {
+                            let s: f64 = (0..k)
+                                .map(|p| a[i * k + p] as f64 * b[p * n + j] as f64)
+                                .sum();
+                            want.push((s + bias[j] as f64) as f32);
+                            got.push(dst[i * dst_rs + j - n0]);
+                        }
+                        assert!(dst[i * dst_rs + n - n0..(i + 1) * dst_rs]
+                            .iter()
+                            .all(|v| v.is_nan()));
+                    }
+                    let e = rel_l2_error(&got, &want);
+                    assert!(e < 1e-6, "{isa} {rows}x{k}x{n} from {n0}: {e}");
+                }
+            }
+        }
+    }
 }

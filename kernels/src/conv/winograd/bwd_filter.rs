@@ -51,7 +51,7 @@ impl FilterGrad {
         isa: Isa,
         chunk_bytes: usize,
     ) -> (bool, usize, usize, usize) {
-        let packed = packed::available(isa);
+        let packed = packed::available_for_all(isa);
         let panel_w = if packed { NR } else { n.max(1) };
         let n_pad = n.div_ceil(panel_w) * panel_w;
         let chunk = (chunk_bytes / (XI * (k + n_pad) * 4).max(1)).clamp(1, tiles.max(1));
@@ -135,6 +135,7 @@ impl WinogradPlan {
                     // point xi.
                     unsafe {
                         packed::gemm_panels(
+                            isa,
                             k,
                             t1 - t0,
                             v.ptr().add(xi * chunk * k),

@@ -169,7 +169,7 @@ impl WinogradPlan {
                 bwd_filter::CHUNK_BYTES,
             );
         }
-        let weights = if packed::available(isa) {
+        let weights = if packed::available_for_all(isa) {
             4 * xi * k * u(q.oc.div_ceil(NR) * NR)
         } else {
             4 * xi * k * n
@@ -205,8 +205,8 @@ impl WinogradPlan {
         let weights = if filter.is_some() {
             // The backward-filter keeps its own buffers.
             Weights::Plain(Vec::new())
-        } else if packed::available(isa) {
-            Weights::Packed((0..XI).map(|_| PackedB::new(k, n)).collect())
+        } else if packed::available_for_all(isa) {
+            Weights::Packed((0..XI).map(|_| PackedB::new(k, n, isa)).collect())
         } else {
             Weights::Plain(vec![0.0; XI * k * n])
         };
