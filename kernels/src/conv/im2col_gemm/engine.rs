@@ -73,10 +73,10 @@ impl ConvGemm {
     /// Whether [`PackedB::gemm`] runs this conv on `isa`: one group and
     /// one tap (the 1x1 layers), dense weights, on AVX-512, or on AVX2
     /// where the reduction takes one pass. AVX2 against the `gemm` crate's
-    /// AVX2 tiles (ResNet-50's 1x1 layers at batch 16, Zen 4 VM, 2 threads,
-    /// ABBA, two runs of 3 rounds, `--algo im2col_gemm`): reductions of
-    /// 64-256 at 56x56 and 28x28 1.04-1.37x, forward and backward-data;
-    /// of 512 (two passes) 0.93-1.10x, median 0.99x.
+    /// AVX2 tiles (ResNet-50's 1x1 layers at batch 16 at 56x56 and 28x28,
+    /// forward and backward-data, Zen 4 VM, 2 threads, ABBA, 3 rounds,
+    /// `--algo im2col_gemm`): reductions of 64-256 1.04-1.29x (one at
+    /// 0.98x); of 512, two passes, 0.93-1.01x.
     fn packable(&self, isa: Isa) -> bool {
         self.packed
             && matches!(self.wei, Weights::Dense { .. })
