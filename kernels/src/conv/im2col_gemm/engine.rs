@@ -123,7 +123,7 @@ struct Scratch {
 pub struct Engine {
     convs: Vec<ConvGemm>,
     /// Per conv: its weights packed for [`PackedB::gemm`], when it takes
-    /// that path (single tap, one group, AVX-512).
+    /// that path (see `ConvGemm::packable`).
     packed: Vec<Option<PackedB>>,
     items: Vec<Item>,
     slots: Slots<Scratch>,

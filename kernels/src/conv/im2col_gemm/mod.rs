@@ -3,8 +3,9 @@
 //! - forward: im2col a chunk of output pixels (sized for L2), then one GEMM
 //!   per group against the gHWIO weights, written straight into dst;
 //!   single-tap layers with many pixels (at least 8,192) use our own packed
-//!   AVX-512 GEMM instead, with the bias fused and the pixel rows prefetched
-//!   a micro-tile ahead (see [`packed`]);
+//!   GEMM instead (AVX-512; on AVX2 where the reduction takes one pass),
+//!   with the bias fused and the pixel rows prefetched a micro-tile ahead
+//!   (see [`packed`]);
 //! - backward-data: one stride-1 "forward" conv of diff_dst per stride
 //!   phase, with the weights transposed per call (see [`bwd_data`]); 1x1
 //!   layers of 64 output channels or more on the packed GEMM too;

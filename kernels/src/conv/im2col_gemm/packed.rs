@@ -315,8 +315,9 @@ unsafe fn run_tiles<const TA: bool>(
                     match (isa, tile.stream) {
                         (Isa::Avx512, true) => tile_rows::<TA, true>(mr, &tile),
                         (Isa::Avx512, false) => tile_rows::<TA, false>(mr, &tile),
-                        (_, true) => tile_rows_avx2::<TA, true>(mr, &tile),
-                        (_, false) => tile_rows_avx2::<TA, false>(mr, &tile),
+                        (Isa::Avx2, true) => tile_rows_avx2::<TA, true>(mr, &tile),
+                        (Isa::Avx2, false) => tile_rows_avx2::<TA, false>(mr, &tile),
+                        _ => unreachable!("packed GEMM on {isa}"),
                     }
                 }
                 i0 += mr;
@@ -526,8 +527,13 @@ unsafe fn avx2_gemm_f32_6x16<const M: usize, const TA: bool, const ST: bool>(t: 
             let c = t.c.add(i * t.c_rs);
             let mut x = *ri;
             // Masked moves only for a partial vector: AMD's Zen runs a
-            // masked store (`vmaskmovps`) as a slow microcoded sequence.
+            // masked store (`vmaskmovps`) as a slow microcoded sequence. A
+            // vector with no valid column is not touched (nor its address
+            // formed: it may lie past the end of C or the bias).
             for v in 0..2 {
+                if t.w <= 8 * v {
+                    continue;
+                }
                 if t.acc {
                     let y = if full[v] {
                         _mm256_loadu_ps(c.add(8 * v))
@@ -579,7 +585,18 @@ mod tests {
     /// width.
     #[test]
     fn every_micro_kernel_matches_a_naive_sum() {
-        for (rows, k, n) in [(17, 40, 64), (13, 2 * KC + 7, 150), (6, 1, 9)] {
+        // (rows, k, n): quarters of 16, 9, 8 (one whole vector), 7 and 6
+        // columns, with and without a bias (odd cases have none).
+        let cases = [
+            (17, 40, 64),
+            (13, 2 * KC + 7, 150),
+            (6, 1, 9),
+            (4, 2 * KC + 7, 72),
+            (3, KC + 1, 79),
+            (2, 5, 8),
+        ];
+        for (case, (rows, k, n)) in cases.into_iter().enumerate() {
+            let with_bias = case % 2 == 0;
             let mut a = vec![0.0; rows * k];
             let mut b = vec![0.0; k * n];
             let mut bias = vec![0.0; n];
@@ -603,7 +620,7 @@ mod tests {
                             n,
                             dst.as_mut_ptr(),
                             dst_rs,
-                            Some(bias.as_ptr().add(n0)),
+                            with_bias.then(|| bias.as_ptr().add(n0)),
                             false,
                         )
                     };
@@ -613,7 +630,8 @@ mod tests {
                             let s: f64 = (0..k)
                                 .map(|p| a[i * k + p] as f64 * b[p * n + j] as f64)
                                 .sum();
-                            want.push((s + bias[j] as f64) as f32);
+                            let b = if with_bias { bias[j] as f64 } else { 0.0 };
+                            want.push((s + b) as f32);
                             got.push(dst[i * dst_rs + j - n0]);
                         }
                         assert!(dst[i * dst_rs + n - n0..(i + 1) * dst_rs]

@@ -21,8 +21,8 @@
 //! Backward-filter is F(3x3, 4x4) on the same points ([`bwd_filter`]).
 //!
 //! The GEMMs run on the packed AVX-512 micro-kernel of the 1x1 layers
-//! ([`super::im2col_gemm::packed`]) where the CPU has AVX-512, else on the
-//! `gemm` crate; the transforms run on the plan's ISA.
+//! ([`super::im2col_gemm::packed`]) where the plan's ISA is AVX-512, else
+//! on the `gemm` crate's kernels for it; the transforms run on that ISA.
 
 mod bwd_filter;
 mod transform;
