@@ -15,6 +15,12 @@
 //!    64 output channels the 36 GEMMs `M = V·U` and the output transform
 //!    `Aᵀ M A` of that panel into dst, with the bias.
 //!
+//! Where the transformed weights outgrow half the largest cache (512
+//! channels each way: 37.7 MB), step 2 would stream them from DRAM once per
+//! chunk; those layers instead transform every tile's input first and then
+//! give each item one panel of output channels over many tiles
+//! ([`Schedule::Panels`]).
+//!
 //! Backward-data is the forward convolution of diff_dst with the weights
 //! flipped and transposed (padding `2 - p`), so it runs the same code on
 //! that problem; its filter transform reads the weights in that order.
@@ -43,6 +49,10 @@ use transform::{Lanes, ALPHA, CB, M, XI};
 /// of those on the 7x7 layer of 512 channels, which the direct convolution
 /// runs faster than either; 2.5 MiB was level in the whole model).
 const SCRATCH_BYTES: usize = 768 << 10;
+
+/// Rows of the weights (input channels of the problem that runs) per item
+/// of the filter transform: its taps take 36 KiB of stack.
+const FILTER_ROWS: usize = 16;
 
 /// Relative L2 error allowed: the transforms scale values by up to 5 and
 /// sum 36 points, so F(4x4, 3x3) rounds more than a direct sum; measured
@@ -103,9 +113,24 @@ struct WinogradPlan {
     /// Tiles per chunk: the rows of each GEMM.
     chunk: usize,
     weights: Weights,
+    schedule: Schedule,
     scratch: Slots<Scratch>,
     /// The backward-filter's buffers (that direction only).
     filter: Option<bwd_filter::FilterGrad>,
+}
+
+/// How the forward and backward-data GEMMs walk tiles and output channels.
+enum Schedule {
+    /// Each item takes a chunk of tiles through every panel of output
+    /// channels, its `V` and `M` in the thread's L2; the transformed weights
+    /// are read once per chunk.
+    Chunks,
+    /// `V` of every tile first (`[point][tiles][K]`, shared), then each item
+    /// takes one panel of [`NR`] output channels over `tiles` tiles: the
+    /// transformed weights are read once per `tiles` tiles, `V` once per
+    /// panel. For late layers, whose transformed weights outgrow the L3 and
+    /// whose tiles are few.
+    Panels { v: Vec<f32>, tiles: usize },
 }
 
 /// One thread's `V` (`[point][chunk][K]`) and `M` for one panel of output
@@ -141,6 +166,22 @@ fn chunk_tiles(k: usize, tiles: usize, scratch_bytes: usize) -> usize {
         * 6
 }
 
+/// Tiles per item of [`Schedule::Panels`] when it should run for a GEMM of
+/// `k` x `n` channels over `tiles` tiles, else `None`: where the transformed weights outgrow
+/// half the largest cache, so that [`Schedule::Chunks`] would stream them
+/// from DRAM once per chunk of tiles. ABBA, 2-4 rounds on the 2-core Zen 4,
+/// forward and backward-data, panels against chunks: 1.21-1.40x with 512
+/// channels each way (37.7 MB of them) at 7x7 over batches 4, 16 and 64
+/// and at 14x14; with 9.4 MB of them (256 channels), 0.91-0.95x at 14x14
+/// but 1.05-1.12x at 28x28, and 0.89x with 2.4 MB (128 channels at 28x28).
+fn panel_tiles(k: usize, n: usize, tiles: usize) -> Option<usize> {
+    let u_bytes = 4 * XI * k * n;
+    // As many tiles as keep an item's M (36 rows of NR floats a tile) in
+    // the L2, and no more than there are.
+    let per_item = (SCRATCH_BYTES / (4 * XI * NR)).min(tiles.max(1));
+    (2 * u_bytes as u64 > crate::bandwidth::largest_cache_bytes_or_32m()).then_some(per_item)
+}
+
 /// The forward problem that runs `dir` of `p` (see [`WinogradPlan::q`]).
 fn runs(p: &ConvShape, dir: Direction) -> ConvShape {
     match dir {
@@ -174,9 +215,13 @@ impl WinogradPlan {
         } else {
             4 * xi * k * n
         };
-        let chunk = u(chunk_tiles(q.ic, tiles, SCRATCH_BYTES));
+        let chunk = chunk_tiles(q.ic, tiles, SCRATCH_BYTES);
         let threads = u(rayon::current_num_threads().max(1));
-        weights + threads * 4 * xi * chunk * (k + u(NR))
+        let scratch = match panel_tiles(q.ic, q.oc, tiles) {
+            None => threads * 4 * xi * u(chunk) * (k + u(NR)),
+            Some(per_item) => 4 * xi * u(tiles) * k + threads * 4 * xi * u(per_item) * u(NR),
+        };
+        weights + scratch
     }
 
     fn new(p: &ConvShape, dir: Direction, isa: Isa) -> Self {
@@ -184,13 +229,27 @@ impl WinogradPlan {
             Direction::BwdFilter => bwd_filter::CHUNK_BYTES,
             _ => SCRATCH_BYTES,
         };
-        Self::with_scratch_bytes(p, dir, isa, bytes)
+        let q = runs(p, dir);
+        let tiles = q.mb * q.oh.div_ceil(M) * q.ow.div_ceil(M);
+        let panels = match dir {
+            Direction::BwdFilter => None,
+            _ => panel_tiles(q.ic, q.oc, tiles),
+        };
+        Self::with_scratch_bytes(p, dir, isa, bytes, panels)
     }
 
     /// A plan whose threads' `V` and `M` take about `scratch_bytes` each,
     /// or for backward-filter whose chunks' `V` and `H` do (tests use small
-    /// ones to run many chunks of one to a few tiles).
-    fn with_scratch_bytes(p: &ConvShape, dir: Direction, isa: Isa, scratch_bytes: usize) -> Self {
+    /// ones to run many chunks of one to a few tiles). `panels` picks
+    /// [`Schedule::Panels`] with that many tiles an item (forward and
+    /// backward-data; at most every tile).
+    fn with_scratch_bytes(
+        p: &ConvShape,
+        dir: Direction,
+        isa: Isa,
+        scratch_bytes: usize,
+        panels: Option<usize>,
+    ) -> Self {
         assert!(
             isa.is_supported(),
             "winograd planned for {isa}, which this CPU lacks"
@@ -202,6 +261,17 @@ impl WinogradPlan {
         let chunk = chunk_tiles(k, tiles, scratch_bytes);
         let filter = (dir == Direction::BwdFilter)
             .then(|| bwd_filter::FilterGrad::new(k, n, tiles, isa, scratch_bytes));
+        let schedule = match (dir, panels) {
+            (Direction::BwdFilter, _) | (_, None) => Schedule::Chunks,
+            (_, Some(per_item)) => Schedule::Panels {
+                v: vec![0.0; XI * tiles * k],
+                tiles: per_item.clamp(1, tiles.max(1)),
+            },
+        };
+        let m_rows = match schedule {
+            Schedule::Chunks => chunk,
+            Schedule::Panels { tiles, .. } => tiles,
+        };
         let weights = if filter.is_some() {
             // The backward-filter keeps its own buffers.
             Weights::Plain(Vec::new())
@@ -219,16 +289,21 @@ impl WinogradPlan {
             tiles_w,
             chunk,
             weights,
-            scratch: Slots::new(|| match dir {
-                Direction::BwdFilter => Scratch {
+            scratch: Slots::new(|| match (dir, &schedule) {
+                (Direction::BwdFilter, _) => Scratch {
                     v: Vec::new(),
                     m: Vec::new(),
                 },
-                _ => Scratch {
+                (_, Schedule::Chunks) => Scratch {
                     v: vec![0.0; XI * chunk * k],
-                    m: vec![0.0; XI * chunk * NR],
+                    m: vec![0.0; XI * m_rows * NR],
+                },
+                (_, Schedule::Panels { .. }) => Scratch {
+                    v: Vec::new(),
+                    m: vec![0.0; XI * m_rows * NR],
                 },
             }),
+            schedule,
             filter,
         }
     }
@@ -253,6 +328,10 @@ impl WinogradPlan {
     /// the output transform of that panel.
     fn run(&mut self, src: &[f32], wei: &[f32], bias: Option<&[f32]>, dst: &mut [f32]) {
         self.transform_filter(wei);
+        if let Schedule::Panels { v, tiles: per_item } = &mut self.schedule {
+            let (v, per_item) = (SendPtr(v.as_mut_ptr()), *per_item);
+            return self.run_panels(src, bias, dst, v, per_item);
+        }
         let (tiles, tc, n) = (self.tiles(), self.chunk, self.q.oc);
         let out = SendPtr(dst.as_mut_ptr());
         (0..tiles.div_ceil(tc)).into_par_iter().for_each(|ti| {
@@ -271,6 +350,52 @@ impl WinogradPlan {
                 }
                 self.output_tiles(bias, out, t0, t1, m, tc, n0, n1);
             }
+        });
+    }
+
+    /// [`Schedule::Panels`]: the input transform of every tile into `v`
+    /// (`[point][tiles][K]`), then per item one panel of [`NR`] output
+    /// channels over `per_item` tiles: the 36 GEMMs and the output
+    /// transform.
+    fn run_panels(
+        &self,
+        src: &[f32],
+        bias: Option<&[f32]>,
+        dst: &mut [f32],
+        v: SendPtr,
+        per_item: usize,
+    ) {
+        let (tiles, k, n) = (self.tiles(), self.q.ic, self.q.oc);
+        // Six tiles an item: the input transform is cheap per tile, and
+        // small items balance the threads.
+        (0..tiles.div_ceil(6)).into_par_iter().for_each(|i| {
+            let (t0, t1) = (6 * i, tiles.min(6 * i + 6));
+            // SAFETY: rows t0.. of each point's `tiles` rows of K floats:
+            // `input_tiles` writes rows `xi * tiles + t - t0` from here,
+            // those of tiles t0..t1 only, which no other item writes.
+            let at = SendPtr(unsafe { v.ptr().add(t0 * k) });
+            self.input_tiles(src, t0, t1, at, tiles);
+        });
+        let out = SendPtr(dst.as_mut_ptr());
+        let chunks = tiles.div_ceil(per_item);
+        let panels = n.div_ceil(NR);
+        // Panel-major, so that a thread's consecutive items share a panel.
+        (0..panels * chunks).into_par_iter().for_each(|item| {
+            let (n0, ci) = ((item / chunks) * NR, item % chunks);
+            let n1 = n.min(n0 + NR);
+            let (t0, t1) = (ci * per_item, tiles.min(ci * per_item + per_item));
+            let mut s = self.scratch.lock();
+            let m = SendPtr(s.m.as_mut_ptr());
+            // SAFETY: V's rows from tile t0 on, `tiles` rows per point,
+            // all written above and only read from now on.
+            let from = SendPtr(unsafe { v.ptr().add(t0 * k) });
+            for xi in 0..XI {
+                // SAFETY: point xi's `per_item` rows of NR floats in this
+                // thread's M.
+                let to = unsafe { m.ptr().add(xi * per_item * NR) };
+                self.multiply(t1 - t0, from, tiles, xi, n0, n1, to, NR);
+            }
+            self.output_tiles(bias, out, t0, t1, m, per_item, n0, n1);
         });
     }
 
@@ -302,32 +427,41 @@ impl WinogradPlan {
         };
         const { assert!(CB == NR) };
         let bwd = self.dir == Direction::BwdData;
-        // Tap t of the forward problem's weights, row kk, column c: for
-        // backward-data, the original weights flipped and transposed.
-        let at = |t: usize, kk: usize, c: usize| {
-            if bwd {
-                wei[((8 - t) * n + c) * k + kk]
-            } else {
-                wei[(t * k + kk) * n + c]
-            }
-        };
         let blocks = n.div_ceil(CB);
-        let rows_per_item = 16;
-        let items = blocks * k.div_ceil(rows_per_item);
+        let items = blocks * k.div_ceil(FILTER_ROWS);
         (0..items).into_par_iter().for_each(|item| {
-            let (b, r0) = (item % blocks, (item / blocks) * rows_per_item);
+            let (b, r0) = (item % blocks, (item / blocks) * FILTER_ROWS);
             let (c0, cb) = (b * CB, CB.min(n - b * CB));
+            let r1 = k.min(r0 + FILTER_ROWS);
             on_isa!(isa, {
-                let mut w: [Lanes; 9] = [[0.0; CB]; 9];
-                let mut u: [Lanes; XI] = [[0.0; CB]; XI];
-                let mut scratch: [Lanes; ALPHA * 3] = [[0.0; CB]; ALPHA * 3];
-                for kk in r0..k.min(r0 + rows_per_item) {
-                    for (t, wt) in w.iter_mut().enumerate() {
-                        for (c, x) in wt[..cb].iter_mut().enumerate() {
-                            *x = at(t, kk, c0 + c);
+                // Rows r0..r1's nine taps of columns c0..c0+cb. Filled by
+                // plain loops over contiguous runs: with one closure for
+                // both directions the compiler gathered every float, even
+                // forward (half of a 7x7 layer's time went there).
+                let mut taps: [[Lanes; 9]; FILTER_ROWS] = [[[0.0; CB]; 9]; FILTER_ROWS];
+                if bwd {
+                    // The original weights flipped and transposed: tap
+                    // 8 - t's row c holds columns kk contiguously.
+                    for t in 0..9 {
+                        for c in 0..cb {
+                            let at = ((8 - t) * n + c0 + c) * k;
+                            for (row, x) in taps.iter_mut().zip(&wei[at + r0..at + r1]) {
+                                row[t][c] = *x;
+                            }
                         }
                     }
-                    transform::filter(&w, &mut u, &mut scratch);
+                } else {
+                    for (row, kk) in taps.iter_mut().zip(r0..r1) {
+                        for (t, wt) in row.iter_mut().enumerate() {
+                            let at = (t * k + kk) * n + c0;
+                            copy_lanes(&wei[at..at + cb], wt.as_mut_ptr());
+                        }
+                    }
+                }
+                let mut u: [Lanes; XI] = [[0.0; CB]; XI];
+                let mut scratch: [Lanes; ALPHA * 3] = [[0.0; CB]; ALPHA * 3];
+                for (w, kk) in taps.iter().zip(r0..r1) {
+                    transform::filter(w, &mut u, &mut scratch);
                     let off = (c0 / panel_w) * k * panel_w + kk * panel_w + c0 % panel_w;
                     for (xi, ux) in u.iter().enumerate() {
                         // SAFETY: `off + cb` stays inside point xi's matrix
@@ -586,11 +720,20 @@ impl ConvPlan for WinogradPlan {
                 4 * (s.v.len() + s.m.len())
             })
             .sum();
-        weights + scratch + self.filter.as_ref().map_or(0, |f| f.bytes())
+        let all_v = match &self.schedule {
+            Schedule::Panels { v, .. } => 4 * v.len(),
+            Schedule::Chunks => 0,
+        };
+        weights + scratch + all_v + self.filter.as_ref().map_or(0, |f| f.bytes())
     }
 
     fn kernel_name(&self) -> String {
-        let base = format!("{}_conv_{}_f32_wino4x3", self.isa, self.dir);
+        // Names the schedule too where it is the panels one.
+        let schedule = match self.schedule {
+            Schedule::Panels { .. } => "+panels",
+            Schedule::Chunks => "",
+        };
+        let base = format!("{}_conv_{}_f32_wino4x3{schedule}", self.isa, self.dir);
         let packed = match (&self.filter, &self.weights) {
             (Some(f), _) => f.packed(),
             (None, w) => matches!(w, Weights::Packed(_)),

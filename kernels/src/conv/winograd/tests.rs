@@ -30,7 +30,13 @@ fn shape(mb: usize, ic: usize, ih: usize, iw: usize, oc: usize, ph: usize, pw: u
 
 /// Runs `dir` of `p` twice on poisoned outputs and returns the worse
 /// relative L2 error against the reference.
-fn error(p: &ConvShape, dir: Direction, isa: Isa, scratch_bytes: usize) -> f64 {
+fn error(
+    p: &ConvShape,
+    dir: Direction,
+    isa: Isa,
+    scratch_bytes: usize,
+    panels: Option<usize>,
+) -> f64 {
     let mut src = vec![0.0; p.src_len()];
     let mut wei = vec![0.0; p.wei_len()];
     let mut bias = vec![0.0; p.oc];
@@ -39,7 +45,7 @@ fn error(p: &ConvShape, dir: Direction, isa: Isa, scratch_bytes: usize) -> f64 {
     fill_uniform(&mut wei, 2, 1.0);
     fill_uniform(&mut bias, 3, 1.0);
     fill_uniform(&mut dy, 4, 1.0);
-    let mut plan = WinogradPlan::with_scratch_bytes(p, dir, isa, scratch_bytes);
+    let mut plan = WinogradPlan::with_scratch_bytes(p, dir, isa, scratch_bytes, panels);
     let mut worst = 0.0f64;
     for _ in 0..2 {
         let err = match dir {
@@ -113,12 +119,21 @@ fn every_direction_matches_the_reference_on_every_isa() {
                     Direction::BwdFilter => [1, 64 << 10, bwd_filter::CHUNK_BYTES],
                     _ => [1, 64 << 10, SCRATCH_BYTES],
                 };
+                // Both schedules: chunks of tiles (None) and panels of
+                // output channels over one tile, 7 (partial micro-tiles)
+                // or every tile an item.
+                let schedules: &[Option<usize>] = match dir {
+                    Direction::BwdFilter => &[None],
+                    _ => &[None, Some(1), Some(7), Some(1 << 20)],
+                };
                 for scratch_bytes in sizes {
-                    let err = error(p, dir, isa, scratch_bytes);
-                    if err.is_nan() || err > Winograd.tolerance(p, dir) {
-                        failures.push(format!(
-                            "{isa} {dir} scratch {scratch_bytes}: {err:e} on {p:?}"
-                        ));
+                    for &panels in schedules {
+                        let err = error(p, dir, isa, scratch_bytes, panels);
+                        if err.is_nan() || err > Winograd.tolerance(p, dir) {
+                            failures.push(format!(
+                                "{isa} {dir} scratch {scratch_bytes} panels {panels:?}: {err:e} on {p:?}"
+                            ));
+                        }
                     }
                 }
             }
