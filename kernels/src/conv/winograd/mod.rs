@@ -17,8 +17,9 @@
 //!
 //! Where the transformed weights outgrow half the largest cache (512
 //! channels each way: 37.7 MB), step 2 would stream them from DRAM once per
-//! chunk; those layers instead transform every tile's input first and then
-//! give each item one panel of output channels over many tiles
+//! chunk; those layers instead transform every tile's input first, then
+//! give each item one panel of output channels, whose weights it
+//! transforms into its thread's scratch and runs over many tiles
 //! ([`Schedule::Panels`]).
 //!
 //! Backward-data is the forward convolution of diff_dst with the weights
@@ -126,15 +127,18 @@ enum Schedule {
     /// are read once per chunk.
     Chunks,
     /// `V` of every tile first (`[point][tiles][K]`, shared), then each item
-    /// takes one panel of [`NR`] output channels over `tiles` tiles: the
-    /// transformed weights are read once per `tiles` tiles, `V` once per
-    /// panel. For late layers, whose transformed weights outgrow the L3 and
-    /// whose tiles are few.
+    /// transforms the weights of one panel of [`NR`] output channels into
+    /// its thread's scratch and runs it over its share of the tiles, `tiles`
+    /// at a time: the transformed weights never leave the thread, `V` is
+    /// read once per panel. For late layers, whose transformed weights
+    /// outgrow the L3 and whose tiles are few.
     Panels { v: Vec<f32>, tiles: usize },
 }
 
-/// One thread's `V` (`[point][chunk][K]`) and `M` for one panel of output
-/// channels (`[point][chunk][NR]`).
+/// One thread's `V` (`[point][chunk][K]`, [`Schedule::Chunks`]) or
+/// transformed weights of one panel (`[point][K][NR]`,
+/// [`Schedule::Panels`]), and `M` for one panel of output channels
+/// (`[point][chunk or tiles][NR]`).
 struct Scratch {
     v: Vec<f32>,
     m: Vec<f32>,
@@ -167,13 +171,15 @@ fn chunk_tiles(k: usize, tiles: usize, scratch_bytes: usize) -> usize {
 }
 
 /// Tiles per item of [`Schedule::Panels`] when it should run for a GEMM of
-/// `k` x `n` channels over `tiles` tiles, else `None`: where the transformed weights outgrow
-/// half the largest cache, so that [`Schedule::Chunks`] would stream them
-/// from DRAM once per chunk of tiles. ABBA, 2-4 rounds on the 2-core Zen 4,
-/// forward and backward-data, panels against chunks: 1.21-1.40x with 512
-/// channels each way (37.7 MB of them) at 7x7 over batches 4, 16 and 64
-/// and at 14x14; with 9.4 MB of them (256 channels), 0.91-0.95x at 14x14
-/// but 1.05-1.12x at 28x28, and 0.89x with 2.4 MB (128 channels at 28x28).
+/// `k` x `n` channels over `tiles` tiles, else `None`: where the
+/// transformed weights outgrow half the largest cache, so that
+/// [`Schedule::Chunks`] would stream them from DRAM once per chunk of
+/// tiles. ABBA, 3-4 rounds on the 2-core Zen 4, forward and backward-data,
+/// panels against chunks: with 512 channels each way (37.7 MB of them) at
+/// 7x7 over batches 2-64 and at 14x14, panels win (1.2-1.4x before their
+/// weights' transform moved into the item, 1.1-1.8x more after); with 256
+/// channels (9.4 MB), 0.96-1.00x at batches 16 and 32 but 1.12x at 8 (14x14)
+/// and 0.98x at 28x28; with 64-128 channels, 0.81-0.99x.
 fn panel_tiles(k: usize, n: usize, tiles: usize) -> Option<usize> {
     let u_bytes = 4 * XI * k * n;
     // As many tiles as keep an item's M (36 rows of NR floats a tile) in
@@ -210,18 +216,19 @@ impl WinogradPlan {
                 bwd_filter::CHUNK_BYTES,
             );
         }
-        let weights = if packed::available_for_all(isa) {
-            4 * xi * k * u(q.oc.div_ceil(NR) * NR)
-        } else {
-            4 * xi * k * n
-        };
         let chunk = chunk_tiles(q.ic, tiles, SCRATCH_BYTES);
         let threads = u(rayon::current_num_threads().max(1));
-        let scratch = match panel_tiles(q.ic, q.oc, tiles) {
-            None => threads * 4 * xi * u(chunk) * (k + u(NR)),
-            Some(per_item) => 4 * xi * u(tiles) * k + threads * 4 * xi * u(per_item) * u(NR),
-        };
-        weights + scratch
+        match panel_tiles(q.ic, q.oc, tiles) {
+            None => {
+                let weights = if packed::available_for_all(isa) {
+                    4 * xi * k * u(q.oc.div_ceil(NR) * NR)
+                } else {
+                    4 * xi * k * n
+                };
+                weights + threads * 4 * xi * u(chunk) * (k + u(NR))
+            }
+            Some(per_item) => 4 * xi * u(tiles) * k + threads * 4 * xi * (k + u(per_item)) * u(NR),
+        }
     }
 
     fn new(p: &ConvShape, dir: Direction, isa: Isa) -> Self {
@@ -272,8 +279,9 @@ impl WinogradPlan {
             Schedule::Chunks => chunk,
             Schedule::Panels { tiles, .. } => tiles,
         };
-        let weights = if filter.is_some() {
-            // The backward-filter keeps its own buffers.
+        let weights = if filter.is_some() || matches!(schedule, Schedule::Panels { .. }) {
+            // The backward-filter keeps its own buffers, and panels
+            // transform their weights in their thread's scratch.
             Weights::Plain(Vec::new())
         } else if packed::available_for_all(isa) {
             Weights::Packed((0..XI).map(|_| PackedB::new(k, n, isa)).collect())
@@ -299,7 +307,7 @@ impl WinogradPlan {
                     m: vec![0.0; XI * m_rows * NR],
                 },
                 (_, Schedule::Panels { .. }) => Scratch {
-                    v: Vec::new(),
+                    v: vec![0.0; XI * k * NR],
                     m: vec![0.0; XI * m_rows * NR],
                 },
             }),
@@ -327,11 +335,11 @@ impl WinogradPlan {
     /// transform, then per panel of [`NR`] output channels the 36 GEMMs and
     /// the output transform of that panel.
     fn run(&mut self, src: &[f32], wei: &[f32], bias: Option<&[f32]>, dst: &mut [f32]) {
-        self.transform_filter(wei);
         if let Schedule::Panels { v, tiles: per_item } = &mut self.schedule {
             let (v, per_item) = (SendPtr(v.as_mut_ptr()), *per_item);
-            return self.run_panels(src, bias, dst, v, per_item);
+            return self.run_panels(src, wei, bias, dst, v, per_item);
         }
+        self.transform_filter(wei);
         let (tiles, tc, n) = (self.tiles(), self.chunk, self.q.oc);
         let out = SendPtr(dst.as_mut_ptr());
         (0..tiles.div_ceil(tc)).into_par_iter().for_each(|ti| {
@@ -355,11 +363,13 @@ impl WinogradPlan {
 
     /// [`Schedule::Panels`]: the input transform of every tile into `v`
     /// (`[point][tiles][K]`), then per item one panel of [`NR`] output
-    /// channels over `per_item` tiles: the 36 GEMMs and the output
-    /// transform.
+    /// channels: its weights' transform into the thread's scratch, then
+    /// over its share of the tiles, `per_item` at a time, the 36 GEMMs and
+    /// the output transform.
     fn run_panels(
         &self,
         src: &[f32],
+        wei: &[f32],
         bias: Option<&[f32]>,
         dst: &mut [f32],
         v: SendPtr,
@@ -379,29 +389,89 @@ impl WinogradPlan {
         let out = SendPtr(dst.as_mut_ptr());
         let chunks = tiles.div_ceil(per_item);
         let panels = n.div_ceil(NR);
-        // Panel-major, so that a thread's consecutive items share a panel.
-        (0..panels * chunks).into_par_iter().for_each(|item| {
-            let (n0, ci) = ((item / chunks) * NR, item % chunks);
+        // Two items a thread at least: where panels are fewer, each splits
+        // its tiles, and each part transforms the panel's weights again.
+        let threads = rayon::current_num_threads().max(1);
+        let splits = (2 * threads).div_ceil(panels).clamp(1, chunks);
+        (0..panels * splits).into_par_iter().for_each(|item| {
+            let (n0, part) = ((item / splits) * NR, item % splits);
             let n1 = n.min(n0 + NR);
-            let (t0, t1) = (ci * per_item, tiles.min(ci * per_item + per_item));
             let mut s = self.scratch.lock();
-            let m = SendPtr(s.m.as_mut_ptr());
-            // SAFETY: V's rows from tile t0 on, `tiles` rows per point,
-            // all written above and only read from now on.
-            let from = SendPtr(unsafe { v.ptr().add(t0 * k) });
-            for xi in 0..XI {
-                // SAFETY: point xi's `per_item` rows of NR floats in this
-                // thread's M.
-                let to = unsafe { m.ptr().add(xi * per_item * NR) };
-                self.multiply(t1 - t0, from, tiles, xi, n0, n1, to, NR);
+            let Scratch { v: u, m } = &mut *s;
+            let (u, m) = (SendPtr(u.as_mut_ptr()), SendPtr(m.as_mut_ptr()));
+            // SAFETY: point xi's K rows of NR floats in this thread's
+            // scratch.
+            unsafe { self.filter_rows(wei, n0, 0, k, |xi, kk| u.ptr().add((xi * k + kk) * NR)) };
+            for ci in chunks * part / splits..chunks * (part + 1) / splits {
+                let (t0, t1) = (ci * per_item, tiles.min(ci * per_item + per_item));
+                for xi in 0..XI {
+                    // SAFETY: V's rows of tiles t0..t1 of point xi, written
+                    // above and only read from now on; point xi's weights
+                    // and `per_item` rows of NR floats of M, in this
+                    // thread's scratch.
+                    unsafe {
+                        self.multiply_panel(
+                            t1 - t0,
+                            v.ptr().add((xi * tiles + t0) * k),
+                            u.ptr().add(xi * k * NR),
+                            n1 - n0,
+                            m.ptr().add(xi * per_item * NR),
+                        )
+                    };
+                }
+                self.output_tiles(bias, out, t0, t1, m, per_item, n0, n1);
             }
-            self.output_tiles(bias, out, t0, t1, m, per_item, n0, n1);
         });
+    }
+
+    /// `to = a · b` for `rows` rows of `a` (K floats apart) and `cols`
+    /// columns of `b`, a `K x NR` row-major panel, into rows [`NR`] floats
+    /// apart.
+    ///
+    /// # Safety
+    /// `a`, `b` and `to` address that much; nothing else writes `to`
+    /// meanwhile.
+    unsafe fn multiply_panel(
+        &self,
+        rows: usize,
+        a: *const f32,
+        b: *const f32,
+        cols: usize,
+        to: *mut f32,
+    ) {
+        let k = self.q.ic;
+        // SAFETY: the caller's contract; a row-major K x NR matrix is one
+        // panel of the packed layout.
+        unsafe {
+            if packed::available_for_all(self.isa) {
+                packed::gemm_panels(self.isa, rows, k, a, k, false, b, k, 0, cols, to, NR, false)
+            } else {
+                blas::gemm_f32(
+                    self.isa,
+                    rows,
+                    cols,
+                    k,
+                    to,
+                    NR,
+                    false,
+                    MatRef {
+                        ptr: a,
+                        rs: k as isize,
+                        cs: 1,
+                    },
+                    MatRef {
+                        ptr: b,
+                        rs: NR as isize,
+                        cs: 1,
+                    },
+                )
+            }
+        }
     }
 
     /// `U = G w Gᵀ` for every pair of channels, into the GEMM's layout.
     fn transform_filter(&mut self, wei: &[f32]) {
-        let (k, n, isa) = (self.q.ic, self.q.oc, self.isa);
+        let (k, n) = (self.q.ic, self.q.oc);
         // Where each point's matrix starts, from `as_mut_ptr` (no slice
         // reference that a later read of the buffers would freeze).
         let mut bases = [SendPtr(std::ptr::null_mut()); XI];
@@ -426,13 +496,44 @@ impl WinogradPlan {
             Weights::Plain(_) => n,
         };
         const { assert!(CB == NR) };
-        let bwd = self.dir == Direction::BwdData;
         let blocks = n.div_ceil(CB);
         let items = blocks * k.div_ceil(FILTER_ROWS);
         (0..items).into_par_iter().for_each(|item| {
             let (b, r0) = (item % blocks, (item / blocks) * FILTER_ROWS);
-            let (c0, cb) = (b * CB, CB.min(n - b * CB));
-            let r1 = k.min(r0 + FILTER_ROWS);
+            let c0 = b * CB;
+            let base = (c0 / panel_w) * k * panel_w + c0 % panel_w;
+            // SAFETY: row kk's columns c0..c0+CB of point xi's matrix (K
+            // rows of panels of panel_w columns, or of N), written by this
+            // item only.
+            unsafe {
+                self.filter_rows(wei, c0, r0, k.min(r0 + FILTER_ROWS), |xi, kk| {
+                    bases[xi].ptr().add(base + kk * panel_w)
+                })
+            };
+        });
+    }
+
+    /// `U = G w Gᵀ` of rows `r0..r1` (input channels of the problem that
+    /// runs) and the block of [`CB`] output channels `c0..`, row `kk` of
+    /// point `xi` written where `to(xi, kk)` says (`min(CB, N - c0)`
+    /// floats).
+    ///
+    /// # Safety
+    /// Each `to(xi, kk)` addresses that many writable floats that no other
+    /// thread touches meanwhile.
+    unsafe fn filter_rows(
+        &self,
+        wei: &[f32],
+        c0: usize,
+        r0: usize,
+        r1: usize,
+        to: impl Fn(usize, usize) -> *mut f32,
+    ) {
+        let (k, n, isa) = (self.q.ic, self.q.oc, self.isa);
+        let cb = CB.min(n - c0);
+        let bwd = self.dir == Direction::BwdData;
+        for r0 in (r0..r1).step_by(FILTER_ROWS) {
+            let r1 = r1.min(r0 + FILTER_ROWS);
             on_isa!(isa, {
                 // Rows r0..r1's nine taps of columns c0..c0+cb. Filled by
                 // plain loops over contiguous runs: with one closure for
@@ -448,6 +549,12 @@ impl WinogradPlan {
                             for (row, x) in taps.iter_mut().zip(&wei[at + r0..at + r1]) {
                                 row[t][c] = *x;
                             }
+                            // The next rows' run of this one: 576 runs a
+                            // step, each a line of its own 2 KiB row (512
+                            // channels), are more streams than the
+                            // hardware follows (its load stalled, 14% of a
+                            // 7x7 layer's samples).
+                            prefetch_line(wei[at..].as_ptr().wrapping_add(r1));
                         }
                     }
                 } else {
@@ -462,16 +569,12 @@ impl WinogradPlan {
                 let mut scratch: [Lanes; ALPHA * 3] = [[0.0; CB]; ALPHA * 3];
                 for (w, kk) in taps.iter().zip(r0..r1) {
                     transform::filter(w, &mut u, &mut scratch);
-                    let off = (c0 / panel_w) * k * panel_w + kk * panel_w + c0 % panel_w;
                     for (xi, ux) in u.iter().enumerate() {
-                        // SAFETY: `off + cb` stays inside point xi's matrix
-                        // (K rows of panels of panel_w columns, or of N), and
-                        // only this item writes row kk's columns c0..c0+cb.
-                        copy_lanes(&ux[..cb], unsafe { bases[xi].ptr().add(off) });
+                        copy_lanes(&ux[..cb], to(xi, kk));
                     }
                 }
             })
-        });
+        }
     }
 
     /// `V = Bᵀ d B` of tiles `t0..t1` into rows `0..t1-t0` of each point's
@@ -684,6 +787,19 @@ impl WinogradPlan {
     }
 }
 
+/// Asks for the cache line at `p` (a hint: any address, never faults).
+#[inline(always)]
+fn prefetch_line(p: *const f32) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch of any address is architecturally a no-op hint.
+    unsafe {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        _mm_prefetch::<_MM_HINT_T0>(p.cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
 /// The padding's row of the input transform, and the bias that is none.
 static ZERO_LANES: Lanes = [0.0; CB];
 
@@ -734,9 +850,9 @@ impl ConvPlan for WinogradPlan {
             Schedule::Chunks => "",
         };
         let base = format!("{}_conv_{}_f32_wino4x3{schedule}", self.isa, self.dir);
-        let packed = match (&self.filter, &self.weights) {
-            (Some(f), _) => f.packed(),
-            (None, w) => matches!(w, Weights::Packed(_)),
+        let packed = match &self.filter {
+            Some(f) => f.packed(),
+            None => packed::available_for_all(self.isa),
         };
         if packed {
             base
