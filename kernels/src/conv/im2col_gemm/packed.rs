@@ -2,8 +2,9 @@
 //! the same panels, a quarter of a panel at a time), for the single-tap
 //! (1x1) convolutions with many pixels, forward and (where the reduction is
 //! 64 or more) backward-data, and for Winograd's 36 GEMMs (whose
-//! transforms fill the panels themselves; its backward-filter reads A
-//! transposed, [`gemm_panels`]), and for `crate::gemm`'s packed path. It
+//! transforms fill the panels themselves; its panels schedule and its
+//! backward-filter, which reads A transposed, run [`gemm_panels`]), and for
+//! `crate::gemm`'s packed path. It
 //! reads the pixel rows in place and
 //! prefetches the next micro-tile's, where the `gemm` crate packs them per
 //! call; it also fuses the bias, which the crate adds in a pass of its own.

@@ -111,7 +111,7 @@ struct WinogradPlan {
     isa: Isa,
     tiles_h: usize,
     tiles_w: usize,
-    /// Tiles per chunk: the rows of each GEMM.
+    /// Tiles per chunk: the rows of each GEMM ([`Schedule::Chunks`] only).
     chunk: usize,
     weights: Weights,
     schedule: Schedule,
@@ -131,7 +131,7 @@ enum Schedule {
     /// its thread's scratch and runs it over its share of the tiles, `tiles`
     /// at a time: the transformed weights never leave the thread, `V` is
     /// read once per panel. For late layers, whose transformed weights
-    /// outgrow the L3 and whose tiles are few.
+    /// outgrow the L3 (see [`panel_tiles`]).
     Panels { v: Vec<f32>, tiles: usize },
 }
 
@@ -174,7 +174,9 @@ fn chunk_tiles(k: usize, tiles: usize, scratch_bytes: usize) -> usize {
 /// `k` x `n` channels over `tiles` tiles, else `None`: where the
 /// transformed weights outgrow half the largest cache, so that
 /// [`Schedule::Chunks`] would stream them from DRAM once per chunk of
-/// tiles. ABBA, 3-4 rounds on the 2-core Zen 4, forward and backward-data,
+/// tiles, and where the threads' panels of transformed weights (one each)
+/// take no more than that shared transform (a thread per 64 output
+/// channels at most). ABBA, 3-4 rounds on the 2-core Zen 4, forward and backward-data,
 /// panels against chunks: with 512 channels each way (37.7 MB of them) at
 /// 7x7 over batches 2-64 and at 14x14, panels win (1.2-1.4x before their
 /// weights' transform moved into the item, 1.1-1.8x more after); with 256
@@ -182,9 +184,18 @@ fn chunk_tiles(k: usize, tiles: usize, scratch_bytes: usize) -> usize {
 /// and 0.98x at 28x28; with 64-128 channels, 0.81-0.99x.
 fn panel_tiles(k: usize, n: usize, tiles: usize) -> Option<usize> {
     let u_bytes = 4 * XI * k * n;
+    let threads = rayon::current_num_threads().max(1);
+    // Each thread holds one panel of transformed weights: no more in all
+    // than the shared transform they replace.
+    if tiles == 0 || threads * NR > n {
+        return None;
+    }
     // As many tiles as keep an item's M (36 rows of NR floats a tile) in
-    // the L2, and no more than there are.
-    let per_item = (SCRATCH_BYTES / (4 * XI * NR)).min(tiles.max(1));
+    // the L2, and few enough that every thread gets two items.
+    let panels = n.div_ceil(NR);
+    let per_item = (SCRATCH_BYTES / (4 * XI * NR))
+        .min(tiles.div_ceil((2 * threads).div_ceil(panels)))
+        .max(1);
     (2 * u_bytes as u64 > crate::bandwidth::largest_cache_bytes_or_32m()).then_some(per_item)
 }
 
@@ -199,8 +210,10 @@ fn runs(p: &ConvShape, dir: Direction) -> ConvShape {
 
 impl WinogradPlan {
     /// The bytes [`WinogradPlan::new`] allocates (see
-    /// [`ConvAlgo::workspace_bound`]): the transformed weights and
-    /// each thread's `V` and `M`, or the backward-filter's buffers.
+    /// [`ConvAlgo::workspace_bound`]): in [`Schedule::Chunks`] the
+    /// transformed weights and each thread's `V` and `M`; in
+    /// [`Schedule::Panels`] the shared `V` and each thread's weight panel
+    /// and `M`; or the backward-filter's buffers.
     fn bytes_bound(p: &ConvShape, dir: Direction, isa: Isa) -> u128 {
         let q = runs(p, dir);
         let u = |v: usize| v as u128;
@@ -330,10 +343,11 @@ impl WinogradPlan {
         )
     }
 
-    /// Each thread takes a chunk of tiles through all three steps in its
-    /// own scratch, so that `V` and `M` stay in its L2: the input
-    /// transform, then per panel of [`NR`] output channels the 36 GEMMs and
-    /// the output transform of that panel.
+    /// Forward (or backward-data) in the plan's schedule. In
+    /// [`Schedule::Chunks`] each thread takes a chunk of tiles through all
+    /// three steps in its own scratch, so that `V` and `M` stay in its L2:
+    /// the input transform, then per panel of [`NR`] output channels the 36
+    /// GEMMs and the output transform of that panel.
     fn run(&mut self, src: &[f32], wei: &[f32], bias: Option<&[f32]>, dst: &mut [f32]) {
         if let Schedule::Panels { v, tiles: per_item } = &mut self.schedule {
             let (v, per_item) = (SendPtr(v.as_mut_ptr()), *per_item);
@@ -376,6 +390,9 @@ impl WinogradPlan {
         per_item: usize,
     ) {
         let (tiles, k, n) = (self.tiles(), self.q.ic, self.q.oc);
+        if tiles == 0 {
+            return;
+        }
         // Six tiles an item: the input transform is cheap per tile, and
         // small items balance the threads.
         (0..tiles.div_ceil(6)).into_par_iter().for_each(|i| {
@@ -402,6 +419,17 @@ impl WinogradPlan {
             // SAFETY: point xi's K rows of NR floats in this thread's
             // scratch.
             unsafe { self.filter_rows(wei, n0, 0, k, |xi, kk| u.ptr().add((xi * k + kk) * NR)) };
+            if n1 - n0 < NR {
+                // The panel's columns past N are zeros, as in packed
+                // weights (a previous panel left its own there).
+                for row in 0..XI * k {
+                    // SAFETY: row `row`'s columns n1 - n0..NR of the
+                    // thread's weight panel.
+                    unsafe {
+                        std::ptr::write_bytes(u.ptr().add(row * NR + n1 - n0), 0, NR - (n1 - n0))
+                    };
+                }
+            }
             for ci in chunks * part / splits..chunks * (part + 1) / splits {
                 let (t0, t1) = (ci * per_item, tiles.min(ci * per_item + per_item));
                 for xi in 0..XI {
@@ -532,8 +560,9 @@ impl WinogradPlan {
         let (k, n, isa) = (self.q.ic, self.q.oc, self.isa);
         let cb = CB.min(n - c0);
         let bwd = self.dir == Direction::BwdData;
-        for r0 in (r0..r1).step_by(FILTER_ROWS) {
-            let r1 = r1.min(r0 + FILTER_ROWS);
+        let end = r1;
+        for r0 in (r0..end).step_by(FILTER_ROWS) {
+            let r1 = end.min(r0 + FILTER_ROWS);
             on_isa!(isa, {
                 // Rows r0..r1's nine taps of columns c0..c0+cb. Filled by
                 // plain loops over contiguous runs: with one closure for
@@ -549,12 +578,14 @@ impl WinogradPlan {
                             for (row, x) in taps.iter_mut().zip(&wei[at + r0..at + r1]) {
                                 row[t][c] = *x;
                             }
-                            // The next rows' run of this one: 576 runs a
-                            // step, each a line of its own 2 KiB row (512
-                            // channels), are more streams than the
-                            // hardware follows (its load stalled, 14% of a
-                            // 7x7 layer's samples).
-                            prefetch_line(wei[at..].as_ptr().wrapping_add(r1));
+                            // The next step's run of this one, where this
+                            // call takes it: 576 runs a step, each a line
+                            // of its own 2 KiB row (512 channels), are more
+                            // streams than the hardware follows (its load
+                            // stalled, 14% of a 7x7 layer's samples).
+                            if r1 < end {
+                                prefetch_line(wei[at..].as_ptr().wrapping_add(r1));
+                            }
                         }
                     }
                 } else {
