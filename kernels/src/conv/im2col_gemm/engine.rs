@@ -21,14 +21,16 @@ const COL_BUDGET: usize = 640 << 10;
 /// weights dominates; above, the chunk spills for no gain.
 const MIN_ROWS: usize = 256;
 const MAX_ROWS: usize = 768;
-/// Fewest virtual pixels for the packed path: with few pixels (deep layers,
-/// big weights) packing all of W per call and re-reading dst per reduction
-/// pass lose to the `gemm` crate (ResNet-50's 14x14 and 7x7 1x1 layers at
-/// batch 16: 0.85-1.05x). With many, since its micro-kernel prefetches the
-/// next tile's pixel rows, it wins on every 1x1 layer of 28x28 and more
-/// (forward, 1.02-1.31x the crate's, 2026-11-27 on a Zen 5 VM). Measured
-/// at batch 16 only: at batch 64 the 14x14 layers have 12,544 pixels.
-const PACKED_MIN_PIXELS: usize = 8192;
+/// Fewest virtual pixels for the packed path: below, packing all of W per
+/// call and re-reading dst per reduction pass outweigh the pixels. It was
+/// 8192 (ResNet-50's 14x14 and 7x7 1x1 layers at batch 16 measured
+/// 0.85-1.05x the `gemm` crate on a Zen 5 VM, 2026-11-27); on the Zen 4
+/// VM since (2026-11-29, ABBA, 2-3 rounds, batch 16), the packed path ran
+/// those layers' forwards at 1.01-1.08x the crate's (`--algo
+/// im2col_gemm`), and with `--algo auto` at 0.98-1.09x (median 1.05x) the
+/// threshold of 8192, backward-data level (0.98-1.02x, `direct` mostly
+/// wins there); capped at AVX2, 1.05x and 1.13x forward at 14x14.
+const PACKED_MIN_PIXELS: usize = 768;
 /// Widest block of output channels per GEMM: beyond it the gemm crate's
 /// blocking falls off (e.g. 53% of peak at n=512, k=4608 vs 100% at 256).
 const MAX_COLS: usize = 256;
