@@ -474,27 +474,44 @@ impl WinogradPlan {
             if packed::available_for_all(self.isa) {
                 packed::gemm_panels(self.isa, rows, k, a, k, false, b, k, 0, cols, to, NR, false)
             } else {
-                blas::gemm_f32(
-                    self.isa,
-                    rows,
-                    cols,
-                    k,
-                    to,
-                    NR,
-                    false,
-                    MatRef {
-                        ptr: a,
-                        rs: k as isize,
-                        cs: 1,
-                    },
-                    MatRef {
-                        ptr: b,
-                        rs: NR as isize,
-                        cs: 1,
-                    },
-                )
+                self.gemm_plain(rows, cols, a, b, NR, to, NR)
             }
         }
+    }
+
+    /// `to = a · b` on the `gemm` crate: `rows` rows of `a` (K floats
+    /// apart), `cols` columns of `b` (rows `b_rs` apart), rows of `to`
+    /// `to_rs` apart.
+    ///
+    /// # Safety
+    /// `a`, `b` and `to` address that much; nothing else writes `to`
+    /// meanwhile.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn gemm_plain(
+        &self,
+        rows: usize,
+        cols: usize,
+        a: *const f32,
+        b: *const f32,
+        b_rs: usize,
+        to: *mut f32,
+        to_rs: usize,
+    ) {
+        let k = self.q.ic;
+        let (a, b) = (
+            MatRef {
+                ptr: a,
+                rs: k as isize,
+                cs: 1,
+            },
+            MatRef {
+                ptr: b,
+                rs: b_rs as isize,
+                cs: 1,
+            },
+        );
+        // SAFETY: the caller's contract.
+        unsafe { blas::gemm_f32(self.isa, rows, cols, k, to, to_rs, false, a, b) }
     }
 
     /// `U = G w Gᵀ` for every pair of channels, into the GEMM's layout.
@@ -700,24 +717,14 @@ impl WinogradPlan {
             },
             // SAFETY: as above; U's matrix of point xi is K x N.
             Weights::Plain(u) => unsafe {
-                blas::gemm_f32(
-                    self.isa,
+                self.gemm_plain(
                     rows,
                     n1 - n0,
-                    k,
+                    a,
+                    u.as_ptr().add(xi * k * n + n0),
+                    n,
                     to,
                     to_rs,
-                    false,
-                    MatRef {
-                        ptr: a,
-                        rs: k as isize,
-                        cs: 1,
-                    },
-                    MatRef {
-                        ptr: u.as_ptr().add(xi * k * n + n0),
-                        rs: n as isize,
-                        cs: 1,
-                    },
                 )
             },
         }
