@@ -27,9 +27,10 @@ const MAX_ROWS: usize = 768;
 /// 0.85-1.05x the `gemm` crate on a Zen 5 VM, 2026-11-27); on the Zen 4
 /// VM since (2026-11-29, ABBA, 2-3 rounds, batch 16), the packed path ran
 /// those layers' forwards at 1.01-1.08x the crate's (`--algo
-/// im2col_gemm`), and with `--algo auto` at 0.98-1.09x (median 1.05x) the
-/// threshold of 8192, backward-data level (0.98-1.02x, `direct` mostly
-/// wins there); capped at AVX2, 1.05x and 1.13x forward at 14x14.
+/// im2col_gemm`), and with `--algo auto` at 0.98-1.09x (median 1.05x)
+/// what the threshold of 8192 ran; backward-data level (0.98-1.02x,
+/// `direct` mostly wins there); capped at AVX2, layer3.0.conv3 (256 to
+/// 1024 at 14x14) 1.05x forward.
 const PACKED_MIN_PIXELS: usize = 768;
 /// Widest block of output channels per GEMM: beyond it the gemm crate's
 /// blocking falls off (e.g. 53% of peak at n=512, k=4608 vs 100% at 256).
