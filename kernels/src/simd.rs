@@ -27,6 +27,20 @@ macro_rules! on_isa {
     };
 }
 
+/// Asks for the cache line at `p` into L1 ahead of its use: a hint,
+/// which never faults, so `p` may point anywhere.
+#[inline(always)]
+pub(crate) fn prefetch(p: *const f32) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch of any address is architecturally a no-op hint.
+    unsafe {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        _mm_prefetch::<_MM_HINT_T0>(p.cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
 /// Runs `f` compiled for `isa` if LLVM inlines `f`: call it through
 /// [`on_isa!`], which makes sure.
 #[inline(always)]

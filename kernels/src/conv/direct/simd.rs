@@ -72,10 +72,7 @@ pub(super) trait Simd {
     /// never faults, so `p` may point anywhere.
     #[inline(always)]
     unsafe fn prefetch(p: *const f32) {
-        #[cfg(target_arch = "x86_64")]
-        _mm_prefetch::<_MM_HINT_T0>(p.cast());
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = p;
+        crate::simd::prefetch(p)
     }
 }
 

@@ -111,8 +111,6 @@ struct WinogradPlan {
     isa: Isa,
     tiles_h: usize,
     tiles_w: usize,
-    /// Tiles per chunk: the rows of each GEMM ([`Schedule::Chunks`] only).
-    chunk: usize,
     weights: Weights,
     schedule: Schedule,
     scratch: Slots<Scratch>,
@@ -124,8 +122,8 @@ struct WinogradPlan {
 enum Schedule {
     /// Each item takes a chunk of tiles through every panel of output
     /// channels, its `V` and `M` in the thread's L2; the transformed weights
-    /// are read once per chunk.
-    Chunks,
+    /// are read once per chunk of `chunk` tiles (the rows of each GEMM).
+    Chunks { chunk: usize },
     /// `V` of every tile first (`[point][tiles][K]`, shared), then each item
     /// transforms the weights of one panel of [`NR`] output channels into
     /// its thread's scratch and runs it over its share of the tiles, `tiles`
@@ -278,19 +276,16 @@ impl WinogradPlan {
         let (k, n) = (q.ic, q.oc);
         let (tiles_h, tiles_w) = (q.oh.div_ceil(M), q.ow.div_ceil(M));
         let tiles = q.mb * tiles_h * tiles_w;
-        let chunk = chunk_tiles(k, tiles, scratch_bytes);
         let filter = (dir == Direction::BwdFilter)
             .then(|| bwd_filter::FilterGrad::new(k, n, tiles, isa, scratch_bytes));
         let schedule = match (dir, panels) {
-            (Direction::BwdFilter, _) | (_, None) => Schedule::Chunks,
+            (Direction::BwdFilter, _) | (_, None) => Schedule::Chunks {
+                chunk: chunk_tiles(k, tiles, scratch_bytes),
+            },
             (_, Some(per_item)) => Schedule::Panels {
                 v: vec![0.0; XI * tiles * k],
                 tiles: per_item.clamp(1, tiles.max(1)),
             },
-        };
-        let m_rows = match schedule {
-            Schedule::Chunks => chunk,
-            Schedule::Panels { tiles, .. } => tiles,
         };
         let weights = if filter.is_some() || matches!(schedule, Schedule::Panels { .. }) {
             // The backward-filter keeps its own buffers, and panels
@@ -308,20 +303,19 @@ impl WinogradPlan {
             isa,
             tiles_h,
             tiles_w,
-            chunk,
             weights,
             scratch: Slots::new(|| match (dir, &schedule) {
                 (Direction::BwdFilter, _) => Scratch {
                     v: Vec::new(),
                     m: Vec::new(),
                 },
-                (_, Schedule::Chunks) => Scratch {
+                (_, &Schedule::Chunks { chunk }) => Scratch {
                     v: vec![0.0; XI * chunk * k],
-                    m: vec![0.0; XI * m_rows * NR],
+                    m: vec![0.0; XI * chunk * NR],
                 },
-                (_, Schedule::Panels { .. }) => Scratch {
+                (_, &Schedule::Panels { tiles, .. }) => Scratch {
                     v: vec![0.0; XI * k * NR],
-                    m: vec![0.0; XI * m_rows * NR],
+                    m: vec![0.0; XI * tiles * NR],
                 },
             }),
             schedule,
@@ -349,12 +343,15 @@ impl WinogradPlan {
     /// the input transform, then per panel of [`NR`] output channels the 36
     /// GEMMs and the output transform of that panel.
     fn run(&mut self, src: &[f32], wei: &[f32], bias: Option<&[f32]>, dst: &mut [f32]) {
-        if let Schedule::Panels { v, tiles: per_item } = &mut self.schedule {
-            let (v, per_item) = (SendPtr(v.as_mut_ptr()), *per_item);
-            return self.run_panels(src, wei, bias, dst, v, per_item);
-        }
+        let tc = match &mut self.schedule {
+            Schedule::Panels { v, tiles: per_item } => {
+                let (v, per_item) = (SendPtr(v.as_mut_ptr()), *per_item);
+                return self.run_panels(src, wei, bias, dst, v, per_item);
+            }
+            Schedule::Chunks { chunk } => *chunk,
+        };
         self.transform_filter(wei);
-        let (tiles, tc, n) = (self.tiles(), self.chunk, self.q.oc);
+        let (tiles, n) = (self.tiles(), self.q.oc);
         let out = SendPtr(dst.as_mut_ptr());
         (0..tiles.div_ceil(tc)).into_par_iter().for_each(|ti| {
             let (t0, t1) = (ti * tc, tiles.min(ti * tc + tc));
@@ -601,7 +598,7 @@ impl WinogradPlan {
                             // streams than the hardware follows (its load
                             // stalled, 14% of a 7x7 layer's samples).
                             if r1 < end {
-                                prefetch_line(wei[at..].as_ptr().wrapping_add(r1));
+                                crate::simd::prefetch(wei[at..].as_ptr().wrapping_add(r1));
                             }
                         }
                     }
@@ -825,19 +822,6 @@ impl WinogradPlan {
     }
 }
 
-/// Asks for the cache line at `p` (a hint: any address, never faults).
-#[inline(always)]
-fn prefetch_line(p: *const f32) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch of any address is architecturally a no-op hint.
-    unsafe {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        _mm_prefetch::<_MM_HINT_T0>(p.cast());
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
-}
-
 /// The padding's row of the input transform, and the bias that is none.
 static ZERO_LANES: Lanes = [0.0; CB];
 
@@ -876,7 +860,7 @@ impl ConvPlan for WinogradPlan {
             .sum();
         let all_v = match &self.schedule {
             Schedule::Panels { v, .. } => 4 * v.len(),
-            Schedule::Chunks => 0,
+            Schedule::Chunks { .. } => 0,
         };
         weights + scratch + all_v + self.filter.as_ref().map_or(0, |f| f.bytes())
     }
@@ -885,7 +869,7 @@ impl ConvPlan for WinogradPlan {
         // Names the schedule too where it is the panels one.
         let schedule = match self.schedule {
             Schedule::Panels { .. } => "+panels",
-            Schedule::Chunks => "",
+            Schedule::Chunks { .. } => "",
         };
         let base = format!("{}_conv_{}_f32_wino4x3{schedule}", self.isa, self.dir);
         let packed = match &self.filter {
