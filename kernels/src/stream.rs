@@ -33,15 +33,15 @@ use crate::Isa;
 pub const BLOCK_FLOATS: usize = 2048;
 
 /// Whether a pass writing `floats` f32 should store around the caches: it
-/// is more than half the largest cache, so that little of it would still
-/// be cached for its reader.
+/// is more than half the cache counted on ([`crate::bandwidth::cache_bytes`]),
+/// so that little of it would still be cached for its reader.
 pub fn bypasses_cache(floats: usize) -> bool {
     // This crate's tests stream from 64 KiB, so that their small tensors
     // take both paths.
     let threshold = if cfg!(test) {
         64 << 10
     } else {
-        crate::bandwidth::largest_cache_bytes_or_32m() / 2
+        crate::bandwidth::cache_bytes() / 2
     };
     floats as u64 * 4 > threshold
 }

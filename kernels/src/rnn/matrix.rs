@@ -3,7 +3,7 @@
 //! steps and row-major tensors, and row sums.
 
 use super::shape::RnnShape;
-use crate::bandwidth::largest_cache_bytes_or_32m;
+use crate::bandwidth::cache_bytes;
 use crate::conv::direct::{rows_gemm, strided_fits, transpose_avx512_strided, PackedRows};
 use crate::gemm::{sgemm_acc, GemmShape, SendPtr};
 use crate::Isa;
@@ -149,7 +149,7 @@ fn packs(isa: Isa, m: usize, k: usize, n: usize, large_narrow: bool) -> bool {
     PackedRows::runs_by_columns(isa, n, m * k)
         || ((1..=lanes).contains(&n)
             && k * 4 * lanes <= PACKED_K_BYTES
-            && (m * k * 4) as u64 <= largest_cache_bytes_or_32m())
+            && (m * k * 4) as u64 <= cache_bytes())
 }
 
 /// The widest batch any ISA packs large weights for (AVX-512's 16

@@ -229,7 +229,7 @@ impl BwdFilterPlan {
         let slots = (parts > 1).then(|| Slots::new(threads.min(parts), p.wei_len() + p.oc));
         let (rows_per_block, lda) = (Self::rows_per_block(p), Self::lda(p));
         let pack = Slots::new(threads, rows_per_block * p.ow * (nr * max_kbs + lda));
-        let prefetch = act_bytes as u64 > crate::bandwidth::largest_cache_bytes_or_32m();
+        let prefetch = act_bytes as u64 > crate::bandwidth::cache_bytes();
         let prefetch_src = prefetch && taps == 1 && p.sw == 1;
         BwdFilterPlan {
             p: *p,

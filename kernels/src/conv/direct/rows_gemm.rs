@@ -7,7 +7,7 @@
 //! arithmetic when the hidden state is small.
 
 use super::ukernel::{igemm, reduction_block, tile, Igemm, Init, MRMAX};
-use crate::bandwidth::largest_cache_bytes_or_32m;
+use crate::bandwidth::cache_bytes;
 use crate::gemm::SendPtr;
 use crate::Isa;
 use rayon::prelude::*;
@@ -52,7 +52,7 @@ pub fn rows_gemm(
     // Passes over k whose strip of B stays in L2 while A streams, and
     // bands of rows (see `rows`), or one band of every row.
     let (_, kc) = reduction_block(1, k, nr.min(n));
-    let bands = kc * n * 4 <= B_WHOLE_BYTES || (m * k * 4) as u64 > largest_cache_bytes_or_32m();
+    let bands = kc * n * 4 <= B_WHOLE_BYTES || (m * k * 4) as u64 > cache_bytes();
     let band = match bands {
         true => (A_BAND_BYTES / (4 * kc * mr)).max(1) * mr,
         false => m,

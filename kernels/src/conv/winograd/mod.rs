@@ -15,9 +15,9 @@
 //!    64 output channels the 36 GEMMs `M = V·U` and the output transform
 //!    `Aᵀ M A` of that panel into dst, with the bias.
 //!
-//! Where the transformed weights outgrow half the largest cache (512
-//! channels each way: 37.7 MB), step 2 would stream them from DRAM once per
-//! chunk; those layers instead transform every tile's input first, then
+//! Where the transformed weights outgrow half the cache counted on
+//! ([`crate::bandwidth::cache_bytes`]; 512 channels each way: 37.7 MB),
+//! step 2 would stream them from DRAM once per chunk; those layers instead transform every tile's input first, then
 //! give each item one panel of output channels, whose weights it
 //! transforms into its thread's scratch and runs over many tiles
 //! ([`Schedule::Panels`]).
@@ -170,7 +170,7 @@ fn chunk_tiles(k: usize, tiles: usize, scratch_bytes: usize) -> usize {
 
 /// Tiles per item of [`Schedule::Panels`] when it should run for a GEMM of
 /// `k` x `n` channels over `tiles` tiles, else `None`: where the
-/// transformed weights outgrow half the largest cache, so that
+/// transformed weights outgrow half the cache counted on, so that
 /// [`Schedule::Chunks`] would stream them from DRAM once per chunk of
 /// tiles, and where the threads' panels of transformed weights (one each)
 /// take no more than that shared transform (a thread per 64 output
@@ -194,7 +194,7 @@ fn panel_tiles(k: usize, n: usize, tiles: usize) -> Option<usize> {
     let per_item = (SCRATCH_BYTES / (4 * XI * NR))
         .min(tiles.div_ceil((2 * threads).div_ceil(panels)))
         .max(1);
-    (2 * u_bytes as u64 > crate::bandwidth::largest_cache_bytes_or_32m()).then_some(per_item)
+    (2 * u_bytes as u64 > crate::bandwidth::cache_bytes()).then_some(per_item)
 }
 
 /// The forward problem that runs `dir` of `p` (see [`WinogradPlan::q`]).
