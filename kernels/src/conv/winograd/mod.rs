@@ -17,10 +17,10 @@
 //!
 //! Where the transformed weights outgrow half the cache counted on
 //! ([`crate::bandwidth::cache_bytes`]; 512 channels each way: 37.7 MB),
-//! step 2 would stream them from DRAM once per chunk; those layers instead transform every tile's input first, then
-//! give each item one panel of output channels, whose weights it
-//! transforms into its thread's scratch and runs over many tiles
-//! ([`Schedule::Panels`]).
+//! step 2 would stream them from DRAM once per chunk; those layers instead
+//! transform every tile's input first, then give each item one panel of
+//! output channels, whose weights it transforms into its thread's scratch
+//! and runs over many tiles ([`Schedule::Panels`]).
 //!
 //! Backward-data is the forward convolution of diff_dst with the weights
 //! flipped and transposed (padding `2 - p`), so it runs the same code on
