@@ -432,6 +432,13 @@ fn info_reports_cpu_isa_peak_and_build() {
     assert!(peaks
         .iter()
         .all(|p| p["gflops_1_thread"].as_f64().unwrap() > 0.0));
+    // The cache the kernels count on: the largest reported, at most 32 MiB.
+    let (largest, counted) = (
+        i["cache"]["largest_bytes"].as_u64().unwrap(),
+        i["cache"]["counted_bytes"].as_u64().unwrap(),
+    );
+    assert!(counted > 0 && counted <= 32 << 20);
+    assert!(largest == 0 || counted == largest.min(32 << 20));
 }
 
 #[test]

@@ -281,7 +281,10 @@ fn common_shapes_are_supported_by_every_algorithm() {
         shape(2, 1, 256, 14, 14, 512, 1, 1, 2, 2, 0, 0, 0, 0),
         shape(2, 1, 3, 32, 32, 64, 7, 7, 2, 2, 3, 3, 0, 0),
     ];
-    for algo in conv::algorithms().iter().filter(|a| a.name() != "winograd") {
+    for algo in conv::algorithms()
+        .iter()
+        .filter(|a| !a.name().starts_with("winograd"))
+    {
         for p in &common {
             for dir in Direction::ALL {
                 assert!(

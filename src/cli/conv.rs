@@ -34,7 +34,8 @@ pub struct ConvArgs {
     #[arg(long, default_value = "all", value_name = "LIST")]
     dir: String,
     /// auto, all, or a name. CPU: auto tries each briefly and times the fastest; names direct,
-    /// im2col_gemm, winograd (F(4x4,3x3): 3x3 kernels at stride 1, one group), ref. GPU: auto is cuDNN's exhaustive FindEx, then the winner is timed;
+    /// im2col_gemm, winograd (F(4x4,3x3): 3x3 kernels at stride 1, one group), winograd_panels
+    /// (the same in panels of output channels; forward and backward-data), ref. GPU: auto is cuDNN's exhaustive FindEx, then the winner is timed;
     /// heuristic is cuDNN's first choice; all times every algorithm cuDNN knows; names
     /// implicit_gemm, implicit_precomp_gemm, winograd, fft_tiling, algo_1, ... (or algo#N)
     #[arg(long, default_value = "auto", value_name = "ALGO")]

@@ -6,9 +6,9 @@
 
 use super::roofline;
 use crate::results::environment::{self, BuildInfo};
-use crate::results::machine_info::{GpuSection, Info, IsaPeak};
+use crate::results::machine_info::{CacheInfo, GpuSection, Info, IsaPeak};
 use anyhow::Result;
-use cnnbench_kernels::{peak, Isa};
+use cnnbench_kernels::{bandwidth, peak, Isa};
 use cnnbench_layers::cuda::device::supports_dtype;
 use cnnbench_layers::cuda::loader;
 use cnnbench_layers::cuda::Gpu;
@@ -36,6 +36,10 @@ pub fn gather(threads: usize) -> Result<Info> {
         isa_used: Isa::detect().name().into(),
         isa_supported: Isa::supported().iter().map(|i| i.name().into()).collect(),
         peak,
+        cache: CacheInfo {
+            largest_bytes: bandwidth::largest_cache_bytes(),
+            counted_bytes: bandwidth::cache_bytes(),
+        },
         memory_bandwidth: roofline::cpu_bandwidth(threads)?,
         gpu: gpu_section()?,
         cnnbench: BuildInfo::current(),

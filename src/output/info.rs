@@ -33,6 +33,13 @@ fn text(i: &Info) -> String {
         i.isa_detected,
         i.isa_supported.join(", ")
     );
+    let counted = i.cache.counted_bytes >> 20;
+    s += &match i.cache.largest_bytes >> 20 {
+        0 => format!("cpu cache     none reported; the kernels count on {counted} MiB\n"),
+        largest => format!(
+            "cpu cache     {largest} MiB (the largest level); the kernels count on {counted} MiB\n"
+        ),
+    };
     match (&i.gpu.device, &i.gpu.reason) {
         (Some(g), _) => {
             s += &format!(

@@ -16,6 +16,16 @@ pub struct IsaPeak {
     pub gflops_all_threads: f64,
 }
 
+/// The CPU caches: the largest Linux reports, and the part of it the
+/// kernels count on (`bandwidth::cache_bytes`: they store around the
+/// caches, or block for L2, past it).
+#[derive(Serialize)]
+pub struct CacheInfo {
+    /// 0 where Linux reports none.
+    pub largest_bytes: u64,
+    pub counted_bytes: u64,
+}
+
 /// Everything `info` reports (its JSON form).
 #[derive(Serialize)]
 pub struct Info {
@@ -30,6 +40,7 @@ pub struct Info {
     /// Peak FP32 GFLOP/s per ISA: an FMA = 2 FLOPs, register-only loop,
     /// best of `peak::DEFAULT_REPS`.
     pub peak: Vec<IsaPeak>,
+    pub cache: CacheInfo,
     /// The host's memory bandwidth, measured on the run's threads.
     pub memory_bandwidth: Bandwidth,
     pub gpu: GpuSection,

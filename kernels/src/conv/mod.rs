@@ -157,6 +157,7 @@ pub fn algorithms() -> &'static [&'static dyn ConvAlgo] {
         &direct::Direct,
         &im2col_gemm::Im2colGemm,
         &winograd::Winograd,
+        &winograd::WinogradPanels,
     ]
 }
 

@@ -60,7 +60,33 @@ const FILTER_ROWS: usize = 16;
 /// 2-4e-6 on random layers of 64-512 channels (`numpy`, f32).
 const TOLERANCE: f64 = 5e-5;
 
+/// F(4x4, 3x3) with the schedule picked by size: panels where the
+/// transformed weights outgrow half the cache counted on
+/// ([`panels_past_cache`]), else chunks.
 pub struct Winograd;
+
+/// The same with [`Schedule::Panels`] wherever it applies (forward and
+/// backward-data), for `auto` to
+/// time beside [`Winograd`]: which schedule wins below the cache depends on
+/// the machine. On the 2-core Xeon with 480 MiB of L3 (family 6, model
+/// 167), ResNet-50's 14x14 layer of 256 channels (9.4 MB of transformed
+/// weights) ran 1.49x forward and 1.63x backward-data on panels (ABBA, 3
+/// rounds); on the Zen 4 panels lost there (0.96-1.00x).
+pub struct WinogradPanels;
+
+/// Why [`Winograd`] (and [`WinogradPanels`]) cannot run `p`, if it cannot.
+fn refusal(p: &ConvShape, isa: Isa) -> Result<(), String> {
+    if p.g != 1 {
+        return Err("runs one group only".into());
+    }
+    if (p.kh, p.kw, p.sh, p.sw, p.dh, p.dw) != (3, 3, 1, 1, 0, 0) {
+        return Err("runs 3x3 kernels at stride 1 without dilation only".into());
+    }
+    if p.ph > 2 || p.pw > 2 {
+        return Err("runs padding of at most 2 only".into());
+    }
+    blas::refusal(isa)
+}
 
 impl ConvAlgo for Winograd {
     fn name(&self) -> &'static str {
@@ -68,24 +94,43 @@ impl ConvAlgo for Winograd {
     }
 
     fn supports(&self, p: &ConvShape, _: Direction, isa: Isa) -> Result<(), String> {
-        if p.g != 1 {
-            return Err("runs one group only".into());
-        }
-        if (p.kh, p.kw, p.sh, p.sw, p.dh, p.dw) != (3, 3, 1, 1, 0, 0) {
-            return Err("runs 3x3 kernels at stride 1 without dilation only".into());
-        }
-        if p.ph > 2 || p.pw > 2 {
-            return Err("runs padding of at most 2 only".into());
-        }
-        blas::refusal(isa)
+        refusal(p, isa)
     }
 
     fn plan(&self, p: &ConvShape, dir: Direction, isa: Isa) -> Box<dyn ConvPlan> {
-        Box::new(WinogradPlan::new(p, dir, isa))
+        Box::new(WinogradPlan::new(p, dir, isa, false))
     }
 
     fn workspace_bound(&self, p: &ConvShape, dir: Direction, isa: Isa) -> u128 {
-        WinogradPlan::bytes_bound(p, dir, isa) + PLAN_SMALL_BYTES
+        WinogradPlan::bytes_bound(p, dir, isa, false) + PLAN_SMALL_BYTES
+    }
+
+    fn tolerance(&self, p: &ConvShape, dir: Direction) -> f64 {
+        f32_tolerance(p, dir).max(TOLERANCE)
+    }
+}
+
+impl ConvAlgo for WinogradPanels {
+    fn name(&self) -> &'static str {
+        "winograd_panels"
+    }
+
+    fn supports(&self, p: &ConvShape, dir: Direction, isa: Isa) -> Result<(), String> {
+        refusal(p, isa)?;
+        // (Not the thread count: asking rayon for it would build its
+        // global pool before the session sizes it.)
+        if dir == Direction::BwdFilter {
+            return Err("runs forward and backward-data only (backward-filter: winograd)".into());
+        }
+        Ok(())
+    }
+
+    fn plan(&self, p: &ConvShape, dir: Direction, isa: Isa) -> Box<dyn ConvPlan> {
+        Box::new(WinogradPlan::new(p, dir, isa, true))
+    }
+
+    fn workspace_bound(&self, p: &ConvShape, dir: Direction, isa: Isa) -> u128 {
+        WinogradPlan::bytes_bound(p, dir, isa, true) + PLAN_SMALL_BYTES
     }
 
     fn tolerance(&self, p: &ConvShape, dir: Direction) -> f64 {
@@ -129,7 +174,7 @@ enum Schedule {
     /// its thread's scratch and runs it over its share of the tiles, `tiles`
     /// at a time: the transformed weights never leave the thread, `V` is
     /// read once per panel. For late layers, whose transformed weights
-    /// outgrow the L3 (see [`panel_tiles`]).
+    /// outgrow the L3 (see [`panels_past_cache`]).
     Panels { v: Vec<f32>, tiles: usize },
 }
 
@@ -168,33 +213,50 @@ fn chunk_tiles(k: usize, tiles: usize, scratch_bytes: usize) -> usize {
         * 6
 }
 
-/// Tiles per item of [`Schedule::Panels`] when it should run for a GEMM of
-/// `k` x `n` channels over `tiles` tiles, else `None`: where the
-/// transformed weights outgrow half the cache counted on, so that
-/// [`Schedule::Chunks`] would stream them from DRAM once per chunk of
-/// tiles, and where the threads' panels of transformed weights (one each)
-/// take no more than that shared transform (a thread per 64 output
-/// channels at most). ABBA, 3-4 rounds on the 2-core Zen 4, forward and backward-data,
-/// panels against chunks: with 512 channels each way (37.7 MB of them) at
-/// 7x7 over batches 2-64 and at 14x14, panels win (1.2-1.4x before their
-/// weights' transform moved into the item, 1.1-1.8x more after); with 256
-/// channels (9.4 MB), 0.96-1.00x at batches 16 and 32 but 1.12x at 8 (14x14)
-/// and 0.98x at 28x28; with 64-128 channels, 0.81-0.99x.
-fn panel_tiles(k: usize, n: usize, tiles: usize) -> Option<usize> {
+/// Whether [`Winograd`] takes [`Schedule::Panels`] for a GEMM of `k` x `n`
+/// channels: where the transformed weights outgrow half the cache counted
+/// on, so that [`Schedule::Chunks`] would stream them from DRAM once per
+/// chunk of tiles, and where the threads' panels of transformed weights
+/// (one each) take no more than that shared transform (a thread per 64
+/// output channels at most). ABBA, 3-4 rounds on the 2-core Zen 4, forward
+/// and backward-data, panels against chunks: with 512 channels each way
+/// (37.7 MB of them) at 7x7 over batches 2-64 and at 14x14, panels win
+/// (1.2-1.4x before their weights' transform moved into the item, 1.1-1.8x
+/// more after); with 256 channels (9.4 MB), 0.96-1.00x at batches 16 and
+/// 32 but 1.12x at 8 (14x14) and 0.98x at 28x28; with 64-128 channels,
+/// 0.81-0.99x. (Other machines differ: [`WinogradPanels`].)
+fn panels_past_cache(k: usize, n: usize) -> bool {
     let u_bytes = 4 * XI * k * n;
     let threads = rayon::current_num_threads().max(1);
-    // Each thread holds one panel of transformed weights: no more in all
-    // than the shared transform they replace.
-    if tiles == 0 || threads * NR > n {
+    threads * NR <= n && 2 * u_bytes as u64 > crate::bandwidth::cache_bytes()
+}
+
+/// Tiles per item of [`Schedule::Panels`] over `tiles` tiles and `n` output
+/// channels: as many as keep an item's M (36 rows of NR floats a tile) in
+/// the L2, and few enough that every thread gets two items; `None` without
+/// tiles.
+fn panel_tiles(n: usize, tiles: usize) -> Option<usize> {
+    if tiles == 0 {
         return None;
     }
-    // As many tiles as keep an item's M (36 rows of NR floats a tile) in
-    // the L2, and few enough that every thread gets two items.
+    let threads = rayon::current_num_threads().max(1);
     let panels = n.div_ceil(NR);
     let per_item = (SCRATCH_BYTES / (4 * XI * NR))
         .min(tiles.div_ceil((2 * threads).div_ceil(panels)))
         .max(1);
-    (2 * u_bytes as u64 > crate::bandwidth::cache_bytes()).then_some(per_item)
+    Some(per_item)
+}
+
+/// Tiles per item where `dir` of the problem `q` (as it runs) takes
+/// [`Schedule::Panels`]: always (`always`, [`WinogradPanels`]) or past the
+/// cache ([`panels_past_cache`]); never backward-filter.
+fn schedule_panels(q: &ConvShape, dir: Direction, always: bool) -> Option<usize> {
+    let tiles = q.mb * q.oh.div_ceil(M) * q.ow.div_ceil(M);
+    match dir {
+        Direction::BwdFilter => None,
+        _ if always || panels_past_cache(q.ic, q.oc) => panel_tiles(q.oc, tiles),
+        _ => None,
+    }
 }
 
 /// The forward problem that runs `dir` of `p` (see [`WinogradPlan::q`]).
@@ -212,7 +274,7 @@ impl WinogradPlan {
     /// transformed weights and each thread's `V` and `M`; in
     /// [`Schedule::Panels`] the shared `V` and each thread's weight panel
     /// and `M`; or the backward-filter's buffers.
-    fn bytes_bound(p: &ConvShape, dir: Direction, isa: Isa) -> u128 {
+    fn bytes_bound(p: &ConvShape, dir: Direction, isa: Isa, always_panels: bool) -> u128 {
         let q = runs(p, dir);
         let u = |v: usize| v as u128;
         let (k, n) = (u(q.ic), u(q.oc));
@@ -229,7 +291,7 @@ impl WinogradPlan {
         }
         let chunk = chunk_tiles(q.ic, tiles, SCRATCH_BYTES);
         let threads = u(rayon::current_num_threads().max(1));
-        match panel_tiles(q.ic, q.oc, tiles) {
+        match schedule_panels(&q, dir, always_panels) {
             None => {
                 let weights = if packed::available_for_all(isa) {
                     4 * xi * k * u(q.oc.div_ceil(NR) * NR)
@@ -242,17 +304,14 @@ impl WinogradPlan {
         }
     }
 
-    fn new(p: &ConvShape, dir: Direction, isa: Isa) -> Self {
+    /// A plan that takes [`Schedule::Panels`] past the cache, or wherever
+    /// it applies with `always_panels`.
+    fn new(p: &ConvShape, dir: Direction, isa: Isa, always_panels: bool) -> Self {
         let bytes = match dir {
             Direction::BwdFilter => bwd_filter::CHUNK_BYTES,
             _ => SCRATCH_BYTES,
         };
-        let q = runs(p, dir);
-        let tiles = q.mb * q.oh.div_ceil(M) * q.ow.div_ceil(M);
-        let panels = match dir {
-            Direction::BwdFilter => None,
-            _ => panel_tiles(q.ic, q.oc, tiles),
-        };
+        let panels = schedule_panels(&runs(p, dir), dir, always_panels);
         Self::with_scratch_bytes(p, dir, isa, bytes, panels)
     }
 

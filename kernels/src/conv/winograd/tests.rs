@@ -167,3 +167,24 @@ fn refuses_what_it_cannot_run() {
         assert!(!why.is_empty());
     }
 }
+
+#[test]
+fn winograd_panels_takes_panels_wherever_it_runs() {
+    let isa = Isa::detect();
+    // Small enough that `winograd` itself keeps to chunks.
+    let p = shape(2, 16, 8, 8, 32, 1, 1);
+    for dir in [Direction::Fwd, Direction::BwdData] {
+        assert!(WinogradPanels.supports(&p, dir, isa).is_ok());
+        let name = |a: &dyn ConvAlgo| a.plan(&p, dir, isa).kernel_name();
+        assert!(name(&WinogradPanels).ends_with("+panels"), "{dir}");
+        assert!(!name(&Winograd).ends_with("+panels"), "{dir}");
+    }
+    // Backward-filter is `winograd`'s alone; and the same refusals.
+    assert!(WinogradPanels
+        .supports(&p, Direction::BwdFilter, isa)
+        .is_err());
+    let strided = ConvShape { sh: 2, oh: 4, ..p };
+    assert!(WinogradPanels
+        .supports(&strided, Direction::Fwd, isa)
+        .is_err());
+}
