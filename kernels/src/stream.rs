@@ -23,7 +23,7 @@
 //! GEMM (`conv::im2col_gemm::packed`, forward and backward-data) where its
 //! reduction takes one pass.
 //!
-//! Where the output is under half the largest cache its reader may find
+//! Where the output is under half the cache counted on its reader may find
 //! it there, so [`bypasses_cache`] keeps plain stores for it.
 
 use crate::Isa;

@@ -270,7 +270,8 @@ fn random_problems_match_reference() {
 
 /// Every general algorithm supports every direction of the ResNet-50 kinds
 /// of layer on the best ISA here: these are what users time first.
-/// (Winograd is for 3x3 kernels at stride 1 only, and says so.)
+/// (Both Winograd algorithms are for 3x3 kernels at stride 1 only, and
+/// say so; `winograd_panels` also refuses backward-filter.)
 #[test]
 fn common_shapes_are_supported_by_every_algorithm() {
     let isa = Isa::detect();

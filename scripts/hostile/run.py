@@ -2458,6 +2458,7 @@ ARGS_BAD = [
     ("algo_bad", ["conv", P, "--device", "cpu", "--algo", "magic", "--no-save"]),
     ("algo_gpu_name", ["conv", P, "--device", "cpu", "--algo", "fft_tiling", "--no-save"]),
     ("algo_winograd_stride2", ["conv", "mb1ic4ih8oc4oh4kh3sh2ph1", "--device", "cpu", "--algo", "winograd", "--no-save"]),
+    ("algo_winograd_panels_bwd_w", ["conv", "mb1ic4ih8oc4kh3ph1", "--device", "cpu", "--algo", "winograd_panels", "--no-save"]),
     ("device_gpu", ["conv", P, "--device", "gpu", "--no-save"]),
     ("dtype_f16_cpu", ["conv", P, "--device", "cpu", "--dtype", "f16", "--no-save"]),
     ("layout_nchw_cpu", ["conv", P, "--device", "cpu", "--layout", "nchw", "--no-save"]),

@@ -80,7 +80,7 @@ def machine(cnnbench, threads):
     return {"cnnbench": version, "cpu": info.get("cpu"), "family": cpuinfo.get("cpu family"),
             "model": cpuinfo.get("model"), "isa": info.get("isa_used"), "threads": info.get("threads"),
             "peak": info.get("peak"), "bandwidth_gbs": (info.get("memory_bandwidth") or {}).get("measured_gbs"),
-            "machine": platform.machine()}
+            "cache": info.get("cache"), "machine": platform.machine()}
 
 
 def isa_peak_scale(m, isa):

@@ -3,6 +3,7 @@
 use super::table::{aligned, Align};
 use super::Format;
 use crate::results::machine_info::Info;
+use crate::results::memory::size;
 use crate::results::roofline::Bandwidth;
 use anyhow::Result;
 use cnnbench_kernels::peak;
@@ -33,11 +34,12 @@ fn text(i: &Info) -> String {
         i.isa_detected,
         i.isa_supported.join(", ")
     );
-    let counted = i.cache.counted_bytes >> 20;
-    s += &match i.cache.largest_bytes >> 20 {
-        0 => format!("cpu cache     none reported; the kernels count on {counted} MiB\n"),
+    let counted = size(i.cache.counted_bytes.into());
+    s += &match i.cache.largest_bytes {
+        0 => format!("cpu cache     none reported; the kernels count on {counted}\n"),
         largest => format!(
-            "cpu cache     {largest} MiB (the largest level); the kernels count on {counted} MiB\n"
+            "cpu cache     {} (the largest level); the kernels count on {counted}\n",
+            size(largest.into())
         ),
     };
     match (&i.gpu.device, &i.gpu.reason) {

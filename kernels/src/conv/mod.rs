@@ -90,6 +90,8 @@ pub trait ConvAlgo: Sync {
     /// Stable name used by `--algo` and in results.
     fn name(&self) -> &'static str;
     /// `Ok` when the algorithm can run `dir` of `p` with `isa`, else why not.
+    /// Called before the run's thread pool is built: it must not ask rayon
+    /// anything (that would build the global pool at its default size).
     fn supports(&self, p: &ConvShape, dir: Direction, isa: Isa) -> Result<(), String>;
     /// Everything the timed call needs (scratch, tables), made once.
     fn plan(&self, p: &ConvShape, dir: Direction, isa: Isa) -> Box<dyn ConvPlan>;

@@ -49,7 +49,7 @@ fn row_tasks(rows: usize) -> usize {
 /// it `#[inline(always)]` (see [`on_isa!`](crate::on_isa)). Where `out`
 /// is not empty (`rows x c`), `f` also gets that row of it to write, so a
 /// pass can leave a tensor behind while it sums; otherwise an empty slice.
-/// Where `out` is larger than half the largest cache that row is staged on
+/// Where `out` is larger than half the cache counted on that row is staged on
 /// the stack and streamed out ([`stream::copy`]): `f` must write all of it
 /// and read none of it.
 ///
@@ -68,7 +68,7 @@ fn channel_sums<const K: usize>(
     let tasks = rows.div_ceil(per);
     assert!(out.is_empty() || out.len() == rows * c, "out is rows x c");
     // Rows of `out` go through a block of rows on the stack and out with
-    // non-temporal stores where it is larger than half the largest cache.
+    // non-temporal stores where it is larger than half the cache counted on.
     let stream = !out.is_empty() && c <= stream::BLOCK_FLOATS && stream::bypasses_cache(out.len());
     // Whole rows per staged block.
     let stage_rows = stream::BLOCK_FLOATS / c;
@@ -232,7 +232,7 @@ fn scale_shift_add_relu(
 /// row-parallel in chunks of about [`CHUNK`](crate::simd::CHUNK) floats,
 /// compiled for `isa`: mark `f` `#[inline(always)]` (see
 /// [`on_isa!`](crate::on_isa)). `out` is written with non-temporal stores
-/// where it is larger than half the largest cache ([`stream::rows_out`]):
+/// where it is larger than half the cache counted on ([`stream::rows_out`]):
 /// `f` must write all of its `out` row and read none of it.
 fn rows_of_three(
     isa: Isa,

@@ -131,7 +131,7 @@ pub(super) fn pack_transposed_for_steps<'p>(
 ///   at 45-52 (2 threads, Zen 5: 6144x8x1536 in 1448 against 731 µs,
 ///   8192x8x2048 in 2550 against 1483);
 /// - else at most one vector, on the narrow panel tile, where they fit in
-///   the largest cache: on AVX2, and on AVX-512 for weights under the
+///   the cache counted on: on AVX2, and on AVX-512 for weights under the
 ///   halves' 4 MiB whose reduction is too long for the small packs (the
 ///   backward's `W_hhᵀ` at h384). Measured on AVX-512 before the halves:
 ///   LSTM forward and backward-data at h1024, 2 threads, ABBA, 1.07x and

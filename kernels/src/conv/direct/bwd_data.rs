@@ -67,7 +67,7 @@ pub(super) struct BwdDataPlan {
     bg: usize,
     /// Whether the last pass (and a class without taps, which writes
     /// zeros) stores diff_src non-temporally: it is more than half the
-    /// largest cache, so that a plain store would first read each line from
+    /// cache counted on, so that a plain store would first read each line from
     /// memory (ResNet-50's stride-2 layers write 26-51 MB at batch 16, of
     /// which a 1x1's three tapless classes are three quarters).
     streams: bool,

@@ -85,7 +85,7 @@ pub(super) struct BwdFilterPlan {
     /// Most oc blocks in one item (packed diff_dst blocks per slot).
     max_kbs: usize,
     /// Prefetch each block's diff_dst during the block before it: set when
-    /// src and diff_dst together outgrow the largest cache, so that they
+    /// src and diff_dst together outgrow the cache counted on, so that they
     /// stream from DRAM. (When they fit, the prefetched lines only evict
     /// the block's working set from L1: 0.90-0.96x on 7x7 and 14x14 1x1
     /// layers, against 1.04-1.20x on 56x56 ones, in ABBA rounds.)

@@ -116,7 +116,7 @@ pub(super) struct FwdPlan {
     /// rows, a page apart, defeat the prefetchers).
     pack: AlignedBuf,
     /// Whether the last pass stores the output non-temporally: it is more
-    /// than half the largest cache, so that a plain store would first read
+    /// than half the cache counted on, so that a plain store would first read
     /// each line from memory (ResNet-50's stem writes 51 MB at batch 16).
     streams: bool,
 }

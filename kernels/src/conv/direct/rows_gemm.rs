@@ -92,7 +92,7 @@ pub fn rows_gemm(
 /// L2), in bands of `band` rows whose block of A stays in L2 while every
 /// column tile passes; or in one band of every row, which reads A once
 /// per column tile. `rows_gemm` takes bands where B's whole block of the
-/// reduction stays in L2 too, or A outgrows the largest cache; reading A
+/// reduction stays in L2 too, or A outgrows the cache counted on; reading A
 /// per column tile from DRAM had taken DeepBench's h4096 LSTM forward
 /// (its input product over every step: A 268 MB, 50 tiles) to 0.92x of
 /// the `gemm` crate. Bands over every-row-per-tile, one thread against

@@ -20,7 +20,9 @@
 //! step 2 would stream them from DRAM once per chunk; those layers instead
 //! transform every tile's input first, then give each item one panel of
 //! output channels, whose weights it transforms into its thread's scratch
-//! and runs over many tiles ([`Schedule::Panels`]).
+//! and runs over many tiles ([`Schedule::Panels`]). `winograd_panels`
+//! ([`WinogradPanels`]) takes panels at every size, for `auto` to time
+//! beside `winograd`.
 //!
 //! Backward-data is the forward convolution of diff_dst with the weights
 //! flipped and transposed (padding `2 - p`), so it runs the same code on
@@ -71,7 +73,8 @@ pub struct Winograd;
 /// the machine. On the 2-core Xeon with 480 MiB of L3 (family 6, model
 /// 167), ResNet-50's 14x14 layer of 256 channels (9.4 MB of transformed
 /// weights) ran 1.49x forward and 1.63x backward-data on panels (ABBA, 3
-/// rounds); on the Zen 4 panels lost there (0.96-1.00x).
+/// rounds; one `--algo all` run: 1.22x and 1.64x); on the Zen 4 panels
+/// lost there (0.96-1.00x).
 pub struct WinogradPanels;
 
 /// Why [`Winograd`] (and [`WinogradPanels`]) cannot run `p`, if it cannot.
@@ -173,8 +176,9 @@ enum Schedule {
     /// transforms the weights of one panel of [`NR`] output channels into
     /// its thread's scratch and runs it over its share of the tiles, `tiles`
     /// at a time: the transformed weights never leave the thread, `V` is
-    /// read once per panel. For late layers, whose transformed weights
-    /// outgrow the L3 (see [`panels_past_cache`]).
+    /// read once per panel. Where the transformed weights outgrow half the
+    /// cache counted on ([`panels_past_cache`]), or always under
+    /// [`WinogradPanels`].
     Panels { v: Vec<f32>, tiles: usize },
 }
 
