@@ -94,9 +94,9 @@ pub const CACHE_CAP_BYTES: u64 = 32 << 20;
 /// shared with every other tenant. There, taking 32 MiB ran ResNet-50's
 /// 7x7 Winograd layer 2.1x faster (its weight panels, not 37.7 MB of
 /// transformed weights re-read per chunk) and the large 1x1 layers and
-/// the stem 1.01-1.19x (output stored around the caches; ABBA, 2 rounds,
-/// 2 threads). The AMD VMs measured before (Zen 3, 4 and 5) report 32
-/// MiB themselves; the 16-vCPU Xeon host of the H200 runs reported 300
+/// the stem 0.90-1.19x, median 1.04x (outputs stored around the caches;
+/// ABBA, 2 rounds, 2 threads). The AMD VMs measured before (Zen 3, 4 and
+/// 5) report 32 MiB themselves; the 16-vCPU Xeon host of the H200 runs reported 300
 /// MiB, so its CPU kernels count on less since.
 pub fn cache_bytes() -> u64 {
     match largest_cache_bytes() {
