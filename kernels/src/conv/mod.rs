@@ -158,8 +158,8 @@ pub fn algorithms() -> &'static [&'static dyn ConvAlgo] {
     &[
         &direct::Direct,
         &im2col_gemm::Im2colGemm,
-        &winograd::Winograd,
-        &winograd::WinogradPanels,
+        &winograd::Winograd::BY_SIZE,
+        &winograd::Winograd::PANELS,
     ]
 }
 

@@ -21,7 +21,7 @@
 //! transform every tile's input first, then give each item one panel of
 //! output channels, whose weights it transforms into its thread's scratch
 //! and runs over many tiles ([`Schedule::Panels`]). `winograd_panels`
-//! ([`WinogradPanels`]) takes panels at every size, for `auto` to time
+//! ([`Winograd::PANELS`]) takes panels at every size, for `auto` to time
 //! beside `winograd`.
 //!
 //! Backward-data is the forward convolution of diff_dst with the weights
@@ -62,78 +62,63 @@ const FILTER_ROWS: usize = 16;
 /// 2-4e-6 on random layers of 64-512 channels (`numpy`, f32).
 const TOLERANCE: f64 = 5e-5;
 
-/// F(4x4, 3x3) with the schedule picked by size: panels where the
-/// transformed weights outgrow half the cache counted on
-/// ([`panels_past_cache`]), else chunks.
-pub struct Winograd;
+/// F(4x4, 3x3), as two algorithms that differ only in when they take
+/// [`Schedule::Panels`]: [`Winograd::BY_SIZE`] and [`Winograd::PANELS`].
+pub struct Winograd {
+    always_panels: bool,
+}
 
-/// The same with [`Schedule::Panels`] wherever it applies (forward and
-/// backward-data), for `auto` to
-/// time beside [`Winograd`]: which schedule wins below the cache depends on
-/// the machine. On the 2-core Xeon with 480 MiB of L3 (family 6, model
-/// 167), ResNet-50's 14x14 layer of 256 channels (9.4 MB of transformed
-/// weights) ran 1.49x forward and 1.63x backward-data on panels (ABBA, 3
-/// rounds; one `--algo all` run: 1.22x and 1.64x); on the Zen 4 panels
-/// lost there (0.96-1.00x).
-pub struct WinogradPanels;
-
-/// Why [`Winograd`] (and [`WinogradPanels`]) cannot run `p`, if it cannot.
-fn refusal(p: &ConvShape, isa: Isa) -> Result<(), String> {
-    if p.g != 1 {
-        return Err("runs one group only".into());
-    }
-    if (p.kh, p.kw, p.sh, p.sw, p.dh, p.dw) != (3, 3, 1, 1, 0, 0) {
-        return Err("runs 3x3 kernels at stride 1 without dilation only".into());
-    }
-    if p.ph > 2 || p.pw > 2 {
-        return Err("runs padding of at most 2 only".into());
-    }
-    blas::refusal(isa)
+impl Winograd {
+    /// `winograd`: panels where the transformed weights outgrow half the
+    /// cache counted on ([`panels_past_cache`]), else chunks.
+    pub const BY_SIZE: Winograd = Winograd {
+        always_panels: false,
+    };
+    /// `winograd_panels`: panels wherever they apply (forward and
+    /// backward-data), for `auto` to time beside `winograd`: which schedule
+    /// wins below the cache depends on the machine. On the 2-core Xeon
+    /// with 480 MiB of L3 (family 6, model 167), ResNet-50's 14x14 layer of
+    /// 256 channels (9.4 MB of transformed weights) ran 1.49x forward and
+    /// 1.63x backward-data on panels (ABBA, 3 rounds; one `--algo all` run:
+    /// 1.22x and 1.64x); on the Zen 4 panels lost there (0.96-1.00x).
+    pub const PANELS: Winograd = Winograd {
+        always_panels: true,
+    };
 }
 
 impl ConvAlgo for Winograd {
     fn name(&self) -> &'static str {
-        "winograd"
-    }
-
-    fn supports(&self, p: &ConvShape, _: Direction, isa: Isa) -> Result<(), String> {
-        refusal(p, isa)
-    }
-
-    fn plan(&self, p: &ConvShape, dir: Direction, isa: Isa) -> Box<dyn ConvPlan> {
-        Box::new(WinogradPlan::new(p, dir, isa, false))
-    }
-
-    fn workspace_bound(&self, p: &ConvShape, dir: Direction, isa: Isa) -> u128 {
-        WinogradPlan::bytes_bound(p, dir, isa, false) + PLAN_SMALL_BYTES
-    }
-
-    fn tolerance(&self, p: &ConvShape, dir: Direction) -> f64 {
-        f32_tolerance(p, dir).max(TOLERANCE)
-    }
-}
-
-impl ConvAlgo for WinogradPanels {
-    fn name(&self) -> &'static str {
-        "winograd_panels"
+        if self.always_panels {
+            "winograd_panels"
+        } else {
+            "winograd"
+        }
     }
 
     fn supports(&self, p: &ConvShape, dir: Direction, isa: Isa) -> Result<(), String> {
-        refusal(p, isa)?;
+        if p.g != 1 {
+            return Err("runs one group only".into());
+        }
+        if (p.kh, p.kw, p.sh, p.sw, p.dh, p.dw) != (3, 3, 1, 1, 0, 0) {
+            return Err("runs 3x3 kernels at stride 1 without dilation only".into());
+        }
+        if p.ph > 2 || p.pw > 2 {
+            return Err("runs padding of at most 2 only".into());
+        }
         // (Not the thread count: asking rayon for it would build its
         // global pool before the session sizes it.)
-        if dir == Direction::BwdFilter {
+        if self.always_panels && dir == Direction::BwdFilter {
             return Err("runs forward and backward-data only (backward-filter: winograd)".into());
         }
-        Ok(())
+        blas::refusal(isa)
     }
 
     fn plan(&self, p: &ConvShape, dir: Direction, isa: Isa) -> Box<dyn ConvPlan> {
-        Box::new(WinogradPlan::new(p, dir, isa, true))
+        Box::new(WinogradPlan::new(p, dir, isa, self.always_panels))
     }
 
     fn workspace_bound(&self, p: &ConvShape, dir: Direction, isa: Isa) -> u128 {
-        WinogradPlan::bytes_bound(p, dir, isa, true) + PLAN_SMALL_BYTES
+        WinogradPlan::bytes_bound(p, dir, isa, self.always_panels) + PLAN_SMALL_BYTES
     }
 
     fn tolerance(&self, p: &ConvShape, dir: Direction) -> f64 {
@@ -178,7 +163,7 @@ enum Schedule {
     /// at a time: the transformed weights never leave the thread, `V` is
     /// read once per panel. Where the transformed weights outgrow half the
     /// cache counted on ([`panels_past_cache`]), or always under
-    /// [`WinogradPanels`].
+    /// [`Winograd::PANELS`].
     Panels { v: Vec<f32>, tiles: usize },
 }
 
@@ -217,8 +202,8 @@ fn chunk_tiles(k: usize, tiles: usize, scratch_bytes: usize) -> usize {
         * 6
 }
 
-/// Whether [`Winograd`] takes [`Schedule::Panels`] for a GEMM of `k` x `n`
-/// channels: where the transformed weights outgrow half the cache counted
+/// Whether [`Winograd::BY_SIZE`] takes [`Schedule::Panels`] for a GEMM of
+/// `k` x `n` channels: where the transformed weights outgrow half the cache counted
 /// on, so that [`Schedule::Chunks`] would stream them from DRAM once per
 /// chunk of tiles, and where the threads' panels of transformed weights
 /// (one each) take no more than that shared transform (a thread per 64
@@ -228,7 +213,7 @@ fn chunk_tiles(k: usize, tiles: usize, scratch_bytes: usize) -> usize {
 /// (1.2-1.4x before their weights' transform moved into the item, 1.1-1.8x
 /// more after); with 256 channels (9.4 MB), 0.96-1.00x at batches 16 and
 /// 32 but 1.12x at 8 (14x14) and 0.98x at 28x28; with 64-128 channels,
-/// 0.81-0.99x. (Other machines differ: [`WinogradPanels`].)
+/// 0.81-0.99x. (Other machines differ: [`Winograd::PANELS`].)
 fn panels_past_cache(k: usize, n: usize) -> bool {
     let u_bytes = 4 * XI * k * n;
     let threads = rayon::current_num_threads().max(1);
@@ -252,7 +237,7 @@ fn panel_tiles(n: usize, tiles: usize) -> Option<usize> {
 }
 
 /// Tiles per item where `dir` of the problem `q` (as it runs) takes
-/// [`Schedule::Panels`]: always (`always`, [`WinogradPanels`]) or past the
+/// [`Schedule::Panels`]: always (`always`, [`Winograd::PANELS`]) or past the
 /// cache ([`panels_past_cache`]); never backward-filter.
 fn schedule_panels(q: &ConvShape, dir: Direction, always: bool) -> Option<usize> {
     let tiles = q.mb * q.oh.div_ceil(M) * q.ow.div_ceil(M);

@@ -118,7 +118,10 @@ fn every_direction_matches_the_reference_on_every_isa() {
     for isa in Isa::supported() {
         for p in &problems {
             for dir in Direction::ALL {
-                assert!(Winograd.supports(p, dir, Isa::detect()).is_ok(), "{p:?}");
+                assert!(
+                    Winograd::BY_SIZE.supports(p, dir, Isa::detect()).is_ok(),
+                    "{p:?}"
+                );
                 let sizes = match dir {
                     Direction::BwdFilter => [1, 64 << 10, bwd_filter::CHUNK_BYTES],
                     _ => [1, 64 << 10, SCRATCH_BYTES],
@@ -135,7 +138,7 @@ fn every_direction_matches_the_reference_on_every_isa() {
                     let schedules = if i == 0 { schedules } else { &schedules[..1] };
                     for &panels in schedules {
                         let err = error(p, dir, isa, scratch_bytes, panels);
-                        if err.is_nan() || err > Winograd.tolerance(p, dir) {
+                        if err.is_nan() || err > Winograd::BY_SIZE.tolerance(p, dir) {
                             failures.push(format!(
                                 "{isa} {dir} scratch {scratch_bytes} panels {panels:?}: {err:e} on {p:?}"
                             ));
@@ -163,7 +166,9 @@ fn refuses_what_it_cannot_run() {
             ..ok
         },
     ] {
-        let why = Winograd.supports(&p, Direction::Fwd, isa).unwrap_err();
+        let why = Winograd::BY_SIZE
+            .supports(&p, Direction::Fwd, isa)
+            .unwrap_err();
         assert!(!why.is_empty());
     }
 }
@@ -174,17 +179,17 @@ fn winograd_panels_takes_panels_wherever_it_runs() {
     // Small enough that `winograd` itself keeps to chunks.
     let p = shape(2, 16, 8, 8, 32, 1, 1);
     for dir in [Direction::Fwd, Direction::BwdData] {
-        assert!(WinogradPanels.supports(&p, dir, isa).is_ok());
+        assert!(Winograd::PANELS.supports(&p, dir, isa).is_ok());
         let name = |a: &dyn ConvAlgo| a.plan(&p, dir, isa).kernel_name();
-        assert!(name(&WinogradPanels).ends_with("+panels"), "{dir}");
-        assert!(!name(&Winograd).ends_with("+panels"), "{dir}");
+        assert!(name(&Winograd::PANELS).ends_with("+panels"), "{dir}");
+        assert!(!name(&Winograd::BY_SIZE).ends_with("+panels"), "{dir}");
     }
     // Backward-filter is `winograd`'s alone; and the same refusals.
-    assert!(WinogradPanels
+    assert!(Winograd::PANELS
         .supports(&p, Direction::BwdFilter, isa)
         .is_err());
     let strided = ConvShape { sh: 2, oh: 4, ..p };
-    assert!(WinogradPanels
+    assert!(Winograd::PANELS
         .supports(&strided, Direction::Fwd, isa)
         .is_err());
 }
