@@ -69,10 +69,12 @@ impl GemmShape {
 /// the `gemm` crate packs all of op(B) it reads, so where B is over half
 /// the cache counted on every row tile reads it from memory again: then
 /// one row tile per thread, in multiples of 16 rows (an even split; the
-/// columns split instead, see [`tile_cols`]). A recurrent layer's weight
-/// gradient over its whole sequence, 512x2048x3200 (26 MB of B) on 2
-/// threads of a Xeon VM (family 6, model 167): 34.6 to 24.9 ms with B
-/// as stored (NN) and 28.6 to 25.6 ms transposed (TN), one run each.
+/// columns split instead, see [`tile_cols`]), where tiles would be
+/// short (see [`FEW_ROWS`]). On 2 threads of a Xeon VM (family 6, model
+/// 167), ABBA, 3 rounds (results/reference/cpu-gemm-xeon-avx512/):
+/// 512x2048x3200 (26 MB of B) 1.37x, 512x4096x4096 1.33x, 1024x8192x2048
+/// 1.36x, where shapes whose tiles did not change moved 1.08-1.11x in the
+/// same runs; capped at AVX2 1.22-1.63x (unchanged ones 1.02-1.04x).
 fn tile_rows(s: &GemmShape, threads: usize) -> usize {
     tile_rows_within(s, threads, crate::bandwidth::cache_bytes())
 }
@@ -80,13 +82,25 @@ fn tile_rows(s: &GemmShape, threads: usize) -> usize {
 /// [`tile_rows`] with `cache` bytes counted on.
 fn tile_rows_within(s: &GemmShape, threads: usize, cache: u64) -> usize {
     let threads = threads.max(1);
-    let b_bytes = 4 * s.k as u64 * s.n as u64;
-    if b_bytes > cache / 2 {
-        return s.m.div_ceil(threads).div_ceil(16).max(1) * 16;
-    }
     let per = s.m.div_ceil(4 * threads);
-    per.div_ceil(48).max(1) * 48
+    let rows = per.div_ceil(48).max(1) * 48;
+    let b_bytes = 4 * s.k as u64 * s.n as u64;
+    if b_bytes > cache / 2 && rows < FEW_ROWS {
+        let one_per_thread = s.m.div_ceil(threads).div_ceil(16).max(1) * 16;
+        return rows.max(one_per_thread);
+    }
+    rows
 }
+
+/// Rows per tile under which re-reading a B larger than the caches for
+/// every tile costs more than the balance of four tiles per thread buys:
+/// each tile reads B's `4·k·n` bytes for its `2·rows·k·n` FLOPs, 2/rows
+/// bytes per FLOP. A first version took one row tile per thread at any
+/// height, and DeepBench's LSTMs of hidden 1024 and 2048 (whose
+/// sequence-long products have thousands of rows) ran 0.87-1.12x, 9 of
+/// 12 passes under 1 (ABBA, 2 rounds); with this bound 0.91-1.20x, as
+/// an LSTM whose products did not change (hidden 512) moved 1.08-1.16x.
+const FEW_ROWS: usize = 256;
 
 /// Columns per tile: whole rows of C unless there are too few row tiles.
 fn tile_cols(s: &GemmShape, threads: usize, rows: usize) -> usize {
@@ -632,9 +646,14 @@ mod tests {
         assert_eq!(tile_rows_within(&s, 2, 32 << 20), 256);
         assert_eq!(tile_rows_within(&s, 2, 64 << 20), 96);
         // An odd split: multiples of 16 rows, the last tile shorter.
-        let odd = GemmShape { m: 5124, ..s };
-        assert_eq!(tile_rows_within(&odd, 2, 32 << 20), 2576);
-        assert_eq!(tile_rows_within(&odd, 4, 32 << 20), 1296);
+        let odd = GemmShape { m: 1000, ..s };
+        assert_eq!(tile_rows_within(&odd, 2, 32 << 20), 512);
+        // Many rows per tile already: four tiles per thread as ever.
+        let tall = GemmShape { m: 3200, ..s };
+        assert_eq!(tile_rows_within(&tall, 2, 32 << 20), 432);
+        // Fewer rows than threads' tiles: never more row tiles than before.
+        let short = GemmShape { m: 32, ..s };
+        assert_eq!(tile_rows_within(&short, 2, 32 << 20), 48);
         // Then the columns split so that each thread has two tiles.
         assert_eq!(tile_cols(&s, 2, 256), 1024);
     }
