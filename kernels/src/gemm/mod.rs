@@ -67,11 +67,13 @@ impl GemmShape {
 /// Rows per tile: about 4 tiles per thread, in multiples of 48 rows
 /// (whole micro-tiles of 6, 8, 12, 16 or 24 rows). Each tile's call of
 /// the `gemm` crate packs all of op(B) it reads, so where B is over half
-/// the cache counted on every row tile reads it from memory again: then
-/// one row tile per thread, in multiples of 16 rows (an even split; the
-/// columns split instead, see [`tile_cols`]), where tiles would be
-/// short (see [`FEW_ROWS`]). On 2 threads of a Xeon VM (family 6, model
-/// 167), ABBA, 3 rounds (results/reference/cpu-gemm-xeon-avx512/):
+/// the cache counted on, every row tile packs it again from memory: there,
+/// where the tiles would be short (see [`FEW_ROWS`]), one row tile per
+/// thread, in multiples of 16 rows (an even split matters more than a
+/// partial micro-tile at a tile's end: 512 rows on 2 threads are 256 and
+/// 256, not 288 and 224), each then run as column tiles one after another
+/// (see [`tile_cols`]). On 2 threads of a Xeon VM (family 6, model 167),
+/// ABBA, 3 rounds (results/reference/cpu-gemm-xeon-avx512/):
 /// 512x2048x3200 (26 MB of B) 1.37x, 512x4096x4096 1.33x, 1024x8192x2048
 /// 1.36x, where shapes whose tiles did not change moved 1.08-1.11x in the
 /// same runs; capped at AVX2 1.22-1.63x (unchanged ones 1.02-1.04x).
@@ -92,14 +94,14 @@ fn tile_rows_within(s: &GemmShape, threads: usize, cache: u64) -> usize {
     rows
 }
 
-/// Rows per tile under which re-reading a B larger than the caches for
-/// every tile costs more than the balance of four tiles per thread buys:
-/// each tile reads B's `4·k·n` bytes for its `2·rows·k·n` FLOPs, 2/rows
-/// bytes per FLOP. A first version took one row tile per thread at any
-/// height, and DeepBench's LSTMs of hidden 1024 and 2048 (whose
-/// sequence-long products have thousands of rows) ran 0.87-1.12x, 9 of
-/// 12 passes under 1 (ABBA, 2 rounds); with this bound 0.91-1.20x, as
-/// an LSTM whose products did not change (hidden 512) moved 1.08-1.16x.
+/// Default tile height (rows) from which [`tile_rows`] keeps four tiles
+/// per thread whatever B's size: the change was measured on shorter
+/// tiles only. Taller ones re-pack B for more work each (a tile of `rows`
+/// rows packs B's `4·k·n` bytes for its `2·rows·k·n` FLOPs), and a first
+/// version that split them too showed no gain that this VM's noise could
+/// not explain: its ABBA on DeepBench's LSTMs of hidden 1024 to 2048
+/// (0.87-1.12x, 2 rounds) turned out to time mostly passes that run no
+/// tiled GEMM at all.
 const FEW_ROWS: usize = 256;
 
 /// Columns per tile: whole rows of C unless there are too few row tiles.
@@ -137,14 +139,19 @@ pub fn sgemm_acc(isa: Isa, s: &GemmShape, a: &[f32], b: &[f32], c: &mut [f32], a
     let cols = tile_cols(s, threads, rows);
     let views = Views(s.views(a, b));
     let col_tiles = s.n.div_ceil(cols);
-    // Each task owns a block of whole rows of C and walks its column tiles.
+    // Each task owns one column tile of a block of rows of C. A block's
+    // column tiles are tasks of their own: where there are fewer blocks
+    // than threads (a fully connected layer's 16 rows at batch 16: one
+    // block) they are the only split.
     c.par_chunks_mut(rows * s.n)
         .enumerate()
-        .flat_map_iter(|(ti, block)| {
+        .flat_map(|(ti, block)| {
             let r0 = ti * rows;
             let mrows = block.len() / s.n;
             let ptr = SendPtr(block.as_mut_ptr());
-            (0..col_tiles).map(move |tj| (r0, mrows, tj, ptr))
+            (0..col_tiles)
+                .into_par_iter()
+                .map(move |tj| (r0, mrows, tj, ptr))
         })
         .for_each(|(r0, mrows, tj, ptr): (usize, usize, usize, SendPtr)| {
             let (av, bv) = views.get();
@@ -654,7 +661,7 @@ mod tests {
         // Fewer rows than threads' tiles: never more row tiles than before.
         let short = GemmShape { m: 32, ..s };
         assert_eq!(tile_rows_within(&short, 2, 32 << 20), 48);
-        // Then the columns split so that each thread has two tiles.
+        // Then each row tile runs as two column tiles.
         assert_eq!(tile_cols(&s, 2, 256), 1024);
     }
 
