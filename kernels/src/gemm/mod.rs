@@ -71,8 +71,7 @@ impl GemmShape {
 /// where the tiles would be short (see [`FEW_ROWS`]), one row tile per
 /// thread, in multiples of 16 rows (an even split matters more than a
 /// partial micro-tile at a tile's end: 512 rows on 2 threads are 256 and
-/// 256, not 288 and 224), each then run as column tiles one after another
-/// (see [`tile_cols`]). On 2 threads of a Xeon VM (family 6, model 167),
+/// 256, not 288 and 224), the columns splitting too (see [`tile_cols`]). On 2 threads of a Xeon VM (family 6, model 167),
 /// ABBA, 3 rounds (results/reference/cpu-gemm-xeon-avx512/):
 /// 512x2048x3200 (26 MB of B) 1.37x, 512x4096x4096 1.33x, 1024x8192x2048
 /// 1.36x, where shapes whose tiles did not change moved 1.08-1.11x in the
@@ -140,9 +139,10 @@ pub fn sgemm_acc(isa: Isa, s: &GemmShape, a: &[f32], b: &[f32], c: &mut [f32], a
     let views = Views(s.views(a, b));
     let col_tiles = s.n.div_ceil(cols);
     // Each task owns one column tile of a block of rows of C. A block's
-    // column tiles are tasks of their own: where there are fewer blocks
-    // than threads (a fully connected layer's 16 rows at batch 16: one
-    // block) they are the only split.
+    // column tiles are tasks of their own: `tile_cols` splits columns
+    // where there are fewer than two blocks per thread, and with a single
+    // block (a fully connected layer's 16 rows at batch 16) they are the
+    // only split.
     c.par_chunks_mut(rows * s.n)
         .enumerate()
         .flat_map(|(ti, block)| {
