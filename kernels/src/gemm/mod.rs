@@ -663,6 +663,19 @@ mod tests {
         assert_eq!(tile_rows_within(&short, 2, 32 << 20), 48);
         // Then each row tile runs as two column tiles.
         assert_eq!(tile_cols(&s, 2, 256), 1024);
+        // The bound: four tiles per thread of 240 rows split, of 288 not.
+        assert_eq!(
+            tile_rows_within(&GemmShape { m: 1920, ..s }, 2, 32 << 20),
+            960
+        );
+        assert_eq!(
+            tile_rows_within(&GemmShape { m: 1921, ..s }, 2, 32 << 20),
+            288
+        );
+        // B of exactly half the cache stays as it was; one thread, one tile.
+        let half = GemmShape { k: 2048, ..s };
+        assert_eq!(tile_rows_within(&half, 2, 32 << 20), 96);
+        assert_eq!(tile_rows_within(&s, 1, 32 << 20), 512);
     }
 
     #[test]
