@@ -71,8 +71,9 @@ impl GemmShape {
 /// where the tiles would be short (see [`FEW_ROWS`]), one row tile per
 /// thread, in multiples of 16 rows (an even split matters more than a
 /// partial micro-tile at a tile's end: 512 rows on 2 threads are 256 and
-/// 256, not 288 and 224), the columns splitting too (see [`tile_cols`]). On 2 threads of a Xeon VM (family 6, model 167),
-/// ABBA, 3 rounds (results/reference/cpu-gemm-xeon-avx512/):
+/// 256, not 288 and 224), the columns splitting too (see [`tile_cols`]).
+/// On 2 threads of a Xeon VM (family 6, model 167), ABBA, 3 rounds
+/// (results/reference/cpu-gemm-xeon-avx512/):
 /// 512x2048x3200 (26 MB of B) 1.37x, 512x4096x4096 1.33x, 1024x8192x2048
 /// 1.36x, where shapes whose tiles did not change moved 1.08-1.11x in the
 /// same runs; capped at AVX2 1.22-1.63x (unchanged ones 1.02-1.04x).

@@ -240,12 +240,17 @@ fn panel_tiles(n: usize, tiles: usize) -> Option<usize> {
 /// [`Schedule::Panels`]: always (`always`, [`Winograd::PANELS`]) or past the
 /// cache ([`panels_past_cache`]); never backward-filter.
 fn schedule_panels(q: &ConvShape, dir: Direction, always: bool) -> Option<usize> {
-    let tiles = q.mb * q.oh.div_ceil(M) * q.ow.div_ceil(M);
     match dir {
         Direction::BwdFilter => None,
-        _ if always || panels_past_cache(q.ic, q.oc) => panel_tiles(q.oc, tiles),
+        _ if always || panels_past_cache(q.ic, q.oc) => panel_tiles(q.oc, tile_count(q)),
         _ => None,
     }
+}
+
+/// Output tiles of `M x M` pixels in the forward problem `q`, over its
+/// batch.
+fn tile_count(q: &ConvShape) -> usize {
+    q.mb * q.oh.div_ceil(M) * q.ow.div_ceil(M)
 }
 
 /// The forward problem that runs `dir` of `p` (see [`WinogradPlan::q`]).
@@ -267,7 +272,7 @@ impl WinogradPlan {
         let q = runs(p, dir);
         let u = |v: usize| v as u128;
         let (k, n) = (u(q.ic), u(q.oc));
-        let tiles = q.mb * q.oh.div_ceil(M) * q.ow.div_ceil(M);
+        let tiles = tile_count(&q);
         let xi = u(XI);
         if dir == Direction::BwdFilter {
             return bwd_filter::FilterGrad::bytes_bound(
