@@ -164,7 +164,7 @@ impl Weights {
     /// Zeroed parameters of set `s`.
     pub fn zeros(shape: &RnnShape, s: usize) -> Weights {
         let [ih, hh, bi, bh] = shape.set_shapes(s);
-        let n = |d: Vec<usize>| vec![0.0; d.iter().product()];
+        let n = |d: Vec<usize>| crate::alloc::zeroed_huge(d.iter().product());
         Weights {
             w_ih: n(ih),
             w_hh: n(hh),

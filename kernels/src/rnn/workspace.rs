@@ -119,12 +119,7 @@ impl Workspace {
     /// [`Workspace::new`], or `None` where the allocator refuses a buffer.
     pub fn try_new(shape: &RnnShape) -> Option<Workspace> {
         let (tb, h) = (shape.t * shape.mb, shape.hidden);
-        fn z(len: usize) -> Option<Vec<f32>> {
-            let mut v = Vec::new();
-            v.try_reserve_exact(len).ok()?;
-            v.resize(len, 0.0);
-            Some(v)
-        }
+        let z = crate::alloc::try_zeroed_huge;
         let gates = shape.cell.gates();
         let gh = gates * h;
         let set = || -> Option<SetState> {

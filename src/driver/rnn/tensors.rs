@@ -6,6 +6,7 @@ use crate::problem::rnn::RnnProblem;
 use crate::results::dump::write_npy;
 use crate::results::Dir;
 use anyhow::{Context, Result};
+use cnnbench_kernels::alloc::zeroed_huge;
 use cnnbench_kernels::conv::reference::rel_l2_error;
 use cnnbench_kernels::rnn::{
     self, Cell, Inputs, OutputGrads, Outputs, RnnShape, Weights, Workspace,
@@ -34,7 +35,7 @@ impl Tensors {
     /// saturate nor vanish.
     pub fn new(s: &RnnShape, seed: u64) -> Tensors {
         let filled = |len: usize, k: u64, scale: f32| {
-            let mut v = vec![0.0; len];
+            let mut v = zeroed_huge(len);
             cnnbench_kernels::rng::fill_uniform(
                 &mut v,
                 seed.wrapping_mul(1000).wrapping_add(k),
@@ -64,12 +65,12 @@ impl Tensors {
             dhy: filled(state, 5, 0.5),
             dcy: filled(c_len, 6, 0.5),
             out: Outputs {
-                y: vec![0.0; s.y_len()],
-                hy: vec![0.0; state],
-                cy: vec![0.0; c_len],
-                dx: vec![0.0; s.x_len()],
-                dhx: vec![0.0; state],
-                dcx: vec![0.0; c_len],
+                y: zeroed_huge(s.y_len()),
+                hy: zeroed_huge(state),
+                cy: zeroed_huge(c_len),
+                dx: zeroed_huge(s.x_len()),
+                dhx: zeroed_huge(state),
+                dcx: zeroed_huge(c_len),
                 dw: (0..s.sets()).map(|set| Weights::zeros(s, set)).collect(),
             },
         }
