@@ -71,7 +71,9 @@ impl GemmShape {
 /// where the tiles would be short (see [`FEW_ROWS`]), one row tile per
 /// thread, in multiples of 16 rows (an even split matters more than a
 /// partial micro-tile at a tile's end: 512 rows on 2 threads are 256 and
-/// 256, not 288 and 224), the columns splitting too (see [`tile_cols`]).
+/// 256, not 288 and 224), the columns splitting too (see [`tile_cols`]);
+/// and so too wherever A is not transposed and B outgrows a core's L2
+/// (see [`TALL_B_BYTES`]).
 /// On 2 threads of a Xeon VM (family 6, model 167), ABBA, 3 rounds
 /// (results/reference/cpu-gemm-xeon-avx512/):
 /// 512x2048x3200 (26 MB of B) 1.37x, 512x4096x4096 1.33x, 1024x8192x2048
@@ -87,16 +89,36 @@ fn tile_rows_within(s: &GemmShape, threads: usize, cache: u64) -> usize {
     let per = s.m.div_ceil(4 * threads);
     let rows = per.div_ceil(48).max(1) * 48;
     let b_bytes = 4 * s.k as u64 * s.n as u64;
-    if b_bytes > cache / 2 && rows < FEW_ROWS {
+    let short_over_cache = b_bytes > cache / 2 && rows < FEW_ROWS;
+    let a_in_place = !s.trans_a && b_bytes > TALL_B_BYTES;
+    if short_over_cache || a_in_place {
         let one_per_thread = s.m.div_ceil(threads).div_ceil(16).max(1) * 16;
         return rows.max(one_per_thread);
     }
     rows
 }
 
+/// B's size (bytes) over which a product whose A is not transposed runs
+/// one row tile per thread whatever the tiles' height: B no longer fits
+/// in a core's L2, so each extra row tile packs it again from L3 or
+/// memory. On 2 threads of a Xeon VM (family 6, model 167), ABBA, 6
+/// rounds (results/reference/cpu-gemm-xeon-avx512/abba-gemm-tall-tiles.txt),
+/// capped at AVX2: 2048x512x3200 1.16x, 2048x3200x512 (B transposed)
+/// 1.13x, 1024x1024x1024 1.19x, 2048x2048x2048 1.18x, 1024x256x4800 1.21x,
+/// 4096x4096x4096 1.06x; AVX-512: 2048x3200x512 1.27x, 2048x2048x2048
+/// 1.18x, 4096x4096x4096 1.05x, 1024x256x4800 1.02x, 2048x512x3200 0.97x.
+/// The LSTMs' weight gradients capped at AVX2 1.00-1.18x
+/// (abba-lstm-tall-tiles-avx2.txt). With A transposed (the recurrent
+/// layers' input gradient) a first version that split those too measured
+/// 0.79-0.94x on 3200x512x2048 and 3200x2048x512 capped at AVX2, and
+/// 0.92-1.01x on AVX-512 (6-8 rounds, not kept), so they keep four tiles
+/// per thread.
+const TALL_B_BYTES: u64 = 2 << 20;
+
 /// Default tile height (rows) from which [`tile_rows`] keeps four tiles
-/// per thread whatever B's size: the change was measured on shorter
-/// tiles only. Taller ones re-pack B for more work each (a tile of `rows`
+/// per thread over a B larger than half the cache, where A is transposed
+/// (elsewhere [`TALL_B_BYTES`] splits them): the change was measured on
+/// shorter tiles only. Taller ones re-pack B for more work each (a tile of `rows`
 /// rows packs B's `4·k·n` bytes for its `2·rows·k·n` FLOPs), and a first
 /// version that split them too showed no gain that this VM's noise could
 /// not explain: its ABBA on DeepBench's LSTMs of hidden 1024 to 2048
@@ -643,11 +665,12 @@ mod tests {
 
     #[test]
     fn row_tiles_are_one_per_thread_where_b_outgrows_the_cache() {
+        // A transposed: only the bound on B over half the cache applies.
         let s = GemmShape {
             m: 512,
             n: 2048,
             k: 3200,
-            trans_a: false,
+            trans_a: true,
             trans_b: false,
         };
         // 26 MB of B: over half of 32 MiB, under half of 64 MiB.
@@ -677,6 +700,35 @@ mod tests {
         let half = GemmShape { k: 2048, ..s };
         assert_eq!(tile_rows_within(&half, 2, 32 << 20), 96);
         assert_eq!(tile_rows_within(&s, 1, 32 << 20), 512);
+    }
+
+    #[test]
+    fn row_tiles_are_one_per_thread_where_a_is_in_place_and_b_outgrows_l2() {
+        // The LSTM h512 batch 128 weight gradient: 6.5 MB of B.
+        let s = GemmShape {
+            m: 2048,
+            n: 512,
+            k: 3200,
+            trans_a: false,
+            trans_b: false,
+        };
+        assert_eq!(tile_rows_within(&s, 2, 32 << 20), 1024);
+        assert_eq!(
+            tile_rows_within(&GemmShape { m: 1000, ..s }, 2, 32 << 20),
+            512
+        );
+        // B transposed counts the same; A transposed keeps four per thread.
+        let nt = GemmShape { trans_b: true, ..s };
+        assert_eq!(tile_rows_within(&nt, 2, 32 << 20), 1024);
+        let tn = GemmShape { trans_a: true, ..s };
+        assert_eq!(tile_rows_within(&tn, 2, 32 << 20), 288);
+        // The bound: B of exactly 2 MiB stays, a row more of it splits.
+        let at = GemmShape { k: 1024, ..s };
+        assert_eq!(tile_rows_within(&at, 2, 32 << 20), 288);
+        let over = GemmShape { k: 1025, ..s };
+        assert_eq!(tile_rows_within(&over, 2, 32 << 20), 1024);
+        // Never shorter than the default tiles: 32 rows on 2 threads.
+        assert_eq!(tile_rows_within(&GemmShape { m: 32, ..s }, 2, 32 << 20), 48);
     }
 
     #[test]
