@@ -30,7 +30,8 @@ extern "C" {
     fn free(ptr: *mut std::ffi::c_void);
 }
 
-/// A huge page on x86-64 Linux.
+/// A transparent huge page on x86-64 Linux (on other architectures the
+/// advice still applies to whole 2 MiB ranges, which is harmless).
 const HUGE_PAGE: usize = 2 << 20;
 
 /// Asks Linux to back the whole 2 MiB pages inside `v`'s allocation with
@@ -41,8 +42,14 @@ const HUGE_PAGE: usize = 2 << 20;
 /// request (`madvise`, the usual default), a large buffer read a few
 /// hundred bytes per page, far apart (the recurrent layers' step-major
 /// gathers), otherwise costs a TLB miss per read, and a nested page walk
-/// under a hypervisor.
-pub fn advise_huge_pages<T>(v: &Vec<T>) {
+/// under a hypervisor. Returns whether the kernel took the advice.
+///
+/// A caveat: glibc may place a large block inside its heap rather than
+/// in a mapping of its own (its mmap threshold rises to the size of any
+/// mapped block freed, up to 32 MiB). The advice then stays on that
+/// range of the heap after the block is freed, for whatever is placed
+/// there next; and recycled heap pages, already faulted in, stay small.
+pub fn advise_huge_pages<T>(v: &Vec<T>) -> bool {
     #[cfg(target_os = "linux")]
     {
         extern "C" {
@@ -52,23 +59,27 @@ pub fn advise_huge_pages<T>(v: &Vec<T>) {
         let p = v.as_ptr() as usize;
         let start = p.next_multiple_of(HUGE_PAGE);
         let end = (p + v.capacity() * std::mem::size_of::<T>()) / HUGE_PAGE * HUGE_PAGE;
-        if end > start {
-            // SAFETY: the range lies inside `v`'s allocation; the advice
-            // changes no contents, and a refusal (an old kernel) is
-            // harmless.
-            unsafe { madvise(start as *mut _, end - start, MADV_HUGEPAGE) };
+        if end <= start {
+            return false;
         }
+        // SAFETY: the range lies inside `v`'s allocation; the advice
+        // changes no contents, and a refusal (an old kernel) is harmless.
+        unsafe { madvise(start as *mut _, end - start, MADV_HUGEPAGE) == 0 }
     }
     #[cfg(not(target_os = "linux"))]
-    let _ = (v, HUGE_PAGE);
+    {
+        let _ = (v, HUGE_PAGE);
+        false
+    }
 }
 
 /// `len` zeros on pages advised huge ([`advise_huge_pages`]), or `None`
 /// where the allocation fails: the recurrent layers' workspace, weights
 /// and tensors. On 2 threads of a Xeon VM (family 6, model 167), ABBA,
-/// LSTMs of hidden 256 and 512 at batches 32 to 128: 1.01-1.14x capped at
-/// AVX2 (8 rounds), 0.98-1.16x on AVX-512 (12 rounds), where a problem
-/// whose buffers are all under 2 MiB moved 1.03-1.11x
+/// LSTMs of hidden 256 and 512: at batches 32 to 128 capped at AVX2, 8
+/// rounds, 1.01-1.14x; at batches 16 to 128 on AVX-512, 12 rounds,
+/// 0.98-1.16x; where a problem whose buffers are all under 2 MiB moved
+/// 1.03-1.11x
 /// (results/reference/cpu-rnn-xeon-hugepages/). Not every tensor: the
 /// global allocator advising every block of 4 MiB or more slowed the
 /// ResNet-50 training step (0.955x and 0.967x), with some Winograd layers
@@ -190,6 +201,7 @@ mod tests {
     /// pages its whole 2 MiB pages carry the advice (`hg` in the mapping's
     /// `VmFlags`); small buffers and the other constructor give zeros too.
     #[test]
+    #[cfg_attr(miri, ignore)]
     fn zeroed_huge_buffers_are_zeros_advised_huge() {
         for len in [0, 1, 1000, 3 << 20] {
             let v = try_zeroed_huge(len).unwrap();
@@ -204,6 +216,11 @@ mod tests {
                 return;
             }
             let v = try_zeroed_huge(3 << 20).unwrap();
+            // Refused (an emulator, a kernel that ignores it): nothing
+            // to look for.
+            if !advise_huge_pages(&v) {
+                return;
+            }
             let at = (v.as_ptr() as usize).next_multiple_of(HUGE_PAGE);
             let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
             let mut inside = false;

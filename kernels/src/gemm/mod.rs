@@ -99,31 +99,34 @@ fn tile_rows_within(s: &GemmShape, threads: usize, cache: u64) -> usize {
 }
 
 /// B's size (bytes) over which a product whose A is not transposed runs
-/// one row tile per thread whatever the tiles' height: B no longer fits
-/// in a core's L2, so each extra row tile packs it again from L3 or
-/// memory. On 2 threads of a Xeon VM (family 6, model 167), ABBA, 6
-/// rounds (results/reference/cpu-gemm-xeon-avx512/abba-gemm-tall-tiles.txt),
+/// one row tile per thread, whatever the default tiles' height: B is then
+/// larger than this Xeon's L2 per core (2 MiB; not measured on CPUs with
+/// 1 MiB), so each extra row tile packs it again from L3 or memory. On 2
+/// threads of a Xeon VM (family 6, model 167), ABBA, 6 rounds
+/// (results/reference/cpu-gemm-xeon-avx512/abba-gemm-tall-tiles.txt),
 /// capped at AVX2: 2048x512x3200 1.16x, 2048x3200x512 (B transposed)
 /// 1.13x, 1024x1024x1024 1.19x, 2048x2048x2048 1.18x, 1024x256x4800 1.21x,
-/// 4096x4096x4096 1.06x; AVX-512: 2048x3200x512 1.27x, 2048x2048x2048
-/// 1.18x, 4096x4096x4096 1.05x, 1024x256x4800 1.02x, 2048x512x3200 0.97x.
-/// The LSTMs' weight gradients capped at AVX2 1.00-1.18x
-/// (abba-lstm-tall-tiles-avx2.txt). With A transposed (the recurrent
-/// layers' input gradient) a first version that split those too measured
-/// 0.79-0.94x on 3200x512x2048 and 3200x2048x512 capped at AVX2, and
-/// 0.92-1.01x on AVX-512 (6-8 rounds, not kept), so they keep four tiles
-/// per thread.
+/// 4096x4096x4096 1.06x; on AVX-512, the shapes on this path:
+/// 2048x3200x512 1.27x, 2048x2048x2048 1.18x, 4096x4096x4096 1.05x. In
+/// the same runs, shapes whose code did not change (A transposed; on
+/// AVX-512 those on [`Path::Packed`]) moved 0.97-1.05x. The LSTMs capped
+/// at AVX2 (abba-lstm-tall-tiles-avx2.txt): weight gradients 1.00-1.18x,
+/// forwards (their input product is 2048x3200x512 with B transposed at
+/// h512 batch 128) 1.02-1.12x; on AVX-512, where those products take
+/// other paths, 0.96-1.07x (abba-lstm-tall-tiles-avx512.txt). With A
+/// transposed (the recurrent layers' input gradient) a first version that
+/// split those too measured 0.79-0.94x on 3200x512x2048 and 3200x2048x512
+/// capped at AVX2, and 0.92-1.01x on AVX-512 (6-8 rounds, not kept), so
+/// they keep four tiles per thread.
 const TALL_B_BYTES: u64 = 2 << 20;
 
 /// Default tile height (rows) from which [`tile_rows`] keeps four tiles
-/// per thread over a B larger than half the cache, where A is transposed
-/// (elsewhere [`TALL_B_BYTES`] splits them): the change was measured on
-/// shorter tiles only. Taller ones re-pack B for more work each (a tile of `rows`
-/// rows packs B's `4·k·n` bytes for its `2·rows·k·n` FLOPs), and a first
-/// version that split them too showed no gain that this VM's noise could
-/// not explain: its ABBA on DeepBench's LSTMs of hidden 1024 to 2048
-/// (0.87-1.12x, 2 rounds) turned out to time mostly passes that run no
-/// tiled GEMM at all.
+/// per thread over a B larger than half the cache. Since [`TALL_B_BYTES`]
+/// this matters only where A is transposed (or where half the cache is
+/// under 2 MiB): there tiles of any height splitting one per thread
+/// measured 0.79-1.01x. An earlier ABBA of tall tiles split on DeepBench's
+/// LSTMs of hidden 1024 to 2048 (0.87-1.12x, 2 rounds) had timed mostly
+/// passes that run no tiled GEMM at all.
 const FEW_ROWS: usize = 256;
 
 /// Columns per tile: whole rows of C unless there are too few row tiles.
@@ -679,7 +682,7 @@ mod tests {
         // An odd split: multiples of 16 rows, the last tile shorter.
         let odd = GemmShape { m: 1000, ..s };
         assert_eq!(tile_rows_within(&odd, 2, 32 << 20), 512);
-        // Many rows per tile already: four tiles per thread as ever.
+        // Many rows per tile already, A transposed: four tiles per thread.
         let tall = GemmShape { m: 3200, ..s };
         assert_eq!(tile_rows_within(&tall, 2, 32 << 20), 432);
         // Fewer rows than threads' tiles: never more row tiles than before.
@@ -727,6 +730,13 @@ mod tests {
         assert_eq!(tile_rows_within(&at, 2, 32 << 20), 288);
         let over = GemmShape { k: 1025, ..s };
         assert_eq!(tile_rows_within(&over, 2, 32 << 20), 1024);
+        // B over half the cache too, tall tiles: one per thread.
+        let big = GemmShape {
+            m: 3200,
+            n: 2048,
+            ..s
+        };
+        assert_eq!(tile_rows_within(&big, 2, 32 << 20), 1600);
         // Never shorter than the default tiles: 32 rows on 2 threads.
         assert_eq!(tile_rows_within(&GemmShape { m: 32, ..s }, 2, 32 << 20), 48);
     }
