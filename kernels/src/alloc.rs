@@ -87,14 +87,16 @@ pub fn advise_huge_pages<T>(v: &Vec<T>) -> bool {
 pub fn try_zeroed_huge(len: usize) -> Option<Vec<f32>> {
     let mut v = Vec::new();
     v.try_reserve_exact(len).ok()?;
-    advise_huge_pages(&v);
-    v.resize(len, 0.0);
-    Some(v)
+    Some(advised_zeros(v, len))
 }
 
 /// [`try_zeroed_huge`], aborting where the allocation fails (as `vec!`).
 pub fn zeroed_huge(len: usize) -> Vec<f32> {
-    let mut v = Vec::with_capacity(len);
+    advised_zeros(Vec::with_capacity(len), len)
+}
+
+/// `len` zeros in `v`'s room for them, advised huge before the first write.
+fn advised_zeros(mut v: Vec<f32>, len: usize) -> Vec<f32> {
     advise_huge_pages(&v);
     v.resize(len, 0.0);
     v
